@@ -1,0 +1,1 @@
+//! TCP network abstraction layer for `portals` (in progress).

@@ -1,0 +1,1 @@
+//! UDP network abstraction layer for `portals` (in progress).

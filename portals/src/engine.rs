@@ -1,0 +1,1783 @@
+//! The sans-I/O Portals engine.
+//!
+//! [`Engine`] holds every object of one network interface (portal table,
+//! match entries, memory descriptors, event queues, access control, the
+//! initiator's pending operations and the target's transfers in progress)
+//! and implements the Portals semantics as a deterministic state machine:
+//!
+//! * the API side creates and destroys objects and *initiates* operations,
+//!   which returns an [`Outbound`] message for the transport to send;
+//! * the transport side feeds decoded [`Header`]s in with
+//!   [`Engine::recv_header`], which answers with a [`RecvAction`]: where the
+//!   payload goes (a region of descriptor memory, so a NAL can read from the
+//!   socket straight into it), what to discard, and what to send back;
+//! * the transport reports completions ([`Engine::recv_complete`],
+//!   [`Engine::send_complete`], [`Engine::recv_abort`],
+//!   [`Engine::peer_failed`]), and the engine posts events, sends
+//!   acknowledgments and unlinks what was consumed.
+//!
+//! No sockets, no threads, no clocks. [`crate::NetworkInterface`] wraps an
+//! engine in a mutex and connects it to a [`crate::Nal`].
+//!
+//! # Memory lent to the transport
+//! A region handed out in a [`RecvAction::Deposit`] or in an [`Outbound`]
+//! payload stays valid until its token is completed: the descriptor it
+//! belongs to refuses to unlink (`MdInUse`) while regions are lent, and
+//! regions lent for writing never overlap other lent regions unless the
+//! user's own remote offsets make them overlap.
+
+use slotmap::SlotMap;
+
+use crate::acl::{AcEntry, AccessControl};
+use crate::eq::EventQueue;
+use crate::error::{PtlError, Result};
+use crate::event::{Event, EventKind};
+use crate::handle::{
+    cookie_op, fresh_tag, op_cookie, EqHandle, EqKey, MdHandle, MdKey, MeHandle, MeKey, OpKey,
+    XferKey,
+};
+use crate::md::{Acceptance, Access, MdDesc, MdOptions, MdState, Memory, MemoryDescriptor};
+use crate::me::{MatchEntry, MatchList};
+use crate::types::{AckReq, FailType, PortalIndex, Position, ProcessId, Remote, Unlink};
+use crate::wire::{Header, Op};
+
+/// Limits of a network interface (`ptl_ni_limits_t`). The defaults suit an
+/// MPI process; raise them for storage servers with many posted buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NiLimits {
+    /// Maximum number of match entries.
+    pub max_mes: usize,
+    /// Maximum number of memory descriptors.
+    pub max_mds: usize,
+    /// Maximum number of event queues.
+    pub max_eqs: usize,
+    /// Number of portal table entries (at least 64).
+    pub pt_entries: u32,
+    /// Number of access-control entries (at least 1).
+    pub ac_entries: u32,
+    /// Largest event queue that may be allocated.
+    pub max_eq_capacity: usize,
+}
+
+impl Default for NiLimits {
+    fn default() -> Self {
+        NiLimits {
+            max_mes: 1 << 20,
+            max_mds: 1 << 20,
+            max_eqs: 1 << 10,
+            pt_entries: 64,
+            ac_entries: 16,
+            max_eq_capacity: 1 << 24,
+        }
+    }
+}
+
+/// Counters of a network interface (the 3.3 status registers, expanded).
+/// Every message the engine throws away is counted in exactly one
+/// `dropped_*` counter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NiStatus {
+    /// Requests that matched no entry of their portal's match list.
+    pub dropped_no_match: u64,
+    /// Requests that matched at least one entry, but every matching entry's
+    /// descriptor rejected them (inactive, wrong operation, too long without
+    /// truncation, longer than `max_size`).
+    pub dropped_rejected: u64,
+    /// Messages with a malformed or foreign header: undecodable, wrong job
+    /// key, addressed to another process, a portal index outside the table,
+    /// or a response that contradicts its request.
+    pub dropped_bad_header: u64,
+    /// Requests refused by the access-control table.
+    pub dropped_access_denied: u64,
+    /// Acknowledgments and replies for operations that no longer wait for
+    /// one (their descriptor was unlinked, or a duplicate).
+    pub dropped_stale_response: u64,
+    /// Requests accepted by a memory descriptor.
+    pub accepted: u64,
+    /// Messages initiated (puts, gets, get-puts).
+    pub initiated: u64,
+    /// Events lost to full event queues.
+    pub eq_overflows: u64,
+}
+
+/// A region of descriptor memory lent to the transport.
+///
+/// Created only by the engine; valid until the token it came with is
+/// completed (see the module docs).
+pub struct Region {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a `Region` is a (pointer, length) pair naming memory that the
+// engine keeps alive and reserved for the token holder until completion;
+// which thread performs the transfer does not matter.
+unsafe impl Send for Region {}
+
+impl Region {
+    /// Address of the first byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty region.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The region as a byte slice, for sending.
+    ///
+    /// # Safety
+    /// The token that came with the region must not have been completed yet,
+    /// and nothing may write the region while the slice lives (true for
+    /// regions lent for sending: the engine reserves them).
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the engine guarantees ptr..ptr+len is one live allocation
+        // reserved for this transfer; the caller guarantees the token is
+        // still open and nobody writes concurrently.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The region as a mutable byte slice, for receiving into.
+    ///
+    /// # Safety
+    /// The token that came with the region must not have been completed yet,
+    /// and no other slice of the region may be alive (one writer at a time).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as for `as_slice`, plus the caller is the region's only
+        // user, so the mutable borrow is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Region({:p}, {})", self.ptr, self.len)
+    }
+}
+
+/// The payload of an outbound message.
+#[derive(Debug)]
+pub enum Payload {
+    /// No payload.
+    None,
+    /// Bytes of a memory descriptor, lent until the send token completes.
+    Region(Region),
+    /// Bytes owned by the message (the old contents returned by a get-put).
+    Owned(Vec<u8>),
+}
+
+impl Payload {
+    /// Number of payload bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::None => 0,
+            Payload::Region(r) => r.len(),
+            Payload::Owned(v) => v.len(),
+        }
+    }
+
+    /// True if there are no payload bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum TokenKind {
+    Op(OpKey),
+    Xfer(XferKey),
+}
+
+/// Completion token for an outbound message. The transport must hand it back
+/// exactly once, to [`Engine::send_complete`], when the payload has left the
+/// lent memory (or the send failed). Not `Clone`: it cannot be completed
+/// twice.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SendToken(TokenKind);
+
+/// Completion token for an incoming payload being deposited. The transport
+/// must hand it back exactly once, to [`Engine::recv_complete`] or
+/// [`Engine::recv_abort`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct RecvToken(TokenKind);
+
+/// A message the transport must send.
+#[derive(Debug)]
+pub struct Outbound {
+    /// The header to send first.
+    pub header: Header,
+    /// The payload that follows it (`header.payload_len()` bytes).
+    pub payload: Payload,
+    /// If present, complete with [`Engine::send_complete`] once the payload
+    /// memory is no longer needed.
+    pub token: Option<SendToken>,
+}
+
+/// What the transport does with an incoming message after its header.
+#[derive(Debug)]
+pub enum RecvAction {
+    /// Copy the first `region.len()` payload bytes into `region`, discard the
+    /// next `discard` bytes, then call [`Engine::recv_complete`] with the
+    /// token (which may return a response to send).
+    Deposit {
+        /// Where the payload goes.
+        region: Region,
+        /// Payload bytes to skip after the region is full.
+        discard: u64,
+        /// Completion token.
+        token: RecvToken,
+    },
+    /// Discard this many payload bytes; nothing else to do.
+    Discard(u64),
+    /// Discard this many payload bytes, then send the response (a reply to a
+    /// get, or a negative acknowledgment).
+    Respond {
+        /// Payload bytes to skip.
+        discard: u64,
+        /// The message to send back.
+        response: Outbound,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OpKind {
+    Put,
+    Get,
+    GetPut,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Awaiting {
+    Nothing,
+    Ack,
+    Reply,
+}
+
+/// An operation this process initiated.
+struct InitOp {
+    kind: OpKind,
+    /// The descriptor events go to, and that receives the reply of a get.
+    md: MdKey,
+    /// Get-put only: the descriptor the new data is sent from.
+    put_md: Option<MdKey>,
+    target: ProcessId,
+    pt_index: PortalIndex,
+    match_bits: u64,
+    hdr_data: u64,
+    /// Region of `md` that is sent (put) or receives the reply (get).
+    local_offset: u64,
+    length: u64,
+    /// Get-put only: region of `put_md` that is sent.
+    put_offset: u64,
+    send_pending: bool,
+    awaiting: Awaiting,
+    reply_in_progress: Option<u64>,
+}
+
+/// A request being served at this process (the target).
+struct Xfer {
+    kind: OpKind,
+    md: MdKey,
+    initiator: ProcessId,
+    pt_index: PortalIndex,
+    match_bits: u64,
+    hdr_data: u64,
+    rlength: u64,
+    mlength: u64,
+    offset: u64,
+    cookie: u64,
+    ack: bool,
+    /// Get-put only: the new bytes, staged so the swap happens atomically at
+    /// completion.
+    staging: Vec<u8>,
+}
+
+/// Fields of an event other than those taken from the descriptor.
+struct EvInfo {
+    initiator: ProcessId,
+    pt_index: PortalIndex,
+    match_bits: u64,
+    rlength: u64,
+    mlength: u64,
+    offset: u64,
+    hdr_data: u64,
+    fail: FailType,
+}
+
+/// The Portals engine of one network interface. See the module docs.
+pub struct Engine {
+    tag: u32,
+    id: ProcessId,
+    job_key: u64,
+    limits: NiLimits,
+    portals: Vec<MatchList>,
+    mes: SlotMap<MeKey, MatchEntry>,
+    mds: SlotMap<MdKey, MemoryDescriptor>,
+    eqs: SlotMap<EqKey, EventQueue>,
+    ops: SlotMap<OpKey, InitOp>,
+    xfers: SlotMap<XferKey, Xfer>,
+    acl: AccessControl,
+    status: NiStatus,
+    /// Set whenever an event is queued; cleared by [`Engine::take_posted`].
+    posted: bool,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("id", &self.id)
+            .field("mes", &self.mes.len())
+            .field("mds", &self.mds.len())
+            .field("eqs", &self.eqs.len())
+            .field("ops", &self.ops.len())
+            .field("xfers", &self.xfers.len())
+            .field("status", &self.status)
+            .finish()
+    }
+}
+
+const REQUIRED_PUT: MdOptions = MdOptions::OP_PUT;
+const REQUIRED_GET: MdOptions = MdOptions::OP_GET;
+const REQUIRED_GETPUT: MdOptions = MdOptions::OP_PUT.union(MdOptions::OP_GET);
+
+impl Engine {
+    /// A new engine for process `id` of the job identified by `job_key`.
+    pub fn new(id: ProcessId, job_key: u64, limits: NiLimits) -> Result<Engine> {
+        if !id.is_concrete() {
+            return Err(PtlError::InvalidProcess(id));
+        }
+        if limits.pt_entries < 64 {
+            return Err(PtlError::InvalidArgument(
+                "the portal table must have at least 64 entries",
+            ));
+        }
+        if limits.ac_entries == 0 {
+            return Err(PtlError::InvalidArgument(
+                "the access-control table needs at least one entry",
+            ));
+        }
+        Ok(Engine {
+            tag: fresh_tag(),
+            id,
+            job_key,
+            limits,
+            portals: vec![MatchList::default(); limits.pt_entries as usize],
+            mes: SlotMap::with_key(),
+            mds: SlotMap::with_key(),
+            eqs: SlotMap::with_key(),
+            ops: SlotMap::with_key(),
+            xfers: SlotMap::with_key(),
+            acl: AccessControl::new(limits.ac_entries as usize),
+            status: NiStatus::default(),
+            posted: false,
+        })
+    }
+
+    /// This process's id.
+    pub fn id(&self) -> ProcessId {
+        self.id
+    }
+
+    /// The job key every header must carry.
+    pub fn job_key(&self) -> u64 {
+        self.job_key
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> NiLimits {
+        self.limits
+    }
+
+    /// The counters.
+    pub fn status(&self) -> NiStatus {
+        self.status
+    }
+
+    /// Count a message whose header a transport could not decode.
+    pub fn note_bad_header(&mut self) {
+        self.status.dropped_bad_header += 1;
+    }
+
+    /// True if an event was queued since the last call (used to wake
+    /// sleepers only when there is news).
+    pub fn take_posted(&mut self) -> bool {
+        std::mem::take(&mut self.posted)
+    }
+
+    /// Number of operations and transfers in progress (for diagnostics and
+    /// tests: zero when the interface is idle).
+    pub fn in_progress(&self) -> (usize, usize) {
+        (self.ops.len(), self.xfers.len())
+    }
+
+    // ----- handle resolution -------------------------------------------
+
+    /// The key behind a handle, if the handle is from this engine and its
+    /// object still exists.
+    fn resolve<K: slotmap::Key, V>(
+        &self,
+        map: &SlotMap<K, V>,
+        ni: u32,
+        key: K,
+        kind: &'static str,
+    ) -> Result<K> {
+        if ni == self.tag && map.contains_key(key) {
+            Ok(key)
+        } else {
+            Err(PtlError::InvalidHandle { kind })
+        }
+    }
+
+    fn me_key(&self, h: MeHandle) -> Result<MeKey> {
+        self.resolve(&self.mes, h.ni, h.key, MeHandle::KIND)
+    }
+
+    fn md_key(&self, h: MdHandle) -> Result<MdKey> {
+        self.resolve(&self.mds, h.ni, h.key, MdHandle::KIND)
+    }
+
+    /// Resolve a descriptor that must still be linked (not parked).
+    fn live_md_key(&self, h: MdHandle) -> Result<MdKey> {
+        let k = self.md_key(h)?;
+        match self.mds[k].state {
+            MdState::Parked => Err(PtlError::InvalidHandle {
+                kind: "memory descriptor (already unlinked; only md_unlink and md_read work)",
+            }),
+            _ => Ok(k),
+        }
+    }
+
+    fn eq_key(&self, h: EqHandle) -> Result<EqKey> {
+        self.resolve(&self.eqs, h.ni, h.key, EqHandle::KIND)
+    }
+
+    fn md_handle(&self, key: MdKey) -> MdHandle {
+        MdHandle { ni: self.tag, key }
+    }
+
+    fn eq_handle(&self, key: EqKey) -> EqHandle {
+        EqHandle { ni: self.tag, key }
+    }
+
+    fn check_pt(&self, pt: PortalIndex) -> Result<usize> {
+        if (pt.0 as usize) < self.portals.len() {
+            Ok(pt.0 as usize)
+        } else {
+            Err(PtlError::InvalidPortalIndex {
+                index: pt,
+                size: self.portals.len() as u32,
+            })
+        }
+    }
+
+    // ----- event queues ------------------------------------------------
+
+    /// Allocate an event queue holding up to `capacity` events
+    /// (`PtlEQAlloc`).
+    pub fn eq_alloc(&mut self, capacity: usize) -> Result<EqHandle> {
+        if capacity == 0 || capacity > self.limits.max_eq_capacity {
+            return Err(PtlError::InvalidArgument(
+                "event queue capacity must be between 1 and max_eq_capacity",
+            ));
+        }
+        if self.eqs.len() >= self.limits.max_eqs {
+            return Err(PtlError::NoSpace {
+                what: "event queues",
+                limit: self.limits.max_eqs,
+            });
+        }
+        let key = self.eqs.insert(EventQueue::new(capacity));
+        Ok(self.eq_handle(key))
+    }
+
+    /// Free an event queue (`PtlEQFree`). Descriptors that still name it
+    /// stop producing events.
+    pub fn eq_free(&mut self, eq: EqHandle) -> Result<()> {
+        let k = self.eq_key(eq)?;
+        self.eqs.remove(k);
+        Ok(())
+    }
+
+    /// Take the oldest event, if any (`PtlEQGet`). After an overflow the
+    /// next call returns [`PtlError::EqDropped`] once, then the kept events.
+    pub fn eq_get(&mut self, eq: EqHandle) -> Result<Option<Event>> {
+        let k = self.eq_key(eq)?;
+        self.eqs[k].pop()
+    }
+
+    /// True if `eq_get` would return something (an event or an overflow).
+    pub fn eq_ready(&self, eq: EqHandle) -> Result<bool> {
+        let k = self.eq_key(eq)?;
+        Ok(self.eqs[k].has_news())
+    }
+
+    /// Number of queued events and capacity of an event queue.
+    pub fn eq_count(&self, eq: EqHandle) -> Result<(usize, usize)> {
+        let k = self.eq_key(eq)?;
+        Ok((self.eqs[k].len(), self.eqs[k].capacity()))
+    }
+
+    // ----- access control ---------------------------------------------
+
+    /// Set access-control entry `index` (`PtlACEntry`); `None` clears it so
+    /// that it admits nobody.
+    pub fn ac_entry(&mut self, index: u32, entry: Option<AcEntry>) -> Result<()> {
+        if !self.acl.set(index as usize, entry) {
+            return Err(PtlError::InvalidAcIndex {
+                index,
+                size: self.acl.len() as u32,
+            });
+        }
+        Ok(())
+    }
+
+    /// Read access-control entry `index`.
+    pub fn ac_get(&self, index: u32) -> Result<Option<AcEntry>> {
+        if index as usize >= self.acl.len() {
+            return Err(PtlError::InvalidAcIndex {
+                index,
+                size: self.acl.len() as u32,
+            });
+        }
+        Ok(self.acl.get(index as usize))
+    }
+
+    // ----- match entries -----------------------------------------------
+
+    fn new_me(
+        &mut self,
+        pt: PortalIndex,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: Unlink,
+    ) -> Result<MeKey> {
+        if self.mes.len() >= self.limits.max_mes {
+            return Err(PtlError::NoSpace {
+                what: "match entries",
+                limit: self.limits.max_mes,
+            });
+        }
+        Ok(self.mes.insert(MatchEntry {
+            pt_index: pt,
+            match_id,
+            match_bits,
+            ignore_bits,
+            unlink,
+            md: None,
+            prev: None,
+            next: None,
+        }))
+    }
+
+    /// Link `k` into its portal's list next to `base` (or at an end).
+    fn link_me(&mut self, k: MeKey, base: Option<MeKey>, pos: Position) {
+        let pt = self.mes[k].pt_index.0 as usize;
+        let (prev, next) = match (base, pos) {
+            (None, Position::Before) => (None, self.portals[pt].head),
+            (None, Position::After) => (self.portals[pt].tail, None),
+            (Some(b), Position::Before) => (self.mes[b].prev, Some(b)),
+            (Some(b), Position::After) => (Some(b), self.mes[b].next),
+        };
+        self.mes[k].prev = prev;
+        self.mes[k].next = next;
+        match prev {
+            Some(p) => self.mes[p].next = Some(k),
+            None => self.portals[pt].head = Some(k),
+        }
+        match next {
+            Some(n) => self.mes[n].prev = Some(k),
+            None => self.portals[pt].tail = Some(k),
+        }
+        self.portals[pt].len += 1;
+    }
+
+    fn unlink_me_from_list(&mut self, k: MeKey) -> MatchEntry {
+        let me = self.mes.remove(k).expect("caller checked the key");
+        let pt = me.pt_index.0 as usize;
+        match me.prev {
+            Some(p) => self.mes[p].next = me.next,
+            None => self.portals[pt].head = me.next,
+        }
+        match me.next {
+            Some(n) => self.mes[n].prev = me.prev,
+            None => self.portals[pt].tail = me.prev,
+        }
+        self.portals[pt].len -= 1;
+        me
+    }
+
+    /// Create a match entry and attach it at the head (`Before`) or tail
+    /// (`After`) of portal `pt`'s match list (`PtlMEAttach`).
+    pub fn me_attach(
+        &mut self,
+        pt: PortalIndex,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: Unlink,
+        pos: Position,
+    ) -> Result<MeHandle> {
+        self.check_pt(pt)?;
+        let k = self.new_me(pt, match_id, match_bits, ignore_bits, unlink)?;
+        self.link_me(k, None, pos);
+        Ok(MeHandle {
+            ni: self.tag,
+            key: k,
+        })
+    }
+
+    /// Create a match entry on the first portal index whose match list is
+    /// empty (`PtlMEAttachAny`).
+    pub fn me_attach_any(
+        &mut self,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: Unlink,
+    ) -> Result<(PortalIndex, MeHandle)> {
+        let pt = self
+            .portals
+            .iter()
+            .position(|l| l.len == 0)
+            .ok_or(PtlError::NoSpace {
+                what: "free portal indices",
+                limit: self.portals.len(),
+            })?;
+        let pt = PortalIndex(pt as u32);
+        let me = self.me_attach(
+            pt,
+            match_id,
+            match_bits,
+            ignore_bits,
+            unlink,
+            Position::After,
+        )?;
+        Ok((pt, me))
+    }
+
+    /// Create a match entry and insert it just before or after `base`
+    /// (`PtlMEInsert`).
+    pub fn me_insert(
+        &mut self,
+        base: MeHandle,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: Unlink,
+        pos: Position,
+    ) -> Result<MeHandle> {
+        let b = self.me_key(base)?;
+        let pt = self.mes[b].pt_index;
+        let k = self.new_me(pt, match_id, match_bits, ignore_bits, unlink)?;
+        self.link_me(k, Some(b), pos);
+        Ok(MeHandle {
+            ni: self.tag,
+            key: k,
+        })
+    }
+
+    /// Unlink a match entry and the descriptor attached to it
+    /// (`PtlMEUnlink`). Returns the descriptor's memory if the engine owned
+    /// it. Fails with `MdInUse` while a transfer uses that memory.
+    pub fn me_unlink(&mut self, me: MeHandle) -> Result<Option<Vec<u8>>> {
+        let k = self.me_key(me)?;
+        let mem = match self.mes[k].md {
+            Some(mdk) => {
+                if !self.mds[mdk].io.is_empty() {
+                    return Err(PtlError::MdInUse);
+                }
+                self.cancel_awaiting(mdk);
+                let md = self.mds.remove(mdk).expect("linked descriptor exists");
+                md.mem.into_owned()
+            }
+            None => None,
+        };
+        self.unlink_me_from_list(k);
+        Ok(mem)
+    }
+
+    /// The portal index and match criteria of a match entry.
+    pub fn me_info(&self, me: MeHandle) -> Result<(PortalIndex, ProcessId, u64, u64)> {
+        let k = self.me_key(me)?;
+        let e = &self.mes[k];
+        Ok((e.pt_index, e.match_id, e.match_bits, e.ignore_bits))
+    }
+
+    /// The match entries of portal `pt`, head first.
+    pub fn match_list(&self, pt: PortalIndex) -> Result<Vec<MeHandle>> {
+        let i = self.check_pt(pt)?;
+        let mut out = Vec::with_capacity(self.portals[i].len);
+        let mut cur = self.portals[i].head;
+        while let Some(k) = cur {
+            out.push(MeHandle {
+                ni: self.tag,
+                key: k,
+            });
+            cur = self.mes[k].next;
+        }
+        Ok(out)
+    }
+
+    // ----- memory descriptors ------------------------------------------
+
+    fn new_md(&mut self, desc: &MdDesc, mem: Memory, unlink: Unlink) -> Result<MdKey> {
+        let eq = match desc.eq {
+            Some(h) => Some(self.eq_key(h)?),
+            None => None,
+        };
+        if self.mds.len() >= self.limits.max_mds {
+            return Err(PtlError::NoSpace {
+                what: "memory descriptors",
+                limit: self.limits.max_mds,
+            });
+        }
+        Ok(self
+            .mds
+            .insert(MemoryDescriptor::new(mem, *desc, eq, unlink)))
+    }
+
+    /// Attach a descriptor over `mem` to a match entry (`PtlMDAttach`).
+    pub(crate) fn md_attach_mem(
+        &mut self,
+        me: MeHandle,
+        desc: &MdDesc,
+        mem: Memory,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        let mek = self.me_key(me)?;
+        if self.mes[mek].md.is_some() {
+            return Err(PtlError::MeInUse);
+        }
+        let k = self.new_md(desc, mem, unlink)?;
+        self.mds[k].me = Some(mek);
+        self.mes[mek].md = Some(k);
+        Ok(self.md_handle(k))
+    }
+
+    /// Create a free-floating descriptor over `mem` for initiating
+    /// operations (`PtlMDBind`).
+    pub(crate) fn md_bind_mem(
+        &mut self,
+        desc: &MdDesc,
+        mem: Memory,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        let k = self.new_md(desc, mem, unlink)?;
+        Ok(self.md_handle(k))
+    }
+
+    /// Attach a descriptor owning `buf` to a match entry (`PtlMDAttach`).
+    /// The buffer comes back from [`Engine::md_unlink`].
+    pub fn md_attach(
+        &mut self,
+        me: MeHandle,
+        desc: &MdDesc,
+        buf: Vec<u8>,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        self.md_attach_mem(me, desc, Memory::Owned(buf), unlink)
+    }
+
+    /// Bind a descriptor owning `buf`, not attached to any match entry
+    /// (`PtlMDBind`).
+    pub fn md_bind(&mut self, desc: &MdDesc, buf: Vec<u8>, unlink: Unlink) -> Result<MdHandle> {
+        self.md_bind_mem(desc, Memory::Owned(buf), unlink)
+    }
+
+    /// Unlink a descriptor (`PtlMDUnlink`) and give back its memory if the
+    /// engine owned it. Also accepts a descriptor that already unlinked
+    /// itself (its handle stays good for this one call, so that the memory
+    /// can be taken back). The match entry it was attached to stays in the
+    /// list, without a descriptor, unless it was created with
+    /// `Unlink::Unlink`. Operations still waiting for an acknowledgment or
+    /// reply to this descriptor are forgotten. Fails with `MdInUse` while a
+    /// transfer reads or writes the memory.
+    pub fn md_unlink(&mut self, md: MdHandle) -> Result<Option<Vec<u8>>> {
+        let k = self.md_key(md)?;
+        if !self.mds[k].io.is_empty() {
+            return Err(PtlError::MdInUse);
+        }
+        self.cancel_awaiting(k);
+        let d = self.mds.remove(k).expect("checked key");
+        if let Some(mek) = d.me {
+            self.detach_from_me(mek);
+        }
+        Ok(d.mem.into_owned())
+    }
+
+    /// Replace a descriptor's description (threshold, options, max size, user
+    /// value, event queue) and return the previous state (`PtlMDUpdate`).
+    ///
+    /// With `test_eq`, the update happens only if that queue has no events
+    /// and no transfer in progress that will post one — atomically with
+    /// respect to incoming messages; otherwise `MdNoUpdate` and nothing
+    /// changes. The memory and the local offset are kept. With `new` = `None`
+    /// this only reads the state.
+    pub fn md_update(
+        &mut self,
+        md: MdHandle,
+        new: Option<&MdDesc>,
+        test_eq: Option<EqHandle>,
+    ) -> Result<crate::event::MdSnapshot> {
+        let k = self.live_md_key(md)?;
+        let eq_h = self.mds[k].eq.map(|e| self.eq_handle(e));
+        let old = self.mds[k].snapshot(eq_h);
+        let Some(new) = new else {
+            return Ok(old);
+        };
+        let new_eq = match new.eq {
+            Some(h) => Some(self.eq_key(h)?),
+            None => None,
+        };
+        if let Some(t) = test_eq {
+            let tk = self.eq_key(t)?;
+            if !self.eqs[tk].is_quiescent() {
+                return Err(PtlError::MdNoUpdate);
+            }
+        }
+        let d = &mut self.mds[k];
+        if d.state != MdState::Live {
+            return Err(PtlError::MdInactive);
+        }
+        if d.eq != new_eq {
+            // Move the in-flight accounting with the descriptor's transfers.
+            let moving = self.xfers.values().filter(|x| x.md == k).count() as u32;
+            if moving > 0 {
+                return Err(PtlError::MdInUse);
+            }
+        }
+        let d = &mut self.mds[k];
+        d.desc = *new;
+        d.eq = new_eq;
+        d.exhausted = d.desc.options.contains(MdOptions::MAX_SIZE)
+            && d.local_offset.saturating_add(d.desc.max_size) > d.length;
+        Ok(old)
+    }
+
+    /// Copy bytes out of a descriptor's memory (live, or unlinked and not yet
+    /// taken back). Fails with `MdInUse` if the range overlaps a transfer in
+    /// progress.
+    pub fn md_read(&mut self, md: MdHandle, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let k = self.md_key(md)?;
+        let d = &mut self.mds[k];
+        let end = check_range(offset, dst.len() as u64, d.length)?;
+        if d.io_conflicts(offset, end, Access::Read) {
+            return Err(PtlError::MdInUse);
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let src = d.mem.base().wrapping_add(offset as usize);
+        // SAFETY: offset..end is inside the descriptor's live allocation
+        // (checked above), no transfer writes it (no overlapping lent
+        // region), and `dst` is a distinct Rust-borrowed buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copy bytes into a live descriptor's memory. Fails with `MdInUse` if
+    /// the range overlaps a transfer in progress.
+    pub fn md_write(&mut self, md: MdHandle, offset: u64, src: &[u8]) -> Result<()> {
+        let k = self.live_md_key(md)?;
+        let d = &mut self.mds[k];
+        let end = check_range(offset, src.len() as u64, d.length)?;
+        if d.io_conflicts(offset, end, Access::Write) {
+            return Err(PtlError::MdInUse);
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        let dst = d.mem.base().wrapping_add(offset as usize);
+        // SAFETY: offset..end is inside the descriptor's allocation, no
+        // transfer reads or writes it, and `src` is a distinct borrow.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        Ok(())
+    }
+
+    fn detach_from_me(&mut self, mek: MeKey) {
+        if let Some(me) = self.mes.get_mut(mek) {
+            me.md = None;
+            if me.unlink == Unlink::Unlink {
+                self.unlink_me_from_list(mek);
+            }
+        }
+    }
+
+    /// Forget initiated operations that only wait for an ack/reply on `k`.
+    fn cancel_awaiting(&mut self, k: MdKey) {
+        if self.mds[k].awaiting == 0 {
+            return;
+        }
+        self.ops
+            .retain(|_, op| !(op.md == k && op.awaiting != Awaiting::Nothing && !op.send_pending));
+        self.mds[k].awaiting = 0;
+    }
+
+    /// Unlink `k` if it is consumed and nothing uses its memory.
+    fn settle(&mut self, k: MdKey) {
+        let Some(d) = self.mds.get_mut(k) else {
+            return;
+        };
+        if !d.wants_unlink() {
+            return;
+        }
+        if !d.io.is_empty() {
+            d.state = MdState::Unlinking;
+            return;
+        }
+        let info = EvInfo {
+            initiator: self.id,
+            pt_index: d
+                .me
+                .and_then(|m| self.mes.get(m))
+                .map(|m| m.pt_index)
+                .unwrap_or(PortalIndex(0)),
+            match_bits: 0,
+            rlength: 0,
+            mlength: 0,
+            offset: d.local_offset,
+            hdr_data: 0,
+            fail: FailType::Ok,
+        };
+        self.post(k, EventKind::Unlink, &info);
+        self.cancel_awaiting(k);
+        let d = &mut self.mds[k];
+        let mek = d.me.take();
+        if matches!(d.mem, Memory::Owned(_)) {
+            d.state = MdState::Parked;
+        } else {
+            self.mds.remove(k);
+        }
+        if let Some(mek) = mek {
+            self.detach_from_me(mek);
+        }
+    }
+
+    // ----- events ------------------------------------------------------
+
+    fn post(&mut self, k: MdKey, kind: EventKind, info: &EvInfo) {
+        let tag = self.tag;
+        let Some(d) = self.mds.get_mut(k) else {
+            return;
+        };
+        let Some(eqk) = d.eq else {
+            return;
+        };
+        let opts = d.desc.options;
+        let wanted = match kind {
+            EventKind::PutStart
+            | EventKind::GetStart
+            | EventKind::ReplyStart
+            | EventKind::SendStart => opts.contains(MdOptions::EVENT_START),
+            EventKind::Unlink => true,
+            _ => !opts.contains(MdOptions::EVENT_END_DISABLE),
+        };
+        if !wanted {
+            return;
+        }
+        let Some(eq) = self.eqs.get_mut(eqk) else {
+            return;
+        };
+        let md = d.snapshot(Some(EqHandle { ni: tag, key: eqk }));
+        let ev = Event {
+            kind,
+            initiator: info.initiator,
+            pt_index: info.pt_index,
+            match_bits: info.match_bits,
+            rlength: info.rlength,
+            mlength: info.mlength,
+            offset: info.offset,
+            md_handle: MdHandle { ni: tag, key: k },
+            md,
+            hdr_data: info.hdr_data,
+            sequence: 0,
+            fail: info.fail,
+        };
+        if !eq.push(ev) {
+            self.status.eq_overflows += 1;
+        }
+        self.posted = true;
+    }
+
+    fn eq_in_flight(&mut self, k: MdKey, delta: i32) {
+        if let Some(eq) = self
+            .mds
+            .get(k)
+            .and_then(|d| d.eq)
+            .and_then(|e| self.eqs.get_mut(e))
+        {
+            eq.in_flight = eq.in_flight.saturating_add_signed(delta);
+        }
+    }
+
+    // ----- initiating operations ---------------------------------------
+
+    fn initiate(
+        &mut self,
+        kind: OpKind,
+        md: MdHandle,
+        region: Option<(u64, u64)>,
+        remote: &Remote,
+        ack: AckReq,
+        hdr_data: u64,
+    ) -> Result<Outbound> {
+        if !remote.target.is_concrete() {
+            return Err(PtlError::InvalidProcess(remote.target));
+        }
+        let k = self.live_md_key(md)?;
+        let d = &mut self.mds[k];
+        if !d.is_active() {
+            return Err(PtlError::MdInactive);
+        }
+        let (local_offset, length) = region.unwrap_or((0, d.length));
+        check_range(local_offset, length, d.length)?;
+        // A reply must not land on memory another transfer uses, and a send
+        // must not read memory a reply may be writing.
+        let access = if kind == OpKind::Put {
+            Access::Read
+        } else {
+            Access::Write
+        };
+        if d.io_conflicts(local_offset, local_offset + length, access) {
+            return Err(PtlError::MdInUse);
+        }
+        d.consume();
+        let ptr = d.lend(local_offset, length, access);
+        let awaiting = match (kind, ack) {
+            (OpKind::Put, AckReq::Ack) => Awaiting::Ack,
+            (OpKind::Put, AckReq::NoAck) => Awaiting::Nothing,
+            _ => Awaiting::Reply,
+        };
+        if awaiting != Awaiting::Nothing {
+            d.awaiting += 1;
+        }
+        if d.wants_unlink() {
+            d.state = MdState::Unlinking;
+        }
+        let opk = self.ops.insert(InitOp {
+            kind,
+            md: k,
+            put_md: None,
+            target: remote.target,
+            pt_index: remote.pt_index,
+            match_bits: remote.match_bits,
+            hdr_data,
+            local_offset,
+            length,
+            put_offset: 0,
+            send_pending: true,
+            awaiting,
+            reply_in_progress: None,
+        });
+        self.status.initiated += 1;
+        let header = Header {
+            op: match kind {
+                OpKind::Put => Op::Put,
+                OpKind::Get => Op::Get,
+                OpKind::GetPut => Op::GetPut,
+            },
+            ack_req: kind == OpKind::Put && ack == AckReq::Ack,
+            fail: FailType::Ok,
+            job_key: self.job_key,
+            src: self.id,
+            dst: remote.target,
+            pt_index: remote.pt_index,
+            ac_index: remote.ac_index.0,
+            match_bits: remote.match_bits,
+            offset: remote.remote_offset,
+            hdr_data,
+            rlength: length,
+            mlength: 0,
+            cookie: op_cookie(opk),
+        };
+        let payload = match kind {
+            OpKind::Put => {
+                let info = self.op_info(opk, 0, FailType::Ok);
+                self.post(k, EventKind::SendStart, &info);
+                Payload::Region(Region {
+                    ptr,
+                    len: length as usize,
+                })
+            }
+            _ => Payload::None,
+        };
+        Ok(Outbound {
+            header,
+            payload,
+            token: Some(SendToken(TokenKind::Op(opk))),
+        })
+    }
+
+    /// Put the whole of descriptor `md` to `remote` (`PtlPut`).
+    pub fn put(
+        &mut self,
+        md: MdHandle,
+        ack: AckReq,
+        remote: &Remote,
+        hdr_data: u64,
+    ) -> Result<Outbound> {
+        self.initiate(OpKind::Put, md, None, remote, ack, hdr_data)
+    }
+
+    /// Put `length` bytes of `md` starting at `local_offset`
+    /// (`PtlPutRegion`).
+    pub fn put_region(
+        &mut self,
+        md: MdHandle,
+        local_offset: u64,
+        length: u64,
+        ack: AckReq,
+        remote: &Remote,
+        hdr_data: u64,
+    ) -> Result<Outbound> {
+        self.initiate(
+            OpKind::Put,
+            md,
+            Some((local_offset, length)),
+            remote,
+            ack,
+            hdr_data,
+        )
+    }
+
+    /// Get `md`'s length in bytes from `remote` into `md` (`PtlGet`).
+    pub fn get(&mut self, md: MdHandle, remote: &Remote) -> Result<Outbound> {
+        self.initiate(OpKind::Get, md, None, remote, AckReq::NoAck, 0)
+    }
+
+    /// Get `length` bytes from `remote` into `md` at `local_offset`
+    /// (`PtlGetRegion`).
+    pub fn get_region(
+        &mut self,
+        md: MdHandle,
+        local_offset: u64,
+        length: u64,
+        remote: &Remote,
+    ) -> Result<Outbound> {
+        self.initiate(
+            OpKind::Get,
+            md,
+            Some((local_offset, length)),
+            remote,
+            AckReq::NoAck,
+            0,
+        )
+    }
+
+    /// Atomically swap (`PtlGetPut`): the target stores the contents of
+    /// `put_md` and replies with the bytes they replace, which land in
+    /// `get_md`. Both descriptors must have the same length. The target
+    /// descriptor needs both `OP_PUT` and `OP_GET`; it posts a `Get` event.
+    /// The initiator sees `Sent` on `put_md` and `Reply` on `get_md`.
+    pub fn get_put(
+        &mut self,
+        get_md: MdHandle,
+        put_md: MdHandle,
+        remote: &Remote,
+        hdr_data: u64,
+    ) -> Result<Outbound> {
+        let pk = self.live_md_key(put_md)?;
+        let gk = self.live_md_key(get_md)?;
+        if pk == gk {
+            return Err(PtlError::InvalidArgument(
+                "get_put needs two different descriptors",
+            ));
+        }
+        let len = self.mds[gk].length;
+        if self.mds[pk].length != len {
+            return Err(PtlError::InvalidArgument(
+                "get_put descriptors must have the same length",
+            ));
+        }
+        if !self.mds[pk].is_active() {
+            return Err(PtlError::MdInactive);
+        }
+        if self.mds[pk].io_conflicts(0, len, Access::Read) {
+            return Err(PtlError::MdInUse);
+        }
+        let mut out = self.initiate(
+            OpKind::GetPut,
+            get_md,
+            None,
+            remote,
+            AckReq::NoAck,
+            hdr_data,
+        )?;
+        let p = &mut self.mds[pk];
+        p.consume();
+        let ptr = p.lend(0, len, Access::Read);
+        if p.wants_unlink() {
+            p.state = MdState::Unlinking;
+        }
+        if let Some(SendToken(TokenKind::Op(opk))) = &out.token {
+            let op = &mut self.ops[*opk];
+            op.put_md = Some(pk);
+            op.put_offset = 0;
+        }
+        out.payload = Payload::Region(Region {
+            ptr,
+            len: len as usize,
+        });
+        Ok(out)
+    }
+
+    fn op_info(&self, opk: OpKey, mlength: u64, fail: FailType) -> EvInfo {
+        let op = &self.ops[opk];
+        EvInfo {
+            initiator: op.target,
+            pt_index: op.pt_index,
+            match_bits: op.match_bits,
+            rlength: op.length,
+            mlength,
+            offset: op.local_offset,
+            hdr_data: op.hdr_data,
+            fail,
+        }
+    }
+
+    /// Release the reply region of a get and stop waiting for its reply.
+    fn finish_awaiting(&mut self, opk: OpKey) {
+        let op = &mut self.ops[opk];
+        let (md, awaiting, off, len) = (op.md, op.awaiting, op.local_offset, op.length);
+        op.awaiting = Awaiting::Nothing;
+        op.reply_in_progress = None;
+        if let Some(d) = self.mds.get_mut(md) {
+            if awaiting != Awaiting::Nothing {
+                d.awaiting = d.awaiting.saturating_sub(1);
+            }
+            if awaiting == Awaiting::Reply {
+                d.give_back(off, len);
+            }
+        }
+        if !self.ops[opk].send_pending {
+            self.ops.remove(opk);
+        }
+        self.settle(md);
+    }
+
+    // ----- transport side: completions -----------------------------------
+
+    /// The transport is done with an outbound message's payload: it was
+    /// handed to the network (`fail` = `Ok`) or could not be sent.
+    pub fn send_complete(&mut self, token: SendToken, fail: FailType) {
+        match token.0 {
+            TokenKind::Op(opk) => self.op_sent(opk, fail),
+            TokenKind::Xfer(xk) => self.reply_sent(xk, fail),
+        }
+    }
+
+    fn op_sent(&mut self, opk: OpKey, fail: FailType) {
+        let Some(op) = self.ops.get_mut(opk) else {
+            return;
+        };
+        op.send_pending = false;
+        let (kind, md, put_md, off, len, put_off) = (
+            op.kind,
+            op.md,
+            op.put_md,
+            op.local_offset,
+            op.length,
+            op.put_offset,
+        );
+        match kind {
+            OpKind::Put => {
+                if let Some(d) = self.mds.get_mut(md) {
+                    d.give_back(off, len);
+                }
+                let info = self.op_info(opk, len, fail);
+                self.post(md, EventKind::Sent, &info);
+            }
+            OpKind::GetPut => {
+                if let Some(p) = put_md {
+                    if let Some(d) = self.mds.get_mut(p) {
+                        d.give_back(put_off, len);
+                    }
+                    let mut info = self.op_info(opk, len, fail);
+                    info.offset = put_off;
+                    self.post(p, EventKind::Sent, &info);
+                    self.settle(p);
+                }
+            }
+            OpKind::Get => {}
+        }
+        let op = &self.ops[opk];
+        if fail != FailType::Ok
+            && op.awaiting != Awaiting::Nothing
+            && op.reply_in_progress.is_none()
+        {
+            // The request never left, so no response will come.
+            if op.awaiting == Awaiting::Reply {
+                let info = self.op_info(opk, 0, fail);
+                self.post(md, EventKind::Reply, &info);
+            }
+            self.finish_awaiting(opk);
+            return;
+        }
+        if self.ops[opk].awaiting == Awaiting::Nothing {
+            self.ops.remove(opk);
+        }
+        self.settle(md);
+    }
+
+    fn reply_sent(&mut self, xk: XferKey, fail: FailType) {
+        let Some(x) = self.xfers.remove(xk) else {
+            return;
+        };
+        if let Some(d) = self.mds.get_mut(x.md) {
+            d.give_back(x.offset, x.mlength);
+        }
+        self.eq_in_flight(x.md, -1);
+        let info = xfer_info(&x, fail);
+        self.post(x.md, EventKind::Get, &info);
+        self.settle(x.md);
+    }
+
+    /// The payload of a `Deposit` is in place. Returns the acknowledgment or
+    /// reply to send, if one is due.
+    pub fn recv_complete(&mut self, token: RecvToken) -> Option<Outbound> {
+        match token.0 {
+            TokenKind::Xfer(xk) => self.deposit_done(xk),
+            TokenKind::Op(opk) => {
+                self.reply_done(opk, FailType::Ok);
+                None
+            }
+        }
+    }
+
+    /// The payload of a `Deposit` will never arrive complete (the peer died
+    /// mid-message). Posts the event with `fail` and sends nothing.
+    pub fn recv_abort(&mut self, token: RecvToken, fail: FailType) {
+        match token.0 {
+            TokenKind::Xfer(xk) => {
+                let Some(x) = self.xfers.remove(xk) else {
+                    return;
+                };
+                if let Some(d) = self.mds.get_mut(x.md) {
+                    d.give_back(x.offset, x.mlength);
+                }
+                self.eq_in_flight(x.md, -1);
+                let info = xfer_info(&x, fail);
+                let kind = match x.kind {
+                    OpKind::Put => EventKind::Put,
+                    _ => EventKind::Get,
+                };
+                self.post(x.md, kind, &info);
+                self.settle(x.md);
+            }
+            TokenKind::Op(opk) => self.reply_done(opk, fail),
+        }
+    }
+
+    fn reply_done(&mut self, opk: OpKey, fail: FailType) {
+        let Some(op) = self.ops.get(opk) else {
+            return;
+        };
+        let (md, mlength) = (op.md, op.reply_in_progress.unwrap_or(0));
+        if let Some(d) = self.mds.get_mut(md) {
+            d.consume();
+        }
+        let info = self.op_info(opk, mlength, fail);
+        self.post(md, EventKind::Reply, &info);
+        self.finish_awaiting(opk);
+    }
+
+    fn deposit_done(&mut self, xk: XferKey) -> Option<Outbound> {
+        let mut x = self.xfers.remove(xk)?;
+        let d = self.mds.get_mut(x.md)?;
+        d.give_back(x.offset, x.mlength);
+        let mut response = None;
+        match x.kind {
+            OpKind::GetPut => {
+                // The swap itself: under the engine's lock, so no other
+                // operation sees a half-swapped region.
+                let base = d.mem.base().wrapping_add(x.offset as usize);
+                let n = x.mlength as usize;
+                let mut old = vec![0u8; n];
+                if n > 0 {
+                    // SAFETY: offset..offset+mlength was checked against the
+                    // descriptor when the request was accepted, the region
+                    // was reserved until now, and `old`/`staging` are
+                    // separate allocations of n bytes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(base, old.as_mut_ptr(), n);
+                        std::ptr::copy_nonoverlapping(x.staging.as_ptr(), base, n);
+                    }
+                }
+                x.staging = Vec::new();
+                response = Some(Outbound {
+                    header: self.response_header(&x, Op::Reply, FailType::Ok),
+                    payload: Payload::Owned(old),
+                    token: None,
+                });
+            }
+            OpKind::Put if x.ack => {
+                response = Some(Outbound {
+                    header: self.response_header(&x, Op::Ack, FailType::Ok),
+                    payload: Payload::None,
+                    token: None,
+                });
+            }
+            _ => {}
+        }
+        self.eq_in_flight(x.md, -1);
+        let info = xfer_info(&x, FailType::Ok);
+        let kind = if x.kind == OpKind::Put {
+            EventKind::Put
+        } else {
+            EventKind::Get
+        };
+        self.post(x.md, kind, &info);
+        self.settle(x.md);
+        response
+    }
+
+    fn response_header(&self, x: &Xfer, op: Op, fail: FailType) -> Header {
+        Header {
+            op,
+            ack_req: false,
+            fail,
+            job_key: self.job_key,
+            src: self.id,
+            dst: x.initiator,
+            pt_index: x.pt_index,
+            ac_index: 0,
+            match_bits: x.match_bits,
+            offset: x.offset,
+            hdr_data: 0,
+            rlength: x.rlength,
+            mlength: x.mlength,
+            cookie: x.cookie,
+        }
+    }
+
+    /// The transport gave up on `peer` (disconnected, unreachable, dead).
+    /// Every operation waiting for an acknowledgment or reply from it
+    /// completes with a failure event. Sends still queued must be completed
+    /// by the transport with [`Engine::send_complete`], and deposits in
+    /// progress with [`Engine::recv_abort`].
+    pub fn peer_failed(&mut self, peer: ProcessId) {
+        let victims: Vec<OpKey> = self
+            .ops
+            .iter()
+            .filter(|(_, op)| {
+                op.target == peer
+                    && op.awaiting != Awaiting::Nothing
+                    && op.reply_in_progress.is_none()
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for opk in victims {
+            let op = &self.ops[opk];
+            let kind = if op.awaiting == Awaiting::Ack {
+                EventKind::Ack
+            } else {
+                EventKind::Reply
+            };
+            let md = op.md;
+            let info = self.op_info(opk, 0, FailType::Unreachable);
+            self.post(md, kind, &info);
+            self.finish_awaiting(opk);
+        }
+    }
+
+    // ----- transport side: incoming headers -------------------------------
+
+    /// Process an incoming header (`PtlPut`/`PtlGet` arriving at the target,
+    /// or an ack/reply arriving at the initiator) and say what to do with the
+    /// payload that follows it.
+    pub fn recv_header(&mut self, h: &Header) -> RecvAction {
+        let payload = h.payload_len();
+        if h.job_key != self.job_key || h.dst != self.id || !h.src.is_concrete() {
+            self.status.dropped_bad_header += 1;
+            return RecvAction::Discard(payload);
+        }
+        match h.op {
+            Op::Ack => self.recv_ack(h),
+            Op::Reply => self.recv_reply(h),
+            Op::Put => self.recv_request(h, OpKind::Put, REQUIRED_PUT),
+            Op::Get => self.recv_request(h, OpKind::Get, REQUIRED_GET),
+            Op::GetPut => self.recv_request(h, OpKind::GetPut, REQUIRED_GETPUT),
+        }
+    }
+
+    fn pending_response(&mut self, h: &Header, want: Awaiting) -> Option<OpKey> {
+        let opk = cookie_op(h.cookie);
+        match self.ops.get(opk) {
+            Some(op)
+                if op.target == h.src && op.awaiting == want && op.reply_in_progress.is_none() =>
+            {
+                Some(opk)
+            }
+            _ => {
+                self.status.dropped_stale_response += 1;
+                None
+            }
+        }
+    }
+
+    fn recv_ack(&mut self, h: &Header) -> RecvAction {
+        let Some(opk) = self.pending_response(h, Awaiting::Ack) else {
+            return RecvAction::Discard(0);
+        };
+        if h.mlength > self.ops[opk].length {
+            self.status.dropped_bad_header += 1;
+            return RecvAction::Discard(0);
+        }
+        let md = self.ops[opk].md;
+        if let Some(d) = self.mds.get_mut(md) {
+            d.consume();
+        }
+        let mut info = self.op_info(opk, h.mlength, h.fail);
+        info.offset = h.offset;
+        self.post(md, EventKind::Ack, &info);
+        self.finish_awaiting(opk);
+        RecvAction::Discard(0)
+    }
+
+    fn recv_reply(&mut self, h: &Header) -> RecvAction {
+        let payload = h.payload_len();
+        let Some(opk) = self.pending_response(h, Awaiting::Reply) else {
+            return RecvAction::Discard(payload);
+        };
+        let op = &self.ops[opk];
+        let (md, off, len) = (op.md, op.local_offset, op.length);
+        if h.mlength > len {
+            // The target claims to have moved more than was asked for.
+            self.status.dropped_bad_header += 1;
+            let info = self.op_info(opk, 0, FailType::Incomplete);
+            self.post(md, EventKind::Reply, &info);
+            self.finish_awaiting(opk);
+            return RecvAction::Discard(payload);
+        }
+        if h.fail != FailType::Ok {
+            if let Some(d) = self.mds.get_mut(md) {
+                d.consume();
+            }
+            let info = self.op_info(opk, 0, h.fail);
+            self.post(md, EventKind::Reply, &info);
+            self.finish_awaiting(opk);
+            return RecvAction::Discard(payload);
+        }
+        self.ops[opk].reply_in_progress = Some(h.mlength);
+        let info = self.op_info(opk, h.mlength, FailType::Ok);
+        self.post(md, EventKind::ReplyStart, &info);
+        let Some(d) = self.mds.get_mut(md) else {
+            // Cannot happen: a descriptor with lent regions is never removed.
+            return RecvAction::Discard(payload);
+        };
+        let ptr = d.mem.base().wrapping_add(off as usize);
+        RecvAction::Deposit {
+            region: Region {
+                ptr,
+                len: h.mlength as usize,
+            },
+            discard: payload - h.mlength,
+            token: RecvToken(TokenKind::Op(opk)),
+        }
+    }
+
+    fn nack(&self, h: &Header, payload: u64) -> RecvAction {
+        let answer = match h.op {
+            Op::Put if h.ack_req => Op::Ack,
+            Op::Get | Op::GetPut => Op::Reply,
+            _ => return RecvAction::Discard(payload),
+        };
+        RecvAction::Respond {
+            discard: payload,
+            response: Outbound {
+                header: Header {
+                    op: answer,
+                    ack_req: false,
+                    fail: FailType::Dropped,
+                    job_key: self.job_key,
+                    src: self.id,
+                    dst: h.src,
+                    pt_index: h.pt_index,
+                    ac_index: 0,
+                    match_bits: h.match_bits,
+                    offset: h.offset,
+                    hdr_data: 0,
+                    rlength: h.rlength,
+                    mlength: 0,
+                    cookie: h.cookie,
+                },
+                payload: Payload::None,
+                token: None,
+            },
+        }
+    }
+
+    /// Walk portal `pt`'s match list in order; the first entry that matches
+    /// and whose descriptor accepts wins. `Err(true)` if some entry matched
+    /// but every matching descriptor rejected.
+    #[inline]
+    fn search(
+        &self,
+        pt: usize,
+        h: &Header,
+        required: MdOptions,
+    ) -> std::result::Result<(MdKey, Acceptance), bool> {
+        let mut matched = false;
+        let mut cur = self.portals[pt].head;
+        while let Some(k) = cur {
+            let me = &self.mes[k];
+            cur = me.next;
+            if !me.matches(h.src, h.match_bits) {
+                continue;
+            }
+            matched = true;
+            let Some(mdk) = me.md else { continue };
+            if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
+                return Ok((mdk, acc));
+            }
+        }
+        Err(matched)
+    }
+
+    fn recv_request(&mut self, h: &Header, kind: OpKind, required: MdOptions) -> RecvAction {
+        let payload = h.payload_len();
+        let pt = h.pt_index.0 as usize;
+        if pt >= self.portals.len() {
+            self.status.dropped_bad_header += 1;
+            return self.nack(h, payload);
+        }
+        if !self.acl.admits(h.ac_index, h.src, h.pt_index) {
+            self.status.dropped_access_denied += 1;
+            return self.nack(h, payload);
+        }
+        let (mdk, acc) = match self.search(pt, h, required) {
+            Ok(found) => found,
+            Err(matched) => {
+                if matched {
+                    self.status.dropped_rejected += 1;
+                } else {
+                    self.status.dropped_no_match += 1;
+                }
+                return self.nack(h, payload);
+            }
+        };
+        self.status.accepted += 1;
+        let d = &mut self.mds[mdk];
+        d.consume();
+        d.advance(acc.mlength);
+        // Puts are written by the transport; gets are read by it; a get-put
+        // is swapped under the engine lock, but its range stays lent so the
+        // descriptor cannot go away first.
+        let access = if kind == OpKind::Put {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        let ptr = d.lend(acc.offset, acc.mlength, access);
+        let ack =
+            kind == OpKind::Put && h.ack_req && !d.desc.options.contains(MdOptions::ACK_DISABLE);
+        if d.wants_unlink() {
+            d.state = MdState::Unlinking;
+        }
+        let staging = if kind == OpKind::GetPut {
+            vec![0u8; acc.mlength as usize]
+        } else {
+            Vec::new()
+        };
+        let x = Xfer {
+            kind,
+            md: mdk,
+            initiator: h.src,
+            pt_index: h.pt_index,
+            match_bits: h.match_bits,
+            hdr_data: h.hdr_data,
+            rlength: h.rlength,
+            mlength: acc.mlength,
+            offset: acc.offset,
+            cookie: h.cookie,
+            ack,
+            staging,
+        };
+        let info = xfer_info(&x, FailType::Ok);
+        self.post(
+            mdk,
+            if kind == OpKind::Put {
+                EventKind::PutStart
+            } else {
+                EventKind::GetStart
+            },
+            &info,
+        );
+        self.eq_in_flight(mdk, 1);
+        let xk = self.xfers.insert(x);
+        match kind {
+            OpKind::Put => RecvAction::Deposit {
+                region: Region {
+                    ptr,
+                    len: acc.mlength as usize,
+                },
+                discard: payload - acc.mlength,
+                token: RecvToken(TokenKind::Xfer(xk)),
+            },
+            OpKind::GetPut => {
+                let x = &mut self.xfers[xk];
+                RecvAction::Deposit {
+                    region: Region {
+                        ptr: x.staging.as_mut_ptr(),
+                        len: x.staging.len(),
+                    },
+                    discard: payload - acc.mlength,
+                    token: RecvToken(TokenKind::Xfer(xk)),
+                }
+            }
+            OpKind::Get => {
+                let x = &self.xfers[xk];
+                RecvAction::Respond {
+                    discard: 0,
+                    response: Outbound {
+                        header: self.response_header(x, Op::Reply, FailType::Ok),
+                        payload: Payload::Region(Region {
+                            ptr,
+                            len: acc.mlength as usize,
+                        }),
+                        token: Some(SendToken(TokenKind::Xfer(xk))),
+                    },
+                }
+            }
+        }
+    }
+}
+
+fn xfer_info(x: &Xfer, fail: FailType) -> EvInfo {
+    EvInfo {
+        initiator: x.initiator,
+        pt_index: x.pt_index,
+        match_bits: x.match_bits,
+        rlength: x.rlength,
+        mlength: x.mlength,
+        offset: x.offset,
+        hdr_data: x.hdr_data,
+        fail,
+    }
+}
+
+/// `offset + length` if the range lies within `md_length`.
+fn check_range(offset: u64, length: u64, md_length: u64) -> Result<u64> {
+    match offset.checked_add(length) {
+        Some(end) if end <= md_length => Ok(end),
+        _ => Err(PtlError::OutOfRange {
+            offset,
+            length,
+            md_length,
+        }),
+    }
+}

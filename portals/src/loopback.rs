@@ -1,0 +1,251 @@
+//! The loopback NAL: any number of network interfaces inside one process,
+//! connected by memory copies.
+//!
+//! Delivery is synchronous: a put's payload is copied into the target's
+//! memory descriptor inside the initiator's `put` call, and the
+//! acknowledgment comes back before `put` returns. There is no background
+//! thread and nothing to poll. It serves the engine's tests, and anyone who
+//! wants Portals semantics between threads.
+//!
+//! ```
+//! use portals::{loopback::LoopbackNetwork, *};
+//!
+//! let net = LoopbackNetwork::new();
+//! let target = net.ni(NiConfig::new(ProcessId::new(0, 1), 7)).unwrap();
+//! let initiator = net.ni(NiConfig::new(ProcessId::new(0, 2), 7)).unwrap();
+//!
+//! let eq = target.eq_alloc(8).unwrap();
+//! let me = target
+//!     .me_attach(PortalIndex(4), ProcessId::ANY, 42, 0, Unlink::Retain, Position::After)
+//!     .unwrap();
+//! let md = target
+//!     .md_attach(me, &MdDesc::new(MdOptions::OP_PUT).eq(eq), vec![0; 16], Unlink::Retain)
+//!     .unwrap();
+//!
+//! let src = initiator.md_bind(&MdDesc::default(), b"hello".to_vec(), Unlink::Retain).unwrap();
+//! initiator
+//!     .put(src, AckReq::NoAck, &Remote::new(target.id(), PortalIndex(4), 42), 0)
+//!     .unwrap();
+//!
+//! let ev = target.eq_wait(eq, None).unwrap();
+//! assert_eq!(ev.kind, EventKind::Put);
+//! assert_eq!(ev.mlength, 5);
+//! let mut got = [0u8; 5];
+//! target.md_read(md, 0, &mut got).unwrap();
+//! assert_eq!(&got, b"hello");
+//! ```
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Duration;
+
+use crate::engine::{Outbound, Payload, RecvAction};
+use crate::error::{PtlError, Result};
+use crate::nal::{Nal, NiCore};
+use crate::ni::{NetworkInterface, NiConfig};
+use crate::types::{FailType, ProcessId};
+
+type Registry = Mutex<HashMap<ProcessId, Weak<NiCore>>>;
+
+/// A set of interfaces that can reach each other. Cloning gives another
+/// handle to the same network.
+#[derive(Clone, Default)]
+pub struct LoopbackNetwork {
+    peers: Arc<Registry>,
+}
+
+impl std::fmt::Debug for LoopbackNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.peers.lock().map(|p| p.len()).unwrap_or(0);
+        write!(f, "LoopbackNetwork({n} interfaces)")
+    }
+}
+
+impl LoopbackNetwork {
+    /// An empty network.
+    pub fn new() -> Self {
+        LoopbackNetwork::default()
+    }
+
+    /// Create an interface on this network. Fails if `config.id` is already
+    /// in use by a live interface.
+    pub fn ni(&self, config: NiConfig) -> Result<NetworkInterface> {
+        let peers = self.peers.clone();
+        NetworkInterface::init(config, move |core| {
+            let mut map = peers.lock().map_err(|_| PtlError::Shutdown)?;
+            if map.get(&core.id()).is_some_and(|w| w.strong_count() > 0) {
+                return Err(PtlError::InvalidArgument(
+                    "process id already in use on this loopback network",
+                ));
+            }
+            map.insert(core.id(), Arc::downgrade(&core));
+            drop(map);
+            let signal = Arc::new(Signal::default());
+            let s = signal.clone();
+            core.set_waker(Box::new(move || s.wake()));
+            let nal: Arc<dyn Nal> = Arc::new(LoopbackNal {
+                peers,
+                me: Arc::downgrade(&core),
+                id: core.id(),
+                signal,
+            });
+            Ok(nal)
+        })
+    }
+}
+
+/// A sticky wake-up flag for the one thread that blocks in `progress`.
+#[derive(Default)]
+struct Signal {
+    flag: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Signal {
+    fn wake(&self) {
+        let mut f = self.flag.lock().unwrap_or_else(|p| p.into_inner());
+        *f = true;
+        self.cond.notify_all();
+    }
+
+    fn wait(&self, timeout: Duration) {
+        let f = self.flag.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut f, _) = self
+            .cond
+            .wait_timeout_while(f, timeout, |set| !*set)
+            .unwrap_or_else(|p| p.into_inner());
+        *f = false;
+    }
+}
+
+struct LoopbackNal {
+    peers: Arc<Registry>,
+    me: Weak<NiCore>,
+    id: ProcessId,
+    signal: Arc<Signal>,
+}
+
+/// Messages waiting for delivery, each with the core that sent it.
+type Queue = VecDeque<(Weak<NiCore>, Outbound)>;
+
+thread_local! {
+    /// Messages produced while delivering (acks, replies), delivered by the
+    /// outermost `send` on this thread so delivery never recurses.
+    static PENDING: RefCell<Option<Queue>> = const { RefCell::new(None) };
+}
+
+impl LoopbackNal {
+    fn lookup(&self, id: ProcessId) -> Option<Arc<NiCore>> {
+        let map = self.peers.lock().ok()?;
+        map.get(&id).and_then(Weak::upgrade)
+    }
+}
+
+/// Deliver one message from `from` and complete its send token.
+fn deliver(from: &Weak<NiCore>, target: Option<Arc<NiCore>>, msg: Outbound, out: &mut Queue) {
+    let Outbound {
+        header,
+        payload,
+        token,
+    } = msg;
+    // Raw pointers, not slices: when a process puts to itself the source
+    // and destination may be the same memory.
+    let (src, src_len): (*const u8, usize) = match &payload {
+        Payload::None => (std::ptr::null(), 0),
+        Payload::Region(r) => (r.as_ptr(), r.len()),
+        Payload::Owned(v) => (v.as_ptr(), v.len()),
+    };
+    let mut fail = FailType::Ok;
+    match &target {
+        None => fail = FailType::Unreachable,
+        Some(t) => match t.with_engine(|e| e.recv_header(&header)) {
+            RecvAction::Deposit { region, token, .. } => {
+                let n = region.len().min(src_len);
+                if n > 0 {
+                    // SAFETY: `region` is lent to us by the target engine
+                    // until `token` completes; `src` is the initiator's
+                    // region, lent until its send token completes below, or
+                    // bytes owned by `payload`. Both are valid for `n` bytes.
+                    // They may overlap when a process puts to itself, so
+                    // copy with memmove semantics.
+                    unsafe { std::ptr::copy(src, region.as_ptr(), n) };
+                }
+                if let Some(resp) = t.with_engine(|e| e.recv_complete(token)) {
+                    out.push_back((Arc::downgrade(t), resp));
+                }
+            }
+            RecvAction::Discard(_) => {}
+            RecvAction::Respond { response, .. } => {
+                out.push_back((Arc::downgrade(t), response));
+            }
+        },
+    }
+    if let Some(tok) = token {
+        if let Some(me) = from.upgrade() {
+            me.with_engine(|e| e.send_complete(tok, fail));
+        }
+    }
+    if target.is_none() {
+        if let Some(me) = from.upgrade() {
+            me.with_engine(|e| e.peer_failed(header.dst));
+        }
+    }
+}
+
+impl Nal for LoopbackNal {
+    fn name(&self) -> &'static str {
+        "loopback"
+    }
+
+    fn send(&self, msg: Outbound) {
+        let outermost = PENDING.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.is_none() {
+                *p = Some(VecDeque::new());
+                true
+            } else {
+                false
+            }
+        });
+        if !outermost {
+            PENDING.with(|p| {
+                if let Some(q) = p.borrow_mut().as_mut() {
+                    q.push_back((self.me.clone(), msg));
+                }
+            });
+            return;
+        }
+        let mut queue = VecDeque::new();
+        queue.push_back((self.me.clone(), msg));
+        while let Some((from, m)) = queue.pop_front() {
+            let target = self.lookup(m.header.dst);
+            deliver(&from, target, m, &mut queue);
+            PENDING.with(|p| {
+                if let Some(q) = p.borrow_mut().as_mut() {
+                    queue.extend(q.drain(..));
+                }
+            });
+        }
+        PENDING.with(|p| *p.borrow_mut() = None);
+    }
+
+    fn progress(&self, timeout: Option<Duration>) -> Result<()> {
+        if let Some(t) = timeout {
+            self.signal.wait(t);
+        }
+        Ok(())
+    }
+
+    fn wake(&self) {
+        self.signal.wake();
+    }
+
+    fn shutdown(&self) {
+        if let Ok(mut map) = self.peers.lock() {
+            if map.get(&self.id).is_some_and(|w| w.ptr_eq(&self.me)) {
+                map.remove(&self.id);
+            }
+        }
+    }
+}

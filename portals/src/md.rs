@@ -1,0 +1,329 @@
+//! Memory descriptors: a region of memory plus the rules for how incoming
+//! and outgoing operations may use it (`ptl_md_t`).
+
+use crate::event::MdSnapshot;
+use crate::handle::{EqHandle, EqKey, MeKey};
+use crate::types::{Threshold, Unlink};
+
+bitflags::bitflags! {
+    /// Options of a memory descriptor (`PTL_MD_*`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+    pub struct MdOptions: u32 {
+        /// Respond to put operations (`PTL_MD_OP_PUT`).
+        const OP_PUT = 1 << 0;
+        /// Respond to get operations (`PTL_MD_OP_GET`).
+        const OP_GET = 1 << 1;
+        /// Use the offset carried by each request instead of the locally
+        /// managed one, and do not advance the local offset
+        /// (`PTL_MD_MANAGE_REMOTE`).
+        const MANAGE_REMOTE = 1 << 2;
+        /// Accept a request longer than the remaining space and move only
+        /// what fits; without it such a request is rejected and passed on to
+        /// the next match entry (`PTL_MD_TRUNCATE`).
+        const TRUNCATE = 1 << 3;
+        /// Never send acknowledgments, even if requested
+        /// (`PTL_MD_ACK_DISABLE`).
+        const ACK_DISABLE = 1 << 4;
+        /// Enable the high-water mark: a request longer than `max_size` is
+        /// rejected, and once `local_offset + max_size > length` the
+        /// descriptor is exhausted (inactive), so each accepted message fits
+        /// whole (`PTL_MD_MAX_SIZE`; seed 001 §5).
+        const MAX_SIZE = 1 << 5;
+        /// Also generate the `*Start` events (in Portals 3.3 these are on by
+        /// default; here they are opt-in).
+        const EVENT_START = 1 << 6;
+        /// Do not generate completion events (`PTL_MD_EVENT_END_DISABLE`).
+        /// `Unlink` events are still generated.
+        const EVENT_END_DISABLE = 1 << 7;
+    }
+}
+
+/// The description of a memory descriptor apart from its memory: what
+/// `md_attach`/`md_bind` take and `md_update` replaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MdDesc {
+    /// Operations left before the descriptor becomes inactive.
+    pub threshold: Threshold,
+    /// High-water-mark size, used with [`MdOptions::MAX_SIZE`].
+    pub max_size: u64,
+    /// Options.
+    pub options: MdOptions,
+    /// A value of the user's choosing, reported in every event.
+    pub user_ptr: u64,
+    /// Where events about this descriptor go; `None` for no events.
+    pub eq: Option<EqHandle>,
+}
+
+impl Default for MdDesc {
+    fn default() -> Self {
+        MdDesc {
+            threshold: Threshold::Infinite,
+            max_size: 0,
+            options: MdOptions::empty(),
+            user_ptr: 0,
+            eq: None,
+        }
+    }
+}
+
+impl MdDesc {
+    /// A descriptor description with the given options, infinite threshold,
+    /// no event queue.
+    pub fn new(options: MdOptions) -> Self {
+        MdDesc {
+            options,
+            ..MdDesc::default()
+        }
+    }
+
+    /// Set the threshold.
+    pub fn threshold(mut self, threshold: Threshold) -> Self {
+        self.threshold = threshold;
+        self
+    }
+
+    /// Set the event queue.
+    pub fn eq(mut self, eq: EqHandle) -> Self {
+        self.eq = Some(eq);
+        self
+    }
+
+    /// Enable the high-water mark with this `max_size`.
+    pub fn max_size(mut self, max_size: u64) -> Self {
+        self.max_size = max_size;
+        self.options |= MdOptions::MAX_SIZE;
+        self
+    }
+
+    /// Set the user value.
+    pub fn user_ptr(mut self, user_ptr: u64) -> Self {
+        self.user_ptr = user_ptr;
+        self
+    }
+}
+
+/// The memory behind a descriptor.
+pub(crate) enum Memory {
+    /// Owned by the engine while attached and handed back on unlink.
+    Owned(Vec<u8>),
+    /// Caller memory attached through the `unsafe` raw API.
+    Raw { ptr: *mut u8, len: usize },
+}
+
+// SAFETY: `Memory` is a buffer (owned, or raw memory whose owner promised at
+// attach time that it stays valid and unaliased until unlink). The engine
+// hands out disjoint regions of it to at most one writer at a time under its
+// own synchronisation, so moving it between threads is sound.
+unsafe impl Send for Memory {}
+
+impl Memory {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Memory::Owned(v) => v.len(),
+            Memory::Raw { len, .. } => *len,
+        }
+    }
+
+    /// Base pointer. Obtaining it does not create a reference to the bytes,
+    /// so it is fine while regions are being written through earlier copies.
+    pub(crate) fn base(&mut self) -> *mut u8 {
+        match self {
+            Memory::Owned(v) => v.as_mut_ptr(),
+            Memory::Raw { ptr, .. } => *ptr,
+        }
+    }
+
+    pub(crate) fn into_owned(self) -> Option<Vec<u8>> {
+        match self {
+            Memory::Owned(v) => Some(v),
+            Memory::Raw { .. } => None,
+        }
+    }
+}
+
+/// Lifecycle of a descriptor slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MdState {
+    /// Linked and usable (subject to threshold and high-water mark).
+    Live,
+    /// Consumed with `Unlink::Unlink`; will be unlinked when its transfers in
+    /// progress finish. Never matches again.
+    Unlinking,
+    /// Unlinked automatically; only its owned memory remains, waiting for
+    /// `md_reclaim`.
+    Parked,
+}
+
+/// A byte range of the descriptor that a transfer in progress reads or
+/// writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IoRange {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// The transport writes this range (a deposit or a reply landing);
+    /// otherwise it only reads it (a send).
+    pub(crate) write: bool,
+}
+
+impl IoRange {
+    pub(crate) fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.start < end && start < self.end
+    }
+}
+
+/// How a lent range is used by the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+pub(crate) struct MemoryDescriptor {
+    pub(crate) mem: Memory,
+    pub(crate) length: u64,
+    pub(crate) desc: MdDesc,
+    pub(crate) eq: Option<EqKey>,
+    pub(crate) local_offset: u64,
+    pub(crate) me: Option<MeKey>,
+    pub(crate) unlink: Unlink,
+    pub(crate) state: MdState,
+    /// The high-water mark was crossed.
+    pub(crate) exhausted: bool,
+    /// Regions lent to the NAL. Capacity is kept, so steady-state traffic
+    /// does not allocate.
+    pub(crate) io: Vec<IoRange>,
+    /// Initiated operations still waiting for an acknowledgment or reply.
+    pub(crate) awaiting: u32,
+}
+
+/// What a descriptor decided about an incoming request.
+pub(crate) struct Acceptance {
+    pub(crate) offset: u64,
+    pub(crate) mlength: u64,
+}
+
+impl MemoryDescriptor {
+    pub(crate) fn new(mem: Memory, desc: MdDesc, eq: Option<EqKey>, unlink: Unlink) -> Self {
+        let length = mem.len() as u64;
+        MemoryDescriptor {
+            mem,
+            length,
+            desc,
+            eq,
+            local_offset: 0,
+            me: None,
+            unlink,
+            state: MdState::Live,
+            exhausted: false,
+            io: Vec::new(),
+            awaiting: 0,
+        }
+    }
+
+    /// Usable for new operations: linked, threshold left, high-water mark
+    /// not crossed.
+    #[inline]
+    pub(crate) fn is_active(&self) -> bool {
+        self.state == MdState::Live && self.desc.threshold.is_active() && !self.exhausted
+    }
+
+    /// Decide whether an incoming request of `rlength` bytes is accepted and
+    /// where it goes. `required` are the operation options it needs.
+    #[inline]
+    pub(crate) fn accept(
+        &self,
+        required: MdOptions,
+        rlength: u64,
+        remote_offset: u64,
+    ) -> Option<Acceptance> {
+        if !self.is_active() || !self.desc.options.contains(required) {
+            return None;
+        }
+        let opts = self.desc.options;
+        if opts.contains(MdOptions::MAX_SIZE) && rlength > self.desc.max_size {
+            return None;
+        }
+        let offset = if opts.contains(MdOptions::MANAGE_REMOTE) {
+            remote_offset
+        } else {
+            self.local_offset
+        };
+        let avail = self.length.checked_sub(offset)?;
+        let mlength = if rlength <= avail {
+            rlength
+        } else if opts.contains(MdOptions::TRUNCATE) {
+            avail
+        } else {
+            return None;
+        };
+        Some(Acceptance { offset, mlength })
+    }
+
+    /// Count one operation against the threshold.
+    pub(crate) fn consume(&mut self) {
+        self.desc.threshold.consume();
+    }
+
+    /// Advance the local offset past an accepted incoming transfer and apply
+    /// the high-water mark.
+    pub(crate) fn advance(&mut self, mlength: u64) {
+        if !self.desc.options.contains(MdOptions::MANAGE_REMOTE) {
+            self.local_offset += mlength;
+        }
+        if self.desc.options.contains(MdOptions::MAX_SIZE)
+            && self.local_offset.saturating_add(self.desc.max_size) > self.length
+        {
+            self.exhausted = true;
+        }
+    }
+
+    /// True if the descriptor is consumed and should unlink itself.
+    pub(crate) fn wants_unlink(&self) -> bool {
+        self.unlink == Unlink::Unlink
+            && self.state != MdState::Parked
+            && (!self.desc.threshold.is_active() || self.exhausted)
+    }
+
+    pub(crate) fn lend(&mut self, start: u64, len: u64, access: Access) -> *mut u8 {
+        self.io.push(IoRange {
+            start,
+            end: start + len,
+            write: access == Access::Write,
+        });
+        // The offset is within the descriptor (checked by the caller), so the
+        // pointer arithmetic stays inside the allocation.
+        self.mem.base().wrapping_add(start as usize)
+    }
+
+    pub(crate) fn give_back(&mut self, start: u64, len: u64) {
+        let end = start + len;
+        if let Some(i) = self
+            .io
+            .iter()
+            .position(|x| x.start == start && x.end == end)
+        {
+            self.io.swap_remove(i);
+        }
+    }
+
+    /// True if `start..end` overlaps a lent range that the transport writes,
+    /// or (with `Access::Write`) any lent range.
+    pub(crate) fn io_conflicts(&self, start: u64, end: u64, access: Access) -> bool {
+        self.io
+            .iter()
+            .any(|r| r.overlaps(start, end) && (r.write || access == Access::Write))
+    }
+
+    pub(crate) fn snapshot(&mut self, eq: Option<EqHandle>) -> MdSnapshot {
+        MdSnapshot {
+            start: self.mem.base() as usize,
+            length: self.length,
+            threshold: self.desc.threshold,
+            max_size: self.desc.max_size,
+            options: self.desc.options,
+            user_ptr: self.desc.user_ptr,
+            eq,
+            local_offset: self.local_offset,
+        }
+    }
+}

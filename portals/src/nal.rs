@@ -1,0 +1,198 @@
+//! The network abstraction layer (NAL) contract: what a transport provides
+//! to a [`crate::NetworkInterface`], and the shared core through which it
+//! drives the engine.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use crate::engine::{Engine, Outbound};
+use crate::error::Result;
+use crate::types::ProcessId;
+
+/// A transport. Implementations: [`crate::loopback`] here, TCP and UDP in the
+/// `nal-tcp` and `nal-udp` crates.
+///
+/// # Contract
+/// * Every [`Outbound`] handed to [`Nal::send`] whose `token` is `Some` is
+///   completed exactly once with [`crate::Engine::send_complete`] (through
+///   [`NiCore::with_engine`]), after its payload memory is no longer read, or
+///   with a failure if it cannot be sent.
+/// * Messages to one peer are delivered in the order `send` was called.
+/// * Incoming headers are fed to [`crate::Engine::recv_header`] in arrival
+///   order per peer; every `RecvToken` is completed or aborted exactly once.
+/// * When the transport gives up on a peer it calls
+///   [`crate::Engine::peer_failed`].
+/// * [`Nal::wake`] is sticky: a wake that arrives before a blocking
+///   [`Nal::progress`] call makes that call return promptly.
+pub trait Nal: Send + Sync + 'static {
+    /// Short name for diagnostics ("loopback", "tcp", "udp").
+    fn name(&self) -> &'static str;
+
+    /// Queue or transmit a message.
+    fn send(&self, msg: Outbound);
+
+    /// Make progress: move bytes, feed headers to the engine, complete
+    /// tokens. With `timeout` = `None` it must not block; otherwise it may
+    /// block up to `timeout` when there is nothing to do, returning early on
+    /// activity or [`Nal::wake`].
+    fn progress(&self, timeout: Option<Duration>) -> Result<()>;
+
+    /// Interrupt a blocked [`Nal::progress`] (see the contract).
+    fn wake(&self);
+
+    /// A thread is about to wait inside the library and will drive progress
+    /// itself; a progress thread may stand aside. Calls nest.
+    fn waiter_enter(&self) {}
+
+    /// The matching exit of [`Nal::waiter_enter`].
+    fn waiter_leave(&self) {}
+
+    /// Stop background threads and close the transport. Called once, when
+    /// the network interface is dropped; pending sends are abandoned without
+    /// touching their memory.
+    fn shutdown(&self) {}
+}
+
+/// The part of a network interface shared with its transport: the engine
+/// behind a mutex, plus the bookkeeping that lets an event wake sleeping
+/// waiters without a system call when nobody sleeps.
+///
+/// Sleeping works with any number of waiting threads: one of them, the
+/// *leader*, blocks inside the transport (so that in polling mode someone
+/// still moves bytes); the others park on a condition variable keyed by a
+/// wake epoch, which makes a lost wake-up impossible. When the leader leaves,
+/// a parked thread takes over.
+pub struct NiCore {
+    id: ProcessId,
+    job_key: u64,
+    engine: Mutex<Engine>,
+    sleepers: AtomicUsize,
+    epoch: AtomicU64,
+    leader: AtomicBool,
+    park: Mutex<()>,
+    parked: Condvar,
+    waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for NiCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NiCore")
+            .field("id", &self.id)
+            .field("sleepers", &self.sleepers.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl NiCore {
+    pub(crate) fn new(engine: Engine) -> Self {
+        NiCore {
+            id: engine.id(),
+            job_key: engine.job_key(),
+            engine: Mutex::new(engine),
+            sleepers: AtomicUsize::new(0),
+            epoch: AtomicU64::new(0),
+            leader: AtomicBool::new(false),
+            park: Mutex::new(()),
+            parked: Condvar::new(),
+            waker: OnceLock::new(),
+        }
+    }
+
+    /// This interface's process id.
+    pub fn id(&self) -> ProcessId {
+        self.id
+    }
+
+    /// The job key headers must carry.
+    pub fn job_key(&self) -> u64 {
+        self.job_key
+    }
+
+    /// Install the function that interrupts a blocked [`Nal::progress`]
+    /// (normally the transport's own [`Nal::wake`]). Called once by the
+    /// transport while it is built.
+    pub fn set_waker(&self, waker: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.waker.set(waker);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        // A panic while holding the lock cannot leave the engine half-updated
+        // in a way later calls rely on (every method restores its invariants
+        // before it can panic, and none is expected to), so keep going.
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run `f` on the engine. If `f` queued events and some thread sleeps
+    /// waiting for events, wake it.
+    #[inline]
+    pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
+        let (r, posted) = {
+            let mut e = self.lock();
+            let r = f(&mut e);
+            (r, e.take_posted())
+        };
+        if posted && self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.wake_sleepers();
+        }
+        r
+    }
+
+    /// Wake every thread sleeping in a blocking wait of this interface.
+    pub fn wake_sleepers(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Some(w) = self.waker.get() {
+            w();
+        }
+        let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+        self.parked.notify_all();
+    }
+
+    /// The current wake epoch; read it before checking for work, then pass
+    /// it to the sleep so that a wake in between is not lost.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn sleep_enter(&self) {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn sleep_leave(&self) {
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Sleep up to `nap` unless the epoch moved past `seen`. The first
+    /// sleeper blocks in the transport (`block`), the others park.
+    pub(crate) fn sleep(
+        &self,
+        seen: u64,
+        nap: Duration,
+        block: impl FnOnce(Duration) -> Result<()>,
+    ) -> Result<()> {
+        if self
+            .leader
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            let r = if self.epoch() == seen {
+                block(nap)
+            } else {
+                Ok(())
+            };
+            self.leader.store(false, Ordering::Release);
+            // Hand the lead to a parked thread, if any.
+            let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+            self.parked.notify_one();
+            return r;
+        }
+        let g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+        if self.epoch() == seen {
+            let _ = self
+                .parked
+                .wait_timeout(g, nap)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        Ok(())
+    }
+}

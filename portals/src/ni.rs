@@ -1,0 +1,459 @@
+//! The network interface: the Portals API a user calls (`PtlNIInit` and
+//! everything that takes an interface handle).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::acl::AcEntry;
+use crate::engine::{Engine, NiLimits, NiStatus};
+use crate::error::{PtlError, Result};
+use crate::event::{Event, MdSnapshot};
+use crate::handle::{EqHandle, MdHandle, MeHandle};
+use crate::md::{MdDesc, Memory};
+use crate::nal::{Nal, NiCore};
+use crate::types::{AckReq, PortalIndex, Position, ProcessId, Remote, Unlink};
+
+/// Longest single sleep inside a blocking wait. Wake-ups are delivered
+/// explicitly, so this only bounds the damage of a transport that loses one.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+
+/// How a network interface is set up.
+#[derive(Clone, Copy, Debug)]
+pub struct NiConfig {
+    /// This process's id; both fields must be concrete.
+    pub id: ProcessId,
+    /// The job key: every message carries it, and messages with another key
+    /// are dropped.
+    pub job_key: u64,
+    /// Object limits and table sizes.
+    pub limits: NiLimits,
+    /// How long a thread blocked in [`NetworkInterface::eq_wait`] drives the
+    /// transport itself, polling, before it sleeps in the kernel. Polling
+    /// avoids a sleep→wake hand-off (tens of µs) on the critical path of a
+    /// round trip; the bound keeps an idle waiter from burning a core.
+    pub wait_spin: Duration,
+}
+
+impl NiConfig {
+    /// Defaults for process `id` in job `job_key`: default limits, 50 µs
+    /// spin window.
+    pub fn new(id: ProcessId, job_key: u64) -> Self {
+        NiConfig {
+            id,
+            job_key,
+            limits: NiLimits::default(),
+            wait_spin: Duration::from_micros(50),
+        }
+    }
+}
+
+/// A Portals network interface bound to one transport.
+///
+/// All methods take `&self` and may be called from any number of threads;
+/// wrap the interface in an `Arc` to share it. Dropping it shuts the
+/// transport down.
+pub struct NetworkInterface {
+    core: Arc<NiCore>,
+    nal: Arc<dyn Nal>,
+    wait_spin: Duration,
+}
+
+impl std::fmt::Debug for NetworkInterface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkInterface")
+            .field("id", &self.core.id())
+            .field("nal", &self.nal.name())
+            .finish()
+    }
+}
+
+/// Leaves the "waiting in the library" state on every exit path.
+struct WaiterGuard<'a>(&'a dyn Nal);
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.waiter_leave();
+    }
+}
+
+impl NetworkInterface {
+    /// Create an interface (`PtlNIInit`). `make_nal` builds the transport
+    /// around the shared core (it keeps the `Arc<NiCore>` to feed incoming
+    /// messages to the engine).
+    pub fn init<F>(config: NiConfig, make_nal: F) -> Result<Self>
+    where
+        F: FnOnce(Arc<NiCore>) -> Result<Arc<dyn Nal>>,
+    {
+        let engine = Engine::new(config.id, config.job_key, config.limits)?;
+        let core = Arc::new(NiCore::new(engine));
+        let nal = make_nal(core.clone())?;
+        Ok(NetworkInterface {
+            core,
+            nal,
+            wait_spin: config.wait_spin,
+        })
+    }
+
+    /// This process's id (`PtlGetId`).
+    pub fn id(&self) -> ProcessId {
+        self.core.id()
+    }
+
+    /// The job key.
+    pub fn job_key(&self) -> u64 {
+        self.core.job_key()
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> NiLimits {
+        self.core.with_engine(|e| e.limits())
+    }
+
+    /// The counters (`PtlNIStatus`).
+    pub fn status(&self) -> NiStatus {
+        self.core.with_engine(|e| e.status())
+    }
+
+    /// The transport's name.
+    pub fn nal_name(&self) -> &'static str {
+        self.nal.name()
+    }
+
+    /// The shared core, for code that drives the engine directly.
+    pub fn core(&self) -> &Arc<NiCore> {
+        &self.core
+    }
+
+    /// The transport.
+    pub fn nal(&self) -> &Arc<dyn Nal> {
+        &self.nal
+    }
+
+    /// Make progress once without blocking. Needed only in polling mode,
+    /// where no progress thread exists and nothing moves between calls.
+    pub fn progress(&self) -> Result<()> {
+        self.nal.progress(None)
+    }
+
+    // ----- event queues --------------------------------------------------
+
+    /// Allocate an event queue of `capacity` events (`PtlEQAlloc`).
+    pub fn eq_alloc(&self, capacity: usize) -> Result<EqHandle> {
+        self.core.with_engine(|e| e.eq_alloc(capacity))
+    }
+
+    /// Free an event queue (`PtlEQFree`).
+    pub fn eq_free(&self, eq: EqHandle) -> Result<()> {
+        self.core.with_engine(|e| e.eq_free(eq))
+    }
+
+    /// Take the oldest event without blocking (`PtlEQGet`): `Ok(None)` if the
+    /// queue is empty, `Err(EqDropped)` once after an overflow.
+    pub fn eq_get(&self, eq: EqHandle) -> Result<Option<Event>> {
+        self.core.with_engine(|e| e.eq_get(eq))
+    }
+
+    /// Wait for an event (`PtlEQWait`); `timeout` = `None` waits forever.
+    /// The waiting thread drives the transport itself for the configured
+    /// spin window, then sleeps in the kernel until woken.
+    pub fn eq_wait(&self, eq: EqHandle, timeout: Option<Duration>) -> Result<Event> {
+        self.eq_poll(&[eq], timeout).map(|(ev, _)| ev)
+    }
+
+    /// Wait for an event on any of `eqs` (`PtlEQPoll`); returns the event and
+    /// the index in `eqs` of its queue. Queues are checked in order, so an
+    /// earlier queue has priority.
+    pub fn eq_poll(&self, eqs: &[EqHandle], timeout: Option<Duration>) -> Result<(Event, usize)> {
+        if eqs.is_empty() {
+            return Err(PtlError::InvalidArgument(
+                "eq_poll needs at least one queue",
+            ));
+        }
+        let take = |e: &mut Engine| -> Result<Option<(Event, usize)>> {
+            for (i, &q) in eqs.iter().enumerate() {
+                if let Some(ev) = e.eq_get(q)? {
+                    return Ok(Some((ev, i)));
+                }
+            }
+            Ok(None)
+        };
+        if let Some(hit) = self.core.with_engine(take)? {
+            return Ok(hit);
+        }
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let spin_until = start + self.wait_spin;
+        self.nal.waiter_enter();
+        let _guard = WaiterGuard(&*self.nal);
+        loop {
+            let now = Instant::now();
+            if now < spin_until {
+                self.nal.progress(None)?;
+                if let Some(hit) = self.core.with_engine(take)? {
+                    return Ok(hit);
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            let nap = match deadline {
+                Some(d) if now >= d => return Err(PtlError::Timeout),
+                Some(d) => (d - now).min(MAX_SLEEP),
+                None => MAX_SLEEP,
+            };
+            let seen = self.core.epoch();
+            self.core.sleep_enter();
+            let ready = self.core.with_engine(|e| -> Result<bool> {
+                for &q in eqs {
+                    if e.eq_ready(q)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            });
+            let slept = match ready {
+                Ok(false) => self.core.sleep(seen, nap, |t| self.nal.progress(Some(t))),
+                Ok(true) => Ok(()),
+                Err(e) => Err(e),
+            };
+            self.core.sleep_leave();
+            slept?;
+            if let Some(hit) = self.core.with_engine(take)? {
+                return Ok(hit);
+            }
+        }
+    }
+
+    // ----- access control ------------------------------------------------
+
+    /// Set access-control entry `index` (`PtlACEntry`); `None` clears it.
+    pub fn ac_entry(&self, index: u32, entry: Option<AcEntry>) -> Result<()> {
+        self.core.with_engine(|e| e.ac_entry(index, entry))
+    }
+
+    // ----- match entries -------------------------------------------------
+
+    /// Create a match entry at the head (`Before`) or tail (`After`) of a
+    /// portal's match list (`PtlMEAttach`).
+    pub fn me_attach(
+        &self,
+        pt: PortalIndex,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: Unlink,
+        pos: Position,
+    ) -> Result<MeHandle> {
+        self.core
+            .with_engine(|e| e.me_attach(pt, match_id, match_bits, ignore_bits, unlink, pos))
+    }
+
+    /// Create a match entry on a portal index with an empty list
+    /// (`PtlMEAttachAny`).
+    pub fn me_attach_any(
+        &self,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: Unlink,
+    ) -> Result<(PortalIndex, MeHandle)> {
+        self.core
+            .with_engine(|e| e.me_attach_any(match_id, match_bits, ignore_bits, unlink))
+    }
+
+    /// Create a match entry before or after `base` (`PtlMEInsert`).
+    pub fn me_insert(
+        &self,
+        base: MeHandle,
+        match_id: ProcessId,
+        match_bits: u64,
+        ignore_bits: u64,
+        unlink: Unlink,
+        pos: Position,
+    ) -> Result<MeHandle> {
+        self.core
+            .with_engine(|e| e.me_insert(base, match_id, match_bits, ignore_bits, unlink, pos))
+    }
+
+    /// Unlink a match entry and its descriptor (`PtlMEUnlink`), returning the
+    /// descriptor's owned memory.
+    pub fn me_unlink(&self, me: MeHandle) -> Result<Option<Vec<u8>>> {
+        self.core.with_engine(|e| e.me_unlink(me))
+    }
+
+    /// The match entries of a portal, head first.
+    pub fn match_list(&self, pt: PortalIndex) -> Result<Vec<MeHandle>> {
+        self.core.with_engine(|e| e.match_list(pt))
+    }
+
+    // ----- memory descriptors --------------------------------------------
+
+    /// Attach a descriptor that owns `buf` to a match entry
+    /// (`PtlMDAttach`). Get the buffer back with
+    /// [`NetworkInterface::md_unlink`].
+    pub fn md_attach(
+        &self,
+        me: MeHandle,
+        desc: &MdDesc,
+        buf: Vec<u8>,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        self.core
+            .with_engine(|e| e.md_attach(me, desc, buf, unlink))
+    }
+
+    /// Bind a descriptor that owns `buf`, for initiating operations
+    /// (`PtlMDBind`).
+    pub fn md_bind(&self, desc: &MdDesc, buf: Vec<u8>, unlink: Unlink) -> Result<MdHandle> {
+        self.core.with_engine(|e| e.md_bind(desc, buf, unlink))
+    }
+
+    /// Attach a descriptor over caller memory, for zero-copy use.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes, and must not be
+    /// read, written, moved or freed by anyone else, from this call until the
+    /// descriptor is unlinked: by [`NetworkInterface::md_unlink`] or
+    /// [`NetworkInterface::me_unlink`] returning `Ok`, by an `Unlink` event,
+    /// or by dropping the interface. Regions of it may be read while attached
+    /// only where no transfer is in progress, which the caller must know from
+    /// the events it has seen.
+    pub unsafe fn md_attach_raw(
+        &self,
+        me: MeHandle,
+        desc: &MdDesc,
+        ptr: *mut u8,
+        len: usize,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        check_raw(ptr, len)?;
+        self.core
+            .with_engine(|e| e.md_attach_mem(me, desc, Memory::Raw { ptr, len }, unlink))
+    }
+
+    /// Bind a descriptor over caller memory, for zero-copy sends and gets.
+    ///
+    /// # Safety
+    /// As for [`NetworkInterface::md_attach_raw`].
+    pub unsafe fn md_bind_raw(
+        &self,
+        desc: &MdDesc,
+        ptr: *mut u8,
+        len: usize,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        check_raw(ptr, len)?;
+        self.core
+            .with_engine(|e| e.md_bind_mem(desc, Memory::Raw { ptr, len }, unlink))
+    }
+
+    /// Unlink a descriptor (`PtlMDUnlink`) and take back its owned memory.
+    /// Works once on a descriptor that unlinked itself, to take the memory
+    /// back. `Err(MdInUse)` while a transfer uses the memory.
+    pub fn md_unlink(&self, md: MdHandle) -> Result<Option<Vec<u8>>> {
+        self.core.with_engine(|e| e.md_unlink(md))
+    }
+
+    /// Replace a descriptor's description iff `test_eq` is empty
+    /// (`PtlMDUpdate`); returns the previous state.
+    pub fn md_update(
+        &self,
+        md: MdHandle,
+        new: Option<&MdDesc>,
+        test_eq: Option<EqHandle>,
+    ) -> Result<MdSnapshot> {
+        self.core.with_engine(|e| e.md_update(md, new, test_eq))
+    }
+
+    /// Copy bytes out of a descriptor (no transfer may be using them).
+    pub fn md_read(&self, md: MdHandle, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.core.with_engine(|e| e.md_read(md, offset, dst))
+    }
+
+    /// Copy bytes into a descriptor (no transfer may be using them).
+    pub fn md_write(&self, md: MdHandle, offset: u64, src: &[u8]) -> Result<()> {
+        self.core.with_engine(|e| e.md_write(md, offset, src))
+    }
+
+    // ----- data movement -------------------------------------------------
+
+    /// Put all of `md` (`PtlPut`).
+    pub fn put(&self, md: MdHandle, ack: AckReq, remote: &Remote, hdr_data: u64) -> Result<()> {
+        let out = self
+            .core
+            .with_engine(|e| e.put(md, ack, remote, hdr_data))?;
+        self.nal.send(out);
+        Ok(())
+    }
+
+    /// Put part of `md` (`PtlPutRegion`).
+    pub fn put_region(
+        &self,
+        md: MdHandle,
+        local_offset: u64,
+        length: u64,
+        ack: AckReq,
+        remote: &Remote,
+        hdr_data: u64,
+    ) -> Result<()> {
+        let out = self
+            .core
+            .with_engine(|e| e.put_region(md, local_offset, length, ack, remote, hdr_data))?;
+        self.nal.send(out);
+        Ok(())
+    }
+
+    /// Get into all of `md` (`PtlGet`).
+    pub fn get(&self, md: MdHandle, remote: &Remote) -> Result<()> {
+        let out = self.core.with_engine(|e| e.get(md, remote))?;
+        self.nal.send(out);
+        Ok(())
+    }
+
+    /// Get into part of `md` (`PtlGetRegion`).
+    pub fn get_region(
+        &self,
+        md: MdHandle,
+        local_offset: u64,
+        length: u64,
+        remote: &Remote,
+    ) -> Result<()> {
+        let out = self
+            .core
+            .with_engine(|e| e.get_region(md, local_offset, length, remote))?;
+        self.nal.send(out);
+        Ok(())
+    }
+
+    /// Atomic swap (`PtlGetPut`); see [`Engine::get_put`].
+    pub fn get_put(
+        &self,
+        get_md: MdHandle,
+        put_md: MdHandle,
+        remote: &Remote,
+        hdr_data: u64,
+    ) -> Result<()> {
+        let out = self
+            .core
+            .with_engine(|e| e.get_put(get_md, put_md, remote, hdr_data))?;
+        self.nal.send(out);
+        Ok(())
+    }
+}
+
+fn check_raw(ptr: *mut u8, len: usize) -> Result<()> {
+    if ptr.is_null() && len > 0 {
+        return Err(PtlError::InvalidArgument(
+            "null pointer with a non-zero length",
+        ));
+    }
+    if len > isize::MAX as usize {
+        return Err(PtlError::InvalidArgument("region longer than isize::MAX"));
+    }
+    Ok(())
+}
+
+impl Drop for NetworkInterface {
+    fn drop(&mut self) {
+        self.nal.shutdown();
+    }
+}

@@ -1,0 +1,392 @@
+//! The Portals message header as it travels between NALs.
+//!
+//! Fixed size ([`HEADER_LEN`] bytes), little-endian, versioned. Every header
+//! carries the job key so that a receiver can refuse traffic from outside the
+//! job before it touches any match list. Decoding never panics: anything
+//! malformed is a typed [`WireError`].
+//!
+//! Layout (byte offsets):
+//!
+//! | off | size | field |
+//! |----:|-----:|-------|
+//! | 0   | 4 | magic `"PTL3"` |
+//! | 4   | 1 | version |
+//! | 5   | 1 | operation ([`Op`]) |
+//! | 6   | 1 | flags (bit 0: acknowledgment requested) |
+//! | 7   | 1 | failure status of an ack/reply ([`FailType`]) |
+//! | 8   | 8 | job key |
+//! | 16  | 8 | source nid, pid |
+//! | 24  | 8 | destination nid, pid |
+//! | 32  | 4 | portal index |
+//! | 36  | 4 | access-control index |
+//! | 40  | 8 | match bits |
+//! | 48  | 8 | offset (remote offset; in ack/reply the offset used) |
+//! | 56  | 8 | header data |
+//! | 64  | 8 | requested length |
+//! | 72  | 8 | manipulated length (ack/reply) |
+//! | 80  | 8 | initiator cookie, echoed in ack/reply |
+
+use crate::types::{FailType, PortalIndex, ProcessId};
+
+/// Size in bytes of an encoded header.
+pub const HEADER_LEN: usize = 88;
+/// The magic number at the start of every header: ASCII `"PTL3"`.
+pub const MAGIC: [u8; 4] = *b"PTL3";
+/// The wire format version this crate speaks.
+pub const VERSION: u8 = 1;
+/// Largest payload a header may announce. Anything larger is rejected as
+/// malformed before a NAL tries to buffer or discard it.
+pub const MAX_PAYLOAD: u64 = 1 << 40;
+
+const FLAG_ACK_REQ: u8 = 1;
+const KNOWN_FLAGS: u8 = FLAG_ACK_REQ;
+
+/// The operation a header carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Op {
+    /// Put request; followed by `rlength` payload bytes.
+    Put = 1,
+    /// Get request; no payload.
+    Get = 2,
+    /// Acknowledgment of a put; no payload.
+    Ack = 3,
+    /// Reply to a get or get-put; followed by `mlength` payload bytes.
+    Reply = 4,
+    /// Atomic swap request: followed by `rlength` bytes to store; the target
+    /// replies with the bytes they replace.
+    GetPut = 5,
+}
+
+impl Op {
+    fn from_u8(v: u8) -> Option<Op> {
+        Some(match v {
+            1 => Op::Put,
+            2 => Op::Get,
+            3 => Op::Ack,
+            4 => Op::Reply,
+            5 => Op::GetPut,
+            _ => return None,
+        })
+    }
+
+    /// True for the operations a target answers (ack, reply): they are
+    /// routed to the initiator's pending operation, not to a match list.
+    pub const fn is_response(&self) -> bool {
+        matches!(self, Op::Ack | Op::Reply)
+    }
+}
+
+/// A decoded Portals message header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The operation.
+    pub op: Op,
+    /// Put only: the initiator asks for an acknowledgment.
+    pub ack_req: bool,
+    /// Ack/Reply only: whether the target performed the operation.
+    pub fail: FailType,
+    /// The job key; must equal the receiver's.
+    pub job_key: u64,
+    /// The sending process.
+    pub src: ProcessId,
+    /// The receiving process.
+    pub dst: ProcessId,
+    /// Portal index (request) or the index that was used (response).
+    pub pt_index: PortalIndex,
+    /// Access-control index named by the initiator.
+    pub ac_index: u32,
+    /// Match bits.
+    pub match_bits: u64,
+    /// Remote offset (request) or the offset the target used (response).
+    pub offset: u64,
+    /// 64 bits of out-of-band data delivered in the target's event.
+    pub hdr_data: u64,
+    /// Length the initiator asked to move.
+    pub rlength: u64,
+    /// Length the target moved (responses only; zero in requests).
+    pub mlength: u64,
+    /// Opaque initiator-side operation id, echoed in the response.
+    pub cookie: u64,
+}
+
+/// Why a header could not be decoded.
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+pub enum WireError {
+    /// Fewer than [`HEADER_LEN`] bytes.
+    #[error("header truncated: {0} of {HEADER_LEN} bytes")]
+    Truncated(usize),
+    /// The magic number is wrong: not a Portals header at all.
+    #[error("bad magic number")]
+    BadMagic,
+    /// A version this implementation does not speak.
+    #[error("unsupported wire version {0}")]
+    BadVersion(u8),
+    /// Unknown operation code.
+    #[error("unknown operation code {0}")]
+    BadOp(u8),
+    /// Unknown flag bits, or a flag that makes no sense for the operation.
+    #[error("bad flags {0:#04x}")]
+    BadFlags(u8),
+    /// Unknown failure code.
+    #[error("unknown failure code {0}")]
+    BadFail(u8),
+    /// Lengths that are inconsistent with the operation or too large.
+    #[error("inconsistent or oversized lengths")]
+    BadLength,
+}
+
+impl Header {
+    /// The number of payload bytes that follow this header on the wire.
+    pub const fn payload_len(&self) -> u64 {
+        match self.op {
+            Op::Put | Op::GetPut => self.rlength,
+            Op::Reply => self.mlength,
+            Op::Get | Op::Ack => 0,
+        }
+    }
+
+    /// Encode into exactly [`HEADER_LEN`] bytes.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4] = VERSION;
+        b[5] = self.op as u8;
+        b[6] = if self.ack_req { FLAG_ACK_REQ } else { 0 };
+        b[7] = self.fail as u8;
+        put64(&mut b, 8, self.job_key);
+        put32(&mut b, 16, self.src.nid);
+        put32(&mut b, 20, self.src.pid);
+        put32(&mut b, 24, self.dst.nid);
+        put32(&mut b, 28, self.dst.pid);
+        put32(&mut b, 32, self.pt_index.0);
+        put32(&mut b, 36, self.ac_index);
+        put64(&mut b, 40, self.match_bits);
+        put64(&mut b, 48, self.offset);
+        put64(&mut b, 56, self.hdr_data);
+        put64(&mut b, 64, self.rlength);
+        put64(&mut b, 72, self.mlength);
+        put64(&mut b, 80, self.cookie);
+        b
+    }
+
+    /// Decode the first [`HEADER_LEN`] bytes of `buf`. Extra bytes are
+    /// ignored (they are payload).
+    pub fn decode(buf: &[u8]) -> Result<Header, WireError> {
+        let b: &[u8; HEADER_LEN] = buf
+            .get(..HEADER_LEN)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(WireError::Truncated(buf.len()))?;
+        if b[0..4] != MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        if b[4] != VERSION {
+            return Err(WireError::BadVersion(b[4]));
+        }
+        let op = Op::from_u8(b[5]).ok_or(WireError::BadOp(b[5]))?;
+        let flags = b[6];
+        if flags & !KNOWN_FLAGS != 0 || (flags & FLAG_ACK_REQ != 0 && op != Op::Put) {
+            return Err(WireError::BadFlags(flags));
+        }
+        let fail = FailType::from_u8(b[7]).ok_or(WireError::BadFail(b[7]))?;
+        if !op.is_response() && fail != FailType::Ok {
+            return Err(WireError::BadFail(b[7]));
+        }
+        let h = Header {
+            op,
+            ack_req: flags & FLAG_ACK_REQ != 0,
+            fail,
+            job_key: get64(b, 8),
+            src: ProcessId::new(get32(b, 16), get32(b, 20)),
+            dst: ProcessId::new(get32(b, 24), get32(b, 28)),
+            pt_index: PortalIndex(get32(b, 32)),
+            ac_index: get32(b, 36),
+            match_bits: get64(b, 40),
+            offset: get64(b, 48),
+            hdr_data: get64(b, 56),
+            rlength: get64(b, 64),
+            mlength: get64(b, 72),
+            cookie: get64(b, 80),
+        };
+        let lengths_ok = h.rlength <= MAX_PAYLOAD
+            && match op {
+                // A request has not manipulated anything yet.
+                Op::Put | Op::Get | Op::GetPut => h.mlength == 0,
+                // A target never moves more than was asked for.
+                Op::Ack | Op::Reply => h.mlength <= h.rlength,
+            };
+        if !lengths_ok {
+            return Err(WireError::BadLength);
+        }
+        Ok(h)
+    }
+}
+
+#[inline]
+fn put32(b: &mut [u8; HEADER_LEN], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+fn put64(b: &mut [u8; HEADER_LEN], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+fn get32(b: &[u8; HEADER_LEN], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+#[inline]
+fn get64(b: &[u8; HEADER_LEN], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Header {
+        Header {
+            op: Op::Put,
+            ack_req: true,
+            fail: FailType::Ok,
+            job_key: 0xdead_beef_0000_0001,
+            src: ProcessId::new(1, 2),
+            dst: ProcessId::new(3, 4),
+            pt_index: PortalIndex(5),
+            ac_index: 6,
+            match_bits: 0x0123_4567_89ab_cdef,
+            offset: 64,
+            hdr_data: 99,
+            rlength: 4096,
+            mlength: 0,
+            cookie: 77,
+        }
+    }
+
+    #[test]
+    fn encodes_little_endian_at_documented_offsets() {
+        let b = sample().encode();
+        assert_eq!(&b[0..4], b"PTL3");
+        assert_eq!(b[4], VERSION);
+        assert_eq!(b[5], Op::Put as u8);
+        assert_eq!(b[6], 1);
+        assert_eq!(&b[8..16], &0xdead_beef_0000_0001u64.to_le_bytes());
+        assert_eq!(&b[16..20], &1u32.to_le_bytes());
+        assert_eq!(&b[28..32], &4u32.to_le_bytes());
+        assert_eq!(&b[40..48], &0x0123_4567_89ab_cdefu64.to_le_bytes());
+        assert_eq!(&b[64..72], &4096u64.to_le_bytes());
+        assert_eq!(&b[80..88], &77u64.to_le_bytes());
+    }
+
+    #[test]
+    fn round_trips() {
+        let h = sample();
+        assert_eq!(Header::decode(&h.encode()), Ok(h));
+        let ack = Header {
+            op: Op::Ack,
+            ack_req: false,
+            fail: FailType::Dropped,
+            mlength: 0,
+            ..h
+        };
+        assert_eq!(Header::decode(&ack.encode()), Ok(ack));
+    }
+
+    #[test]
+    fn rejects_each_kind_of_malformed_header() {
+        let good = sample().encode();
+        assert_eq!(Header::decode(&good[..10]), Err(WireError::Truncated(10)));
+        let mut b = good;
+        b[0] = b'X';
+        assert_eq!(Header::decode(&b), Err(WireError::BadMagic));
+        let mut b = good;
+        b[4] = 9;
+        assert_eq!(Header::decode(&b), Err(WireError::BadVersion(9)));
+        let mut b = good;
+        b[5] = 0;
+        assert_eq!(Header::decode(&b), Err(WireError::BadOp(0)));
+        let mut b = good;
+        b[6] = 0x80;
+        assert_eq!(Header::decode(&b), Err(WireError::BadFlags(0x80)));
+        let mut b = good;
+        b[5] = Op::Get as u8; // ack requested on a get
+        assert_eq!(Header::decode(&b), Err(WireError::BadFlags(1)));
+        let mut b = good;
+        b[7] = 1; // failure status on a request
+        assert_eq!(Header::decode(&b), Err(WireError::BadFail(1)));
+        let mut b = good;
+        b[64..72].copy_from_slice(&(MAX_PAYLOAD + 1).to_le_bytes());
+        assert_eq!(Header::decode(&b), Err(WireError::BadLength));
+        let mut reply = sample();
+        reply.op = Op::Reply;
+        reply.ack_req = false;
+        reply.mlength = reply.rlength + 1;
+        assert_eq!(Header::decode(&reply.encode()), Err(WireError::BadLength));
+    }
+
+    #[test]
+    fn payload_len_follows_the_operation() {
+        let h = sample();
+        assert_eq!(h.payload_len(), 4096);
+        assert_eq!(
+            Header {
+                op: Op::Get,
+                ack_req: false,
+                ..h
+            }
+            .payload_len(),
+            0
+        );
+        assert_eq!(
+            Header {
+                op: Op::Reply,
+                ack_req: false,
+                mlength: 10,
+                ..h
+            }
+            .payload_len(),
+            10
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Header::decode(&bytes);
+        }
+
+        #[test]
+        fn decode_of_encode_is_identity(
+            op in 1u8..=5, ack in any::<bool>(), fail in 0u8..4, key in any::<u64>(),
+            ids in any::<[u32; 4]>(), pt in any::<u32>(), ac in any::<u32>(),
+            mb in any::<u64>(), off in any::<u64>(), hd in any::<u64>(),
+            rl in 0..=MAX_PAYLOAD, ml_frac in 0u64..=100, cookie in any::<u64>()
+        ) {
+            let op = Op::from_u8(op).unwrap();
+            let h = Header {
+                op,
+                ack_req: ack && op == Op::Put,
+                fail: if op.is_response() { FailType::from_u8(fail).unwrap() } else { FailType::Ok },
+                job_key: key,
+                src: ProcessId::new(ids[0], ids[1]),
+                dst: ProcessId::new(ids[2], ids[3]),
+                pt_index: PortalIndex(pt),
+                ac_index: ac,
+                match_bits: mb,
+                offset: off,
+                hdr_data: hd,
+                rlength: rl,
+                mlength: if op.is_response() { rl / 100 * ml_frac } else { 0 },
+                cookie,
+            };
+            prop_assert_eq!(Header::decode(&h.encode()), Ok(h));
+        }
+    }
+}

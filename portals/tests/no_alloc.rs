@@ -1,0 +1,114 @@
+//! The receive path (match, deposit, event, ack) must not allocate per
+//! message once warmed up. A counting global allocator checks it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use portals::wire::{Header, Op};
+use portals::*;
+
+struct Counting;
+
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+// SAFETY: defers to the system allocator; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if ARMED.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if ARMED.load(Ordering::Relaxed) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+#[test]
+fn put_match_deposit_event_ack_cycle_does_not_allocate() {
+    let pt = PortalIndex(3);
+    let me_id = ProcessId::new(1, 1);
+    let mut e = Engine::new(me_id, 9, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(16).unwrap();
+    // 100 non-matching entries in front, so the walk is real.
+    for i in 0..100 {
+        let me = e
+            .me_attach(
+                pt,
+                ProcessId::ANY,
+                1000 + i,
+                0,
+                Unlink::Retain,
+                Position::After,
+            )
+            .unwrap();
+        e.md_attach(
+            me,
+            &MdDesc::new(MdOptions::OP_PUT),
+            vec![0; 8],
+            Unlink::Retain,
+        )
+        .unwrap();
+    }
+    let me = e
+        .me_attach(pt, ProcessId::ANY, 7, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    e.md_attach(
+        me,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE).eq(eq),
+        vec![0; 64],
+        Unlink::Retain,
+    )
+    .unwrap();
+    let h = Header {
+        op: Op::Put,
+        ack_req: true,
+        fail: FailType::Ok,
+        job_key: 9,
+        src: ProcessId::new(2, 2),
+        dst: me_id,
+        pt_index: pt,
+        ac_index: 0,
+        match_bits: 7,
+        offset: 0,
+        hdr_data: 0,
+        rlength: 8,
+        mlength: 0,
+        cookie: 5,
+    };
+    let cycle = |e: &mut Engine| {
+        let RecvAction::Deposit { region, token, .. } = e.recv_header(&h) else {
+            panic!("expected a deposit");
+        };
+        // SAFETY: token open; sole user.
+        unsafe { region.as_mut_slice() }.copy_from_slice(&[1; 8]);
+        let ack = e.recv_complete(token).expect("ack requested");
+        assert_eq!(ack.header.op, Op::Ack);
+        assert!(e.eq_get(eq).unwrap().is_some());
+    };
+    for _ in 0..100 {
+        cycle(&mut e);
+    }
+    // The counter itself works.
+    ARMED.store(true, Ordering::SeqCst);
+    drop(std::hint::black_box(Box::new(1u64)));
+    assert_eq!(ALLOCS.swap(0, Ordering::SeqCst), 1);
+    for _ in 0..10_000 {
+        cycle(&mut e);
+    }
+    ARMED.store(false, Ordering::SeqCst);
+    assert_eq!(ALLOCS.load(Ordering::SeqCst), 0);
+}

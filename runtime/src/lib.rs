@@ -1,0 +1,1 @@
+//! Job runtime: bootstrap, rendezvous and the `ptlrun` launcher (in progress).
