@@ -115,6 +115,14 @@ pub struct Region {
 unsafe impl Send for Region {}
 
 impl Region {
+    /// An empty region (for transports that need a placeholder).
+    pub fn empty() -> Region {
+        Region {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        }
+    }
+
     /// Address of the first byte.
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr

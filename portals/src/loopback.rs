@@ -135,6 +135,23 @@ thread_local! {
     static PENDING: RefCell<Option<Queue>> = const { RefCell::new(None) };
 }
 
+/// Deliver a message a process sends to itself, and every response that
+/// produces, synchronously. Transports use it for self-sends, which never
+/// touch the network.
+pub fn deliver_local(core: &Arc<NiCore>, msg: Outbound) {
+    let me = Arc::downgrade(core);
+    let mut queue = VecDeque::new();
+    queue.push_back((me.clone(), msg));
+    while let Some((from, m)) = queue.pop_front() {
+        let target = if m.header.dst == core.id() {
+            Some(core.clone())
+        } else {
+            None
+        };
+        deliver(&from, target, m, &mut queue);
+    }
+}
+
 impl LoopbackNal {
     fn lookup(&self, id: ProcessId) -> Option<Arc<NiCore>> {
         let map = self.peers.lock().ok()?;

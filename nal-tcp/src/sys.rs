@@ -1,0 +1,453 @@
+//! The operating-system layer, all in one place: an eventfd, and an
+//! edge-triggered readiness poller with two back ends (epoll, io_uring
+//! multishot poll).
+//!
+//! Both back ends report *edges* (new readiness), so the caller must read or
+//! write until `EAGAIN`, or remember that it stopped early. One `Poller` is
+//! used by one thread at a time for waiting (`poll` takes a lock), while any
+//! thread may register, deregister or wake it.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, TryLockError};
+use std::time::Duration;
+
+/// Which kernel interface the progress thread waits in.
+///
+/// Application threads that wait inside the library always use epoll:
+/// io_uring completes requests as task work of the thread that submitted
+/// them, so a ring shared with application threads would interrupt their
+/// own system calls or stall until they enter it. The io_uring ring is
+/// created and driven by the progress thread alone (single issuer, deferred
+/// task running). In [`crate::ProgressMode::Poll`] there is no progress
+/// thread, so both back ends behave the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// `epoll` in edge-triggered mode.
+    #[default]
+    Epoll,
+    /// `io_uring` with multishot `POLL_ADD` requests.
+    IoUring,
+}
+
+/// A Linux eventfd used to interrupt a blocked poll.
+#[derive(Debug)]
+pub(crate) struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub(crate) fn new() -> io::Result<Self> {
+        // SAFETY: eventfd has no memory-safety preconditions; we check the
+        // result before wrapping the descriptor.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Make the eventfd readable (increments its counter).
+    pub(crate) fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own descriptor. A
+        // failure (counter overflow) means it is already readable.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Consume pending signals.
+    pub(crate) fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64; EAGAIN when empty.
+        let _ = unsafe { libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// One readiness report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ready {
+    pub(crate) token: u64,
+    pub(crate) readable: bool,
+    pub(crate) writable: bool,
+    /// Hang-up or error: the connection is finished.
+    pub(crate) closed: bool,
+}
+
+/// The token the poller uses for its own wake-up eventfd.
+const WAKE: u64 = u64::MAX;
+
+/// An edge-triggered poller plus its wake-up eventfd.
+pub(crate) struct Poller {
+    imp: Imp,
+    wake: EventFd,
+    /// A wake-up was reaped by a non-blocking poll; the next blocking poll
+    /// returns at once. Read and written only under the poll lock, so a wake
+    /// can never be lost between "check" and "block".
+    woken: AtomicBool,
+}
+
+enum Imp {
+    Epoll(Epoll),
+    Uring(Box<Uring>),
+}
+
+impl std::fmt::Debug for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = match self.imp {
+            Imp::Epoll(_) => "epoll",
+            Imp::Uring(_) => "io_uring",
+        };
+        write!(f, "Poller({b})")
+    }
+}
+
+impl Poller {
+    pub(crate) fn new(backend: Backend) -> io::Result<Self> {
+        let imp = match backend {
+            Backend::Epoll => Imp::Epoll(Epoll::new()?),
+            Backend::IoUring => Imp::Uring(Box::new(Uring::new()?)),
+        };
+        let p = Poller {
+            imp,
+            wake: EventFd::new()?,
+            woken: AtomicBool::new(false),
+        };
+        p.add(p.wake.fd(), WAKE, true, false)?;
+        Ok(p)
+    }
+
+    /// Register a descriptor for read (and optionally write) edges.
+    pub(crate) fn register(&self, fd: RawFd, token: u64, write: bool) -> io::Result<()> {
+        debug_assert_ne!(token, WAKE);
+        self.add(fd, token, true, write)
+    }
+
+    fn add(&self, fd: RawFd, token: u64, read: bool, write: bool) -> io::Result<()> {
+        match &self.imp {
+            Imp::Epoll(e) => e.add(fd, token, read, write),
+            Imp::Uring(u) => u.add(fd, token, read, write),
+        }
+    }
+
+    /// Stop reporting `fd`. Stale reports for `token` may still arrive; the
+    /// caller must ignore tokens it no longer knows.
+    pub(crate) fn deregister(&self, fd: RawFd, token: u64) {
+        match &self.imp {
+            Imp::Epoll(e) => e.delete(fd),
+            Imp::Uring(u) => u.delete(token),
+        }
+    }
+
+    /// Interrupt a blocked `poll` (or make the next one return at once).
+    pub(crate) fn wake(&self) {
+        self.wake.signal();
+    }
+
+    /// Collect readiness into `out` (cleared first). With `timeout` = `None`
+    /// it never blocks and gives up (returns `Ok(false)`) if another thread
+    /// is polling; with a timeout it waits for the lock and then blocks until
+    /// an event, a wake-up, or the timeout.
+    pub(crate) fn poll(&self, out: &mut Vec<Ready>, timeout: Option<Duration>) -> io::Result<bool> {
+        out.clear();
+        let guard = match timeout {
+            None => match self.lock().try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::WouldBlock) => return Ok(false),
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            },
+            Some(_) => self.lock().lock().unwrap_or_else(|p| p.into_inner()),
+        };
+        let mut timeout = timeout;
+        if timeout.is_some() && self.woken.swap(false, Ordering::Relaxed) {
+            timeout = None;
+        }
+        let mut _g = guard;
+        match &self.imp {
+            Imp::Epoll(e) => e.wait(out, timeout)?,
+            Imp::Uring(u) => u.wait(out, timeout)?,
+        }
+        if let Some(i) = out.iter().position(|r| r.token == WAKE) {
+            out.swap_remove(i);
+            self.wake.drain();
+            if timeout.is_none() {
+                self.woken.store(true, Ordering::Relaxed);
+            }
+        }
+        Ok(true)
+    }
+
+    fn lock(&self) -> &Mutex<()> {
+        match &self.imp {
+            Imp::Epoll(e) => &e.lock,
+            Imp::Uring(u) => &u.lock,
+        }
+    }
+}
+
+// ----- epoll -----------------------------------------------------------------
+
+struct Epoll {
+    fd: OwnedFd,
+    /// Held by the polling thread.
+    lock: Mutex<()>,
+}
+
+impl Epoll {
+    fn new() -> io::Result<Self> {
+        // SAFETY: no preconditions; result checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Epoll {
+            // SAFETY: fresh descriptor owned by nobody else.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            lock: Mutex::new(()),
+        })
+    }
+
+    fn add(&self, fd: RawFd, token: u64, read: bool, write: bool) -> io::Result<()> {
+        let mut flags = libc::EPOLLRDHUP as u32;
+        if token != WAKE {
+            flags |= libc::EPOLLET as u32;
+        }
+        if read {
+            flags |= libc::EPOLLIN as u32;
+        }
+        if write {
+            flags |= libc::EPOLLOUT as u32;
+        }
+        let mut ev = libc::epoll_event {
+            events: flags,
+            u64: token,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        let r = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn delete(&self, fd: RawFd) {
+        // SAFETY: DEL ignores the event argument on modern kernels; passing a
+        // valid pointer keeps old ones happy. Errors (already gone) are moot.
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        let _ = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    }
+
+    fn wait(&self, out: &mut Vec<Ready>, timeout: Option<Duration>) -> io::Result<()> {
+        const N: usize = 64;
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; N];
+        let ms = match timeout {
+            None => 0,
+            Some(t) => t.as_millis().clamp(1, i32::MAX as u128) as i32,
+        };
+        // SAFETY: `evs` has room for N events.
+        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), evs.as_mut_ptr(), N as i32, ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(e);
+        }
+        for ev in &evs[..n as usize] {
+            let f = ev.events;
+            out.push(Ready {
+                token: ev.u64,
+                readable: f
+                    & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32
+                    != 0,
+                writable: f & libc::EPOLLOUT as u32 != 0,
+                closed: f & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0,
+            });
+        }
+        Ok(())
+    }
+}
+
+// ----- io_uring ----------------------------------------------------------------
+
+/// io_uring completes a request as task work of the thread that *submitted*
+/// it: an application thread that submitted a poll would be interrupted
+/// (`EINTR` in its own system calls) or, with deferred task running, would
+/// have to enter the ring for anything to complete. So the ring belongs to
+/// one thread, the first that polls it (the progress thread): it creates the
+/// ring as single-issuer with deferred task running, and it alone submits.
+/// Other threads queue registrations and wake it.
+struct Uring {
+    ring: std::sync::OnceLock<io_uring::IoUring>,
+    /// Registrations queued by any thread, applied by the owner.
+    cmds: Mutex<Vec<Cmd>>,
+    /// Owner-side state (behind the poll lock in practice).
+    live: Mutex<std::collections::HashMap<u64, (RawFd, u32)>>,
+    /// Held by the owner while polling.
+    lock: Mutex<()>,
+}
+
+enum Cmd {
+    Add { fd: RawFd, token: u64, mask: u32 },
+    Remove { token: u64 },
+}
+
+/// user_data of POLL_REMOVE completions, which carry no readiness.
+const REMOVED: u64 = WAKE - 1;
+
+impl Uring {
+    fn new() -> io::Result<Self> {
+        Ok(Uring {
+            ring: std::sync::OnceLock::new(),
+            cmds: Mutex::new(Vec::new()),
+            live: Mutex::new(std::collections::HashMap::new()),
+            lock: Mutex::new(()),
+        })
+    }
+
+    fn build() -> io::Result<io_uring::IoUring> {
+        io_uring::IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(256)
+            // Kernels before 6.1 lack deferred task running; the ring is
+            // still only ever used by its owner thread.
+            .or_else(|_| io_uring::IoUring::new(256))
+    }
+
+    fn add(&self, fd: RawFd, token: u64, read: bool, write: bool) -> io::Result<()> {
+        let mut mask = libc::POLLRDHUP as u32;
+        if read {
+            mask |= libc::POLLIN as u32;
+        }
+        if write {
+            mask |= libc::POLLOUT as u32;
+        }
+        self.cmds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Cmd::Add { fd, token, mask });
+        Ok(())
+    }
+
+    fn delete(&self, token: u64) {
+        self.cmds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Cmd::Remove { token });
+    }
+
+    fn push(ring: &io_uring::IoUring, entry: io_uring::squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: only the owner thread, holding the poll lock, touches
+            // the submission queue.
+            let mut sq = unsafe { ring.submission_shared() };
+            // SAFETY: POLL_ADD and POLL_REMOVE name descriptors and user
+            // data only; the kernel reads no caller memory.
+            if unsafe { sq.push(&entry) }.is_ok() {
+                sq.sync();
+                return Ok(());
+            }
+            drop(sq);
+            ring.submitter().submit()?;
+        }
+    }
+
+    fn poll_entry(fd: RawFd, token: u64, mask: u32) -> io_uring::squeue::Entry {
+        io_uring::opcode::PollAdd::new(io_uring::types::Fd(fd), mask)
+            .multi(true)
+            .build()
+            .user_data(token)
+    }
+
+    fn wait(&self, out: &mut Vec<Ready>, timeout: Option<Duration>) -> io::Result<()> {
+        let ring = match self.ring.get() {
+            Some(r) => r,
+            None => {
+                let r = Self::build()?;
+                self.ring.get_or_init(|| r)
+            }
+        };
+        let cmds = std::mem::take(&mut *self.cmds.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        for c in cmds {
+            match c {
+                Cmd::Add { fd, token, mask } => {
+                    live.insert(token, (fd, mask));
+                    Self::push(ring, Self::poll_entry(fd, token, mask))?;
+                }
+                Cmd::Remove { token } => {
+                    if live.remove(&token).is_some() {
+                        let e = io_uring::opcode::PollRemove::new(token)
+                            .build()
+                            .user_data(REMOVED);
+                        Self::push(ring, e)?;
+                    }
+                }
+            }
+        }
+        let ts;
+        let r = match timeout {
+            None => ring.submitter().submit_and_wait(0),
+            Some(t) => {
+                ts = io_uring::types::Timespec::new()
+                    .sec(t.as_secs())
+                    .nsec(t.subsec_nanos());
+                let args = io_uring::types::SubmitArgs::new().timespec(&ts);
+                ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match r {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        let mut rearm = Vec::new();
+        {
+            // SAFETY: only the owner, holding the poll lock, reaps.
+            let cq = unsafe { ring.completion_shared() };
+            for cqe in cq {
+                let token = cqe.user_data();
+                if token == REMOVED {
+                    continue;
+                }
+                let res = cqe.result();
+                if !io_uring::cqueue::more(cqe.flags()) {
+                    rearm.push(token);
+                }
+                if res < 0 {
+                    // -ECANCELED after a removal; any other error: let the
+                    // owner of the descriptor look and find out.
+                    if res != -libc::ECANCELED {
+                        out.push(Ready {
+                            token,
+                            readable: true,
+                            writable: true,
+                            closed: false,
+                        });
+                    }
+                    continue;
+                }
+                let m = res as u32;
+                out.push(Ready {
+                    token,
+                    readable: m
+                        & (libc::POLLIN | libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) as u32
+                        != 0,
+                    writable: m & libc::POLLOUT as u32 != 0,
+                    closed: m & (libc::POLLHUP | libc::POLLERR) as u32 != 0,
+                });
+            }
+        }
+        for token in rearm {
+            if let Some(&(fd, mask)) = live.get(&token) {
+                Self::push(ring, Self::poll_entry(fd, token, mask))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,606 @@
+//! Several interfaces in one process, connected over 127.0.0.1 by real TCP
+//! sockets. Every test runs for both back ends (epoll, io_uring) and both
+//! progress modes (thread, poll); every wait is bounded.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use nal_tcp::{Backend, ProgressMode, TcpConfig, TcpEndpoint, TcpNal};
+use portals::*;
+
+const KEY: u64 = 0x7c9_1234;
+const PT: PortalIndex = PortalIndex(5);
+const T: Option<Duration> = Some(Duration::from_secs(30));
+
+fn configs() -> Vec<TcpConfig> {
+    let mut v = Vec::new();
+    for backend in [Backend::Epoll, Backend::IoUring] {
+        for progress in [ProgressMode::Thread, ProgressMode::Poll] {
+            v.push(TcpConfig {
+                backend,
+                progress,
+                ..TcpConfig::default()
+            });
+        }
+    }
+    v
+}
+
+fn id(i: usize) -> ProcessId {
+    ProcessId::new(0, i as u32)
+}
+
+struct Node {
+    ni: NetworkInterface,
+    nal: Arc<TcpNal>,
+    addr: SocketAddr,
+}
+
+fn job(n: usize, cfg: &TcpConfig) -> Vec<Node> {
+    let eps: Vec<TcpEndpoint> = (0..n)
+        .map(|_| TcpEndpoint::bind(cfg.clone()).unwrap())
+        .collect();
+    let addrs: Vec<(ProcessId, SocketAddr)> = eps
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (id(i), e.local_addr()))
+        .collect();
+    eps.into_iter()
+        .enumerate()
+        .map(|(i, ep)| {
+            let addr = ep.local_addr();
+            let mut nal = None;
+            let ni = NetworkInterface::init(NiConfig::new(id(i), KEY), |core| {
+                let n = ep.start(core, addrs.clone())?;
+                nal = Some(n.clone());
+                Ok(n as Arc<dyn Nal>)
+            })
+            .unwrap();
+            Node {
+                ni,
+                nal: nal.unwrap(),
+                addr,
+            }
+        })
+        .collect()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Wait for an event of `kind`, skipping others; panics on timeout.
+fn expect(ni: &NetworkInterface, eq: EqHandle, kind: EventKind) -> Event {
+    loop {
+        let ev = ni.eq_wait(eq, T).expect("event before the timeout");
+        if ev.kind == kind {
+            return ev;
+        }
+    }
+}
+
+#[test]
+fn puts_and_gets_of_every_size_arrive_byte_exact() {
+    const SIZES: [usize; 8] = [0, 1, 88, 1000, 65_536, 100_003, 1 << 20, 16 << 20];
+    for cfg in configs() {
+        let nodes = job(2, &cfg);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let beq = b.ni.eq_alloc(256).unwrap();
+        let me =
+            b.ni.me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
+                .unwrap();
+        let tmd =
+            b.ni.md_attach(
+                me,
+                &MdDesc::new(MdOptions::OP_PUT | MdOptions::OP_GET | MdOptions::MANAGE_REMOTE)
+                    .eq(beq),
+                vec![0; 16 << 20],
+                Unlink::Retain,
+            )
+            .unwrap();
+        std::thread::scope(|s| {
+            // The target only waits for events (which is what drives
+            // progress in polling mode).
+            s.spawn(|| {
+                for _ in 0..SIZES.len() {
+                    expect(&b.ni, beq, EventKind::Put);
+                    expect(&b.ni, beq, EventKind::Get);
+                }
+            });
+            let aeq = a.ni.eq_alloc(64).unwrap();
+            for (k, &len) in SIZES.iter().enumerate() {
+                let data = pattern(len, k as u8);
+                let src =
+                    a.ni.md_bind(&MdDesc::default().eq(aeq), data.clone(), Unlink::Retain)
+                        .unwrap();
+                a.ni.put(src, AckReq::Ack, &Remote::new(id(1), PT, 1), 7)
+                    .unwrap();
+                let sent = expect(&a.ni, aeq, EventKind::Sent);
+                assert_eq!(sent.fail, FailType::Ok);
+                let ack = expect(&a.ni, aeq, EventKind::Ack);
+                assert_eq!(
+                    (ack.mlength, ack.fail),
+                    (len as u64, FailType::Ok),
+                    "{cfg:?} {len}"
+                );
+                let back =
+                    a.ni.md_bind(&MdDesc::default().eq(aeq), vec![0xee; len], Unlink::Retain)
+                        .unwrap();
+                a.ni.get(back, &Remote::new(id(1), PT, 1)).unwrap();
+                let reply = expect(&a.ni, aeq, EventKind::Reply);
+                assert_eq!((reply.mlength, reply.fail), (len as u64, FailType::Ok));
+                let got = a.ni.md_unlink(back).unwrap().unwrap();
+                assert!(got == data, "{cfg:?}: {len} bytes came back different");
+                a.ni.md_unlink(src).unwrap();
+            }
+        });
+        let mut head = vec![0u8; 4096];
+        b.ni.md_read(tmd, 0, &mut head).unwrap();
+        assert_eq!(head, pattern(16 << 20, 7)[..4096].to_vec());
+        assert_eq!(b.ni.status().dropped_bad_header, 0);
+    }
+}
+
+#[test]
+fn all_to_all_storm_of_small_puts() {
+    const N: usize = 4;
+    const EACH: usize = 300;
+    for cfg in configs() {
+        let nodes = job(N, &cfg);
+        let barrier = Barrier::new(N);
+        std::thread::scope(|s| {
+            for (me, node) in nodes.iter().enumerate() {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let ni = &node.ni;
+                    let eq = ni.eq_alloc(8192).unwrap();
+                    // One ME per source, so each source's messages pack in order.
+                    let mut inbox = Vec::new();
+                    for src in 0..N {
+                        let m = ni
+                            .me_attach(PT, id(src), 0, 0, Unlink::Retain, Position::After)
+                            .unwrap();
+                        inbox.push(
+                            ni.md_attach(
+                                m,
+                                &MdDesc::new(MdOptions::OP_PUT).eq(eq),
+                                vec![0; EACH * 8],
+                                Unlink::Retain,
+                            )
+                            .unwrap(),
+                        );
+                    }
+                    let out = ni
+                        .md_bind(
+                            &MdDesc::default().eq(eq),
+                            vec![0; EACH * 8 * N],
+                            Unlink::Retain,
+                        )
+                        .unwrap();
+                    for i in 0..EACH * N {
+                        ni.md_write(
+                            out,
+                            i as u64 * 8,
+                            &((me * 1_000_000 + i) as u64).to_le_bytes(),
+                        )
+                        .unwrap();
+                    }
+                    barrier.wait();
+                    for i in 0..EACH {
+                        for dst in 0..N {
+                            if dst != me {
+                                let slot = (i * N + dst) as u64 * 8;
+                                ni.put_region(
+                                    out,
+                                    slot,
+                                    8,
+                                    AckReq::NoAck,
+                                    &Remote::new(id(dst), PT, 0),
+                                    0,
+                                )
+                                .unwrap();
+                            }
+                        }
+                    }
+                    let (mut puts, mut sents) = (0, 0);
+                    while puts < EACH * (N - 1) || sents < EACH * (N - 1) {
+                        match ni.eq_wait(eq, T).expect("storm event").kind {
+                            EventKind::Put => puts += 1,
+                            EventKind::Sent => sents += 1,
+                            k => panic!("unexpected {k:?}"),
+                        }
+                    }
+                    barrier.wait();
+                    for (src, md) in inbox.iter().enumerate() {
+                        if src == me {
+                            continue;
+                        }
+                        let mut got = vec![0u8; EACH * 8];
+                        ni.md_read(*md, 0, &mut got).unwrap();
+                        for i in 0..EACH {
+                            let v = u64::from_le_bytes(got[i * 8..i * 8 + 8].try_into().unwrap());
+                            assert_eq!(
+                                v,
+                                (src * 1_000_000 + i * N + me) as u64,
+                                "order from {src}"
+                            );
+                        }
+                    }
+                    // Keep serving until everyone has checked.
+                    barrier.wait();
+                });
+            }
+        });
+    }
+}
+
+#[test]
+fn progress_happens_while_the_target_never_calls_the_library() {
+    for cfg in configs() {
+        let nodes = job(2, &cfg);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let me =
+            b.ni.me_attach(PT, ProcessId::ANY, 3, 0, Unlink::Retain, Position::After)
+                .unwrap();
+        let tmd =
+            b.ni.md_attach(
+                me,
+                &MdDesc::new(MdOptions::OP_PUT),
+                vec![0; 4 << 20],
+                Unlink::Retain,
+            )
+            .unwrap();
+        let data = pattern(4 << 20, 9);
+        let aeq = a.ni.eq_alloc(8).unwrap();
+        let src =
+            a.ni.md_bind(&MdDesc::default().eq(aeq), data.clone(), Unlink::Retain)
+                .unwrap();
+        // The target does nothing at all from here on: no library call.
+        let started = Instant::now();
+        a.ni.put(src, AckReq::Ack, &Remote::new(id(1), PT, 3), 0)
+            .unwrap();
+        let acked = (|| loop {
+            match a.ni.eq_wait(aeq, Some(Duration::from_millis(1500))) {
+                Ok(ev) if ev.kind == EventKind::Ack => return Some(started.elapsed()),
+                Ok(_) => continue,
+                Err(PtlError::Timeout) => return None,
+                Err(e) => panic!("{e}"),
+            }
+        })();
+        match cfg.progress {
+            ProgressMode::Thread => {
+                let t = acked.expect("acknowledged while the target computed");
+                assert!(t < Duration::from_millis(1500));
+                // The data is already in the target's memory.
+                let mut got = vec![0u8; 4 << 20];
+                b.ni.md_read(tmd, 0, &mut got).unwrap();
+                assert!(got == data);
+            }
+            ProgressMode::Poll => {
+                assert!(
+                    acked.is_none(),
+                    "polling mode must not progress without calls"
+                );
+            }
+        }
+    }
+}
+
+fn hello(key: u64, src: ProcessId, dst: ProcessId) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[0..4].copy_from_slice(b"PTLH");
+    b[4..6].copy_from_slice(&1u16.to_le_bytes());
+    b[6] = 1;
+    b[8..16].copy_from_slice(&key.to_le_bytes());
+    b[16..20].copy_from_slice(&src.nid.to_le_bytes());
+    b[20..24].copy_from_slice(&src.pid.to_le_bytes());
+    b[24..28].copy_from_slice(&dst.nid.to_le_bytes());
+    b[28..32].copy_from_slice(&dst.pid.to_le_bytes());
+    b
+}
+
+fn put_frame(key: u64, src: ProcessId, dst: ProcessId, data: &[u8]) -> Vec<u8> {
+    let h = wire::Header {
+        op: wire::Op::Put,
+        ack_req: false,
+        fail: FailType::Ok,
+        job_key: key,
+        src,
+        dst,
+        pt_index: PT,
+        ac_index: 0,
+        match_bits: 0,
+        offset: 0,
+        hdr_data: 0,
+        rlength: data.len() as u64,
+        mlength: 0,
+        cookie: 0,
+    };
+    let mut v = h.encode().to_vec();
+    v.extend_from_slice(data);
+    v
+}
+
+/// True if the peer closed the stream within a few seconds.
+fn closed_by_peer(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn a_wrong_job_key_never_reaches_the_engine() {
+    for cfg in configs() {
+        let nodes = job(1, &cfg);
+        let t = &nodes[0];
+        let eq = t.ni.eq_alloc(8).unwrap();
+        let me =
+            t.ni.me_attach(
+                PT,
+                ProcessId::ANY,
+                0,
+                u64::MAX,
+                Unlink::Retain,
+                Position::After,
+            )
+            .unwrap();
+        t.ni.md_attach(
+            me,
+            &MdDesc::new(MdOptions::OP_PUT).eq(eq),
+            vec![0; 64],
+            Unlink::Retain,
+        )
+        .unwrap();
+        let intruder = ProcessId::new(0, 66);
+        let mut s = TcpStream::connect(t.addr).unwrap();
+        s.write_all(&hello(KEY ^ 1, intruder, id(0))).unwrap();
+        // Even a frame carrying the right key must not get in.
+        let _ = s.write_all(&put_frame(KEY, intruder, id(0), b"evil"));
+        let polling = std::thread::scope(|sc| {
+            let h = sc.spawn(|| t.ni.eq_wait(eq, Some(Duration::from_millis(500))));
+            let closed = closed_by_peer(&mut s);
+            (closed, h.join().unwrap())
+        });
+        assert!(polling.0, "{cfg:?}: the connection must be closed");
+        assert_eq!(polling.1, Err(PtlError::Timeout), "no event may be posted");
+        assert_eq!(t.nal.stats().handshakes_rejected, 1);
+        assert_eq!(t.ni.status().accepted, 0);
+        // A stranger that is not even speaking the protocol.
+        let mut s = TcpStream::connect(t.addr).unwrap();
+        let _ = s.write_all(&[0x47; 40]);
+        std::thread::scope(|sc| {
+            sc.spawn(|| t.ni.eq_wait(eq, Some(Duration::from_millis(300))));
+            assert!(closed_by_peer(&mut s));
+        });
+        assert_eq!(t.nal.stats().handshakes_rejected, 2);
+    }
+}
+
+#[test]
+fn a_malformed_frame_closes_only_its_connection() {
+    for cfg in configs() {
+        let nodes = job(2, &cfg);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let beq = b.ni.eq_alloc(64).unwrap();
+        let me =
+            b.ni.me_attach(
+                PT,
+                ProcessId::ANY,
+                0,
+                u64::MAX,
+                Unlink::Retain,
+                Position::After,
+            )
+            .unwrap();
+        b.ni.md_attach(
+            me,
+            &MdDesc::new(MdOptions::OP_PUT).eq(beq),
+            vec![0; 1024],
+            Unlink::Retain,
+        )
+        .unwrap();
+        // A raw client that passes the handshake, delivers one good frame,
+        // then garbage.
+        let raw = ProcessId::new(0, 9);
+        let mut s = TcpStream::connect(b.addr).unwrap();
+        s.write_all(&hello(KEY, raw, id(1))).unwrap();
+        s.write_all(&put_frame(KEY, raw, id(1), b"good")).unwrap();
+        let mut bad = put_frame(KEY, raw, id(1), b"");
+        bad[0] = b'X';
+        s.write_all(&bad).unwrap();
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let ev = expect(&b.ni, beq, EventKind::Put);
+                assert_eq!((ev.initiator, ev.mlength), (raw, 4));
+                // The healthy peer still gets through afterwards.
+                let ev = expect(&b.ni, beq, EventKind::Put);
+                assert_eq!(ev.initiator, id(0));
+            });
+            // Skip the 32-byte Accept, then expect the close.
+            let mut acc = [0u8; 32];
+            s.read_exact(&mut acc).unwrap();
+            assert_eq!(acc[6], 2, "accepted");
+            assert!(closed_by_peer(&mut s));
+            let aeq = a.ni.eq_alloc(8).unwrap();
+            let src =
+                a.ni.md_bind(&MdDesc::default().eq(aeq), b"fine".to_vec(), Unlink::Retain)
+                    .unwrap();
+            a.ni.put(src, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
+                .unwrap();
+            expect(&a.ni, aeq, EventKind::Sent);
+        });
+        assert_eq!(b.nal.stats().malformed_frames, 1, "{cfg:?}");
+        assert_eq!(b.ni.status().dropped_bad_header, 1);
+    }
+}
+
+#[test]
+fn simultaneous_connects_leave_exactly_one_connection() {
+    for cfg in configs() {
+        for _round in 0..10 {
+            let nodes = job(2, &cfg);
+            let barrier = Barrier::new(2);
+            std::thread::scope(|s| {
+                for (me, node) in nodes.iter().enumerate() {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        let ni = &node.ni;
+                        let eq = ni.eq_alloc(64).unwrap();
+                        let m = ni
+                            .me_attach(
+                                PT,
+                                ProcessId::ANY,
+                                0,
+                                u64::MAX,
+                                Unlink::Retain,
+                                Position::After,
+                            )
+                            .unwrap();
+                        ni.md_attach(
+                            m,
+                            &MdDesc::new(MdOptions::OP_PUT).eq(eq),
+                            vec![0; 64],
+                            Unlink::Retain,
+                        )
+                        .unwrap();
+                        let src = ni
+                            .md_bind(&MdDesc::default().eq(eq), vec![me as u8; 8], Unlink::Retain)
+                            .unwrap();
+                        barrier.wait();
+                        for _ in 0..4 {
+                            ni.put(src, AckReq::Ack, &Remote::new(id(1 - me), PT, 0), 0)
+                                .unwrap();
+                        }
+                        let mut seen = (0, 0, 0);
+                        while seen != (4, 4, 4) {
+                            let ev = ni.eq_wait(eq, T).expect("event");
+                            assert_eq!(ev.fail, FailType::Ok, "{ev:?}");
+                            match ev.kind {
+                                EventKind::Put => seen.0 += 1,
+                                EventKind::Sent => seen.1 += 1,
+                                EventKind::Ack => seen.2 += 1,
+                                _ => {}
+                            }
+                        }
+                        barrier.wait();
+                    });
+                }
+            });
+            for n in &nodes {
+                assert_eq!(n.nal.established(), 1, "{cfg:?}: one connection per pair");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_dead_peer_fails_pending_operations_in_bounded_time() {
+    for cfg in configs() {
+        let mut nodes = job(2, &cfg);
+        let b = nodes.pop().unwrap();
+        let a = nodes.pop().unwrap();
+        let aeq = a.ni.eq_alloc(16).unwrap();
+        // The target never posts anything for the get, and will die before
+        // the long put is through.
+        let me =
+            b.ni.me_attach(PT, ProcessId::ANY, 0, 0, Unlink::Retain, Position::After)
+                .unwrap();
+        b.ni.md_attach(
+            me,
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::ACK_DISABLE),
+            vec![0; 64 << 20],
+            Unlink::Retain,
+        )
+        .unwrap();
+        let big =
+            a.ni.md_bind(
+                &MdDesc::default().eq(aeq),
+                vec![1; 64 << 20],
+                Unlink::Retain,
+            )
+            .unwrap();
+        let small =
+            a.ni.md_bind(&MdDesc::default().eq(aeq), vec![2; 8], Unlink::Retain)
+                .unwrap();
+        // Establish the connection first.
+        a.ni.put(small, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
+            .unwrap();
+        expect(&a.ni, aeq, EventKind::Sent);
+        a.ni.put(big, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let died = Instant::now();
+        drop(b);
+        let mut failed = 0;
+        while failed == 0 {
+            let ev =
+                a.ni.eq_wait(aeq, Some(Duration::from_secs(10)))
+                    .expect("failure event");
+            if ev.fail != FailType::Ok {
+                failed += 1;
+            }
+        }
+        assert!(died.elapsed() < Duration::from_secs(10));
+        // Talking to it again fails cleanly too (connection refused).
+        let again =
+            a.ni.md_bind(&MdDesc::default().eq(aeq), vec![3; 8], Unlink::Retain)
+                .unwrap();
+        a.ni.put(again, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
+            .unwrap();
+        loop {
+            let ev =
+                a.ni.eq_wait(aeq, Some(Duration::from_secs(10)))
+                    .expect("event");
+            if ev.md_handle == again {
+                assert_ne!(ev.fail, FailType::Ok, "{cfg:?}");
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_process_can_put_to_itself() {
+    for cfg in configs() {
+        let nodes = job(1, &cfg);
+        let ni = &nodes[0].ni;
+        let eq = ni.eq_alloc(8).unwrap();
+        let me = ni
+            .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
+            .unwrap();
+        let md = ni
+            .md_attach(
+                me,
+                &MdDesc::new(MdOptions::OP_PUT).eq(eq),
+                vec![0; 8],
+                Unlink::Retain,
+            )
+            .unwrap();
+        let src = ni
+            .md_bind(&MdDesc::default().eq(eq), b"me".to_vec(), Unlink::Retain)
+            .unwrap();
+        ni.put(src, AckReq::Ack, &Remote::new(id(0), PT, 1), 0)
+            .unwrap();
+        let kinds: Vec<_> = (0..3).map(|_| ni.eq_wait(eq, T).unwrap().kind).collect();
+        assert!(
+            kinds.contains(&EventKind::Put)
+                && kinds.contains(&EventKind::Sent)
+                && kinds.contains(&EventKind::Ack)
+        );
+        let mut b = [0u8; 2];
+        ni.md_read(md, 0, &mut b).unwrap();
+        assert_eq!(&b, b"me");
+    }
+}
