@@ -606,6 +606,7 @@ impl Inner {
 
     fn send(&self, msg: Outbound) {
         let dst = msg.header.dst;
+        tracing::trace!(%dst, op = ?msg.header.op, len = msg.payload.len(), "send");
         if dst == self.me {
             portals::loopback::deliver_local(&self.core, msg);
             return;
@@ -623,6 +624,7 @@ impl Inner {
             token: msg.token,
             written: 0,
         });
+        tracing::trace!(%dst, queued = tx.queue.len(), conn = tx.conn.is_some(), pending = tx.pending.is_some(), "queued");
         match tx.conn.clone() {
             Some(conn) if tx.queue.len() == 1 => {
                 let before = tx.queue.len();
@@ -675,6 +677,7 @@ impl Inner {
                 .send_vectored_with_flags(&iov[..n], libc::MSG_NOSIGNAL);
             match r {
                 Ok(mut w) => {
+                    tracing::trace!(peer = %peer.id, wrote = w, queued = tx.queue.len(), "flush");
                     bump(&self.stats.bytes_sent, w as u64);
                     while w > 0 {
                         let Some(front) = tx.queue.front_mut() else {
@@ -694,7 +697,10 @@ impl Inner {
                         }
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    tracing::trace!(peer = %peer.id, queued = tx.queue.len(), "send would block");
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::debug!(peer = %peer.id, error = %e, "send failed");
@@ -831,6 +837,13 @@ impl Inner {
     }
 
     fn dispatch(&self, r: Ready) {
+        tracing::trace!(
+            token = r.token,
+            r = r.readable,
+            w = r.writable,
+            c = r.closed,
+            "ready"
+        );
         if r.token == LISTENER {
             self.accept_all();
             return;
@@ -979,6 +992,7 @@ impl Inner {
                     return;
                 }
                 Ok(n) => {
+                    tracing::trace!(token = conn.token, read = n, "read");
                     bump(&self.stats.bytes_received, n as u64);
                     budget = budget.saturating_sub(n);
                 }
@@ -1115,6 +1129,7 @@ impl Inner {
     /// A header arrived: let the engine match it. When the whole payload is
     /// already buffered, match, copy and complete under one engine lock.
     fn on_header(&self, rx: &mut Rx, h: &Header) {
+        tracing::trace!(src = %h.src, op = ?h.op, len = h.payload_len(), buffered = rx.buf.len(), "header");
         if rx.peer != Some(h.src) {
             // A header must come from the process that proved itself in the
             // handshake; anything else is counted and skipped.

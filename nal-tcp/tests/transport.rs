@@ -10,11 +10,29 @@ use std::time::{Duration, Instant};
 use nal_tcp::{Backend, ProgressMode, TcpConfig, TcpEndpoint, TcpNal};
 use portals::*;
 
-const KEY: u64 = 0x7c9_1234;
+/// Tests run in parallel in one process and ports get reused, so every job
+/// has its own key: a connection that reaches another test's listener is
+/// refused by the handshake, as it would be between real jobs.
+fn fresh_key() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (std::process::id() as u64) << 32 | n
+}
 const PT: PortalIndex = PortalIndex(5);
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
+/// `PTL_LOG=nal_tcp=trace cargo test ...` shows what the transport does.
+fn logging() {
+    if let Ok(f) = tracing_subscriber::EnvFilter::try_from_env("PTL_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(f)
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 fn configs() -> Vec<TcpConfig> {
+    logging();
     let mut v = Vec::new();
     for backend in [Backend::Epoll, Backend::IoUring] {
         for progress in [ProgressMode::Thread, ProgressMode::Poll] {
@@ -33,14 +51,22 @@ fn id(i: usize) -> ProcessId {
 }
 
 struct Node {
+    key: u64,
     ni: NetworkInterface,
     nal: Arc<TcpNal>,
     addr: SocketAddr,
 }
 
 fn job(n: usize, cfg: &TcpConfig) -> Vec<Node> {
-    let eps: Vec<TcpEndpoint> = (0..n)
-        .map(|_| TcpEndpoint::bind(cfg.clone()).unwrap())
+    job_with(&vec![cfg.clone(); n])
+}
+
+/// A job whose processes may use different configurations.
+fn job_with(cfgs: &[TcpConfig]) -> Vec<Node> {
+    let key = fresh_key();
+    let eps: Vec<TcpEndpoint> = cfgs
+        .iter()
+        .map(|c| TcpEndpoint::bind(c.clone()).unwrap())
         .collect();
     let addrs: Vec<(ProcessId, SocketAddr)> = eps
         .iter()
@@ -52,13 +78,14 @@ fn job(n: usize, cfg: &TcpConfig) -> Vec<Node> {
         .map(|(i, ep)| {
             let addr = ep.local_addr();
             let mut nal = None;
-            let ni = NetworkInterface::init(NiConfig::new(id(i), KEY), |core| {
+            let ni = NetworkInterface::init(NiConfig::new(id(i), key), |core| {
                 let n = ep.start(core, addrs.clone())?;
                 nal = Some(n.clone());
                 Ok(n as Arc<dyn Nal>)
             })
             .unwrap();
             Node {
+                key,
                 ni,
                 nal: nal.unwrap(),
                 addr,
@@ -365,9 +392,9 @@ fn a_wrong_job_key_never_reaches_the_engine() {
         .unwrap();
         let intruder = ProcessId::new(0, 66);
         let mut s = TcpStream::connect(t.addr).unwrap();
-        s.write_all(&hello(KEY ^ 1, intruder, id(0))).unwrap();
+        s.write_all(&hello(t.key ^ 1, intruder, id(0))).unwrap();
         // Even a frame carrying the right key must not get in.
-        let _ = s.write_all(&put_frame(KEY, intruder, id(0), b"evil"));
+        let _ = s.write_all(&put_frame(t.key, intruder, id(0), b"evil"));
         let polling = std::thread::scope(|sc| {
             let h = sc.spawn(|| t.ni.eq_wait(eq, Some(Duration::from_millis(500))));
             let closed = closed_by_peer(&mut s);
@@ -415,9 +442,9 @@ fn a_malformed_frame_closes_only_its_connection() {
         // then garbage.
         let raw = ProcessId::new(0, 9);
         let mut s = TcpStream::connect(b.addr).unwrap();
-        s.write_all(&hello(KEY, raw, id(1))).unwrap();
-        s.write_all(&put_frame(KEY, raw, id(1), b"good")).unwrap();
-        let mut bad = put_frame(KEY, raw, id(1), b"");
+        s.write_all(&hello(b.key, raw, id(1))).unwrap();
+        s.write_all(&put_frame(b.key, raw, id(1), b"good")).unwrap();
+        let mut bad = put_frame(b.key, raw, id(1), b"");
         bad[0] = b'X';
         s.write_all(&bad).unwrap();
         std::thread::scope(|sc| {
@@ -508,18 +535,22 @@ fn simultaneous_connects_leave_exactly_one_connection() {
 #[test]
 fn a_dead_peer_fails_pending_operations_in_bounded_time() {
     for cfg in configs() {
-        let mut nodes = job(2, &cfg);
+        // The target never makes progress (polling mode, never called), so
+        // the big put is certainly still in flight when it dies.
+        let idle = TcpConfig {
+            progress: ProgressMode::Poll,
+            ..TcpConfig::default()
+        };
+        let mut nodes = job_with(&[cfg.clone(), idle]);
         let b = nodes.pop().unwrap();
         let a = nodes.pop().unwrap();
         let aeq = a.ni.eq_alloc(16).unwrap();
-        // The target never posts anything for the get, and will die before
-        // the long put is through.
         let me =
             b.ni.me_attach(PT, ProcessId::ANY, 0, 0, Unlink::Retain, Position::After)
                 .unwrap();
         b.ni.md_attach(
             me,
-            &MdDesc::new(MdOptions::OP_PUT | MdOptions::ACK_DISABLE),
+            &MdDesc::new(MdOptions::OP_PUT),
             vec![0; 64 << 20],
             Unlink::Retain,
         )
@@ -531,43 +562,44 @@ fn a_dead_peer_fails_pending_operations_in_bounded_time() {
                 Unlink::Retain,
             )
             .unwrap();
-        let small =
-            a.ni.md_bind(&MdDesc::default().eq(aeq), vec![2; 8], Unlink::Retain)
-                .unwrap();
-        // Establish the connection first.
-        a.ni.put(small, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
-            .unwrap();
-        expect(&a.ni, aeq, EventKind::Sent);
         a.ni.put(big, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
             .unwrap();
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
         let died = Instant::now();
         drop(b);
-        let mut failed = 0;
-        while failed == 0 {
+        // Both the send and the acknowledgment of the big put fail.
+        let mut failed = Vec::new();
+        while failed.len() < 2 {
             let ev =
                 a.ni.eq_wait(aeq, Some(Duration::from_secs(10)))
                     .expect("failure event");
-            if ev.fail != FailType::Ok {
-                failed += 1;
-            }
+            assert_ne!(ev.fail, FailType::Ok, "{cfg:?}: {ev:?}");
+            failed.push(ev.kind);
         }
+        assert_eq!(failed, vec![EventKind::Sent, EventKind::Ack], "{cfg:?}");
         assert!(died.elapsed() < Duration::from_secs(10));
+        // The target never accepted (it never ran), so this counts as a
+        // failed connection attempt.
+        let st = a.nal.stats();
+        assert_eq!(st.connections_lost + st.connects_failed, 1, "{st:?}");
         // Talking to it again fails cleanly too (connection refused).
         let again =
             a.ni.md_bind(&MdDesc::default().eq(aeq), vec![3; 8], Unlink::Retain)
                 .unwrap();
         a.ni.put(again, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
             .unwrap();
-        loop {
-            let ev =
-                a.ni.eq_wait(aeq, Some(Duration::from_secs(10)))
-                    .expect("event");
-            if ev.md_handle == again {
-                assert_ne!(ev.fail, FailType::Ok, "{cfg:?}");
-                break;
-            }
-        }
+        let ev =
+            a.ni.eq_wait(aeq, Some(Duration::from_secs(10)))
+                .expect("event");
+        assert_eq!((ev.md_handle, ev.kind), (again, EventKind::Sent));
+        assert_eq!(
+            ev.fail,
+            FailType::Unreachable,
+            "{cfg:?} {:?}",
+            a.nal.stats()
+        );
+        let after = a.nal.stats();
+        assert_eq!(after.connects_failed, st.connects_failed + 1, "{after:?}");
     }
 }
 

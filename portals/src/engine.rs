@@ -293,6 +293,10 @@ struct InitOp {
     send_pending: bool,
     awaiting: Awaiting,
     reply_in_progress: Option<u64>,
+    /// An acknowledgment that arrived before the transport reported the send
+    /// complete (another thread read it first): posted right after `Sent`,
+    /// so that for one operation `Sent` always precedes `Ack`.
+    early_ack: Option<(u64, u64, FailType)>,
 }
 
 /// A request being served at this process (the target).
@@ -1090,6 +1094,7 @@ impl Engine {
             send_pending: true,
             awaiting,
             reply_in_progress: None,
+            early_ack: None,
         });
         self.status.initiated += 1;
         let header = Header {
@@ -1308,6 +1313,10 @@ impl Engine {
                 }
                 let info = self.op_info(opk, len, fail);
                 self.post(md, EventKind::Sent, &info);
+                if let Some((mlength, offset, ack_fail)) = self.ops[opk].early_ack.take() {
+                    self.post_ack(opk, mlength, offset, ack_fail);
+                    return;
+                }
             }
             OpKind::GetPut => {
                 if let Some(p) = put_md {
@@ -1327,11 +1336,15 @@ impl Engine {
             && op.awaiting != Awaiting::Nothing
             && op.reply_in_progress.is_none()
         {
-            // The request never left, so no response will come.
-            if op.awaiting == Awaiting::Reply {
-                let info = self.op_info(opk, 0, fail);
-                self.post(md, EventKind::Reply, &info);
-            }
+            // The request never left whole, so no response will come: the
+            // awaited event completes too, with the same failure.
+            let kind = if op.awaiting == Awaiting::Reply {
+                EventKind::Reply
+            } else {
+                EventKind::Ack
+            };
+            let info = self.op_info(opk, 0, fail);
+            self.post(md, kind, &info);
             self.finish_awaiting(opk);
             return;
         }
@@ -1482,9 +1495,12 @@ impl Engine {
             .ops
             .iter()
             .filter(|(_, op)| {
+                // An ack that already arrived (held until the send completes)
+                // is not lost with the peer.
                 op.target == peer
                     && op.awaiting != Awaiting::Nothing
                     && op.reply_in_progress.is_none()
+                    && op.early_ack.is_none()
             })
             .map(|(k, _)| k)
             .collect();
@@ -1526,7 +1542,10 @@ impl Engine {
         let opk = cookie_op(h.cookie);
         match self.ops.get(opk) {
             Some(op)
-                if op.target == h.src && op.awaiting == want && op.reply_in_progress.is_none() =>
+                if op.target == h.src
+                    && op.awaiting == want
+                    && op.reply_in_progress.is_none()
+                    && op.early_ack.is_none() =>
             {
                 Some(opk)
             }
@@ -1545,15 +1564,23 @@ impl Engine {
             self.status.dropped_bad_header += 1;
             return RecvAction::Discard(0);
         }
+        if self.ops[opk].send_pending {
+            self.ops[opk].early_ack = Some((h.mlength, h.offset, h.fail));
+            return RecvAction::Discard(0);
+        }
+        self.post_ack(opk, h.mlength, h.offset, h.fail);
+        RecvAction::Discard(0)
+    }
+
+    fn post_ack(&mut self, opk: OpKey, mlength: u64, offset: u64, fail: FailType) {
         let md = self.ops[opk].md;
         if let Some(d) = self.mds.get_mut(md) {
             d.consume();
         }
-        let mut info = self.op_info(opk, h.mlength, h.fail);
-        info.offset = h.offset;
+        let mut info = self.op_info(opk, mlength, fail);
+        info.offset = offset;
         self.post(md, EventKind::Ack, &info);
         self.finish_awaiting(opk);
-        RecvAction::Discard(0)
     }
 
     fn recv_reply(&mut self, h: &Header) -> RecvAction {

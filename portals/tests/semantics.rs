@@ -889,10 +889,13 @@ fn put_to_a_missing_process_fails_the_send() {
         .unwrap();
     let ev = p.iev().unwrap();
     assert_eq!((ev.kind, ev.fail), (EventKind::Sent, FailType::Unreachable));
-    assert!(
-        p.iev().is_none(),
-        "no ack will ever come, and none is faked"
+    let ev = p.iev().unwrap();
+    assert_eq!(
+        (ev.kind, ev.fail, ev.mlength),
+        (EventKind::Ack, FailType::Unreachable, 0),
+        "the awaited ack completes with the failure"
     );
+    assert!(p.iev().is_none());
     assert_eq!(p.init.core().with_engine(|e| e.in_progress()), (0, 0));
 }
 
@@ -1030,4 +1033,53 @@ fn ni_rejects_bad_configuration() {
         Err(PtlError::InvalidPortalIndex { .. })
     ));
     assert!(matches!(ni.eq_alloc(0), Err(PtlError::InvalidArgument(_))));
+}
+
+#[test]
+fn an_ack_read_before_the_send_completes_is_posted_after_sent() {
+    // With threads, one thread can read the target's ack while the thread
+    // that wrote the put has not reported the send complete yet.
+    let mut e = Engine::new(ProcessId::new(2, 2), KEY, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(8).unwrap();
+    let md = e
+        .md_bind(&MdDesc::default().eq(eq), vec![1; 8], Unlink::Retain)
+        .unwrap();
+    let out = e
+        .put(
+            md,
+            AckReq::Ack,
+            &Remote::new(ProcessId::new(1, 1), PT, 3),
+            0,
+        )
+        .unwrap();
+    let ack = Header {
+        op: Op::Ack,
+        ack_req: false,
+        fail: FailType::Ok,
+        job_key: KEY,
+        src: ProcessId::new(1, 1),
+        dst: ProcessId::new(2, 2),
+        pt_index: PT,
+        ac_index: 0,
+        match_bits: 3,
+        offset: 0,
+        hdr_data: 0,
+        rlength: 8,
+        mlength: 8,
+        cookie: out.header.cookie,
+    };
+    assert!(matches!(e.recv_header(&ack), RecvAction::Discard(0)));
+    assert!(
+        e.eq_get(eq).unwrap().is_none(),
+        "nothing before the send completes"
+    );
+    // A duplicate of the same ack is stale.
+    e.recv_header(&ack);
+    assert_eq!(e.status().dropped_stale_response, 1);
+    e.send_complete(out.token.unwrap(), FailType::Ok);
+    assert_eq!(e.eq_get(eq).unwrap().unwrap().kind, EventKind::Sent);
+    let a = e.eq_get(eq).unwrap().unwrap();
+    assert_eq!((a.kind, a.mlength), (EventKind::Ack, 8));
+    assert!(e.eq_get(eq).unwrap().is_none());
+    assert_eq!(e.in_progress(), (0, 0));
 }

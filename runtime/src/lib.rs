@@ -1,1 +1,40 @@
-//! Job runtime: bootstrap, rendezvous and the `ptlrun` launcher (in progress).
+//! # portals-runtime
+//!
+//! How processes become a job: `ptlrun` starts them with an environment
+//! ([`env`]) naming their rank, the job key and a rendezvous server
+//! ([`kvs`]); each process calls [`join`] to bind its transport, publish its
+//! address, wait for every rank, and bring up its
+//! [`portals::NetworkInterface`] with every peer's address.
+//!
+//! ```no_run
+//! let job = portals_runtime::join()?;
+//! println!("rank {} of {}", job.rank(), job.size());
+//! let ni = job.ni(); // a portals::NetworkInterface connected to the job
+//! # Ok::<(), portals_runtime::RuntimeError>(())
+//! ```
+//!
+//! Processes started without `ptlrun` form a job of one.
+
+#![warn(missing_docs)]
+
+pub mod env;
+mod error;
+mod job;
+pub mod kvs;
+pub mod launch;
+
+pub use env::{JobEnv, JobOptions, NalKind};
+pub use error::RuntimeError;
+pub use job::{join, join_with, process_id, rank_of, singleton, Job};
+
+/// Install a `tracing` subscriber that prints to stderr, filtered by the
+/// `PTL_LOG` environment variable (e.g. `PTL_LOG=nal_tcp=debug`). Does
+/// nothing if one is installed already.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PTL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

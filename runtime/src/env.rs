@@ -1,0 +1,241 @@
+//! The environment contract between `ptlrun` and the processes it starts.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `PTL_RANK` | this process's rank, 0-based | (unset: a singleton job of one process) |
+//! | `PTL_SIZE` | number of ranks | required with `PTL_RANK` |
+//! | `PTL_JOB_KEY` | 64-bit job key, hexadecimal | required with `PTL_RANK` |
+//! | `PTL_BOOTSTRAP` | host:port of the rendezvous server | required with `PTL_RANK` |
+//! | `PTL_NAL` | `tcp` | `tcp` |
+//! | `PTL_PROGRESS` | `thread` or `poll` | `thread` |
+//! | `PTL_BACKEND` | `epoll` or `io_uring` (progress thread's poller) | `epoll` |
+//! | `PTL_CONNECT` | `lazy` or `eager` | `lazy` |
+//! | `PTL_BIND` | IP address the transport listens on | `127.0.0.1` |
+//! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank | `60` |
+//! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use nal_tcp::{Backend, ConnectMode, ProgressMode};
+
+use crate::error::RuntimeError;
+
+/// Rank of this process.
+pub const RANK: &str = "PTL_RANK";
+/// Number of ranks.
+pub const SIZE: &str = "PTL_SIZE";
+/// Job key (hex).
+pub const JOB_KEY: &str = "PTL_JOB_KEY";
+/// Rendezvous server address.
+pub const BOOTSTRAP: &str = "PTL_BOOTSTRAP";
+/// Transport.
+pub const NAL: &str = "PTL_NAL";
+/// Progress mode.
+pub const PROGRESS: &str = "PTL_PROGRESS";
+/// Poller back end of the progress thread.
+pub const BACKEND: &str = "PTL_BACKEND";
+/// Connection set-up mode.
+pub const CONNECT: &str = "PTL_CONNECT";
+/// Address the transport binds to.
+pub const BIND: &str = "PTL_BIND";
+/// Rendezvous timeout in seconds.
+pub const BOOTSTRAP_TIMEOUT: &str = "PTL_BOOTSTRAP_TIMEOUT";
+/// Spin window in microseconds.
+pub const WAIT_SPIN_US: &str = "PTL_WAIT_SPIN_US";
+
+/// Which transport a job uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum NalKind {
+    /// `nal-tcp`.
+    #[default]
+    Tcp,
+}
+
+impl NalKind {
+    /// The name used on the command line and in `PTL_NAL`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NalKind::Tcp => "tcp",
+        }
+    }
+}
+
+/// How each process of a job sets up its transport.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobOptions {
+    /// Transport.
+    pub nal: NalKind,
+    /// Progress thread or polling.
+    pub progress: ProgressMode,
+    /// Poller of the progress thread.
+    pub backend: Backend,
+    /// Connection set-up.
+    pub connect: ConnectMode,
+    /// Address to listen on.
+    pub bind: IpAddr,
+    /// Rendezvous timeout.
+    pub timeout: Duration,
+    /// Spin window of a thread waiting in the library.
+    pub wait_spin: Duration,
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        JobOptions {
+            nal: NalKind::Tcp,
+            progress: ProgressMode::Thread,
+            backend: Backend::Epoll,
+            connect: ConnectMode::Lazy,
+            bind: IpAddr::from([127, 0, 0, 1]),
+            timeout: Duration::from_secs(60),
+            wait_spin: Duration::from_micros(50),
+        }
+    }
+}
+
+impl JobOptions {
+    /// The environment variables that carry these options to a process.
+    pub fn to_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (NAL, self.nal.name().into()),
+            (
+                PROGRESS,
+                match self.progress {
+                    ProgressMode::Thread => "thread",
+                    ProgressMode::Poll => "poll",
+                }
+                .into(),
+            ),
+            (
+                BACKEND,
+                match self.backend {
+                    Backend::Epoll => "epoll",
+                    Backend::IoUring => "io_uring",
+                }
+                .into(),
+            ),
+            (
+                CONNECT,
+                match self.connect {
+                    ConnectMode::Lazy => "lazy",
+                    ConnectMode::Eager => "eager",
+                }
+                .into(),
+            ),
+            (BIND, self.bind.to_string()),
+            (BOOTSTRAP_TIMEOUT, self.timeout.as_secs().max(1).to_string()),
+            (WAIT_SPIN_US, self.wait_spin.as_micros().to_string()),
+        ]
+    }
+
+    /// Read the options from the environment; unset variables keep their
+    /// defaults.
+    pub fn from_env() -> Result<JobOptions, RuntimeError> {
+        let mut o = JobOptions::default();
+        if let Some(v) = var(NAL)? {
+            o.nal = match v.as_str() {
+                "tcp" => NalKind::Tcp,
+                _ => return Err(bad(NAL, "expected tcp")),
+            };
+        }
+        if let Some(v) = var(PROGRESS)? {
+            o.progress = match v.as_str() {
+                "thread" => ProgressMode::Thread,
+                "poll" => ProgressMode::Poll,
+                _ => return Err(bad(PROGRESS, "expected thread or poll")),
+            };
+        }
+        if let Some(v) = var(BACKEND)? {
+            o.backend = match v.as_str() {
+                "epoll" => Backend::Epoll,
+                "io_uring" | "io-uring" => Backend::IoUring,
+                _ => return Err(bad(BACKEND, "expected epoll or io_uring")),
+            };
+        }
+        if let Some(v) = var(CONNECT)? {
+            o.connect = match v.as_str() {
+                "lazy" => ConnectMode::Lazy,
+                "eager" => ConnectMode::Eager,
+                _ => return Err(bad(CONNECT, "expected lazy or eager")),
+            };
+        }
+        if let Some(v) = var(BIND)? {
+            o.bind = v.parse().map_err(|_| bad(BIND, "expected an IP address"))?;
+        }
+        if let Some(v) = var(BOOTSTRAP_TIMEOUT)? {
+            let s: u64 = v
+                .parse()
+                .map_err(|_| bad(BOOTSTRAP_TIMEOUT, "expected seconds"))?;
+            o.timeout = Duration::from_secs(s.max(1));
+        }
+        if let Some(v) = var(WAIT_SPIN_US)? {
+            let us: u64 = v
+                .parse()
+                .map_err(|_| bad(WAIT_SPIN_US, "expected microseconds"))?;
+            o.wait_spin = Duration::from_micros(us);
+        }
+        Ok(o)
+    }
+}
+
+/// Everything a process learns from `ptlrun`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEnv {
+    /// This process's rank.
+    pub rank: u32,
+    /// Number of ranks.
+    pub size: u32,
+    /// Job key.
+    pub job_key: u64,
+    /// Rendezvous server (host:port).
+    pub bootstrap: String,
+    /// Transport options.
+    pub options: JobOptions,
+}
+
+impl JobEnv {
+    /// Read the environment. `Ok(None)` if `PTL_RANK` is unset (the process
+    /// was not started by `ptlrun`).
+    pub fn from_env() -> Result<Option<JobEnv>, RuntimeError> {
+        let Some(rank) = var(RANK)? else {
+            return Ok(None);
+        };
+        let rank: u32 = rank.parse().map_err(|_| bad(RANK, "expected a number"))?;
+        let size: u32 = required(SIZE)?
+            .parse()
+            .map_err(|_| bad(SIZE, "expected a number"))?;
+        if size == 0 || rank >= size {
+            return Err(bad(RANK, &format!("rank {rank} is not below size {size}")));
+        }
+        let job_key = u64::from_str_radix(&required(JOB_KEY)?, 16)
+            .map_err(|_| bad(JOB_KEY, "expected 64-bit hexadecimal"))?;
+        let bootstrap = required(BOOTSTRAP)?;
+        Ok(Some(JobEnv {
+            rank,
+            size,
+            job_key,
+            bootstrap,
+            options: JobOptions::from_env()?,
+        }))
+    }
+}
+
+fn var(name: &'static str) -> Result<Option<String>, RuntimeError> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(bad(name, "not valid UTF-8")),
+    }
+}
+
+fn required(name: &'static str) -> Result<String, RuntimeError> {
+    var(name)?.ok_or_else(|| bad(name, "missing (set by ptlrun)"))
+}
+
+fn bad(var: &'static str, why: &str) -> RuntimeError {
+    RuntimeError::Env {
+        var,
+        why: why.to_string(),
+    }
+}

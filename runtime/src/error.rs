@@ -1,0 +1,46 @@
+//! Errors of joining and launching jobs.
+
+use portals::PtlError;
+
+/// What can go wrong when a process joins a job or `ptlrun` launches one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A `PTL_*` environment variable is missing or malformed.
+    #[error("environment variable {var}: {why}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The rendezvous server is unreachable, refused us, or a fence failed
+    /// (timeout with the missing ranks, job key mismatch, a rank died).
+    #[error("rendezvous with {server} failed: {why}")]
+    Rendezvous {
+        /// host:port of the server.
+        server: String,
+        /// What happened.
+        why: String,
+    },
+    /// A value that cannot be published (contains whitespace, empty).
+    #[error("cannot publish {0}: keys and values must be non-empty and contain no whitespace")]
+    InvalidValue(String),
+    /// A peer published an address that does not parse.
+    #[error("rank {rank} published an unusable address {addr:?}")]
+    BadAddress {
+        /// Whose address.
+        rank: u32,
+        /// What it published.
+        addr: String,
+    },
+    /// The transport could not be set up.
+    #[error("transport: {0}")]
+    Io(#[from] std::io::Error),
+    /// The Portals layer refused something.
+    #[error("portals: {0}")]
+    Portals(#[from] PtlError),
+    /// `ptlrun` could not start or supervise the job.
+    #[error("launch: {0}")]
+    Launch(String),
+}

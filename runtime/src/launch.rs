@@ -1,0 +1,330 @@
+//! Starting a job of N local processes: what `ptlrun` does, as a library so
+//! tests and benchmarks can launch jobs too.
+//!
+//! The launcher runs the rendezvous server, starts every rank with its
+//! environment, forwards each rank's output line by line with a `[rank]`
+//! prefix, and supervises: the first rank that fails (non-zero exit or a
+//! signal) fails the job — the others are terminated (SIGTERM, then SIGKILL
+//! after a grace period) and its status becomes the job's.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::env::{self, JobOptions};
+use crate::error::RuntimeError;
+use crate::kvs::KvsServer;
+
+/// What to do with the ranks' output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Print to our stdout/stderr, each line prefixed with `[rank] `.
+    Forward,
+    /// Print without prefixes.
+    ForwardRaw,
+    /// Keep it in [`LaunchOutcome::output`] (for tests).
+    Capture,
+}
+
+/// A job to launch.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    /// Number of ranks.
+    pub ranks: u32,
+    /// The program every rank runs.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Transport options passed to every rank.
+    pub options: JobOptions,
+    /// Output handling.
+    pub output: Output,
+    /// Kill the job after this long.
+    pub timeout: Option<Duration>,
+    /// Grace period between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// Extra environment variables for every rank.
+    pub env: Vec<(String, String)>,
+}
+
+impl LaunchSpec {
+    /// `ranks` copies of `program` with default options.
+    pub fn new(ranks: u32, program: impl Into<PathBuf>) -> Self {
+        LaunchSpec {
+            ranks,
+            program: program.into(),
+            args: Vec::new(),
+            options: JobOptions::default(),
+            output: Output::Forward,
+            timeout: None,
+            grace: Duration::from_secs(2),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// One captured line of output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    /// Which rank printed it.
+    pub rank: u32,
+    /// True for stderr.
+    pub stderr: bool,
+    /// The text, without the newline.
+    pub text: String,
+}
+
+/// How a job ended.
+#[derive(Debug)]
+pub struct LaunchOutcome {
+    /// 0 if every rank exited 0; otherwise the status of the first rank that
+    /// failed (its exit code, or 128 + signal number), or 124 on timeout.
+    pub status: i32,
+    /// The first rank that failed.
+    pub failed_rank: Option<u32>,
+    /// Why the job failed, for humans.
+    pub reason: Option<String>,
+    /// Captured output with [`Output::Capture`].
+    pub output: Vec<Line>,
+}
+
+impl LaunchOutcome {
+    /// The captured lines of one rank's stdout, joined with newlines.
+    pub fn stdout_of(&self, rank: u32) -> String {
+        self.output
+            .iter()
+            .filter(|l| l.rank == rank && !l.stderr)
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// A fresh random 64-bit job key.
+pub fn fresh_job_key() -> u64 {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    // No /dev/urandom: mix time and pid, still unique per launch.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ ((std::process::id() as u64) << 32) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+fn status_code(s: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions; a stale pid of an
+    // already-reaped child at worst gets ESRCH.
+    let _ = unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Launch and supervise a job; returns when every rank has exited.
+pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
+    if spec.ranks == 0 {
+        return Err(RuntimeError::Launch("a job needs at least one rank".into()));
+    }
+    let key = fresh_job_key();
+    let kvs = KvsServer::start(
+        "127.0.0.1:0"
+            .parse()
+            .map_err(|_| RuntimeError::Launch("bad address".into()))?,
+        spec.ranks,
+        key,
+        spec.options.timeout,
+    )?;
+    let captured = Arc::new(Mutex::new(Vec::new()));
+    let (done_tx, done_rx) = mpsc::channel::<(u32, ExitStatus)>();
+    let mut pids = Vec::new();
+    let mut io_threads = Vec::new();
+    for rank in 0..spec.ranks {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .env(env::RANK, rank.to_string())
+            .env(env::SIZE, spec.ranks.to_string())
+            .env(env::JOB_KEY, format!("{key:x}"))
+            .env(env::BOOTSTRAP, kvs.addr().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in spec.options.to_env() {
+            cmd.env(k, v);
+        }
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                for &p in &pids {
+                    signal(p, libc::SIGKILL);
+                }
+                return Err(RuntimeError::Launch(format!(
+                    "cannot start {}: {e}",
+                    spec.program.display()
+                )));
+            }
+        };
+        pids.push(child.id());
+        let streams: [(Option<Box<dyn Read + Send>>, bool); 2] = [
+            (
+                child
+                    .stdout
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
+                false,
+            ),
+            (
+                child
+                    .stderr
+                    .take()
+                    .map(|s| Box::new(s) as Box<dyn Read + Send>),
+                true,
+            ),
+        ];
+        for (stream, is_err) in streams {
+            let Some(stream) = stream else { continue };
+            let captured = captured.clone();
+            let mode = spec.output;
+            io_threads.push(std::thread::spawn(move || {
+                forward(stream, rank, is_err, mode, &captured)
+            }));
+        }
+        let done = done_tx.clone();
+        std::thread::spawn(move || {
+            if let Ok(st) = child.wait() {
+                let _ = done.send((rank, st));
+            }
+        });
+    }
+    drop(done_tx);
+
+    let start = Instant::now();
+    let mut alive = vec![true; spec.ranks as usize];
+    let mut left = spec.ranks as usize;
+    let mut status = 0;
+    let mut failed_rank = None;
+    let mut reason = None;
+    let mut kill_at: Option<Instant> = None;
+    while left > 0 {
+        let wait = match (spec.timeout, kill_at) {
+            (_, Some(k)) => k.saturating_duration_since(Instant::now()),
+            (Some(t), None) => t.saturating_sub(start.elapsed()),
+            (None, None) => Duration::from_secs(3600),
+        };
+        match done_rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+            Ok((rank, st)) => {
+                alive[rank as usize] = false;
+                left -= 1;
+                let code = status_code(st);
+                if code != 0 && reason.is_none() {
+                    status = code;
+                    failed_rank = Some(rank);
+                    let why = format!("rank {rank} exited with status {code}");
+                    kvs.break_job(&why);
+                    reason = Some(why);
+                    for (r, &p) in pids.iter().enumerate() {
+                        if alive[r] {
+                            signal(p, libc::SIGTERM);
+                        }
+                    }
+                    kill_at = Some(Instant::now() + spec.grace);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if kill_at.is_some_and(|k| Instant::now() >= k) {
+                    for (r, &p) in pids.iter().enumerate() {
+                        if alive[r] {
+                            signal(p, libc::SIGKILL);
+                        }
+                    }
+                    kill_at = Some(Instant::now() + Duration::from_secs(3600));
+                } else if kill_at.is_none() && spec.timeout.is_some_and(|t| start.elapsed() >= t) {
+                    status = 124;
+                    let why = format!("job timed out after {:?}", spec.timeout.unwrap_or_default());
+                    kvs.break_job(&why);
+                    reason = Some(why);
+                    for (r, &p) in pids.iter().enumerate() {
+                        if alive[r] {
+                            signal(p, libc::SIGTERM);
+                        }
+                    }
+                    kill_at = Some(Instant::now() + spec.grace);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    for t in io_threads {
+        let _ = t.join();
+    }
+    let output = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
+    Ok(LaunchOutcome {
+        status,
+        failed_rank,
+        reason,
+        output,
+    })
+}
+
+fn forward(
+    stream: Box<dyn Read + Send>,
+    rank: u32,
+    is_err: bool,
+    mode: Output,
+    captured: &Mutex<Vec<Line>>,
+) {
+    let mut r = BufReader::new(stream);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match r.read_until(b'\n', &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        let text = String::from_utf8_lossy(&buf);
+        match mode {
+            Output::Capture => captured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Line {
+                    rank,
+                    stderr: is_err,
+                    text: text.into_owned(),
+                }),
+            Output::Forward | Output::ForwardRaw => {
+                let prefix = if mode == Output::Forward {
+                    format!("[{rank}] ")
+                } else {
+                    String::new()
+                };
+                let line = format!("{prefix}{text}\n");
+                let _ = if is_err {
+                    std::io::stderr().lock().write_all(line.as_bytes())
+                } else {
+                    std::io::stdout().lock().write_all(line.as_bytes())
+                };
+            }
+        }
+    }
+}

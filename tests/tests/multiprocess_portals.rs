@@ -1,0 +1,125 @@
+//! Portals traffic between real processes started by the launcher, over
+//! both progress modes and both poller back ends. Every job has a timeout.
+
+use std::time::{Duration, Instant};
+
+use nal_tcp::{Backend, ProgressMode};
+use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
+use portals_runtime::JobOptions;
+
+fn modes() -> Vec<(ProgressMode, Backend)> {
+    vec![
+        (ProgressMode::Thread, Backend::Epoll),
+        (ProgressMode::Thread, Backend::IoUring),
+        (ProgressMode::Poll, Backend::Epoll),
+    ]
+}
+
+fn run(ranks: u32, args: &[&str], progress: ProgressMode, backend: Backend) -> LaunchOutcome {
+    let mut spec = LaunchSpec::new(ranks, env!("CARGO_BIN_EXE_ptl_check"));
+    spec.args = args.iter().map(Into::into).collect();
+    spec.options = JobOptions {
+        progress,
+        backend,
+        timeout: Duration::from_secs(60),
+        ..JobOptions::default()
+    };
+    spec.output = Output::Capture;
+    spec.timeout = Some(Duration::from_secs(240));
+    launch(&spec).expect("launch")
+}
+
+fn assert_ok(out: &LaunchOutcome, ranks: u32, what: &str) {
+    let err: Vec<_> = out
+        .output
+        .iter()
+        .filter(|l| l.stderr)
+        .map(|l| format!("[{}] {}", l.rank, l.text))
+        .collect();
+    assert_eq!(
+        out.status,
+        0,
+        "{what}: {:?}\n{}",
+        out.reason,
+        err.join("\n")
+    );
+    for r in 0..ranks {
+        assert!(
+            out.stdout_of(r).contains("OK "),
+            "{what}: rank {r} did not report OK"
+        );
+    }
+}
+
+#[test]
+fn puts_and_gets_up_to_16_mb_between_two_processes() {
+    for (p, b) in modes() {
+        let out = run(2, &["putget"], p, b);
+        assert_ok(&out, 2, &format!("putget 2 {p:?} {b:?}"));
+    }
+}
+
+#[test]
+fn puts_and_gets_between_four_processes() {
+    for (p, b) in modes() {
+        let out = run(4, &["putget", &(4 << 20).to_string()], p, b);
+        assert_ok(&out, 4, &format!("putget 4 {p:?} {b:?}"));
+    }
+}
+
+#[test]
+fn all_to_all_storm_between_four_processes() {
+    for (p, b) in modes() {
+        let out = run(4, &["storm", "2000"], p, b);
+        assert_ok(&out, 4, &format!("storm {p:?} {b:?}"));
+    }
+}
+
+#[test]
+fn a_sleeping_target_receives_with_a_progress_thread_and_not_without() {
+    for (p, b) in modes() {
+        let mode = if p == ProgressMode::Thread {
+            "thread"
+        } else {
+            "poll"
+        };
+        let out = run(2, &["sleepy-target", mode], p, b);
+        assert_ok(&out, 2, &format!("sleepy-target {p:?} {b:?}"));
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_transfer_fails_the_survivors_and_the_job() {
+    for (p, b) in modes() {
+        let t0 = Instant::now();
+        let out = run(2, &["die-mid-transfer"], p, b);
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "took {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(out.status, 128 + 9, "{p:?} {b:?}: {:?}", out.reason);
+        assert_eq!(out.failed_rank, Some(1));
+        assert!(
+            out.stdout_of(0).contains("survivor saw failure"),
+            "{p:?} {b:?}: rank 0 said {:?}",
+            out.stdout_of(0)
+        );
+    }
+}
+
+#[test]
+fn the_launcher_propagates_a_failing_rank_and_its_status() {
+    let out = run(
+        3,
+        &["no-such-scenario"],
+        ProgressMode::Thread,
+        Backend::Epoll,
+    );
+    assert_eq!(out.status, 1);
+    assert!(out.failed_rank.is_some());
+    assert!(out
+        .output
+        .iter()
+        .any(|l| l.stderr && l.text.contains("unknown scenario")));
+}
