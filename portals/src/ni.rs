@@ -164,11 +164,6 @@ impl NetworkInterface {
     /// the index in `eqs` of its queue. Queues are checked in order, so an
     /// earlier queue has priority.
     pub fn eq_poll(&self, eqs: &[EqHandle], timeout: Option<Duration>) -> Result<(Event, usize)> {
-        if eqs.is_empty() {
-            return Err(PtlError::InvalidArgument(
-                "eq_poll needs at least one queue",
-            ));
-        }
         let take = |e: &mut Engine| -> Result<Option<(Event, usize)>> {
             for (i, &q) in eqs.iter().enumerate() {
                 if let Some(ev) = e.eq_get(q)? {
@@ -177,7 +172,39 @@ impl NetworkInterface {
             }
             Ok(None)
         };
-        if let Some(hit) = self.core.with_engine(take)? {
+        self.wait_until(eqs, timeout, take)
+    }
+
+    /// Wait until one of `eqs` has an event (or an overflow to report),
+    /// without taking it; returns the index of the first such queue. For
+    /// layers that must take events under a lock of their own, in order.
+    pub fn eq_block(&self, eqs: &[EqHandle], timeout: Option<Duration>) -> Result<usize> {
+        let peek = |e: &mut Engine| -> Result<Option<usize>> {
+            for (i, &q) in eqs.iter().enumerate() {
+                if e.eq_ready(q)? {
+                    return Ok(Some(i));
+                }
+            }
+            Ok(None)
+        };
+        self.wait_until(eqs, timeout, peek)
+    }
+
+    /// The waiting strategy shared by the blocking calls: check; drive the
+    /// transport for the spin window; then sleep until woken by news on
+    /// `eqs` or the deadline.
+    fn wait_until<T>(
+        &self,
+        eqs: &[EqHandle],
+        timeout: Option<Duration>,
+        check: impl Fn(&mut Engine) -> Result<Option<T>>,
+    ) -> Result<T> {
+        if eqs.is_empty() {
+            return Err(PtlError::InvalidArgument(
+                "waiting needs at least one queue",
+            ));
+        }
+        if let Some(hit) = self.core.with_engine(&check)? {
             return Ok(hit);
         }
         let start = Instant::now();
@@ -189,7 +216,7 @@ impl NetworkInterface {
             let now = Instant::now();
             if now < spin_until {
                 self.nal.progress(None)?;
-                if let Some(hit) = self.core.with_engine(take)? {
+                if let Some(hit) = self.core.with_engine(&check)? {
                     return Ok(hit);
                 }
                 std::hint::spin_loop();
@@ -217,7 +244,7 @@ impl NetworkInterface {
             };
             self.core.sleep_leave();
             slept?;
-            if let Some(hit) = self.core.with_engine(take)? {
+            if let Some(hit) = self.core.with_engine(&check)? {
                 return Ok(hit);
             }
         }

@@ -1,0 +1,1320 @@
+//! The MPI device: point-to-point protocols on Portals, as seed 001 builds
+//! them.
+//!
+//! **Portal table.** Three entries (§3.1): the *receive* portal, where every
+//! message is put; the *read* portal, where a long send exposes its buffer
+//! for the receiver to get when the message arrived unexpected; the *ack*
+//! portal, where a synchronous send waits for the receiver's explicit
+//! acknowledgment.
+//!
+//! **Receive portal match list** (§3.4, §5, Figs. 8–9):
+//! posted receives | *mark* | short-unexpected ×3 (high-water-mark buffers)
+//! | long-unexpected (zero bytes, truncating, acknowledging) | overflow.
+//!
+//! * A receive is posted as an *inactive* descriptor in front of the mark,
+//!   then the saved unexpected messages are searched, then the descriptor is
+//!   activated with `md_update` only if the unexpected event queue is still
+//!   empty — otherwise the new arrivals are examined first. This closes the
+//!   race between posting and arrival.
+//! * Short unexpected messages land one after another in 2 MB buffers whose
+//!   high-water mark is the eager limit; a full buffer unlinks itself, is
+//!   drained as its messages are received, and is re-attached at the end of
+//!   the short-unexpected entries.
+//! * Long messages are put eagerly with an acknowledgment requested. Expected,
+//!   the acknowledgment carries the length and the send is done; unexpected,
+//!   the long-unexpected entry accepts zero bytes and the receiver later gets
+//!   the data from the sender's read portal.
+//! * Synchronous sends complete on the target's acknowledgment (expected) or
+//!   on the receiver's explicit zero-length put to the ack portal
+//!   (unexpected).
+//!
+//! Extensions, each documented where it lives: the unexpected-buffer pool
+//! grows (up to a cap) instead of dropping messages when all buffers are
+//! full; a final *overflow* entry catches what would otherwise vanish and
+//! turns it into [`MpiError::UnexpectedOverflow`]; a long message received
+//! into a zero-length buffer releases its sender with a zero-length get.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use portals::{
+    AckReq, EqHandle, Event, EventKind, FailType, MdDesc, MdHandle, MdOptions, MeHandle,
+    NetworkInterface, PortalIndex, Position, ProcessId, PtlError, Remote, Threshold, Unlink,
+};
+use portals_runtime::Job;
+use slab::Slab;
+
+use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
+use crate::error::{MpiError, Result};
+use crate::status::Status;
+
+/// The receive portal: every message is put here.
+pub(crate) const RECV_PT: PortalIndex = PortalIndex(0);
+/// The read portal: long sends expose their buffers here.
+pub(crate) const READ_PT: PortalIndex = PortalIndex(1);
+/// The ack portal: synchronous sends wait for explicit acknowledgments here.
+pub(crate) const ACK_PT: PortalIndex = PortalIndex(2);
+
+/// `user_ptr` of the long-unexpected descriptor.
+const LONG_UNEXPECTED: u64 = u64::MAX;
+/// `user_ptr` of the overflow descriptor.
+const OVERFLOW: u64 = u64::MAX - 1;
+
+/// How long one blocking wait sleeps before re-checking its request. Another
+/// thread may have consumed the event that completed it.
+const WAIT_SLICE: Duration = Duration::from_millis(1);
+
+/// Tunables of the MPI library. Read from the environment by
+/// [`MpiConfig::from_env`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MpiConfig {
+    /// Messages up to this many bytes use the short (eager, buffered when
+    /// unexpected) protocol; longer ones the long protocol
+    /// (`PTL_MPI_EAGER`).
+    pub eager_limit: usize,
+    /// Size of each unexpected-message buffer (`PTL_MPI_UNEXPECTED_BUFFER`).
+    pub unexpected_buffer: usize,
+    /// Unexpected-message buffers created at start (`PTL_MPI_UNEXPECTED_BUFFERS`).
+    pub unexpected_buffers: usize,
+    /// The pool grows up to this many buffers when messages arrive faster
+    /// than they are received (`PTL_MPI_UNEXPECTED_MAX`).
+    pub unexpected_max: usize,
+    /// Capacity of each event queue (`PTL_MPI_EQ_EVENTS`).
+    pub eq_events: usize,
+}
+
+impl Default for MpiConfig {
+    fn default() -> Self {
+        MpiConfig {
+            eager_limit: 16 << 10,
+            unexpected_buffer: 2 << 20,
+            unexpected_buffers: 3,
+            unexpected_max: 32,
+            eq_events: 1 << 16,
+        }
+    }
+}
+
+impl MpiConfig {
+    /// Defaults, overridden by `PTL_MPI_*` environment variables.
+    pub fn from_env() -> Result<MpiConfig> {
+        let mut c = MpiConfig::default();
+        let get = |name: &str, v: &mut usize| -> Result<()> {
+            if let Ok(s) = std::env::var(name) {
+                *v = s
+                    .parse()
+                    .map_err(|_| MpiError::Init(format!("{name}={s:?} is not a number")))?;
+            }
+            Ok(())
+        };
+        get("PTL_MPI_EAGER", &mut c.eager_limit)?;
+        get("PTL_MPI_UNEXPECTED_BUFFER", &mut c.unexpected_buffer)?;
+        get("PTL_MPI_UNEXPECTED_BUFFERS", &mut c.unexpected_buffers)?;
+        get("PTL_MPI_UNEXPECTED_MAX", &mut c.unexpected_max)?;
+        get("PTL_MPI_EQ_EVENTS", &mut c.eq_events)?;
+        if c.unexpected_buffer < 2 * c.eager_limit.max(1) {
+            return Err(MpiError::Init(
+                "an unexpected-message buffer must hold at least two eager messages".into(),
+            ));
+        }
+        c.unexpected_buffers = c.unexpected_buffers.max(1);
+        c.unexpected_max = c.unexpected_max.max(c.unexpected_buffers);
+        Ok(c)
+    }
+}
+
+/// Counters of the MPI protocols in this process, for tests and tuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpiStats {
+    /// Messages that found their receive posted (deposited in place).
+    pub expected: u64,
+    /// Short messages received from an unexpected-message buffer.
+    pub unexpected_short: u64,
+    /// Long messages that arrived unexpected and were fetched with a get.
+    pub unexpected_long: u64,
+    /// Explicit acknowledgments sent for synchronous sends received late.
+    pub sync_acks: u64,
+    /// Unexpected-message buffers drained and re-attached.
+    pub buffers_recycled: u64,
+    /// Unexpected-message buffers added beyond the initial ones.
+    pub buffers_grown: u64,
+}
+
+/// Send modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Standard,
+    Synchronous,
+    Ready,
+}
+
+/// A request's identity: slab slot plus generation, so that a late event for
+/// a recycled slot is recognised as stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReqId {
+    idx: u32,
+    gen: u32,
+}
+
+impl ReqId {
+    fn user_ptr(self) -> u64 {
+        (self.gen as u64) << 32 | self.idx as u64
+    }
+
+    fn from_user_ptr(p: u64) -> ReqId {
+        ReqId {
+            idx: p as u32,
+            gen: (p >> 32) as u32,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Short standard or ready send: done on Sent.
+    SendShort,
+    /// Short synchronous send: done on Sent + (Ack | explicit Put).
+    SendSync,
+    /// Long send: done on Sent + Ack(len > 0), or Sent + Ack(0) + Get.
+    SendLong,
+    /// Posted receive: done on Put (long truncated to zero: after a release
+    /// get).
+    Recv,
+    /// Receive of an unexpected long message: done on the Reply of its get.
+    RecvGet,
+    /// Library-internal message nobody waits for (explicit sync ack).
+    Control,
+}
+
+struct Req {
+    gen: u32,
+    kind: Kind,
+    /// The user gave the request up (buffered sends, internal messages):
+    /// free it on completion.
+    detached: bool,
+    /// Descriptor of the data (send buffer or receive buffer).
+    md: Option<MdHandle>,
+    /// Match entry owned by the request (read/ack portal for sends, posted
+    /// receive for receives).
+    me: Option<MeHandle>,
+    /// Synchronous sends: the zero-byte descriptor on the ack portal.
+    ack_md: Option<MdHandle>,
+    sent: bool,
+    acked: Option<u64>,
+    got: bool,
+    /// Receives: the status to report (filled when the envelope is known).
+    status: Option<Status>,
+    result: Option<Result<Status>>,
+    /// Memory owned by the request (buffered and owned sends): the send reads
+    /// from it, so it lives as long as the request.
+    owned: Option<Box<dyn std::any::Any + Send>>,
+    /// Bytes of attached buffered-send space the request uses.
+    bsend_len: usize,
+    /// Peer world rank, for error messages.
+    peer: u32,
+}
+
+/// A message that arrived before its receive was posted.
+#[derive(Clone, Copy, Debug)]
+struct Unexpected {
+    bits: u64,
+    initiator: ProcessId,
+    hdr_data: u64,
+    rlength: u64,
+    mlength: u64,
+    offset: u64,
+    /// Index of the buffer holding the data (short messages).
+    buf: Option<usize>,
+}
+
+/// One high-water-mark unexpected-message buffer. The memory belongs to the
+/// library, not to the engine (raw attach), so it can be read after the
+/// descriptor unlinked itself.
+struct UnexpectedBuffer {
+    ptr: *mut u8,
+    len: usize,
+    md: Option<MdHandle>,
+    /// Messages in it not received yet.
+    pending: usize,
+}
+
+impl Drop for UnexpectedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` come from `Box::into_raw` of a boxed slice of
+        // exactly `len` bytes in `UnexpectedBuffer::new`, and are freed only
+        // here, once. The device drops the network interface (stopping every
+        // transfer into this memory) before its state.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.ptr, self.len,
+            )))
+        };
+    }
+}
+
+impl UnexpectedBuffer {
+    fn new(len: usize) -> Self {
+        let b: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        let len = b.len();
+        UnexpectedBuffer {
+            ptr: Box::into_raw(b).cast(),
+            len,
+            md: None,
+            pending: 0,
+        }
+    }
+}
+
+struct State {
+    reqs: Slab<Req>,
+    next_gen: u32,
+    saved: VecDeque<Unexpected>,
+    bufs: Vec<UnexpectedBuffer>,
+    next_bits: u64,
+    fatal: Option<MpiError>,
+    bsend_attached: usize,
+    bsend_used: usize,
+    stats: MpiStats,
+}
+
+// SAFETY: `State` holds raw pointers only to memory it owns (unexpected
+// buffers) or that a live request's borrow keeps alive; all access is under
+// the device mutex.
+unsafe impl Send for State {}
+
+/// The MPI device of one process.
+pub(crate) struct Device {
+    // Declared first so it is dropped first: the interface (and its progress
+    // thread) must be gone before the memory it writes into.
+    job: Job,
+    pub(crate) cfg: MpiConfig,
+    st: Mutex<State>,
+    req_eq: EqHandle,
+    unexp_eq: EqHandle,
+    mark: MeHandle,
+    long_me: MeHandle,
+}
+
+fn ptl(e: PtlError) -> MpiError {
+    MpiError::Portals(e)
+}
+
+impl Device {
+    pub(crate) fn new(job: Job, cfg: MpiConfig) -> Result<Device> {
+        let ni = job.ni();
+        let req_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
+        let unexp_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
+        // The mark has no descriptor: it matches nothing and separates the
+        // posted receives from the unexpected buffers.
+        let mark = ni
+            .me_attach(
+                RECV_PT,
+                ProcessId::ANY,
+                0,
+                0,
+                Unlink::Retain,
+                Position::After,
+            )
+            .map_err(ptl)?;
+        let long_me = ni
+            .me_attach(
+                RECV_PT,
+                ProcessId::ANY,
+                bits::encode(PROTO_LONG, 0, 0, 0),
+                !bits::PROTO_MASK,
+                Unlink::Retain,
+                Position::After,
+            )
+            .map_err(ptl)?;
+        ni.md_attach(
+            long_me,
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+                .eq(unexp_eq)
+                .user_ptr(LONG_UNEXPECTED),
+            Vec::new(),
+            Unlink::Retain,
+        )
+        .map_err(ptl)?;
+        // Overflow: short messages no buffer could take. Zero bytes, so the
+        // data is lost, but the loss is seen and reported.
+        let over = ni
+            .me_attach(
+                RECV_PT,
+                ProcessId::ANY,
+                bits::encode(PROTO_SHORT, 0, 0, 0),
+                !bits::PROTO_MASK,
+                Unlink::Retain,
+                Position::After,
+            )
+            .map_err(ptl)?;
+        ni.md_attach(
+            over,
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE | MdOptions::ACK_DISABLE)
+                .eq(unexp_eq)
+                .user_ptr(OVERFLOW),
+            Vec::new(),
+            Unlink::Retain,
+        )
+        .map_err(ptl)?;
+        let dev = Device {
+            job,
+            cfg,
+            st: Mutex::new(State {
+                reqs: Slab::new(),
+                next_gen: 1,
+                saved: VecDeque::new(),
+                bufs: Vec::new(),
+                next_bits: 1,
+                fatal: None,
+                bsend_attached: 0,
+                bsend_used: 0,
+                stats: MpiStats::default(),
+            }),
+            req_eq,
+            unexp_eq,
+            mark,
+            long_me,
+        };
+        {
+            let mut st = dev.lock();
+            for _ in 0..dev.cfg.unexpected_buffers {
+                dev.add_buffer(&mut st)?;
+            }
+        }
+        // No message may reach a process before its entries exist.
+        dev.job
+            .barrier()
+            .map_err(|e| MpiError::Init(e.to_string()))?;
+        Ok(dev)
+    }
+
+    fn ni(&self) -> &NetworkInterface {
+        self.job.ni()
+    }
+
+    pub(crate) fn job(&self) -> &Job {
+        &self.job
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    // ----- unexpected buffers -------------------------------------------
+
+    fn add_buffer(&self, st: &mut State) -> Result<()> {
+        if st.bufs.len() >= self.cfg.unexpected_buffers {
+            st.stats.buffers_grown += 1;
+        }
+        st.bufs
+            .push(UnexpectedBuffer::new(self.cfg.unexpected_buffer));
+        let i = st.bufs.len() - 1;
+        self.attach_buffer(st, i)
+    }
+
+    /// Link buffer `i` at the end of the short-unexpected entries (just in
+    /// front of the long-unexpected entry).
+    fn attach_buffer(&self, st: &mut State, i: usize) -> Result<()> {
+        let ni = self.ni();
+        let me = ni
+            .me_insert(
+                self.long_me,
+                ProcessId::ANY,
+                bits::encode(PROTO_SHORT, 0, 0, 0),
+                !bits::PROTO_MASK,
+                Unlink::Unlink,
+                Position::Before,
+            )
+            .map_err(ptl)?;
+        let b = &mut st.bufs[i];
+        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::ACK_DISABLE)
+            .max_size(self.cfg.eager_limit as u64)
+            .eq(self.unexp_eq)
+            .user_ptr(i as u64);
+        // SAFETY: the buffer's memory lives until the device's state is
+        // dropped, after the interface; nobody else writes it, and the
+        // library reads only regions whose Put event it has seen.
+        let md =
+            unsafe { ni.md_attach_raw(me, &desc, b.ptr, b.len, Unlink::Unlink) }.map_err(ptl)?;
+        b.md = Some(md);
+        b.pending = 0;
+        Ok(())
+    }
+
+    /// A message from buffer `i` has been received (copied out).
+    fn release(&self, st: &mut State, i: usize) -> Result<()> {
+        let b = &mut st.bufs[i];
+        b.pending = b.pending.saturating_sub(1);
+        if b.pending == 0 && b.md.is_none() {
+            st.stats.buffers_recycled += 1;
+            self.attach_buffer(st, i)?;
+        }
+        Ok(())
+    }
+
+    // ----- events ---------------------------------------------------------
+
+    /// Take every queued event and act on it.
+    fn drain(&self, st: &mut State) -> Result<()> {
+        loop {
+            let got = match self.ni().eq_get(self.unexp_eq) {
+                Ok(Some(ev)) => {
+                    self.on_unexpected(st, &ev)?;
+                    true
+                }
+                Ok(None) => false,
+                Err(PtlError::EqDropped { dropped }) => {
+                    return self.fail(st, MpiError::EventQueueOverflow(dropped))
+                }
+                Err(e) => return Err(ptl(e)),
+            };
+            let got2 = match self.ni().eq_get(self.req_eq) {
+                Ok(Some(ev)) => {
+                    self.on_request(st, &ev)?;
+                    true
+                }
+                Ok(None) => false,
+                Err(PtlError::EqDropped { dropped }) => {
+                    return self.fail(st, MpiError::EventQueueOverflow(dropped))
+                }
+                Err(e) => return Err(ptl(e)),
+            };
+            if !got && !got2 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn fail<T>(&self, st: &mut State, e: MpiError) -> Result<T> {
+        st.fatal.get_or_insert(e.clone());
+        Err(e)
+    }
+
+    fn on_unexpected(&self, st: &mut State, ev: &Event) -> Result<()> {
+        let tag = ev.md.user_ptr;
+        match ev.kind {
+            EventKind::Put if ev.fail == FailType::Ok => {
+                let buf = if tag == LONG_UNEXPECTED || tag == OVERFLOW {
+                    None
+                } else {
+                    let i = tag as usize;
+                    if let Some(b) = st.bufs.get_mut(i) {
+                        b.pending += 1;
+                    }
+                    Some(i)
+                };
+                if tag == OVERFLOW && ev.mlength < ev.rlength {
+                    let f = bits::decode(ev.match_bits);
+                    return self.fail(
+                        st,
+                        MpiError::UnexpectedOverflow {
+                            sender: f.src as i32,
+                            tag: f.tag as i32,
+                            bytes: ev.rlength as usize,
+                        },
+                    );
+                }
+                st.saved.push_back(Unexpected {
+                    bits: ev.match_bits,
+                    initiator: ev.initiator,
+                    hdr_data: ev.hdr_data,
+                    rlength: ev.rlength,
+                    mlength: ev.mlength,
+                    offset: ev.offset,
+                    buf,
+                });
+            }
+            // A message whose sender died half-way: it never happened.
+            EventKind::Put => {}
+            EventKind::Unlink => {
+                let i = tag as usize;
+                if let Some(b) = st.bufs.get_mut(i) {
+                    b.md = None;
+                    if b.pending == 0 {
+                        st.stats.buffers_recycled += 1;
+                        self.attach_buffer(st, i)?;
+                    }
+                }
+                // Keep at least two buffers able to take messages, growing
+                // the pool if the application falls behind.
+                let linked = st.bufs.iter().filter(|b| b.md.is_some()).count();
+                if linked < 2 && st.bufs.len() < self.cfg.unexpected_max {
+                    tracing::debug!(
+                        buffers = st.bufs.len() + 1,
+                        "growing the unexpected-message pool"
+                    );
+                    self.add_buffer(st)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_request(&self, st: &mut State, ev: &Event) -> Result<()> {
+        let id = ReqId::from_user_ptr(ev.md.user_ptr);
+        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+            return Ok(()); // a late event of a finished request
+        };
+        if ev.kind == EventKind::Unlink {
+            if r.md == Some(ev.md_handle) {
+                r.md = None;
+            }
+            if r.ack_md == Some(ev.md_handle) {
+                r.ack_md = None;
+            }
+            return Ok(());
+        }
+        if ev.fail != FailType::Ok {
+            let why = format!("{:?} on {:?}", ev.fail, ev.kind);
+            let peer = r.peer as i32;
+            r.result = Some(Err(MpiError::PeerFailed { rank: peer, why }));
+            return self.finish(st, id);
+        }
+        match (r.kind, ev.kind) {
+            (Kind::SendShort | Kind::Control, EventKind::Sent) => {
+                r.result = Some(Ok(Status::new(
+                    -1,
+                    -1,
+                    ev.mlength as usize,
+                    ev.mlength as usize,
+                )));
+            }
+            (Kind::SendSync | Kind::SendLong, EventKind::Sent) => r.sent = true,
+            (Kind::SendSync, EventKind::Ack) => r.acked = Some(ev.mlength),
+            (Kind::SendSync, EventKind::Put) => r.acked = Some(0),
+            (Kind::SendLong, EventKind::Ack) => r.acked = Some(ev.mlength),
+            (Kind::SendLong, EventKind::Get) => r.got = true,
+            (Kind::Recv, EventKind::Put) => {
+                st_stats_expected(&mut st.stats);
+                let r = &mut st.reqs[id.idx as usize];
+                let f = bits::decode(ev.match_bits);
+                let st_ = Status::new(
+                    f.src as i32,
+                    f.tag as i32,
+                    ev.mlength as usize,
+                    ev.rlength as usize,
+                );
+                r.status = Some(st_);
+                if f.proto == PROTO_LONG && ev.mlength == 0 && ev.rlength > 0 && ev.hdr_data != 0 {
+                    // A long message truncated to nothing acknowledges zero
+                    // bytes, which its sender reads as "unexpected": release
+                    // it with the get it is waiting for.
+                    let initiator = ev.initiator;
+                    let hdr = ev.hdr_data;
+                    r.kind = Kind::RecvGet;
+                    let ni = self.ni();
+                    let md = ni
+                        .md_bind(
+                            &MdDesc::default()
+                                .threshold(Threshold::Count(2))
+                                .eq(self.req_eq)
+                                .user_ptr(id.user_ptr()),
+                            Vec::new(),
+                            Unlink::Unlink,
+                        )
+                        .map_err(ptl)?;
+                    r.md = Some(md);
+                    ni.get(md, &Remote::new(initiator, READ_PT, hdr))
+                        .map_err(ptl)?;
+                    return Ok(());
+                }
+                r.result = Some(finish_status(st_));
+            }
+            (Kind::RecvGet, EventKind::Reply) => {
+                let s = r.status.unwrap_or(Status::new(-1, -1, 0, 0));
+                r.result = Some(finish_status(s));
+            }
+            _ => {}
+        }
+        let r = &mut st.reqs[id.idx as usize];
+        if r.result.is_none() {
+            let complete = match r.kind {
+                Kind::SendSync => r.sent && r.acked.is_some(),
+                Kind::SendLong => r.sent && matches!(r.acked, Some(n) if n > 0 || r.got),
+                _ => false,
+            };
+            if complete {
+                r.result = Some(Ok(Status::new(-1, -1, 0, 0)));
+            }
+        }
+        if st.reqs[id.idx as usize].result.is_some() {
+            self.finish(st, id)?;
+        }
+        Ok(())
+    }
+
+    /// A request has its result: release what it still holds in the engine
+    /// before anyone can see it done (the user's buffer must be free).
+    fn finish(&self, st: &mut State, id: ReqId) -> Result<()> {
+        let ni = self.ni();
+        let r = &mut st.reqs[id.idx as usize];
+        // Unlinking the entry also unlinks a descriptor attached to it; the
+        // explicit descriptor unlinks then find nothing, which is fine.
+        if let Some(me) = r.me.take() {
+            match ni.me_unlink(me) {
+                Ok(_) | Err(PtlError::InvalidHandle { .. }) => {}
+                Err(e) => return Err(ptl(e)),
+            }
+        }
+        for md in [r.md.take(), r.ack_md.take()].into_iter().flatten() {
+            match ni.md_unlink(md) {
+                Ok(_) | Err(PtlError::InvalidHandle { .. }) => {}
+                Err(e) => return Err(ptl(e)),
+            }
+        }
+        if r.detached {
+            let r = st.reqs.remove(id.idx as usize);
+            st.bsend_used = st.bsend_used.saturating_sub(r.bsend_len);
+        }
+        Ok(())
+    }
+
+    fn new_req(&self, st: &mut State, kind: Kind, peer: u32) -> ReqId {
+        let gen = st.next_gen;
+        st.next_gen = st.next_gen.wrapping_add(1).max(1);
+        let idx = st.reqs.insert(Req {
+            gen,
+            kind,
+            detached: false,
+            md: None,
+            me: None,
+            ack_md: None,
+            sent: false,
+            acked: None,
+            got: false,
+            status: None,
+            result: None,
+            owned: None,
+            bsend_len: 0,
+            peer,
+        }) as u32;
+        ReqId { idx, gen }
+    }
+
+    fn unique_bits(st: &mut State) -> u64 {
+        let b = st.next_bits;
+        st.next_bits = st.next_bits.wrapping_add(1).max(1);
+        b
+    }
+
+    fn check(&self, st: &State) -> Result<()> {
+        match &st.fatal {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    // ----- sending --------------------------------------------------------
+
+    /// Start a send of `len` bytes at `data` from `src_rank` (in the
+    /// communicator with context `ctx`) to world rank `dst`.
+    ///
+    /// # Safety
+    /// `data..data+len` must stay valid and unmodified until the request
+    /// completes (or, with `owned`, is the owned vector's buffer).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn isend(
+        &self,
+        ctx: u16,
+        src_rank: u32,
+        dst: u32,
+        tag: u32,
+        data: *const u8,
+        len: usize,
+        mode: Mode,
+        owned: Option<Box<dyn std::any::Any + Send>>,
+        detached: bool,
+    ) -> Result<ReqId> {
+        let mut st = self.lock();
+        self.check(&st)?;
+        let ni = self.ni();
+        let target = portals_runtime::process_id(dst);
+        let long = len > self.cfg.eager_limit;
+        let kind = match (mode, long) {
+            (Mode::Ready, _) | (Mode::Standard, false) => Kind::SendShort,
+            (Mode::Synchronous, false) => Kind::SendSync,
+            (_, true) => Kind::SendLong,
+        };
+        let id = self.new_req(&mut st, kind, dst);
+        let up = id.user_ptr();
+        let proto = if long { PROTO_LONG } else { PROTO_SHORT };
+        let remote = Remote::new(target, RECV_PT, bits::encode(proto, ctx, src_rank, tag));
+        let data = data.cast_mut();
+        let r = (|| -> Result<()> {
+            match kind {
+                Kind::SendShort => {
+                    // SAFETY: by this function's contract; the descriptor
+                    // only reads (it accepts no incoming operation).
+                    let md = unsafe {
+                        ni.md_bind_raw(
+                            &MdDesc::default()
+                                .threshold(Threshold::Count(1))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Unlink,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    st.reqs[id.idx as usize].md = Some(md);
+                    ni.put(md, AckReq::NoAck, &remote, 0).map_err(ptl)
+                }
+                Kind::SendSync => {
+                    // The explicit acknowledgment lands on a zero-byte
+                    // descriptor of its own: the send buffer never accepts
+                    // incoming data.
+                    let ack_bits = Self::unique_bits(&mut st);
+                    let me = ni
+                        .me_attach(ACK_PT, target, ack_bits, 0, Unlink::Unlink, Position::After)
+                        .map_err(ptl)?;
+                    let ack_md = ni
+                        .md_attach(
+                            me,
+                            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+                                .threshold(Threshold::Count(1))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            Vec::new(),
+                            Unlink::Unlink,
+                        )
+                        .map_err(ptl)?;
+                    // SAFETY: as above.
+                    let md = unsafe {
+                        ni.md_bind_raw(
+                            &MdDesc::default().eq(self.req_eq).user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Retain,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    let rq = &mut st.reqs[id.idx as usize];
+                    rq.me = Some(me);
+                    rq.ack_md = Some(ack_md);
+                    rq.md = Some(md);
+                    ni.put(md, AckReq::Ack, &remote, ack_bits).map_err(ptl)
+                }
+                Kind::SendLong => {
+                    let read_bits = Self::unique_bits(&mut st);
+                    let me = ni
+                        .me_attach(
+                            READ_PT,
+                            target,
+                            read_bits,
+                            0,
+                            Unlink::Unlink,
+                            Position::After,
+                        )
+                        .map_err(ptl)?;
+                    // Threshold 3: the put, its acknowledgment, and the get
+                    // of an unexpected receiver (§3.3). OP_GET only: the
+                    // buffer is never written.
+                    // SAFETY: as above.
+                    let md = unsafe {
+                        ni.md_attach_raw(
+                            me,
+                            &MdDesc::new(MdOptions::OP_GET)
+                                .threshold(Threshold::Count(3))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Unlink,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    let rq = &mut st.reqs[id.idx as usize];
+                    rq.me = Some(me);
+                    rq.md = Some(md);
+                    ni.put(md, AckReq::Ack, &remote, read_bits).map_err(ptl)
+                }
+                _ => unreachable!("send kinds only"),
+            }
+        })();
+        if let Err(e) = r {
+            let _ = self.finish(&mut st, id);
+            st.reqs.remove(id.idx as usize);
+            return Err(e);
+        }
+        let rq = &mut st.reqs[id.idx as usize];
+        rq.owned = owned;
+        rq.detached = detached;
+        if detached && rq.result.is_some() {
+            self.finish(&mut st, id)?;
+        }
+        Ok(id)
+    }
+
+    /// Attach `bytes` of buffer space for buffered sends.
+    pub(crate) fn buffer_attach(&self, bytes: usize) {
+        self.lock().bsend_attached = bytes;
+    }
+
+    /// Detach the buffered-send space, waiting until it is unused.
+    pub(crate) fn buffer_detach(&self) -> Result<usize> {
+        loop {
+            {
+                let mut st = self.lock();
+                self.drain(&mut st)?;
+                if st.bsend_used == 0 {
+                    return Ok(std::mem::take(&mut st.bsend_attached));
+                }
+            }
+            self.block()?;
+        }
+    }
+
+    /// A buffered send: copy, send, return at once.
+    pub(crate) fn bsend(
+        &self,
+        ctx: u16,
+        src_rank: u32,
+        dst: u32,
+        tag: u32,
+        data: &[u8],
+    ) -> Result<()> {
+        {
+            let mut st = self.lock();
+            self.drain(&mut st)?;
+            let free = st.bsend_attached.saturating_sub(st.bsend_used);
+            if data.len() > free {
+                return Err(MpiError::BufferSpace {
+                    need: data.len(),
+                    free,
+                });
+            }
+            st.bsend_used += data.len();
+        }
+        let copy = data.to_vec();
+        let (ptr, len) = (copy.as_ptr(), copy.len());
+        // SAFETY: the vector moves into the request, which keeps its heap
+        // buffer (which does not move) until the send completes.
+        let r = unsafe {
+            self.isend(
+                ctx,
+                src_rank,
+                dst,
+                tag,
+                ptr,
+                len,
+                Mode::Standard,
+                Some(Box::new(copy)),
+                true,
+            )
+        };
+        let mut st = self.lock();
+        match r {
+            Ok(id) => {
+                if let Some(rq) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
+                    rq.bsend_len = len;
+                } else {
+                    // Already complete and freed.
+                    st.bsend_used = st.bsend_used.saturating_sub(len);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                st.bsend_used = st.bsend_used.saturating_sub(len);
+                Err(e)
+            }
+        }
+    }
+
+    // ----- receiving --------------------------------------------------------
+
+    /// Post a receive into `buf..buf+len` for context `ctx` from
+    /// communicator rank `src` (world rank `src_world`), or any source.
+    ///
+    /// # Safety
+    /// The buffer must stay valid and otherwise untouched until the request
+    /// completes or is cancelled.
+    pub(crate) unsafe fn irecv(
+        &self,
+        ctx: u16,
+        src: Option<(u32, u32)>,
+        tag: Option<u32>,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<ReqId> {
+        let mut st = self.lock();
+        self.check(&st)?;
+        self.drain(&mut st)?;
+        let recv = bits::receive(ctx, src.map(|s| s.0), tag);
+        let id = self.new_req(&mut st, Kind::Recv, src.map_or(u32::MAX, |s| s.1));
+        // 1. Messages already here, oldest first.
+        if let Some(pos) = st.saved.iter().position(|u| bits::accepts(recv, u.bits)) {
+            let u = st.saved.remove(pos).expect("position is valid");
+            // SAFETY: forwarded from our caller.
+            unsafe { self.take_unexpected(&mut st, id, u, buf, len)? };
+            return Ok(id);
+        }
+        // 2. An inactive entry in front of the mark...
+        let ni = self.ni();
+        let match_id = src.map_or(ProcessId::ANY, |s| portals_runtime::process_id(s.1));
+        let me = ni
+            .me_insert(
+                self.mark,
+                match_id,
+                recv.0,
+                recv.1,
+                Unlink::Unlink,
+                Position::Before,
+            )
+            .map_err(ptl)?;
+        let up = id.user_ptr();
+        let inactive = MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+            .threshold(Threshold::Count(0))
+            .eq(self.req_eq)
+            .user_ptr(up);
+        // SAFETY: by this function's contract; the request unlinks the
+        // descriptor before it completes or is dropped.
+        let md =
+            unsafe { ni.md_attach_raw(me, &inactive, buf, len, Unlink::Unlink) }.map_err(ptl)?;
+        st.reqs[id.idx as usize].me = Some(me);
+        st.reqs[id.idx as usize].md = Some(md);
+        // 3. ...activated only if nothing arrived meanwhile.
+        let active = MdDesc {
+            threshold: Threshold::Count(1),
+            ..inactive
+        };
+        loop {
+            match ni.md_update(md, Some(&active), Some(self.unexp_eq)) {
+                Ok(_) => return Ok(id),
+                Err(PtlError::MdNoUpdate) => {}
+                Err(e) => return Err(ptl(e)),
+            }
+            // Look at what arrived (waiting for a deposit in progress).
+            let before = st.saved.len();
+            match ni.eq_wait(self.unexp_eq, Some(Duration::from_secs(60))) {
+                Ok(ev) => self.on_unexpected(&mut st, &ev)?,
+                Err(PtlError::EqDropped { dropped }) => {
+                    return self.fail(&mut st, MpiError::EventQueueOverflow(dropped))
+                }
+                Err(e) => return Err(ptl(e)),
+            }
+            if let Some(pos) = st
+                .saved
+                .iter()
+                .skip(before)
+                .position(|u| bits::accepts(recv, u.bits))
+            {
+                let u = st.saved.remove(before + pos).expect("position is valid");
+                let r = &mut st.reqs[id.idx as usize];
+                r.me = None;
+                r.md = None;
+                ni.me_unlink(me).map_err(ptl)?;
+                // SAFETY: forwarded from our caller.
+                unsafe { self.take_unexpected(&mut st, id, u, buf, len)? };
+                return Ok(id);
+            }
+        }
+    }
+
+    /// Receive an unexpected message into `buf` for request `id`.
+    ///
+    /// # Safety
+    /// As for [`Device::irecv`].
+    unsafe fn take_unexpected(
+        &self,
+        st: &mut State,
+        id: ReqId,
+        u: Unexpected,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<()> {
+        let f = bits::decode(u.bits);
+        let ni = self.ni();
+        let n = (u.rlength as usize).min(len);
+        let status = Status::new(f.src as i32, f.tag as i32, n, u.rlength as usize);
+        st.reqs[id.idx as usize].peer = self.job.rank_of(u.initiator).unwrap_or(u32::MAX);
+        match (f.proto, u.buf) {
+            (PROTO_SHORT, Some(i)) => {
+                let n = n.min(u.mlength as usize);
+                if n > 0 {
+                    let b = &st.bufs[i];
+                    let end = u.offset as usize + n;
+                    if end > b.len {
+                        return Err(MpiError::InvalidBuffer(
+                            "unexpected message outside its buffer",
+                        ));
+                    }
+                    // SAFETY: the region was deposited completely (its Put
+                    // event was seen) and nothing writes it again before the
+                    // buffer is recycled, which needs this message released;
+                    // `buf` is valid for `len >= n` bytes by our contract, and
+                    // the two allocations are distinct.
+                    unsafe { std::ptr::copy_nonoverlapping(b.ptr.add(u.offset as usize), buf, n) };
+                }
+                self.release(st, i)?;
+                st.stats.unexpected_short += 1;
+                if u.hdr_data != 0 {
+                    st.stats.sync_acks += 1;
+                    // Synchronous send, received late: acknowledge
+                    // explicitly (Fig. 5).
+                    let peer = self.job.rank_of(u.initiator).unwrap_or(u32::MAX);
+                    let cid = self.new_req(st, Kind::Control, peer);
+                    st.reqs[cid.idx as usize].detached = true;
+                    let md = ni
+                        .md_bind(
+                            &MdDesc::default()
+                                .threshold(Threshold::Count(1))
+                                .eq(self.req_eq)
+                                .user_ptr(cid.user_ptr()),
+                            Vec::new(),
+                            Unlink::Unlink,
+                        )
+                        .map_err(ptl)?;
+                    st.reqs[cid.idx as usize].md = Some(md);
+                    ni.put(
+                        md,
+                        AckReq::NoAck,
+                        &Remote::new(u.initiator, ACK_PT, u.hdr_data),
+                        0,
+                    )
+                    .map_err(ptl)?;
+                }
+                let r = &mut st.reqs[id.idx as usize];
+                r.status = Some(status);
+                r.result = Some(finish_status(status));
+                Ok(())
+            }
+            (PROTO_SHORT, None) => {
+                // Zero bytes that overflowed: nothing was lost.
+                let r = &mut st.reqs[id.idx as usize];
+                r.status = Some(status);
+                r.result = Some(finish_status(status));
+                Ok(())
+            }
+            (PROTO_LONG, _) if u.hdr_data != 0 => {
+                // Fig. 7: get the data from the sender's read portal.
+                st.stats.unexpected_long += 1;
+                let r = &mut st.reqs[id.idx as usize];
+                r.kind = Kind::RecvGet;
+                r.status = Some(status);
+                // SAFETY: by our contract; threshold 2 = the get and its
+                // reply.
+                let md = unsafe {
+                    ni.md_bind_raw(
+                        &MdDesc::default()
+                            .threshold(Threshold::Count(2))
+                            .eq(self.req_eq)
+                            .user_ptr(id.user_ptr()),
+                        buf,
+                        len,
+                        Unlink::Unlink,
+                    )
+                }
+                .map_err(ptl)?;
+                st.reqs[id.idx as usize].md = Some(md);
+                ni.get_region(
+                    md,
+                    0,
+                    n as u64,
+                    &Remote::new(u.initiator, READ_PT, u.hdr_data),
+                )
+                .map_err(ptl)?;
+                Ok(())
+            }
+            _ => {
+                let e = MpiError::ReadySendUnmatched {
+                    sender: f.src as i32,
+                    tag: f.tag as i32,
+                };
+                st.reqs[id.idx as usize].result = Some(Err(e));
+                Ok(())
+            }
+        }
+    }
+
+    /// Look for a message matching the receive without receiving it.
+    pub(crate) fn iprobe(
+        &self,
+        ctx: u16,
+        src: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<Option<Status>> {
+        let mut st = self.lock();
+        self.check(&st)?;
+        self.drain(&mut st)?;
+        let recv = bits::receive(ctx, src, tag);
+        Ok(st
+            .saved
+            .iter()
+            .find(|u| bits::accepts(recv, u.bits))
+            .map(|u| {
+                let f = bits::decode(u.bits);
+                Status::new(
+                    f.src as i32,
+                    f.tag as i32,
+                    u.rlength as usize,
+                    u.rlength as usize,
+                )
+            }))
+    }
+
+    /// Wait until a matching message is here.
+    pub(crate) fn probe(&self, ctx: u16, src: Option<u32>, tag: Option<u32>) -> Result<Status> {
+        loop {
+            if let Some(s) = self.iprobe(ctx, src, tag)? {
+                return Ok(s);
+            }
+            self.block()?;
+        }
+    }
+
+    // ----- completion --------------------------------------------------------
+
+    /// Sleep until some event arrives (or a short slice passes), then handle
+    /// it.
+    fn block(&self) -> Result<()> {
+        // Only wait for news here; events are taken under the device lock so
+        // that several threads never reorder them.
+        match self
+            .ni()
+            .eq_block(&[self.req_eq, self.unexp_eq], Some(WAIT_SLICE))
+        {
+            Ok(_) | Err(PtlError::Timeout) => Ok(()),
+            Err(e) => Err(ptl(e)),
+        }
+    }
+
+    /// The result of `id` if it is complete (and then forget it).
+    pub(crate) fn test(&self, id: ReqId) -> Result<Option<Result<Status>>> {
+        Ok(self.test_owned(id)?.map(|(r, _)| r))
+    }
+
+    /// Like [`Device::test`], also handing back the request's owned memory.
+    pub(crate) fn test_owned(&self, id: ReqId) -> Result<Option<Completed>> {
+        let mut st = self.lock();
+        self.drain(&mut st)?;
+        Ok(Self::take_result(&mut st, id))
+    }
+
+    /// The protocol counters.
+    pub(crate) fn stats(&self) -> MpiStats {
+        let mut st = self.lock();
+        let _ = self.drain(&mut st);
+        st.stats
+    }
+
+    /// Process queued events without consuming any request.
+    pub(crate) fn test_peek(&self) -> Result<()> {
+        let mut st = self.lock();
+        self.drain(&mut st)
+    }
+
+    fn take_result(st: &mut State, id: ReqId) -> Option<Completed> {
+        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+            // Completed and forgotten already (its scope settled it).
+            return Some((Err(MpiError::StaleRequest), None));
+        };
+        r.result.as_ref()?;
+        let r = st.reqs.remove(id.idx as usize);
+        r.result.map(|res| (res, r.owned))
+    }
+
+    /// Wait for `id`.
+    pub(crate) fn wait(&self, id: ReqId) -> Result<Status> {
+        self.wait_owned(id).map(|(s, _)| s)
+    }
+
+    /// Wait for `id`; its status and owned memory.
+    pub(crate) fn wait_owned(
+        &self,
+        id: ReqId,
+    ) -> Result<(Status, Option<Box<dyn std::any::Any + Send>>)> {
+        loop {
+            if let Some((r, owned)) = self.test_owned(id)? {
+                return r.map(|s| (s, owned));
+            }
+            self.block()?;
+        }
+    }
+
+    /// Wait until one of `ids` completes; its index and result.
+    pub(crate) fn wait_any(&self, ids: &[ReqId]) -> Result<(usize, Result<Status>)> {
+        if ids.is_empty() {
+            return Err(MpiError::InvalidBuffer(
+                "wait_any needs at least one request",
+            ));
+        }
+        loop {
+            {
+                let mut st = self.lock();
+                self.drain(&mut st)?;
+                for (i, id) in ids.iter().enumerate() {
+                    if let Some((r, _)) = Self::take_result(&mut st, *id) {
+                        return Ok((i, r));
+                    }
+                }
+            }
+            self.block()?;
+        }
+    }
+
+    /// Cancel a pending receive. True if it was cancelled (false: it
+    /// completed, or is completing, normally).
+    pub(crate) fn cancel(&self, id: ReqId) -> Result<bool> {
+        let mut st = self.lock();
+        self.drain(&mut st)?;
+        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+            return Ok(false);
+        };
+        if r.result.is_some() || r.kind != Kind::Recv {
+            return Ok(false);
+        }
+        let Some(me) = r.me else { return Ok(false) };
+        match self.ni().me_unlink(me) {
+            Ok(_) => {
+                r.me = None;
+                r.md = None;
+                r.result = Some(Ok(Status::cancelled()));
+                Ok(true)
+            }
+            // A message is being deposited: it will complete.
+            Err(PtlError::MdInUse) => Ok(false),
+            Err(PtlError::InvalidHandle { .. }) => Ok(false),
+            Err(e) => Err(ptl(e)),
+        }
+    }
+
+    /// Forget a request whose owner went away: cancel a receive, or let a
+    /// send finish on its own (the buffer it reads must stay valid, so for
+    /// borrowed buffers the caller waits instead).
+    pub(crate) fn detach(&self, id: ReqId) {
+        let mut st = self.lock();
+        if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
+            if r.result.is_some() {
+                st.reqs.remove(id.idx as usize);
+            } else {
+                r.detached = true;
+            }
+        }
+    }
+
+    /// True if `id` has no result yet.
+    pub(crate) fn pending(&self, id: ReqId) -> bool {
+        let st = self.lock();
+        st.reqs
+            .get(id.idx as usize)
+            .is_some_and(|r| r.gen == id.gen && r.result.is_none())
+    }
+}
+
+fn st_stats_expected(s: &mut MpiStats) {
+    s.expected += 1;
+}
+
+/// A finished request: its result and the memory it owned.
+pub(crate) type Completed = (Result<Status>, Option<Box<dyn std::any::Any + Send>>);
+
+fn finish_status(s: Status) -> Result<Status> {
+    if s.is_truncated() {
+        Err(MpiError::Truncated(s))
+    } else {
+        Ok(s)
+    }
+}

@@ -1,0 +1,87 @@
+//! MPI errors.
+
+use crate::status::Status;
+
+/// What an MPI call can fail with.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MpiError {
+    /// The message was longer than the receive buffer (`MPI_ERR_TRUNCATE`).
+    /// The bytes that fit were delivered; the status says how many and from
+    /// whom.
+    #[error("message truncated: {} bytes sent, {} delivered", .0.message_len(), .0.count_bytes())]
+    Truncated(Status),
+    /// A rank outside the communicator (`MPI_ERR_RANK`).
+    #[error("rank {rank} is not in a communicator of size {size}")]
+    InvalidRank {
+        /// The rank.
+        rank: i32,
+        /// The communicator size.
+        size: i32,
+    },
+    /// A negative or otherwise unusable tag (`MPI_ERR_TAG`).
+    #[error("invalid tag {0}: tags are non-negative")]
+    InvalidTag(i32),
+    /// A buffer whose length is not a whole number of elements, or too large.
+    #[error("invalid buffer: {0}")]
+    InvalidBuffer(&'static str),
+    /// `buffered_send` without enough attached buffer space (`MPI_ERR_BUFFER`).
+    #[error(
+        "buffered send of {need} bytes does not fit the {free} free bytes of the attached buffer"
+    )]
+    BufferSpace {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes free.
+        free: usize,
+    },
+    /// The peer is gone or unreachable: the operation cannot complete.
+    #[error("communication with rank {rank} failed: {why}")]
+    PeerFailed {
+        /// World rank of the peer.
+        rank: i32,
+        /// What the transport reported.
+        why: String,
+    },
+    /// Unexpected messages arrived faster than they were received and
+    /// overflowed every unexpected-message buffer; data was lost. Raise
+    /// `PTL_MPI_UNEXPECTED_BUFFERS` or post receives earlier.
+    #[error("unexpected-message buffers overflowed: {bytes} bytes from rank {sender} (tag {tag}) were dropped")]
+    UnexpectedOverflow {
+        /// Sender's rank.
+        sender: i32,
+        /// Message tag.
+        tag: i32,
+        /// Bytes lost.
+        bytes: usize,
+    },
+    /// An event queue overflowed; the library lost track of messages. Raise
+    /// the event-queue sizes (`PTL_MPI_EQ_EVENTS`).
+    #[error("event queue overflow ({0} events lost)")]
+    EventQueueOverflow(u64),
+    /// A ready-mode send arrived with no receive posted (erroneous program):
+    /// its data is gone.
+    #[error("a ready send from rank {sender} (tag {tag}) found no posted receive")]
+    ReadySendUnmatched {
+        /// Sender's rank.
+        sender: i32,
+        /// Message tag.
+        tag: i32,
+    },
+    /// The request was already completed and forgotten (its scope ended,
+    /// or it was waited for before).
+    #[error("the request was already completed")]
+    StaleRequest,
+    /// Context ids are exhausted (13-bit space).
+    #[error("no free context id: {0}")]
+    NoContext(String),
+    /// The job could not start.
+    #[error("initialization failed: {0}")]
+    Init(String),
+    /// An error from the Portals layer.
+    #[error("portals: {0}")]
+    Portals(#[from] portals::PtlError),
+}
+
+/// Result alias.
+pub type Result<T, E = MpiError> = std::result::Result<T, E>;

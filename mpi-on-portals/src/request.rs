@@ -1,0 +1,263 @@
+//! Non-blocking operations: requests, and the scope that keeps borrowed
+//! buffers alive until their requests are done (rsmpi's `request::scope`).
+//!
+//! A receive or send started with a borrowed buffer lends that buffer to the
+//! Portals engine, which writes or reads it from the progress thread at any
+//! time. [`scope`] makes that sound: a request may not outlive its scope, and
+//! when the scope ends every request still running in it is completed (sends
+//! waited for, receives cancelled or waited for) — even if its handle was
+//! leaked with `mem::forget`.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::device::{Device, ReqId};
+use crate::error::{MpiError, Result};
+use crate::status::Status;
+
+/// The region in which borrowed-buffer requests live. Obtained from
+/// [`scope`].
+pub struct Scope<'a> {
+    live: RefCell<Vec<(Arc<Device>, ReqId, bool)>>,
+    _invariant: PhantomData<&'a mut &'a ()>,
+}
+
+impl std::fmt::Debug for Scope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Scope({} requests)", self.live.borrow().len())
+    }
+}
+
+impl Scope<'_> {
+    pub(crate) fn register(&self, dev: &Arc<Device>, id: ReqId, is_recv: bool) {
+        self.live.borrow_mut().push((dev.clone(), id, is_recv));
+    }
+
+    fn settle_all(&self) {
+        let live = std::mem::take(&mut *self.live.borrow_mut());
+        for (dev, id, is_recv) in live {
+            settle(&dev, id, is_recv);
+        }
+    }
+}
+
+/// Complete a request nobody will wait for: cancel a receive (or let it
+/// finish if a message is already arriving), wait for a send.
+fn settle(dev: &Device, id: ReqId, is_recv: bool) {
+    if !dev.pending(id) {
+        dev.detach(id);
+        return;
+    }
+    if is_recv && dev.cancel(id).unwrap_or(false) {
+        dev.detach(id);
+        return;
+    }
+    if let Err(e) = dev.wait(id) {
+        tracing::warn!(error = %e, "a request abandoned at the end of its scope failed");
+    }
+    dev.detach(id);
+}
+
+/// Run `f` with a scope for non-blocking operations on borrowed buffers;
+/// every request of the scope is complete when `scope` returns.
+///
+/// ```no_run
+/// use mpi_on_portals::traits::*;
+/// let universe = mpi_on_portals::initialize()?;
+/// let world = universe.world();
+/// let mut buf = [0u64; 4];
+/// mpi_on_portals::request::scope(|scope| -> mpi_on_portals::Result<()> {
+///     let req = world.any_process().immediate_receive_into(scope, &mut buf[..])?;
+///     // ... compute while the message arrives ...
+///     req.wait()?;
+///     Ok(())
+/// })?;
+/// # Ok::<(), mpi_on_portals::MpiError>(())
+/// ```
+pub fn scope<'a, F, R>(f: F) -> R
+where
+    F: FnOnce(&Scope<'a>) -> R,
+{
+    struct Guard<'s, 'a>(&'s Scope<'a>);
+    impl Drop for Guard<'_, '_> {
+        fn drop(&mut self) {
+            self.0.settle_all();
+        }
+    }
+    let s = Scope {
+        live: RefCell::new(Vec::new()),
+        _invariant: PhantomData,
+    };
+    let _g = Guard(&s);
+    f(&s)
+}
+
+/// A pending non-blocking operation on a buffer borrowed for `'a`.
+/// Dropping it completes it (waits for a send, cancels a receive).
+#[must_use = "a request must be waited for or tested"]
+pub struct Request<'a> {
+    dev: Arc<Device>,
+    id: ReqId,
+    is_recv: bool,
+    done: bool,
+    _borrow: PhantomData<&'a mut ()>,
+}
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Request({:?})", self.id)
+    }
+}
+
+impl<'a> Request<'a> {
+    pub(crate) fn new(dev: Arc<Device>, id: ReqId, is_recv: bool, scope: &Scope<'a>) -> Self {
+        scope.register(&dev, id, is_recv);
+        Request {
+            dev,
+            id,
+            is_recv,
+            done: false,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Wait for completion (`MPI_Wait`). A truncated receive is
+    /// [`MpiError::Truncated`], carrying the status.
+    pub fn wait(mut self) -> Result<Status> {
+        self.done = true;
+        self.dev.wait(self.id)
+    }
+
+    /// Check for completion without blocking (`MPI_Test`): the status if
+    /// done, the request back otherwise.
+    pub fn test(mut self) -> Result<std::result::Result<Status, Self>> {
+        match self.dev.test(self.id)? {
+            Some(r) => {
+                self.done = true;
+                r.map(Ok)
+            }
+            None => Ok(Err(self)),
+        }
+    }
+
+    /// True if the operation has completed (without consuming the request).
+    pub fn is_complete(&self) -> Result<bool> {
+        // Draining events is what makes completion visible.
+        Ok(!self.dev.pending(self.id) || {
+            self.dev.test_peek()?;
+            !self.dev.pending(self.id)
+        })
+    }
+
+    /// Cancel a pending receive (`MPI_Cancel`). True if it was cancelled;
+    /// [`Request::wait`] then reports a status with
+    /// [`Status::is_cancelled`]. Sends cannot be cancelled (false).
+    pub fn cancel(&self) -> Result<bool> {
+        if !self.is_recv {
+            return Ok(false);
+        }
+        self.dev.cancel(self.id)
+    }
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            settle(&self.dev, self.id, self.is_recv);
+        }
+    }
+}
+
+/// Wait for all requests (`MPI_Waitall`); statuses in the same order. The
+/// first error is returned after every request has completed.
+pub fn wait_all<'a>(requests: Vec<Request<'a>>) -> Result<Vec<Status>> {
+    let mut out = Vec::with_capacity(requests.len());
+    let mut first_err = None;
+    for r in requests {
+        match r.wait() {
+            Ok(s) => out.push(s),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Wait for any one request (`MPI_Waitany`): removes it from `requests` and
+/// returns its former index and status.
+pub fn wait_any(requests: &mut Vec<Request<'_>>) -> Result<(usize, Status)> {
+    if requests.is_empty() {
+        return Err(MpiError::InvalidBuffer(
+            "wait_any needs at least one request",
+        ));
+    }
+    let dev = requests[0].dev.clone();
+    let ids: Vec<ReqId> = requests.iter().map(|r| r.id).collect();
+    let (i, r) = dev.wait_any(&ids)?;
+    let mut req = requests.remove(i);
+    req.done = true;
+    r.map(|s| (i, s))
+}
+
+/// If every request is complete, their statuses (`MPI_Testall`); otherwise
+/// `None` and the requests are left as they were.
+pub fn test_all(requests: &mut Vec<Request<'_>>) -> Result<Option<Vec<Status>>> {
+    for r in requests.iter() {
+        if !r.is_complete()? {
+            return Ok(None);
+        }
+    }
+    wait_all(std::mem::take(requests)).map(Some)
+}
+
+/// A non-blocking send of an owned vector, which it hands back on
+/// completion. Needs no scope: the request owns the data. Dropping it lets
+/// the send finish in the background.
+#[must_use = "an owned request returns its buffer from wait()"]
+pub struct OwnedRequest<T> {
+    dev: Arc<Device>,
+    id: ReqId,
+    done: bool,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> std::fmt::Debug for OwnedRequest<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OwnedRequest({:?})", self.id)
+    }
+}
+
+impl<T: 'static> OwnedRequest<T> {
+    pub(crate) fn new(dev: Arc<Device>, id: ReqId) -> Self {
+        OwnedRequest {
+            dev,
+            id,
+            done: false,
+            _t: PhantomData,
+        }
+    }
+
+    /// Wait for completion; the vector and the status.
+    pub fn wait(mut self) -> Result<(Vec<T>, Status)> {
+        self.done = true;
+        let (s, owned) = self.dev.wait_owned(self.id)?;
+        let v = owned
+            .and_then(|b| b.downcast::<Vec<T>>().ok())
+            .map(|b| *b)
+            .ok_or(MpiError::InvalidBuffer("owned request lost its buffer"))?;
+        Ok((v, s))
+    }
+}
+
+impl<T> Drop for OwnedRequest<T> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.dev.detach(self.id);
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Initialization and the `Universe` (`MPI_Init` … `MPI_Finalize`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::comm::SimpleCommunicator;
+use crate::device::{Device, MpiConfig};
+use crate::error::{MpiError, Result};
+
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// Thread support levels (`MPI_THREAD_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Threading {
+    /// One thread.
+    Single,
+    /// Several threads; only the main one calls MPI.
+    Funneled,
+    /// Several threads call MPI, one at a time.
+    Serialized,
+    /// Any thread calls MPI at any time. Always provided here: the device
+    /// serialises its state and the Portals engine is thread-safe.
+    Multiple,
+}
+
+/// The MPI environment. Dropping it finalizes: every rank waits for the
+/// others (so nobody tears down while messages to it are in flight), then the
+/// network interface is shut down.
+pub struct Universe {
+    dev: Arc<Device>,
+}
+
+impl std::fmt::Debug for Universe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Universe")
+            .field("rank", &self.dev.job().rank())
+            .field("size", &self.dev.job().size())
+            .finish()
+    }
+}
+
+/// Initialize MPI (`MPI_Init`): join the job this process was started in
+/// (by `ptlrun`; a process started alone is a job of one), set up the
+/// Portals structures of the MPI protocols, and wait for every rank.
+///
+/// Fails if MPI is already initialized in this process.
+pub fn initialize() -> Result<Universe> {
+    initialize_with_threading(Threading::Single).map(|(u, _)| u)
+}
+
+/// Initialize with a requested thread level; returns the provided level
+/// (always [`Threading::Multiple`]).
+pub fn initialize_with_threading(_requested: Threading) -> Result<(Universe, Threading)> {
+    initialize_with_config(MpiConfig::from_env()?).map(|u| (u, Threading::Multiple))
+}
+
+/// Initialize with explicit tunables instead of the `PTL_MPI_*` environment.
+pub fn initialize_with_config(cfg: MpiConfig) -> Result<Universe> {
+    if INITIALIZED.swap(true, Ordering::SeqCst) {
+        return Err(MpiError::Init(
+            "MPI is already initialized in this process".into(),
+        ));
+    }
+    let made = portals_runtime::join()
+        .map_err(|e| MpiError::Init(e.to_string()))
+        .and_then(|job| {
+            if job.size() > crate::bits::MAX_RANK + 1 {
+                return Err(MpiError::Init(format!(
+                    "{} ranks do not fit the 16-bit source field",
+                    job.size()
+                )));
+            }
+            Device::new(job, cfg)
+        });
+    match made {
+        Ok(dev) => Ok(Universe { dev: Arc::new(dev) }),
+        Err(e) => {
+            INITIALIZED.store(false, Ordering::SeqCst);
+            Err(e)
+        }
+    }
+}
+
+impl Universe {
+    /// The communicator of all processes (`MPI_COMM_WORLD`).
+    pub fn world(&self) -> SimpleCommunicator {
+        SimpleCommunicator::world(self.dev.clone())
+    }
+
+    /// Number of processes in the job.
+    pub fn size(&self) -> i32 {
+        self.dev.job().size() as i32
+    }
+
+    /// The tunables in force.
+    pub fn config(&self) -> &MpiConfig {
+        &self.dev.cfg
+    }
+
+    /// Attach `bytes` of space for [`crate::Destination::buffered_send`]
+    /// (`MPI_Buffer_attach`).
+    pub fn buffer_attach(&self, bytes: usize) {
+        self.dev.buffer_attach(bytes);
+    }
+
+    /// Wait until every buffered send has left, and detach the space
+    /// (`MPI_Buffer_detach`); returns its size.
+    pub fn buffer_detach(&self) -> Result<usize> {
+        self.dev.buffer_detach()
+    }
+
+    /// The Portals network interface underneath (for tools and tests).
+    pub fn network_interface(&self) -> &portals::NetworkInterface {
+        self.dev.job().ni()
+    }
+
+    /// Counters of the MPI protocols in this process.
+    pub fn stats(&self) -> crate::device::MpiStats {
+        self.dev.stats()
+    }
+
+    /// The job (rank, size, transport) underneath.
+    pub fn job(&self) -> &portals_runtime::Job {
+        self.dev.job()
+    }
+}
+
+impl Drop for Universe {
+    fn drop(&mut self) {
+        // Finalize: nobody leaves before everybody is done sending to it.
+        if let Err(e) = self.dev.job().barrier() {
+            tracing::warn!(error = %e, "finalize barrier failed");
+        }
+        INITIALIZED.store(false, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,540 @@
+//! MPI point-to-point checks for multi-process tests:
+//! `ptlrun -n N mpi_check <scenario> [args]`. Prints "OK <scenario>" per
+//! rank and exits 0 when every check passes.
+
+use std::time::{Duration, Instant};
+
+use mpi_on_portals::request::{scope, wait_all};
+use mpi_on_portals::traits::*;
+use mpi_on_portals::{MpiError, Status, Universe, ANY_TAG};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+type R<T> = std::result::Result<T, String>;
+
+fn e(x: MpiError) -> String {
+    x.to_string()
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn ensure(cond: bool, what: impl FnOnce() -> String) -> R<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Standard,
+    Synchronous,
+    Ready,
+    Buffered,
+}
+
+const CTRL: i32 = 1_000_000;
+
+/// Every send mode × expected/unexpected × short/long × exact/wildcard
+/// source and tag, between the pairs (0,1), (2,3), ...
+fn modes(u: &Universe) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    let peer = me ^ 1;
+    if peer >= w.size() {
+        return Ok(());
+    }
+    let eager = u.config().eager_limit;
+    u.buffer_attach(64 << 20);
+    let sizes = [0usize, 1, 8, eager, eager + 1, 1 << 20];
+    let p = w.process_at_rank(peer);
+    let mut case = 0u64;
+    for mode in [
+        Mode::Standard,
+        Mode::Synchronous,
+        Mode::Ready,
+        Mode::Buffered,
+    ] {
+        for &len in &sizes {
+            for expected in [true, false] {
+                if mode == Mode::Ready && !expected {
+                    continue; // erroneous by definition
+                }
+                for (any_src, any_tag) in
+                    [(false, false), (true, false), (false, true), (true, true)]
+                {
+                    case += 1;
+                    let tag = (case % 50) as i32;
+                    let data = pattern(len, case);
+                    if me % 2 == 0 {
+                        // Sender.
+                        if expected {
+                            // Wait until the receive is posted.
+                            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+                        }
+                        scope(|sc| -> R<()> {
+                            let req = match mode {
+                                Mode::Standard => {
+                                    Some(p.immediate_send_with_tag(sc, &data[..], tag).map_err(e)?)
+                                }
+                                Mode::Synchronous => Some(
+                                    p.immediate_synchronous_send_with_tag(sc, &data[..], tag)
+                                        .map_err(e)?,
+                                ),
+                                Mode::Ready => Some(
+                                    p.immediate_ready_send_with_tag(sc, &data[..], tag)
+                                        .map_err(e)?,
+                                ),
+                                Mode::Buffered => {
+                                    p.buffered_send_with_tag(&data[..], tag).map_err(e)?;
+                                    None
+                                }
+                            };
+                            if !expected {
+                                // Tell the receiver the data message is on its
+                                // way; it arrives after it (non-overtaking).
+                                p.send_with_tag(&1u8, CTRL).map_err(e)?;
+                            }
+                            if let Some(r) = req {
+                                r.wait().map_err(e)?;
+                            }
+                            Ok(())
+                        })?;
+                    } else {
+                        let mut buf = vec![0xeeu8; len];
+                        let src = w.any_process();
+                        let recv_tag = if any_tag { ANY_TAG } else { tag };
+                        let check = |s: Status, buf: &[u8]| -> R<()> {
+                            ensure(buf == &data[..], || {
+                                format!("{mode:?} {len} expected={expected}: wrong bytes")
+                            })?;
+                            ensure(
+                                s.source_rank() == peer && s.tag() == tag && s.count_bytes() == len,
+                                || format!("{mode:?} {len}: bad status {s:?}"),
+                            )
+                        };
+                        if expected {
+                            let st = scope(|sc| -> R<Status> {
+                                let req = if any_src {
+                                    src.immediate_receive_into_with_tag(sc, &mut buf[..], recv_tag)
+                                } else {
+                                    p.immediate_receive_into_with_tag(sc, &mut buf[..], recv_tag)
+                                }
+                                .map_err(e)?;
+                                p.send_with_tag(&1u8, CTRL).map_err(e)?;
+                                req.wait().map_err(e)
+                            })?;
+                            check(st, &buf)?;
+                        } else {
+                            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+                            let st = if any_src {
+                                src.receive_into_with_tag(&mut buf[..], recv_tag)
+                            } else {
+                                p.receive_into_with_tag(&mut buf[..], recv_tag)
+                            }
+                            .map_err(e)?;
+                            check(st, &buf)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    u.buffer_detach().map_err(e)?;
+    let s = u.stats();
+    if me % 2 == 1 {
+        ensure(
+            s.expected > 0 && s.unexpected_short > 0 && s.unexpected_long > 0 && s.sync_acks > 0,
+            || format!("not every path was exercised: {s:?}"),
+        )?;
+    }
+    Ok(())
+}
+
+/// A seeded random mix of short, long, synchronous and buffered messages
+/// from every other rank to rank 0, received with a random mix of exact and
+/// wildcard receives, some posted early. Checks MPI's non-overtaking rule:
+/// each receive gets the oldest pending message (from the sender it came
+/// from) that matches it.
+fn order(u: &Universe, count: usize, seed: u64) -> R<()> {
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    let eager = u.config().eager_limit;
+    u.buffer_attach(256 << 20);
+    // Everyone derives every sender's schedule from the seed.
+    let schedule = |src: i32| -> Vec<(usize, i32, u8)> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (src as u64) << 20);
+        (0..count)
+            .map(|_| {
+                let len = match rng.gen_range(0..10) {
+                    0..=5 => rng.gen_range(0..64),
+                    6..=7 => rng.gen_range(eager - 8..eager + 8),
+                    _ => rng.gen_range(eager..3 * eager + 100_000),
+                };
+                (len, rng.gen_range(0..4), rng.gen_range(0..4))
+            })
+            .collect()
+    };
+    if me != 0 {
+        let p = w.process_at_rank(0);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xabc ^ me as u64);
+        for (i, &(len, tag, mode)) in schedule(me).iter().enumerate() {
+            let mut data = pattern(len.max(8), (me as u64) << 32 | i as u64);
+            data[..8.min(len)].copy_from_slice(&(i as u64).to_le_bytes()[..8.min(len)]);
+            data.truncate(len);
+            match mode {
+                0 | 1 => p.send_with_tag(&data[..], tag).map_err(e)?,
+                2 => p.synchronous_send_with_tag(&data[..], tag).map_err(e)?,
+                _ => p.buffered_send_with_tag(&data[..], tag).map_err(e)?,
+            }
+            if rng.gen_ratio(1, 40) {
+                std::thread::sleep(Duration::from_micros(rng.gen_range(100..2000)));
+            }
+        }
+        u.buffer_detach().map_err(e)?;
+        return Ok(());
+    }
+    // Rank 0: the pending messages of each sender, in send order, with
+    // whether their send blocks until matched (synchronous, or long and not
+    // buffered): a receive may only target messages the sender will get to.
+    let mut pending: Vec<std::collections::VecDeque<(usize, usize, i32, bool)>> = (0..n)
+        .map(|s| {
+            if s == 0 {
+                Default::default()
+            } else {
+                schedule(s)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (l, t, m))| (i, l, t, m == 2 || (m < 2 && l > eager)))
+                    .collect()
+            }
+        })
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let total = count * (n as usize - 1);
+    let mut got = 0;
+    let max_len = 3 * eager + 100_000;
+    while got < total {
+        // Choose a receive that some pending message satisfies.
+        let live: Vec<i32> = (1..n)
+            .filter(|&s| !pending[s as usize].is_empty())
+            .collect();
+        let src = live[rng.gen_range(0..live.len())];
+        let any_src = rng.gen_bool(0.4);
+        let tag = if rng.gen_bool(0.4) {
+            ANY_TAG
+        } else {
+            // Any message up to (and including) the sender's first blocking
+            // one: it will be sent, so the receive cannot deadlock.
+            let q = &pending[src as usize];
+            let reach = q.iter().position(|m| m.3).map_or(q.len(), |i| i + 1).min(6);
+            q[rng.gen_range(0..reach)].2
+        };
+        let mut buf = vec![0u8; max_len];
+        let early = rng.gen_bool(0.3);
+        let st = scope(|sc| -> R<Status> {
+            let req = if any_src {
+                w.any_process()
+                    .immediate_receive_into_with_tag(sc, &mut buf[..], tag)
+            } else {
+                w.process_at_rank(src)
+                    .immediate_receive_into_with_tag(sc, &mut buf[..], tag)
+            }
+            .map_err(e)?;
+            if early {
+                // Let messages arrive into the posted receive.
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            req.wait().map_err(e)
+        })?;
+        let from = st.source_rank();
+        let q = &mut pending[from as usize];
+        let pos = q
+            .iter()
+            .position(|m| tag == ANY_TAG || m.2 == tag)
+            .ok_or_else(|| format!("no pending message from {from} matches tag {tag}"))?;
+        let (i, len, t, _) = q.remove(pos).expect("position exists");
+        ensure(st.tag() == t && st.count_bytes() == len, || {
+            format!("message {i} from {from}: status {st:?}, expected tag {t} len {len} (order violated)")
+        })?;
+        let mut want = pattern(len.max(8), (from as u64) << 32 | i as u64);
+        want[..8.min(len)].copy_from_slice(&(i as u64).to_le_bytes()[..8.min(len)]);
+        want.truncate(len);
+        ensure(buf[..len] == want[..], || {
+            format!("message {i} from {from}: wrong bytes")
+        })?;
+        got += 1;
+    }
+    let s = u.stats();
+    println!("order: {total} messages, {s:?}");
+    ensure(
+        s.expected > 0 && s.unexpected_short > 0 && s.unexpected_long > 0,
+        || format!("the mix did not exercise every path: {s:?}"),
+    )
+}
+
+/// A flood of 8 KB and 0-byte messages, many times the unexpected-buffer
+/// space, in bursts the receiver drains: buffers must be recycled.
+fn flood(u: &Universe, bursts: usize) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    const PER_BURST: usize = 400; // 400 x 8 KB = 3.2 MB of data per burst
+    if me == 0 {
+        let data = pattern(8192, 7);
+        for b in 0..bursts {
+            for i in 0..PER_BURST {
+                let tag = (i % 7) as i32;
+                p.send_with_tag(&data[..], tag).map_err(e)?;
+                p.send_with_tag(&[0u8; 0][..], tag).map_err(e)?;
+            }
+            p.send_with_tag(&0u8, 100).map_err(e)?;
+            // Wait for the receiver to have drained this burst.
+            let (ack, _) = p.receive_with_tag::<u64>(CTRL).map_err(e)?;
+            ensure(ack == b as u64, || format!("credit {ack} for burst {b}"))?;
+        }
+    } else {
+        let want = pattern(8192, 7);
+        let mut buf = vec![0u8; 8192];
+        for b in 0..bursts {
+            // Let the whole burst pile up in the unexpected buffers: the
+            // end-of-burst marker arrives after all of it.
+            p.probe_with_tag(100).map_err(e)?;
+            for i in 0..PER_BURST {
+                let tag = (i % 7) as i32;
+                let s = p.receive_into_with_tag(&mut buf[..], tag).map_err(e)?;
+                ensure(s.count_bytes() == 8192 && buf == want, || {
+                    format!("burst {b} msg {i}: bad data")
+                })?;
+                let s = p.receive_into_with_tag(&mut buf[..0], tag).map_err(e)?;
+                ensure(s.count_bytes() == 0, || {
+                    "zero-byte message carried bytes".to_string()
+                })?;
+            }
+            p.receive_with_tag::<u8>(100).map_err(e)?;
+            p.send_with_tag(&(b as u64), CTRL).map_err(e)?;
+        }
+        let s = u.stats();
+        println!("flood: {bursts} bursts, {s:?}");
+        ensure(s.buffers_recycled >= 4, || {
+            format!("buffers were not recycled: {s:?}")
+        })?;
+    }
+    Ok(())
+}
+
+/// Probe before receive, cancel, and truncation.
+fn misc(u: &Universe) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    let eager = u.config().eager_limit;
+    if me == 0 {
+        // Probe: wait for the receiver's nothing-yet check.
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&pattern(300, 1)[..], 42).map_err(e)?;
+        p.send_with_tag(&pattern(eager * 3, 2)[..], 43).map_err(e)?;
+        // Truncation, short and long, then a normal message.
+        p.send_with_tag(&pattern(100, 3)[..], 44).map_err(e)?;
+        p.send_with_tag(&pattern(eager * 4, 4)[..], 45).map_err(e)?;
+        p.send_with_tag(&pattern(16, 5)[..], 46).map_err(e)?;
+        // Cancel: the receiver cancels a receive nobody sends to, then
+        // receives this.
+        p.send_with_tag(&7u32, 47).map_err(e)?;
+    } else {
+        ensure(p.immediate_probe_with_tag(42).map_err(e)?.is_none(), || {
+            "iprobe found a message before any was sent".into()
+        })?;
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+        let s = p.probe_with_tag(42).map_err(e)?;
+        ensure(
+            s.source_rank() == 0 && s.tag() == 42 && s.message_len() == 300,
+            || format!("probe {s:?}"),
+        )?;
+        let (v, s) = p.receive_vec_with_tag::<u8>(42).map_err(e)?;
+        ensure(v == pattern(300, 1) && s.count_bytes() == 300, || {
+            "probed receive".into()
+        })?;
+        // Probe of a long message reports its full size; receive_vec gets it
+        // through the get fallback.
+        let s = w.any_process().probe().map_err(e)?;
+        ensure(s.tag() == 43 && s.message_len() == eager * 3, || {
+            format!("long probe {s:?}")
+        })?;
+        let (v, _) = w.any_process().receive_vec::<u8>().map_err(e)?;
+        ensure(v == pattern(eager * 3, 2), || "long receive_vec".into())?;
+        for (tag, len, seed) in [(44, 100usize, 3u64), (45, eager * 4, 4)] {
+            let mut small = vec![0u8; 10];
+            match p.receive_into_with_tag(&mut small[..], tag) {
+                Err(MpiError::Truncated(s)) => {
+                    ensure(
+                        s.count_bytes() == 10 && s.message_len() == len && s.is_truncated(),
+                        || format!("{s:?}"),
+                    )?;
+                    ensure(small == pattern(len, seed)[..10], || {
+                        "truncated bytes".into()
+                    })?;
+                }
+                other => return Err(format!("expected truncation for tag {tag}, got {other:?}")),
+            }
+        }
+        let (v, _) = p.receive_vec_with_tag::<u8>(46).map_err(e)?;
+        ensure(v == pattern(16, 5), || "message after truncation".into())?;
+        let mut never = [0u8; 4];
+        let mut seven = [0u8; 4];
+        scope(|sc| -> R<()> {
+            let r = p
+                .immediate_receive_into_with_tag(sc, &mut never[..], 999)
+                .map_err(e)?;
+            ensure(r.cancel().map_err(e)?, || {
+                "cancel of a pending receive failed".into()
+            })?;
+            let s = r.wait().map_err(e)?;
+            ensure(s.is_cancelled(), || "status not cancelled".into())?;
+            let r = p
+                .immediate_receive_into_with_tag(sc, &mut seven[..], 47)
+                .map_err(e)?;
+            let s = r.wait().map_err(e)?;
+            ensure(!s.is_cancelled(), || {
+                "normal receive reported cancelled".into()
+            })?;
+            Ok(())
+        })?;
+        ensure(u32::from_le_bytes(seven) == 7, || {
+            "value after cancel".into()
+        })?;
+        // Nothing matched the cancelled receive.
+        ensure(p.immediate_probe().map_err(e)?.is_none(), || {
+            "stray message".into()
+        })?;
+    }
+    Ok(())
+}
+
+/// Rank 1 posts an 8 MB receive and computes without calling MPI; rank 0
+/// sends. With a progress thread the data is there when rank 1 comes back:
+/// the first `test` finds the request complete.
+fn progress(u: &Universe, expect_progress: bool) -> R<()> {
+    const LEN: usize = 8 << 20;
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    let data = pattern(LEN, 11);
+    if me == 0 {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?; // receive is posted
+        let t = Instant::now();
+        p.send(&data[..]).map_err(e)?;
+        println!("send of 8 MB completed in {} ms", t.elapsed().as_millis());
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    } else {
+        let mut buf = vec![0u8; LEN];
+        let completed_early = scope(|sc| -> R<bool> {
+            let req = p.immediate_receive_into(sc, &mut buf[..]).map_err(e)?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            // Compute for a while: no MPI call at all.
+            let t = Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < Duration::from_millis(1500) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+            match req.test().map_err(e)? {
+                Ok(_) => Ok(true),
+                Err(req) => {
+                    req.wait().map_err(e)?;
+                    Ok(false)
+                }
+            }
+        })?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        ensure(buf == data, || "8 MB arrived wrong".into())?;
+        if expect_progress {
+            ensure(completed_early, || {
+                "the receive was not complete after computing".into()
+            })?;
+            println!("progress: 8 MB receive completed while computing");
+        } else {
+            ensure(!completed_early, || {
+                "polling mode completed without MPI calls".into()
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Exchange in a ring with every send mode at once (4 ranks): catches
+/// mismatched completions across several peers.
+fn ring(u: &Universe) -> R<()> {
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    let next = w.process_at_rank((me + 1) % n);
+    let prev = w.process_at_rank((me + n - 1) % n);
+    let eager = u.config().eager_limit;
+    for (k, &len) in [0usize, 100, eager * 2, 1 << 20].iter().enumerate() {
+        let out = pattern(len, me as u64 * 10 + k as u64);
+        let mut inc = vec![0u8; len];
+        scope(|sc| -> R<()> {
+            let r = prev.immediate_receive_into(sc, &mut inc[..]).map_err(e)?;
+            let s = next
+                .immediate_synchronous_send_with_tag(sc, &out[..], 0)
+                .map_err(e)?;
+            wait_all(vec![r, s]).map_err(e)?;
+            Ok(())
+        })?;
+        let from = (me + n - 1) % n;
+        ensure(inc == pattern(len, from as u64 * 10 + k as u64), || {
+            format!("ring {len} bytes from {from}")
+        })?;
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let scenario = args.get(1).cloned().unwrap_or_default();
+    let u = match mpi_on_portals::initialize() {
+        Ok(u) => u,
+        Err(x) => {
+            eprintln!("initialize failed: {x}");
+            std::process::exit(2);
+        }
+    };
+    let arg = |i: usize, d: u64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
+    let r = match scenario.as_str() {
+        "modes" => modes(&u),
+        "order" => order(&u, arg(2, 2000) as usize, arg(3, 1)),
+        "flood" => flood(&u, arg(2, 10) as usize),
+        "misc" => misc(&u),
+        "progress" => progress(&u, args.get(2).map(String::as_str) != Some("poll")),
+        "ring" => ring(&u),
+        other => Err(format!("unknown scenario {other:?}")),
+    };
+    let rank = u.world().rank();
+    match r {
+        Ok(()) => println!("OK {scenario} rank {rank}"),
+        Err(x) => {
+            eprintln!("FAILED {scenario} rank {rank}: {x}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! MPI point-to-point between real processes, through the launcher, over
+//! both progress modes. Every job has a timeout.
+
+use std::time::Duration;
+
+use nal_tcp::ProgressMode;
+use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
+use portals_runtime::JobOptions;
+
+fn run(ranks: u32, args: &[&str], progress: ProgressMode) -> LaunchOutcome {
+    let mut spec = LaunchSpec::new(ranks, env!("CARGO_BIN_EXE_mpi_check"));
+    spec.args = args.iter().map(Into::into).collect();
+    spec.options = JobOptions {
+        progress,
+        timeout: Duration::from_secs(60),
+        ..JobOptions::default()
+    };
+    spec.output = Output::Capture;
+    spec.timeout = Some(Duration::from_secs(240));
+    launch(&spec).expect("launch")
+}
+
+fn assert_ok(out: &LaunchOutcome, ranks: u32, what: &str) {
+    let lines: Vec<_> = out
+        .output
+        .iter()
+        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
+        .collect();
+    assert_eq!(
+        out.status,
+        0,
+        "{what}: {:?}\n{}",
+        out.reason,
+        lines.join("\n")
+    );
+    for r in 0..ranks {
+        assert!(
+            out.stdout_of(r).contains("OK "),
+            "{what}: rank {r} did not report OK\n{}",
+            lines.join("\n")
+        );
+    }
+}
+
+const MODES: [ProgressMode; 2] = [ProgressMode::Thread, ProgressMode::Poll];
+
+#[test]
+fn every_send_mode_expected_and_unexpected_short_and_long_two_ranks() {
+    for p in MODES {
+        assert_ok(&run(2, &["modes"], p), 2, &format!("modes {p:?}"));
+    }
+}
+
+#[test]
+fn every_send_mode_four_ranks() {
+    assert_ok(&run(4, &["modes"], ProgressMode::Thread), 4, "modes 4");
+}
+
+#[test]
+fn non_overtaking_order_under_a_random_mix_two_ranks() {
+    for (p, seed) in [
+        (ProgressMode::Thread, "1"),
+        (ProgressMode::Poll, "2"),
+        (ProgressMode::Thread, "3"),
+    ] {
+        assert_ok(
+            &run(2, &["order", "2000", seed], p),
+            2,
+            &format!("order {p:?} seed {seed}"),
+        );
+    }
+}
+
+#[test]
+fn non_overtaking_order_with_wildcards_from_three_senders() {
+    for (p, seed) in [(ProgressMode::Thread, "4"), (ProgressMode::Poll, "5")] {
+        assert_ok(
+            &run(4, &["order", "1000", seed], p),
+            4,
+            &format!("order 4 {p:?} seed {seed}"),
+        );
+    }
+}
+
+#[test]
+fn unexpected_buffers_recycle_under_a_flood() {
+    for p in MODES {
+        assert_ok(&run(2, &["flood", "10"], p), 2, &format!("flood {p:?}"));
+    }
+}
+
+#[test]
+fn probe_cancel_and_truncation() {
+    for p in MODES {
+        assert_ok(&run(2, &["misc"], p), 2, &format!("misc {p:?}"));
+    }
+}
+
+#[test]
+fn synchronous_ring_of_four() {
+    assert_ok(&run(4, &["ring"], ProgressMode::Thread), 4, "ring");
+}
+
+#[test]
+fn a_posted_receive_completes_while_the_receiver_computes() {
+    let out = run(2, &["progress"], ProgressMode::Thread);
+    assert_ok(&out, 2, "progress thread");
+    assert!(out.stdout_of(1).contains("completed while computing"));
+    // And the contrast: without a progress thread nothing moves meanwhile.
+    assert_ok(
+        &run(2, &["progress", "poll"], ProgressMode::Poll),
+        2,
+        "progress poll",
+    );
+}
