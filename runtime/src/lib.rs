@@ -1,7 +1,7 @@
 //! # portals-runtime
 //!
 //! How processes become a job: `ptlrun` starts them with an environment
-//! ([`env`]) naming their rank, the job key and a rendezvous server
+//! ([`mod@env`]) naming their rank, the job key and a rendezvous server
 //! ([`kvs`]); each process calls [`join`] to bind its transport, publish its
 //! address, wait for every rank, and bring up its
 //! [`portals::NetworkInterface`] with every peer's address.

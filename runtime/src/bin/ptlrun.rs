@@ -49,7 +49,7 @@ enum ConnectArg {
 /// a rendezvous server in its environment (PTL_RANK, PTL_SIZE, PTL_JOB_KEY,
 /// PTL_BOOTSTRAP, plus PTL_NAL, PTL_PROGRESS, PTL_BACKEND, PTL_CONNECT,
 /// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US for the options below).
-/// Each rank's output is forwarded line by line, prefixed with "[rank] ".
+/// Each rank's output is forwarded line by line, prefixed with `[rank] `.
 /// The first rank that fails (non-zero exit status or a signal) fails the
 /// job: the other ranks are terminated and ptlrun exits with that rank's
 /// status (128 + signal for a signal, 124 if --timeout expired).

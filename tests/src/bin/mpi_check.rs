@@ -1,5 +1,5 @@
 //! MPI point-to-point checks for multi-process tests:
-//! `ptlrun -n N mpi_check <scenario> [args]`. Prints "OK <scenario>" per
+//! `ptlrun -n N mpi_check <scenario> [args]`. Prints `OK <scenario>` per
 //! rank and exits 0 when every check passes.
 
 use std::time::{Duration, Instant};

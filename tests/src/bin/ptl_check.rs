@@ -1,5 +1,5 @@
 //! A portals-level test program for multi-process tests, run under the
-//! launcher: `ptl_check <scenario> [args]`. Prints "OK <scenario>" and exits
+//! launcher: `ptl_check <scenario> [args]`. Prints `OK <scenario>` and exits
 //! 0 when the scenario's checks pass; any failed check exits non-zero with a
 //! message on stderr.
 

@@ -1,0 +1,917 @@
+//! Property tests: random sequences of match-entry / memory-descriptor
+//! operations and incoming puts and gets, applied both to the engine and to
+//! a small reference model written here from the documented semantics.
+//! After every step the deposits, events, acknowledgments, match lists,
+//! unlinks, drop counters and error results must agree.
+
+use std::collections::VecDeque;
+
+use portals::wire::{Header, Op};
+use portals::*;
+use proptest::prelude::*;
+
+const KEY: u64 = 0x5a5a;
+const ME_ID: ProcessId = ProcessId::new(7, 7);
+const INITIATORS: [ProcessId; 2] = [ProcessId::new(1, 1), ProcessId::new(1, 2)];
+const EQ_CAP: usize = 6;
+
+// ----- the reference model ----------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+struct MdSpec {
+    len: usize,
+    put: bool,
+    get: bool,
+    remote: bool,
+    truncate: bool,
+    ack_disable: bool,
+    max_size: Option<u64>,
+    threshold: Option<u32>,
+    unlink: bool,
+}
+
+impl MdSpec {
+    fn options(&self) -> MdOptions {
+        let mut o = MdOptions::empty();
+        o.set(MdOptions::OP_PUT, self.put);
+        o.set(MdOptions::OP_GET, self.get);
+        o.set(MdOptions::MANAGE_REMOTE, self.remote);
+        o.set(MdOptions::TRUNCATE, self.truncate);
+        o.set(MdOptions::ACK_DISABLE, self.ack_disable);
+        o
+    }
+
+    fn desc(&self, eq: EqHandle, user: u64) -> MdDesc {
+        let mut d = MdDesc::new(self.options())
+            .threshold(match self.threshold {
+                Some(n) => Threshold::Count(n),
+                None => Threshold::Infinite,
+            })
+            .eq(eq)
+            .user_ptr(user);
+        if let Some(m) = self.max_size {
+            d = d.max_size(m);
+        }
+        d
+    }
+}
+
+#[derive(Clone, Debug)]
+struct MMd {
+    spec: MdSpec,
+    mem: Vec<u8>,
+    local: u64,
+    threshold: Option<u32>,
+    exhausted: bool,
+    me: Option<usize>,
+    /// Unlinked automatically; the buffer waits for md_unlink.
+    parked: bool,
+}
+
+impl MMd {
+    fn active(&self) -> bool {
+        !self.parked && self.threshold != Some(0) && !self.exhausted
+    }
+}
+
+#[derive(Clone, Debug)]
+struct MMe {
+    pt: u32,
+    mid: ProcessId,
+    bits: u64,
+    ignore: u64,
+    unlink: bool,
+    md: Option<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct MEv {
+    kind: EventKind,
+    md: usize,
+    initiator: ProcessId,
+    pt: u32,
+    bits: u64,
+    rlength: u64,
+    mlength: u64,
+    offset: u64,
+    hdr: u64,
+    seq: u64,
+    fail: FailType,
+}
+
+#[derive(Default)]
+struct Model {
+    lists: Vec<Vec<usize>>,
+    mes: Vec<Option<MMe>>,
+    mds: Vec<Option<MMd>>,
+    eq: VecDeque<MEv>,
+    seq: u64,
+    dropped: u64,
+    no_match: u64,
+    rejected: u64,
+    accepted: u64,
+}
+
+/// An incoming request, as the model and the header builder see it.
+#[derive(Clone, Copy, Debug)]
+struct Incoming {
+    op: Op,
+    src: ProcessId,
+    pt: u32,
+    bits: u64,
+    len: u64,
+    offset: u64,
+    ack: bool,
+    hdr: u64,
+}
+
+/// What the model says an incoming request does.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Accepted by descriptor `md` at `offset`, moving `mlength` bytes; with
+    /// an acknowledgment of `mlength` if `ack`.
+    Accepted {
+        md: usize,
+        offset: u64,
+        mlength: u64,
+        ack: bool,
+    },
+    /// Dropped; `nack` if the initiator gets a negative response.
+    Dropped { nack: bool },
+}
+
+impl Model {
+    fn new() -> Self {
+        Model {
+            lists: vec![Vec::new(); 64],
+            ..Default::default()
+        }
+    }
+
+    fn post(&mut self, md: usize, kind: EventKind, f: impl FnOnce(&mut MEv)) {
+        let mut ev = MEv {
+            kind,
+            md,
+            initiator: ME_ID,
+            pt: 0,
+            bits: 0,
+            rlength: 0,
+            mlength: 0,
+            offset: 0,
+            hdr: 0,
+            seq: self.seq,
+            fail: FailType::Ok,
+        };
+        f(&mut ev);
+        ev.seq = self.seq;
+        self.seq += 1;
+        if self.eq.len() >= EQ_CAP {
+            self.dropped += 1;
+        } else {
+            self.eq.push_back(ev);
+        }
+    }
+
+    fn unlink_me(&mut self, id: usize) {
+        if let Some(me) = self.mes[id].take() {
+            self.lists[me.pt as usize].retain(|&x| x != id);
+        }
+    }
+
+    /// After an operation consumed descriptor `d`: unlink it if it is spent
+    /// and asked to unlink itself.
+    fn settle(&mut self, d: usize, local_offset_for_event: u64) {
+        let md = self.mds[d].as_ref().expect("live");
+        if !md.spec.unlink || md.parked || !(md.threshold == Some(0) || md.exhausted) {
+            return;
+        }
+        self.post(d, EventKind::Unlink, |e| {
+            e.offset = local_offset_for_event;
+        });
+        let md = self.mds[d].as_mut().expect("live");
+        md.parked = true;
+        if let Some(me) = md.me.take() {
+            let unlink_me = self.mes[me].as_ref().is_some_and(|m| m.unlink);
+            if let Some(m) = self.mes[me].as_mut() {
+                m.md = None;
+            }
+            if unlink_me {
+                self.unlink_me(me);
+            }
+        }
+    }
+
+    fn request(&mut self, r: Incoming, payload: &[u8]) -> (Outcome, Vec<u8>) {
+        let Incoming {
+            op,
+            src,
+            pt,
+            bits,
+            len: rlength,
+            offset: roffset,
+            ack: ack_req,
+            hdr,
+        } = r;
+        let need_get = op == Op::Get;
+        let mut matched = false;
+        let list = self.lists[pt as usize].clone();
+        for id in list {
+            let me = self.mes[id].as_ref().expect("listed entries are live");
+            let initiator_ok = (me.mid.nid == NID_ANY || me.mid.nid == src.nid)
+                && (me.mid.pid == PID_ANY || me.mid.pid == src.pid);
+            if !initiator_ok || (bits ^ me.bits) & !me.ignore != 0 {
+                continue;
+            }
+            matched = true;
+            let Some(d) = me.md else { continue };
+            let md = self.mds[d].as_ref().expect("attached descriptors are live");
+            if !md.active() || (need_get && !md.spec.get) || (!need_get && !md.spec.put) {
+                continue;
+            }
+            if md.spec.max_size.is_some_and(|m| rlength > m) {
+                continue;
+            }
+            let offset = if md.spec.remote { roffset } else { md.local };
+            if offset > md.mem.len() as u64 {
+                continue;
+            }
+            let room = md.mem.len() as u64 - offset;
+            let mlength = if rlength <= room {
+                rlength
+            } else if md.spec.truncate {
+                room
+            } else {
+                continue;
+            };
+            // Accepted.
+            self.accepted += 1;
+            let md = self.mds[d].as_mut().expect("live");
+            if let Some(t) = md.threshold.as_mut() {
+                *t -= 1;
+            }
+            let (o, n) = (offset as usize, mlength as usize);
+            let mut reply = Vec::new();
+            if need_get {
+                reply = md.mem[o..o + n].to_vec();
+            } else {
+                md.mem[o..o + n].copy_from_slice(&payload[..n]);
+            }
+            if !md.spec.remote {
+                md.local += mlength;
+            }
+            if let Some(m) = md.spec.max_size {
+                if md.local + m > md.mem.len() as u64 {
+                    md.exhausted = true;
+                }
+            }
+            let ack = !need_get && ack_req && !md.spec.ack_disable;
+            let local = md.local;
+            self.post(
+                d,
+                if need_get {
+                    EventKind::Get
+                } else {
+                    EventKind::Put
+                },
+                |e| {
+                    e.initiator = src;
+                    e.pt = pt;
+                    e.bits = bits;
+                    e.rlength = rlength;
+                    e.mlength = mlength;
+                    e.offset = offset;
+                    e.hdr = if need_get { 0 } else { hdr };
+                },
+            );
+            self.settle(d, local);
+            return (
+                Outcome::Accepted {
+                    md: d,
+                    offset,
+                    mlength,
+                    ack,
+                },
+                reply,
+            );
+        }
+        if matched {
+            self.rejected += 1;
+        } else {
+            self.no_match += 1;
+        }
+        (
+            Outcome::Dropped {
+                nack: need_get || ack_req,
+            },
+            Vec::new(),
+        )
+    }
+}
+
+// ----- operations -------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Action {
+    Attach {
+        pt: u32,
+        head: bool,
+        mid: u8,
+        bits: u64,
+        ignore: u64,
+        unlink: bool,
+        md: Option<MdSpec>,
+    },
+    Insert {
+        base: usize,
+        before: bool,
+        mid: u8,
+        bits: u64,
+        ignore: u64,
+        unlink: bool,
+        md: Option<MdSpec>,
+    },
+    AttachMd {
+        me: usize,
+        md: MdSpec,
+    },
+    UnlinkMe {
+        me: usize,
+    },
+    UnlinkMd {
+        md: usize,
+    },
+    Update {
+        md: usize,
+        threshold: Option<u32>,
+        test_eq: bool,
+    },
+    Put {
+        src: usize,
+        pt: u32,
+        bits: u64,
+        len: u64,
+        offset: u64,
+        ack: bool,
+        hdr: u64,
+    },
+    Get {
+        src: usize,
+        pt: u32,
+        bits: u64,
+        len: u64,
+        offset: u64,
+    },
+    Drain {
+        n: usize,
+    },
+}
+
+fn md_spec() -> impl Strategy<Value = MdSpec> {
+    (
+        0usize..40,
+        any::<[bool; 6]>(),
+        prop::option::of(0u64..12),
+        prop::option::of(0u32..4),
+    )
+        .prop_map(|(len, f, max_size, threshold)| MdSpec {
+            len,
+            put: f[0] || !f[1],
+            get: f[1],
+            remote: f[2],
+            truncate: f[3],
+            ack_disable: f[4],
+            max_size,
+            threshold,
+            unlink: f[5],
+        })
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    let ignore = prop_oneof![Just(0u64), Just(1), Just(3), Just(u64::MAX)];
+    prop_oneof![
+        3 => (0u32..2, any::<bool>(), 0u8..3, 0u64..4, ignore.clone(), any::<bool>(), prop::option::weighted(0.8, md_spec()))
+            .prop_map(|(pt, head, mid, bits, ignore, unlink, md)| Action::Attach { pt, head, mid, bits, ignore, unlink, md }),
+        1 => (any::<usize>(), any::<bool>(), 0u8..3, 0u64..4, ignore, any::<bool>(), prop::option::weighted(0.8, md_spec()))
+            .prop_map(|(base, before, mid, bits, ignore, unlink, md)| Action::Insert { base, before, mid, bits, ignore, unlink, md }),
+        1 => (any::<usize>(), md_spec()).prop_map(|(me, md)| Action::AttachMd { me, md }),
+        1 => any::<usize>().prop_map(|me| Action::UnlinkMe { me }),
+        1 => any::<usize>().prop_map(|md| Action::UnlinkMd { md }),
+        1 => (any::<usize>(), prop::option::of(0u32..3), any::<bool>())
+            .prop_map(|(md, threshold, test_eq)| Action::Update { md, threshold, test_eq }),
+        6 => (0usize..2, 0u32..2, 0u64..4, 0u64..24, 0u64..40, any::<bool>(), any::<u64>())
+            .prop_map(|(src, pt, bits, len, offset, ack, hdr)| Action::Put { src, pt, bits, len, offset, ack, hdr }),
+        2 => (0usize..2, 0u32..2, 0u64..4, 0u64..24, 0u64..40)
+            .prop_map(|(src, pt, bits, len, offset)| Action::Get { src, pt, bits, len, offset }),
+        2 => (0usize..4).prop_map(|n| Action::Drain { n }),
+    ]
+}
+
+fn mid(m: u8) -> ProcessId {
+    match m {
+        0 => ProcessId::ANY,
+        1 => ProcessId::new(1, PID_ANY),
+        _ => INITIATORS[1],
+    }
+}
+
+fn header(r: Incoming) -> Header {
+    Header {
+        op: r.op,
+        ack_req: r.ack,
+        fail: FailType::Ok,
+        job_key: KEY,
+        src: r.src,
+        dst: ME_ID,
+        pt_index: PortalIndex(r.pt),
+        ac_index: 0,
+        match_bits: r.bits,
+        offset: r.offset,
+        hdr_data: r.hdr,
+        rlength: r.len,
+        mlength: 0,
+        cookie: 99,
+    }
+}
+
+/// Drives the engine and the model side by side.
+struct Pair {
+    e: Engine,
+    m: Model,
+    eq: EqHandle,
+    me_h: Vec<MeHandle>,
+    md_h: Vec<MdHandle>,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let mut e = Engine::new(ME_ID, KEY, NiLimits::default()).unwrap();
+        let eq = e.eq_alloc(EQ_CAP).unwrap();
+        Pair {
+            e,
+            m: Model::new(),
+            eq,
+            me_h: Vec::new(),
+            md_h: Vec::new(),
+        }
+    }
+
+    fn new_md(&mut self, me: usize, spec: MdSpec) -> Result<(), TestCaseError> {
+        let id = self.md_h.len();
+        let mem: Vec<u8> = (0..spec.len)
+            .map(|i| (i as u8).wrapping_mul(3).wrapping_add(id as u8))
+            .collect();
+        let unlink = if spec.unlink {
+            Unlink::Unlink
+        } else {
+            Unlink::Retain
+        };
+        let h = self.e.md_attach(
+            self.me_h[me],
+            &spec.desc(self.eq, id as u64),
+            mem.clone(),
+            unlink,
+        );
+        let live = self.m.mes.get(me).is_some_and(|x| x.is_some());
+        let free = live && self.m.mes[me].as_ref().is_some_and(|x| x.md.is_none());
+        match h {
+            Ok(h) => {
+                prop_assert!(free, "engine attached to an entry that is gone or busy");
+                self.md_h.push(h);
+                self.m.mds.push(Some(MMd {
+                    spec,
+                    mem,
+                    local: 0,
+                    threshold: spec.threshold,
+                    exhausted: false,
+                    me: Some(me),
+                    parked: false,
+                }));
+                if let Some(m) = self.m.mes[me].as_mut() {
+                    m.md = Some(id);
+                }
+            }
+            Err(PtlError::MeInUse) => prop_assert!(live && !free),
+            Err(PtlError::InvalidHandle { .. }) => prop_assert!(!live),
+            Err(e) => prop_assert!(false, "unexpected error {e}"),
+        }
+        Ok(())
+    }
+
+    fn new_me(
+        &mut self,
+        r: portals::Result<MeHandle>,
+        pt: u32,
+        m: u8,
+        bits: u64,
+        ignore: u64,
+        unlink: bool,
+    ) -> Option<usize> {
+        let h = r.ok()?;
+        self.me_h.push(h);
+        self.m.mes.push(Some(MMe {
+            pt,
+            mid: mid(m),
+            bits,
+            ignore,
+            unlink,
+            md: None,
+        }));
+        Some(self.me_h.len() - 1)
+    }
+
+    fn step(&mut self, a: &Action, k: usize) -> Result<(), TestCaseError> {
+        match a.clone() {
+            Action::Attach {
+                pt,
+                head,
+                mid: m,
+                bits,
+                ignore,
+                unlink,
+                md,
+            } => {
+                let pos = if head {
+                    Position::Before
+                } else {
+                    Position::After
+                };
+                let r = self.e.me_attach(
+                    PortalIndex(pt),
+                    mid(m),
+                    bits,
+                    ignore,
+                    if unlink {
+                        Unlink::Unlink
+                    } else {
+                        Unlink::Retain
+                    },
+                    pos,
+                );
+                let id = self
+                    .new_me(r, pt, m, bits, ignore, unlink)
+                    .expect("attach on a valid portal");
+                if head {
+                    self.m.lists[pt as usize].insert(0, id);
+                } else {
+                    self.m.lists[pt as usize].push(id);
+                }
+                if let Some(spec) = md {
+                    self.new_md(id, spec)?;
+                }
+            }
+            Action::Insert {
+                base,
+                before,
+                mid: m,
+                bits,
+                ignore,
+                unlink,
+                md,
+            } => {
+                if self.me_h.is_empty() {
+                    return Ok(());
+                }
+                let b = base % self.me_h.len();
+                let pos = if before {
+                    Position::Before
+                } else {
+                    Position::After
+                };
+                let r = self.e.me_insert(
+                    self.me_h[b],
+                    mid(m),
+                    bits,
+                    ignore,
+                    if unlink {
+                        Unlink::Unlink
+                    } else {
+                        Unlink::Retain
+                    },
+                    pos,
+                );
+                match &self.m.mes[b] {
+                    None => prop_assert!(
+                        matches!(r, Err(PtlError::InvalidHandle { .. })),
+                        "insert after a stale entry"
+                    ),
+                    Some(base_me) => {
+                        let pt = base_me.pt;
+                        let id = self
+                            .new_me(r, pt, m, bits, ignore, unlink)
+                            .expect("insert after a live entry");
+                        let list = &mut self.m.lists[pt as usize];
+                        let i = list.iter().position(|&x| x == b).expect("base listed");
+                        list.insert(if before { i } else { i + 1 }, id);
+                        if let Some(spec) = md {
+                            self.new_md(id, spec)?;
+                        }
+                    }
+                }
+            }
+            Action::AttachMd { me, md } => {
+                if !self.me_h.is_empty() {
+                    self.new_md(me % self.me_h.len(), md)?;
+                }
+            }
+            Action::UnlinkMe { me } => {
+                if self.me_h.is_empty() {
+                    return Ok(());
+                }
+                let i = me % self.me_h.len();
+                let r = self.e.me_unlink(self.me_h[i]);
+                match self.m.mes[i].clone() {
+                    None => prop_assert!(
+                        matches!(r, Err(PtlError::InvalidHandle { .. })),
+                        "expected a stale handle: {:?}",
+                        r
+                    ),
+                    Some(me) => {
+                        let got = r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                        match me.md {
+                            Some(d) => {
+                                let md = self.m.mds[d].take().expect("attached md is live");
+                                prop_assert_eq!(got, Some(md.mem));
+                            }
+                            None => prop_assert_eq!(got, None),
+                        }
+                        self.m.unlink_me(i);
+                    }
+                }
+            }
+            Action::UnlinkMd { md } => {
+                if self.md_h.is_empty() {
+                    return Ok(());
+                }
+                let d = md % self.md_h.len();
+                let r = self.e.md_unlink(self.md_h[d]);
+                match self.m.mds[d].take() {
+                    None => prop_assert!(
+                        matches!(r, Err(PtlError::InvalidHandle { .. })),
+                        "expected a stale handle: {:?}",
+                        r
+                    ),
+                    Some(md) => {
+                        prop_assert_eq!(
+                            r.map_err(|e| TestCaseError::fail(e.to_string()))?,
+                            Some(md.mem.clone())
+                        );
+                        if let Some(me) = md.me {
+                            let unlink_me = self.m.mes[me].as_ref().is_some_and(|m| m.unlink);
+                            if let Some(m) = self.m.mes[me].as_mut() {
+                                m.md = None;
+                            }
+                            if unlink_me {
+                                self.m.unlink_me(me);
+                            }
+                        }
+                    }
+                }
+            }
+            Action::Update {
+                md,
+                threshold,
+                test_eq,
+            } => {
+                if self.md_h.is_empty() {
+                    return Ok(());
+                }
+                let d = md % self.md_h.len();
+                let Some(old) = self.m.mds[d].clone() else {
+                    let r = self.e.md_update(self.md_h[d], None, None);
+                    prop_assert!(
+                        matches!(r, Err(PtlError::InvalidHandle { .. })),
+                        "expected a stale handle: {:?}",
+                        r
+                    );
+                    return Ok(());
+                };
+                let mut spec = old.spec;
+                spec.threshold = threshold;
+                let r = self.e.md_update(
+                    self.md_h[d],
+                    Some(&spec.desc(self.eq, d as u64)),
+                    test_eq.then_some(self.eq),
+                );
+                if old.parked {
+                    prop_assert!(
+                        matches!(r, Err(PtlError::InvalidHandle { .. })),
+                        "update of an unlinked md: {r:?}"
+                    );
+                } else if test_eq && (!self.m.eq.is_empty() || self.m.dropped > 0) {
+                    prop_assert_eq!(r.map(|_| ()), Err(PtlError::MdNoUpdate));
+                } else {
+                    let snap = r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(snap.local_offset, old.local);
+                    let m = self.m.mds[d].as_mut().expect("live");
+                    m.spec.threshold = threshold;
+                    m.threshold = threshold;
+                    // The high-water mark is re-evaluated against the new
+                    // description.
+                    m.exhausted = m
+                        .spec
+                        .max_size
+                        .is_some_and(|x| m.local + x > m.mem.len() as u64);
+                }
+            }
+            Action::Put {
+                src,
+                pt,
+                bits,
+                len,
+                offset,
+                ack,
+                hdr,
+            } => {
+                let src = INITIATORS[src];
+                let payload: Vec<u8> = (0..len)
+                    .map(|i| (k as u8).wrapping_add(i as u8).wrapping_mul(7))
+                    .collect();
+                let inc = Incoming {
+                    op: Op::Put,
+                    src,
+                    pt,
+                    bits,
+                    len,
+                    offset,
+                    ack,
+                    hdr,
+                };
+                let (want, _) = self.m.request(inc, &payload);
+                let h = header(inc);
+                match (self.e.recv_header(&h), want) {
+                    (
+                        RecvAction::Deposit {
+                            region,
+                            discard,
+                            token,
+                        },
+                        Outcome::Accepted { mlength, ack, .. },
+                    ) => {
+                        prop_assert_eq!(region.len() as u64, mlength);
+                        prop_assert_eq!(discard, len - mlength);
+                        if !region.is_empty() {
+                            // SAFETY: token open; sole user of the region.
+                            unsafe { region.as_mut_slice() }
+                                .copy_from_slice(&payload[..mlength as usize]);
+                        }
+                        let resp = self.e.recv_complete(token);
+                        prop_assert_eq!(resp.is_some(), ack, "ack decision");
+                        if let Some(r) = resp {
+                            prop_assert_eq!(
+                                (r.header.op, r.header.mlength, r.header.fail),
+                                (Op::Ack, mlength, FailType::Ok)
+                            );
+                        }
+                    }
+                    (RecvAction::Respond { response, .. }, Outcome::Dropped { nack: true }) => {
+                        prop_assert_eq!(
+                            (response.header.op, response.header.fail),
+                            (Op::Ack, FailType::Dropped)
+                        );
+                    }
+                    (RecvAction::Discard(n), Outcome::Dropped { nack: false }) => {
+                        prop_assert_eq!(n, len)
+                    }
+                    (got, want) => prop_assert!(false, "put: engine {got:?}, model {want:?}"),
+                }
+            }
+            Action::Get {
+                src,
+                pt,
+                bits,
+                len,
+                offset,
+            } => {
+                let src = INITIATORS[src];
+                let inc = Incoming {
+                    op: Op::Get,
+                    src,
+                    pt,
+                    bits,
+                    len,
+                    offset,
+                    ack: false,
+                    hdr: 0,
+                };
+                let (want, reply) = self.m.request(inc, &[]);
+                let h = header(inc);
+                match (self.e.recv_header(&h), want) {
+                    (RecvAction::Respond { response, .. }, Outcome::Accepted { mlength, .. }) => {
+                        prop_assert_eq!(
+                            (response.header.op, response.header.mlength),
+                            (Op::Reply, mlength)
+                        );
+                        match &response.payload {
+                            // SAFETY: the send token is open.
+                            Payload::Region(r) => {
+                                prop_assert_eq!(unsafe { r.as_slice() }, &reply[..])
+                            }
+                            Payload::None => prop_assert!(reply.is_empty()),
+                            Payload::Owned(v) => prop_assert_eq!(v, &reply),
+                        }
+                        if let Some(t) = response.token {
+                            self.e.send_complete(t, FailType::Ok);
+                        }
+                    }
+                    (RecvAction::Respond { response, .. }, Outcome::Dropped { nack: true }) => {
+                        prop_assert_eq!(
+                            (response.header.op, response.header.fail),
+                            (Op::Reply, FailType::Dropped)
+                        );
+                    }
+                    (got, want) => prop_assert!(false, "get: engine {got:?}, model {want:?}"),
+                }
+            }
+            Action::Drain { n } => {
+                for _ in 0..n {
+                    self.compare_one_event()?;
+                }
+            }
+        }
+        self.compare_state()
+    }
+
+    fn compare_one_event(&mut self) -> Result<(), TestCaseError> {
+        let got = self.e.eq_get(self.eq);
+        if self.m.dropped > 0 {
+            let d = std::mem::take(&mut self.m.dropped);
+            prop_assert_eq!(got, Err(PtlError::EqDropped { dropped: d }));
+            return Ok(());
+        }
+        match (got, self.m.eq.pop_front()) {
+            (Ok(None), None) => {}
+            (Ok(Some(ev)), Some(want)) => {
+                let mapped = MEv {
+                    kind: ev.kind,
+                    md: ev.md.user_ptr as usize,
+                    initiator: ev.initiator,
+                    pt: ev.pt_index.0,
+                    bits: ev.match_bits,
+                    rlength: ev.rlength,
+                    mlength: ev.mlength,
+                    offset: ev.offset,
+                    hdr: ev.hdr_data,
+                    seq: ev.sequence,
+                    fail: ev.fail,
+                };
+                let want_cmp = if want.kind == EventKind::Unlink {
+                    // Unlink events describe the descriptor, not a message.
+                    MEv {
+                        initiator: ev.initiator,
+                        pt: ev.pt_index.0,
+                        bits: ev.match_bits,
+                        ..want
+                    }
+                } else {
+                    want
+                };
+                prop_assert_eq!(mapped, want_cmp);
+                prop_assert_eq!(ev.md_handle, self.md_h[ev.md.user_ptr as usize]);
+            }
+            (got, want) => prop_assert!(false, "event: engine {got:?}, model {want:?}"),
+        }
+        Ok(())
+    }
+
+    fn compare_state(&mut self) -> Result<(), TestCaseError> {
+        let s = self.e.status();
+        prop_assert_eq!(
+            (s.dropped_no_match, s.dropped_rejected, s.accepted),
+            (self.m.no_match, self.m.rejected, self.m.accepted)
+        );
+        for pt in 0..2u32 {
+            let got = self.e.match_list(PortalIndex(pt)).unwrap();
+            let want: Vec<MeHandle> = self.m.lists[pt as usize]
+                .iter()
+                .map(|&i| self.me_h[i])
+                .collect();
+            prop_assert_eq!(got, want, "match list of portal {}", pt);
+        }
+        for (d, md) in self.m.mds.iter().enumerate() {
+            if let Some(md) = md {
+                let mut buf = vec![0u8; md.mem.len()];
+                self.e
+                    .md_read(self.md_h[d], 0, &mut buf)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(&buf, &md.mem, "memory of md {}", d);
+            }
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_agrees_with_the_reference_model(actions in prop::collection::vec(action(), 1..60)) {
+        let mut p = Pair::new();
+        for (k, a) in actions.iter().enumerate() {
+            p.step(a, k)?;
+        }
+        // Drain everything that is left.
+        for _ in 0..(EQ_CAP + 2) {
+            p.compare_one_event()?;
+        }
+    }
+}
