@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
-use crate::device::Device;
+use crate::collective::{CommunicatorCollectives, SystemOperation};
+use crate::device::{Device, CTX_WORDS};
 use crate::error::{MpiError, Result};
+use crate::group::{Group, GroupRelation};
 
 /// A rank in a communicator (`int` in MPI, `i32` in rsmpi).
 pub type Rank = i32;
@@ -20,6 +22,10 @@ pub struct CommData {
     pub(crate) dev: Arc<Device>,
     /// Context id of point-to-point traffic.
     pub(crate) ctx: u16,
+    /// Context id of collective traffic (`ctx + 1`): separate, so that a
+    /// collective message can never match a point-to-point receive (seed
+    /// 002's separate collective channel).
+    pub(crate) coll_ctx: u16,
     /// World rank of each member, by communicator rank.
     pub(crate) ranks: Vec<u32>,
     /// This process's rank in the communicator.
@@ -33,6 +39,12 @@ impl std::fmt::Debug for CommData {
             .field("size", &self.ranks.len())
             .field("me", &self.me)
             .finish()
+    }
+}
+
+impl Drop for CommData {
+    fn drop(&mut self) {
+        self.dev.release_context_pair(self.ctx);
     }
 }
 
@@ -82,6 +94,31 @@ pub trait Communicator {
     fn this_process(&self) -> Process<'_> {
         self.process_at_rank(self.rank())
     }
+
+    /// The group of the members (`MPI_Comm_group`).
+    fn group(&self) -> Group {
+        let d = self.data();
+        Group {
+            world: d.ranks.clone(),
+            me: d.ranks[d.me as usize],
+        }
+    }
+
+    /// Compare with another communicator (`MPI_Comm_compare`).
+    fn compare<C: Communicator + ?Sized>(&self, other: &C) -> CommunicatorRelation
+    where
+        Self: Sized,
+    {
+        let (a, b) = (self.data(), other.data());
+        if std::ptr::eq(a, b) {
+            return CommunicatorRelation::Identical;
+        }
+        match self.group().compare(&other.group()) {
+            GroupRelation::Identical => CommunicatorRelation::Congruent,
+            GroupRelation::Similar => CommunicatorRelation::Similar,
+            GroupRelation::Unequal => CommunicatorRelation::Unequal,
+        }
+    }
 }
 
 /// A communicator (rsmpi's `SimpleCommunicator`). Cheap to clone.
@@ -108,10 +145,133 @@ impl SimpleCommunicator {
             inner: Arc::new(CommData {
                 dev,
                 ctx: 0,
+                coll_ctx: 1,
                 ranks: (0..size).collect(),
                 me,
             }),
         }
+    }
+}
+
+/// The color of a process in [`SimpleCommunicator::split_by_color`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Color(Option<i32>);
+
+impl Color {
+    /// Join the communicator of the processes with this (non-negative)
+    /// color.
+    pub fn with_value(c: i32) -> Color {
+        Color(Some(c))
+    }
+
+    /// Join no communicator (`MPI_UNDEFINED`).
+    pub fn undefined() -> Color {
+        Color(None)
+    }
+}
+
+/// How two communicators relate (`MPI_Comm_compare`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommunicatorRelation {
+    /// The same communicator (`MPI_IDENT`).
+    Identical,
+    /// Same members in the same order, another context (`MPI_CONGRUENT`).
+    Congruent,
+    /// Same members, other order (`MPI_SIMILAR`).
+    Similar,
+    /// Different members (`MPI_UNEQUAL`).
+    Unequal,
+}
+
+impl SimpleCommunicator {
+    /// Agree with every member on a context pair free everywhere: an
+    /// all-reduce (bitwise AND) of the members' free-context maps, then the
+    /// lowest free pair. Collective over `self`.
+    fn agree_on_context(&self) -> Result<u16> {
+        let dev = &self.inner.dev;
+        let mine = dev.free_contexts();
+        let mut all = [0u64; CTX_WORDS];
+        self.all_reduce_into(&mine[..], &mut all[..], SystemOperation::bitwise_and())?;
+        dev.take_context_pair(&all)
+    }
+
+    fn with_members(&self, ctx: u16, world: Vec<u32>) -> Option<SimpleCommunicator> {
+        let me_world = self.inner.ranks[self.inner.me as usize];
+        match world.iter().position(|&w| w == me_world) {
+            Some(me) => Some(SimpleCommunicator {
+                inner: Arc::new(CommData {
+                    dev: self.inner.dev.clone(),
+                    ctx,
+                    coll_ctx: ctx + 1,
+                    ranks: world,
+                    me: me as u32,
+                }),
+            }),
+            None => {
+                self.inner.dev.release_context_pair(ctx);
+                None
+            }
+        }
+    }
+
+    /// A new communicator with the same members in the same order and its
+    /// own contexts (`MPI_Comm_dup`). Collective.
+    pub fn duplicate(&self) -> Result<SimpleCommunicator> {
+        let ctx = self.agree_on_context()?;
+        Ok(self
+            .with_members(ctx, self.inner.ranks.clone())
+            .expect("this process is a member of its own communicator"))
+    }
+
+    /// Split into one communicator per color, ordered by rank here
+    /// (`MPI_Comm_split` with key 0). Collective; `None` for
+    /// [`Color::undefined`].
+    pub fn split_by_color(&self, color: Color) -> Result<Option<SimpleCommunicator>> {
+        self.split_by_color_with_key(color, 0)
+    }
+
+    /// Split into one communicator per color, members ordered by `key`,
+    /// ties by rank here (`MPI_Comm_split`). Collective.
+    pub fn split_by_color_with_key(
+        &self,
+        color: Color,
+        key: i32,
+    ) -> Result<Option<SimpleCommunicator>> {
+        if color.0.is_some_and(|c| c < 0) {
+            return Err(MpiError::InvalidBuffer(
+                "colors are non-negative (use Color::undefined)",
+            ));
+        }
+        let n = self.inner.ranks.len();
+        let mine = [color.0.unwrap_or(-1), key];
+        let mut all = vec![0i32; 2 * n];
+        self.all_gather_into(&mine[..], &mut all[..])?;
+        let ctx = self.agree_on_context()?;
+        let Some(c) = color.0 else {
+            self.inner.dev.release_context_pair(ctx);
+            return Ok(None);
+        };
+        let mut members: Vec<(i32, usize)> = (0..n)
+            .filter(|&r| all[2 * r] == c)
+            .map(|r| (all[2 * r + 1], r))
+            .collect();
+        members.sort_unstable();
+        let world = members.iter().map(|&(_, r)| self.inner.ranks[r]).collect();
+        Ok(self.with_members(ctx, world))
+    }
+
+    /// A communicator of the members of `group`, in group order
+    /// (`MPI_Comm_create`). Collective over this communicator; `None` for
+    /// processes outside the group. Every member must pass the same group.
+    pub fn split_by_subgroup(&self, group: &Group) -> Result<Option<SimpleCommunicator>> {
+        if let Some(w) = group.world.iter().find(|w| !self.inner.ranks.contains(w)) {
+            return Err(MpiError::InvalidRank {
+                rank: *w as Rank,
+                size: self.size(),
+            });
+        }
+        let ctx = self.agree_on_context()?;
+        Ok(self.with_members(ctx, group.world.clone()))
     }
 }
 

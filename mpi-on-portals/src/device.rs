@@ -276,7 +276,13 @@ struct State {
     bsend_attached: usize,
     bsend_used: usize,
     stats: MpiStats,
+    /// Context ids this process does not use: bit i of word i/64. Ids go in
+    /// pairs (point-to-point, collective); the world's pair is 0/1.
+    free_ctx: [u64; CTX_WORDS],
 }
+
+/// Words of the context-id bitmap (13 bits of context: 8192 ids).
+pub(crate) const CTX_WORDS: usize = (crate::bits::MAX_CONTEXT as usize + 1) / 64;
 
 // SAFETY: `State` holds raw pointers only to memory it owns (unexpected
 // buffers) or that a live request's borrow keeps alive; all access is under
@@ -370,6 +376,11 @@ impl Device {
                 bsend_attached: 0,
                 bsend_used: 0,
                 stats: MpiStats::default(),
+                free_ctx: {
+                    let mut f = [u64::MAX; CTX_WORDS];
+                    f[0] &= !0b11; // the world's pair
+                    f
+                },
             }),
             req_eq,
             unexp_eq,
@@ -608,7 +619,7 @@ impl Device {
                     let md = ni
                         .md_bind(
                             &MdDesc::default()
-                                .threshold(Threshold::Count(2))
+                                .threshold(Threshold::Count(1))
                                 .eq(self.req_eq)
                                 .user_ptr(id.user_ptr()),
                             Vec::new(),
@@ -1094,12 +1105,12 @@ impl Device {
                 let r = &mut st.reqs[id.idx as usize];
                 r.kind = Kind::RecvGet;
                 r.status = Some(status);
-                // SAFETY: by our contract; threshold 2 = the get and its
-                // reply.
+                // SAFETY: by our contract. Threshold 1: the reply (a get
+                // request itself counts nothing).
                 let md = unsafe {
                     ni.md_bind_raw(
                         &MdDesc::default()
-                            .threshold(Threshold::Count(2))
+                            .threshold(Threshold::Count(1))
                             .eq(self.req_eq)
                             .user_ptr(id.user_ptr()),
                         buf,
@@ -1191,6 +1202,38 @@ impl Device {
         let mut st = self.lock();
         self.drain(&mut st)?;
         Ok(Self::take_result(&mut st, id))
+    }
+
+    /// This process's free context ids.
+    pub(crate) fn free_contexts(&self) -> [u64; CTX_WORDS] {
+        self.lock().free_ctx
+    }
+
+    /// The lowest pair free in `all` (the AND of every member's map): mark it
+    /// used here and return its first id.
+    pub(crate) fn take_context_pair(&self, all: &[u64; CTX_WORDS]) -> Result<u16> {
+        let mut st = self.lock();
+        for id in (0..=crate::bits::MAX_CONTEXT as usize).step_by(2) {
+            let (w, b) = (id / 64, id % 64);
+            if all[w] >> b & 0b11 == 0b11 {
+                st.free_ctx[w] &= !(0b11 << b);
+                return Ok(id as u16);
+            }
+        }
+        Err(MpiError::NoContext(format!(
+            "all {} context ids are in use by some member; free communicators first",
+            crate::bits::MAX_CONTEXT as usize + 1
+        )))
+    }
+
+    /// Give a context pair back.
+    pub(crate) fn release_context_pair(&self, id: u16) {
+        let id = id as usize & !1;
+        if id == 0 {
+            return;
+        }
+        let mut st = self.lock();
+        st.free_ctx[id / 64] |= 0b11 << (id % 64);
     }
 
     /// The protocol counters.

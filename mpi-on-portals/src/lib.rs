@@ -37,20 +37,29 @@
 #![warn(missing_docs)]
 
 mod bits;
+pub mod collective;
 mod comm;
 mod datatype;
 mod device;
 mod error;
+mod group;
 mod p2p;
 pub mod request;
 mod status;
 mod universe;
 
 pub use bits::{MAX_CONTEXT, MAX_RANK};
-pub use comm::{AnyProcess, Communicator, Process, Rank, SimpleCommunicator, Tag, ANY_TAG};
+pub use collective::{
+    CommunicatorCollectives, Partition, PartitionMut, Root, SystemOperation, UserOperation,
+};
+pub use comm::{
+    AnyProcess, Color, Communicator, CommunicatorRelation, Process, Rank, SimpleCommunicator, Tag,
+    ANY_TAG,
+};
 pub use datatype::{Buffer, BufferMut, Equivalence};
 pub use device::{MpiConfig, MpiStats};
 pub use error::{MpiError, Result};
+pub use group::{Group, GroupRelation};
 pub use p2p::{Destination, Source};
 pub use status::Status;
 pub use universe::{
@@ -59,6 +68,7 @@ pub use universe::{
 
 /// The traits to bring into scope, as with `use mpi::traits::*`.
 pub mod traits {
+    pub use crate::collective::{CommunicatorCollectives, Root};
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::p2p::{Destination, Source};

@@ -1067,7 +1067,11 @@ impl Engine {
         if d.io_conflicts(local_offset, local_offset + length, access) {
             return Err(PtlError::MdInUse);
         }
-        d.consume();
+        // A put counts as an operation when it is initiated; a get only
+        // when its reply arrives (sending a request produces no event).
+        if kind == OpKind::Put {
+            d.consume();
+        }
         let ptr = d.lend(local_offset, length, access);
         let awaiting = match (kind, ack) {
             (OpKind::Put, AckReq::Ack) => Awaiting::Ack,

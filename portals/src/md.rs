@@ -24,10 +24,11 @@ bitflags::bitflags! {
         /// Never send acknowledgments, even if requested
         /// (`PTL_MD_ACK_DISABLE`).
         const ACK_DISABLE = 1 << 4;
-        /// Enable the high-water mark: a request longer than `max_size` is
-        /// rejected, and once `local_offset + max_size > length` the
-        /// descriptor is exhausted (inactive), so each accepted message fits
-        /// whole (`PTL_MD_MAX_SIZE`; seed 001 §5).
+        /// Enable the high-water mark: once `local_offset + max_size >
+        /// length` the descriptor is exhausted (inactive), so with messages
+        /// of at most `max_size` bytes each accepted message fits whole
+        /// (`PTL_MD_MAX_SIZE`; seed 001 §5). A longer message is not refused
+        /// for its size alone: the usual fit/truncate rule decides.
         const MAX_SIZE = 1 << 5;
         /// Also generate the `*Start` events (in Portals 3.3 these are on by
         /// default; here they are opt-in).
@@ -240,9 +241,6 @@ impl MemoryDescriptor {
             return None;
         }
         let opts = self.desc.options;
-        if opts.contains(MdOptions::MAX_SIZE) && rlength > self.desc.max_size {
-            return None;
-        }
         let offset = if opts.contains(MdOptions::MANAGE_REMOTE) {
             remote_offset
         } else {

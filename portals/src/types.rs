@@ -90,8 +90,9 @@ pub struct AcIndex(pub u32);
 /// becomes inactive (`threshold`, with `PTL_MD_THRESH_INF`).
 ///
 /// Every operation that produces an event on the MD counts once: an incoming
-/// put or get, an initiated put or get, and an arriving acknowledgment or
-/// reply. A descriptor whose threshold is `Count(0)` is inactive: incoming
+/// put, get or get-put, an initiated put (and the put side of a get-put),
+/// and an arriving acknowledgment or reply. Sending a get request counts
+/// nothing: its reply does. A descriptor whose threshold is `Count(0)` is inactive: incoming
 /// messages pass over it and it cannot initiate operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Threshold {

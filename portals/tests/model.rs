@@ -228,9 +228,6 @@ impl Model {
             if !md.active() || (need_get && !md.spec.get) || (!need_get && !md.spec.put) {
                 continue;
             }
-            if md.spec.max_size.is_some_and(|m| rlength > m) {
-                continue;
-            }
             let offset = if md.spec.remote { roffset } else { md.local };
             if offset > md.mem.len() as u64 {
                 continue;

@@ -401,15 +401,16 @@ fn retained_md_goes_inactive_and_passes_messages_on() {
 #[test]
 fn high_water_mark_exhausts_and_messages_overflow_to_the_next_md() {
     // Seed 001 §5: deposit one after another until offset + max_size would
-    // exceed the length, then unlink; larger-than-max_size messages are
-    // refused outright.
+    // exceed the length, then unlink. The mark limits the offset, not the
+    // message: a longer message that fits is taken.
     let p = pair();
     let (_, a) = p.post(1, 0, put_desc().max_size(4), 10, Unlink::Unlink);
     let (_, b) = p.post(1, 0, put_desc().max_size(4), 10, Unlink::Unlink);
     p.put(b"1111", 1, AckReq::NoAck, 0, 0); // a: offset 4, 4+4 <= 10
     p.put(b"222", 1, AckReq::NoAck, 0, 0); // a: offset 7, 7+4 > 10 -> exhausted
     p.put(b"33", 1, AckReq::NoAck, 0, 0); // -> b
-    p.put(b"55555", 1, AckReq::NoAck, 0, 0); // larger than max_size -> nobody
+    p.put(b"55555", 1, AckReq::NoAck, 0, 0); // longer than max_size, fits b
+    p.put(b"666666", 1, AckReq::NoAck, 0, 0); // fits nowhere
     let kinds: Vec<_> = std::iter::from_fn(|| p.tev())
         .map(|e| (e.kind, e.md_handle, e.offset))
         .collect();
@@ -420,9 +421,11 @@ fn high_water_mark_exhausts_and_messages_overflow_to_the_next_md() {
             (EventKind::Put, a, 4),
             (EventKind::Unlink, a, 7),
             (EventKind::Put, b, 0),
+            (EventKind::Put, b, 2),
+            (EventKind::Unlink, b, 7),
         ]
     );
-    assert_eq!(p.target.status().dropped_rejected, 1);
+    assert_eq!(p.target.status().dropped_no_match, 1);
     let buf = p.target.md_unlink(a).unwrap().unwrap();
     assert_eq!(&buf[..7], b"1111222");
 }
@@ -1082,4 +1085,44 @@ fn an_ack_read_before_the_send_completes_is_posted_after_sent() {
     assert_eq!((a.kind, a.mlength), (EventKind::Ack, 8));
     assert!(e.eq_get(eq).unwrap().is_none());
     assert_eq!(e.in_progress(), (0, 0));
+}
+
+#[test]
+fn a_get_counts_against_the_threshold_once_when_its_reply_arrives() {
+    // Portals 3.3: sending a get request produces no event, so only the
+    // reply counts.
+    let p = pair();
+    let me = p
+        .target
+        .me_attach(PT, ProcessId::ANY, 5, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    p.target
+        .md_attach(
+            me,
+            &MdDesc::new(MdOptions::OP_GET).eq(p.teq),
+            vec![9; 4],
+            Unlink::Retain,
+        )
+        .unwrap();
+    let dst = p
+        .init
+        .md_bind(
+            &MdDesc::default().threshold(Threshold::Count(2)).eq(p.ieq),
+            vec![0; 4],
+            Unlink::Unlink,
+        )
+        .unwrap();
+    p.init.get(dst, &Remote::new(p.target.id(), PT, 5)).unwrap();
+    let r = p.iev().unwrap();
+    assert_eq!(
+        (r.kind, r.md.threshold),
+        (EventKind::Reply, Threshold::Count(1))
+    );
+    p.init.get(dst, &Remote::new(p.target.id(), PT, 5)).unwrap();
+    let r = p.iev().unwrap();
+    assert_eq!(
+        (r.kind, r.md.threshold),
+        (EventKind::Reply, Threshold::Count(0))
+    );
+    assert_eq!(p.iev().unwrap().kind, EventKind::Unlink);
 }

@@ -1,0 +1,395 @@
+//! Collective and communicator checks for multi-process tests:
+//! `ptlrun -n N coll_check <scenario>`. Every result is compared with the
+//! same computation done locally. Prints `OK <scenario>` per rank.
+
+use mpi_on_portals::collective::displacements;
+use mpi_on_portals::collective::op::Operation;
+use mpi_on_portals::traits::*;
+use mpi_on_portals::{
+    Color, CommunicatorRelation, GroupRelation, MpiError, Partition, PartitionMut,
+    SimpleCommunicator, SystemOperation, UserOperation,
+};
+
+type R<T> = std::result::Result<T, String>;
+
+fn e(x: MpiError) -> String {
+    x.to_string()
+}
+
+fn ensure(c: bool, what: impl FnOnce() -> String) -> R<()> {
+    if c {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// Rank r's contribution: `len` values derived from r.
+fn contrib(r: i32, len: usize) -> Vec<i64> {
+    (0..len)
+        .map(|i| (r as i64 + 1) * 1000 + i as i64 * 7 - (r as i64 * i as i64) % 13)
+        .collect()
+}
+
+/// A non-commutative operation: 2×2 integer matrices (mod 1009) multiplied
+/// in order; each element of the buffer is a matrix packed in 4 i64s.
+fn matmul(a: &[i64], b: &mut [i64]) {
+    for (x, y) in a.chunks(4).zip(b.chunks_mut(4)) {
+        let r = [
+            (x[0] * y[0] + x[1] * y[2]) % 1009,
+            (x[0] * y[1] + x[1] * y[3]) % 1009,
+            (x[2] * y[0] + x[3] * y[2]) % 1009,
+            (x[2] * y[1] + x[3] * y[3]) % 1009,
+        ];
+        y.copy_from_slice(&r);
+    }
+}
+
+fn matrices(r: i32, len: usize) -> Vec<i64> {
+    (0..len)
+        .map(|i| ((r as i64 * 31 + i as i64 * 17) % 97) + 1)
+        .collect()
+}
+
+/// Every collective on `comm`, with `len` elements per block.
+fn collectives(comm: &SimpleCommunicator, len: usize) -> R<()> {
+    let (me, n) = (comm.rank(), comm.size());
+    let nu = n as usize;
+    let all: Vec<Vec<i64>> = (0..n).map(|r| contrib(r, len)).collect();
+    let mine = all[me as usize].clone();
+    let sum: Vec<i64> = (0..len).map(|i| all.iter().map(|v| v[i]).sum()).collect();
+    let max: Vec<i64> = (0..len)
+        .map(|i| all.iter().map(|v| v[i]).max().unwrap_or(0))
+        .collect();
+    let ctx = format!("n={n} len={len}");
+
+    comm.barrier().map_err(e)?;
+
+    for root in 0..n {
+        // Broadcast.
+        let mut b = if me == root {
+            contrib(root, len)
+        } else {
+            vec![0; len]
+        };
+        comm.process_at_rank(root)
+            .broadcast_into(&mut b[..])
+            .map_err(e)?;
+        ensure(b == contrib(root, len), || {
+            format!("{ctx}: broadcast from {root}")
+        })?;
+        // Reduce, commutative.
+        let p = comm.process_at_rank(root);
+        if me == root {
+            let mut r = vec![0i64; len];
+            p.reduce_into_root(&mine[..], &mut r[..], SystemOperation::sum())
+                .map_err(e)?;
+            ensure(r == sum, || format!("{ctx}: reduce sum to {root}"))?;
+        } else {
+            p.reduce_into(&mine[..], SystemOperation::sum())
+                .map_err(e)?;
+        }
+        // Reduce, non-commutative (rank order matters).
+        let mlen = len * 4;
+        let mats: Vec<Vec<i64>> = (0..n).map(|r| matrices(r, mlen)).collect();
+        let op = UserOperation::associative(|a: &[i64], b: &mut [i64]| matmul(a, b));
+        if me == root {
+            let mut r = vec![0i64; mlen];
+            p.reduce_into_root(&mats[me as usize][..], &mut r[..], &op)
+                .map_err(e)?;
+            let mut want = mats[nu - 1].clone();
+            for m in mats[..nu - 1].iter().rev() {
+                op.apply(m, &mut want);
+            }
+            ensure(r == want, || {
+                format!("{ctx}: non-commutative reduce to {root}")
+            })?;
+        } else {
+            p.reduce_into(&mats[me as usize][..], &op).map_err(e)?;
+        }
+        // Gather / scatter.
+        if me == root {
+            let mut g = vec![0i64; len * nu];
+            p.gather_into_root(&mine[..], &mut g[..]).map_err(e)?;
+            ensure(g == all.concat(), || format!("{ctx}: gather to {root}"))?;
+            let mut s = vec![0i64; len];
+            p.scatter_into_root(&all.concat()[..], &mut s[..])
+                .map_err(e)?;
+            ensure(s == mine, || format!("{ctx}: scatter from {root}"))?;
+        } else {
+            p.gather_into(&mine[..]).map_err(e)?;
+            let mut s = vec![0i64; len];
+            p.scatter_into(&mut s[..]).map_err(e)?;
+            ensure(s == mine, || format!("{ctx}: scatter from {root}"))?;
+        }
+        // Variable gather / scatter: rank r contributes r+1 copies' worth.
+        let counts: Vec<usize> = (0..nu).map(|r| (len * (r + 1)) % (len + 3)).collect();
+        let displs = displacements(&counts);
+        let total: usize = counts.iter().sum();
+        let vall: Vec<i64> = (0..total as i64).map(|x| x * 3 + 1).collect();
+        let vmine = vall[displs[me as usize]..displs[me as usize] + counts[me as usize]].to_vec();
+        if me == root {
+            let mut g = vec![0i64; total];
+            let mut part =
+                PartitionMut::new(&mut g[..], counts.clone(), displs.clone()).map_err(e)?;
+            p.gather_varcount_into_root(&vmine[..], &mut part)
+                .map_err(e)?;
+            ensure(g == vall, || format!("{ctx}: gather_varcount to {root}"))?;
+            let mut s = vec![0i64; vmine.len()];
+            let part = Partition::new(&vall[..], counts.clone(), displs.clone()).map_err(e)?;
+            p.scatter_varcount_into_root(&part, &mut s[..]).map_err(e)?;
+            ensure(s == vmine, || {
+                format!("{ctx}: scatter_varcount from {root}")
+            })?;
+        } else {
+            p.gather_varcount_into(&vmine[..]).map_err(e)?;
+            let mut s = vec![0i64; vmine.len()];
+            p.scatter_varcount_into(&mut s[..]).map_err(e)?;
+            ensure(s == vmine, || {
+                format!("{ctx}: scatter_varcount from {root}")
+            })?;
+        }
+    }
+
+    // All-reduce: sum, max, and a non-commutative one.
+    let mut r = vec![0i64; len];
+    comm.all_reduce_into(&mine[..], &mut r[..], SystemOperation::sum())
+        .map_err(e)?;
+    ensure(r == sum, || format!("{ctx}: all_reduce sum"))?;
+    comm.all_reduce_into(&mine[..], &mut r[..], SystemOperation::max())
+        .map_err(e)?;
+    ensure(r == max, || format!("{ctx}: all_reduce max"))?;
+    let mlen = len * 4;
+    let mats: Vec<Vec<i64>> = (0..n).map(|r| matrices(r, mlen)).collect();
+    let op = UserOperation::associative(|a: &[i64], b: &mut [i64]| matmul(a, b));
+    let mut m = vec![0i64; mlen];
+    comm.all_reduce_into(&mats[me as usize][..], &mut m[..], &op)
+        .map_err(e)?;
+    let mut want = mats[nu - 1].clone();
+    for x in mats[..nu - 1].iter().rev() {
+        op.apply(x, &mut want);
+    }
+    ensure(m == want, || format!("{ctx}: non-commutative all_reduce"))?;
+    let f: Vec<f64> = mine.iter().map(|&x| x as f64 * 0.5).collect();
+    let mut fr = vec![0f64; len];
+    comm.all_reduce_into(&f[..], &mut fr[..], SystemOperation::sum())
+        .map_err(e)?;
+    ensure(
+        fr.iter()
+            .zip(&sum)
+            .all(|(a, &b)| (a - b as f64 * 0.5).abs() < 1e-6),
+        || format!("{ctx}: all_reduce f64"),
+    )?;
+    let mut bits = vec![0u32; len];
+    let mb: Vec<u32> = mine.iter().map(|&x| x as u32).collect();
+    comm.all_reduce_into(&mb[..], &mut bits[..], SystemOperation::bitwise_or())
+        .map_err(e)?;
+    let bw: Vec<u32> = (0..len)
+        .map(|i| all.iter().fold(0u32, |a, v| a | v[i] as u32))
+        .collect();
+    ensure(bits == bw, || format!("{ctx}: all_reduce bitwise_or"))?;
+
+    // All-gather, fixed and variable.
+    let mut g = vec![0i64; len * nu];
+    comm.all_gather_into(&mine[..], &mut g[..]).map_err(e)?;
+    ensure(g == all.concat(), || format!("{ctx}: all_gather"))?;
+    let counts: Vec<usize> = (0..nu).map(|r| (len + r * 5) % (len + 7)).collect();
+    let displs = displacements(&counts);
+    let parts: Vec<Vec<i64>> = (0..n).map(|r| contrib(r * 3, counts[r as usize])).collect();
+    let mut gv = vec![0i64; counts.iter().sum()];
+    {
+        let mut part = PartitionMut::new(&mut gv[..], counts.clone(), displs).map_err(e)?;
+        comm.all_gather_varcount_into(&parts[me as usize][..], &mut part)
+            .map_err(e)?;
+    }
+    ensure(gv == parts.concat(), || {
+        format!("{ctx}: all_gather_varcount")
+    })?;
+
+    // All-to-all: block j of rank i is contrib(i*n+j).
+    let send: Vec<i64> = (0..n).flat_map(|j| contrib(me * n + j, len)).collect();
+    let mut recv = vec![0i64; len * nu];
+    comm.all_to_all_into(&send[..], &mut recv[..]).map_err(e)?;
+    let want: Vec<i64> = (0..n).flat_map(|i| contrib(i * n + me, len)).collect();
+    ensure(recv == want, || format!("{ctx}: all_to_all"))?;
+    // Variable all-to-all: i sends (i+j) % 3 + len/2 elements to j.
+    let sc: Vec<usize> = (0..nu).map(|j| (me as usize + j) % 3 + len / 2).collect();
+    let rc: Vec<usize> = (0..nu).map(|i| (i + me as usize) % 3 + len / 2).collect();
+    let sbuf: Vec<i64> = (0..nu)
+        .flat_map(|j| contrib(me * 100 + j as i32, sc[j]))
+        .collect();
+    let mut rbuf = vec![0i64; rc.iter().sum()];
+    {
+        let sp = Partition::new(&sbuf[..], sc.clone(), displacements(&sc)).map_err(e)?;
+        let mut rp = PartitionMut::contiguous(&mut rbuf[..], rc.clone()).map_err(e)?;
+        comm.all_to_all_varcount_into(&sp, &mut rp).map_err(e)?;
+    }
+    let want: Vec<i64> = (0..nu)
+        .flat_map(|i| contrib(i as i32 * 100 + me, rc[i]))
+        .collect();
+    ensure(rbuf == want, || format!("{ctx}: all_to_all_varcount"))?;
+
+    // Scans, commutative and not.
+    let mut s = vec![0i64; len];
+    comm.scan_into(&mine[..], &mut s[..], SystemOperation::sum())
+        .map_err(e)?;
+    let pre: Vec<i64> = (0..len)
+        .map(|i| all[..=me as usize].iter().map(|v| v[i]).sum())
+        .collect();
+    ensure(s == pre, || format!("{ctx}: scan"))?;
+    let mut x = vec![-5i64; len];
+    comm.exclusive_scan_into(&mine[..], &mut x[..], SystemOperation::sum())
+        .map_err(e)?;
+    let ex: Vec<i64> = if me == 0 {
+        vec![-5; len]
+    } else {
+        (0..len)
+            .map(|i| all[..me as usize].iter().map(|v| v[i]).sum())
+            .collect()
+    };
+    ensure(x == ex, || format!("{ctx}: exclusive_scan"))?;
+    let mut ms = vec![0i64; mlen];
+    comm.scan_into(&mats[me as usize][..], &mut ms[..], &op)
+        .map_err(e)?;
+    let mut want = mats[me as usize].clone();
+    for m in mats[..me as usize].iter().rev() {
+        op.apply(m, &mut want);
+    }
+    ensure(ms == want, || format!("{ctx}: non-commutative scan"))?;
+    Ok(())
+}
+
+fn sizes(comm: &SimpleCommunicator) -> R<()> {
+    // 0 elements, 1 element, and 1 MB (131072 i64).
+    for len in [0usize, 1, 131_072] {
+        collectives(comm, len)?;
+    }
+    Ok(())
+}
+
+/// Uneven colors, nested dup/split, groups, and collectives interleaved with
+/// point-to-point on the same communicator.
+fn comms(world: &SimpleCommunicator) -> R<()> {
+    let (me, n) = (world.rank(), world.size());
+    // Uneven colors: rank 0 alone, the rest together; keys reverse order.
+    let color = if me == 0 { 0 } else { 1 };
+    let sub = world
+        .split_by_color_with_key(Color::with_value(color), n - me)
+        .map_err(e)?
+        .ok_or("split returned no communicator")?;
+    let expect_size = if me == 0 { 1 } else { n - 1 };
+    ensure(sub.size() == expect_size, || {
+        format!("split size {}", sub.size())
+    })?;
+    if me != 0 {
+        // Reverse key order: world rank n-1 is rank 0 in the sub.
+        ensure(sub.rank() == n - 1 - me, || {
+            format!("split rank {} for world {me}", sub.rank())
+        })?;
+    }
+    collectives(&sub, 3)?;
+    // An undefined color gets nothing.
+    let none = world
+        .split_by_color(if me % 2 == 0 {
+            Color::with_value(7)
+        } else {
+            Color::undefined()
+        })
+        .map_err(e)?;
+    ensure(none.is_some() == (me % 2 == 0), || "undefined color".into())?;
+    if let Some(c) = &none {
+        ensure(c.size() == (n + 1) / 2, || "even communicator size".into())?;
+        collectives(c, 2)?;
+    }
+    // Nested: dup of a split, split of the dup.
+    let dup = sub.duplicate().map_err(e)?;
+    ensure(dup.compare(&sub) == CommunicatorRelation::Congruent, || {
+        "dup is congruent".into()
+    })?;
+    ensure(
+        dup.compare(&dup.clone()) == CommunicatorRelation::Identical,
+        || "identical".into(),
+    )?;
+    let nested = dup
+        .split_by_color(Color::with_value(dup.rank() % 2))
+        .map_err(e)?
+        .ok_or("nested split")?;
+    collectives(&nested, 2)?;
+    // Groups.
+    let g = world.group();
+    let evens: Vec<i32> = (0..n).step_by(2).collect();
+    let eg = g.include(&evens).map_err(e)?;
+    ensure(eg.size() == (n + 1) / 2, || "include".into())?;
+    ensure(g.exclude(&evens).map_err(e)?.size() == n / 2, || {
+        "exclude".into()
+    })?;
+    if n > 1 {
+        let tr = g.translate_ranks(&[0, 1], &eg).map_err(e)?;
+        ensure(tr == vec![Some(0), None], || format!("translate {tr:?}"))?;
+    }
+    ensure(
+        world.group().compare(&g) == GroupRelation::Identical,
+        || "group compare".into(),
+    )?;
+    let created = world.split_by_subgroup(&eg).map_err(e)?;
+    ensure(created.is_some() == (me % 2 == 0), || {
+        "create from group".into()
+    })?;
+    if let Some(c) = &created {
+        ensure(c.group().compare(&eg) == GroupRelation::Identical, || {
+            "created group".into()
+        })?;
+        collectives(c, 1)?;
+    }
+    // Interleave collectives with point-to-point on one communicator: every
+    // rank sends its neighbour a message, then a collective runs while that
+    // message is unreceived, then the message is received.
+    let c = world.duplicate().map_err(e)?;
+    let next = (me + 1) % n;
+    let prev = (me + n - 1) % n;
+    c.process_at_rank(next)
+        .send_with_tag(&[me as i64; 5][..], 3)
+        .map_err(e)?;
+    let mut s = 0i64;
+    c.all_reduce_into(&(me as i64), &mut s, SystemOperation::sum())
+        .map_err(e)?;
+    ensure(s == (0..n as i64).sum::<i64>(), || {
+        "all_reduce between p2p".into()
+    })?;
+    c.barrier().map_err(e)?;
+    let (v, st) = c.any_process().receive_vec::<i64>().map_err(e)?;
+    ensure(v == vec![prev as i64; 5] && st.tag() == 3, || {
+        format!("p2p after collectives: {v:?}")
+    })?;
+    // Many communicators come and go; context ids are reused.
+    for _ in 0..50 {
+        let d = world.duplicate().map_err(e)?;
+        d.barrier().map_err(e)?;
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let scenario = args.get(1).cloned().unwrap_or_default();
+    let u = match mpi_on_portals::initialize() {
+        Ok(u) => u,
+        Err(x) => {
+            eprintln!("initialize failed: {x}");
+            std::process::exit(2);
+        }
+    };
+    let world = u.world();
+    let r = match scenario.as_str() {
+        "sizes" => sizes(&world),
+        "comms" => comms(&world),
+        other => Err(format!("unknown scenario {other:?}")),
+    };
+    match r {
+        Ok(()) => println!("OK {scenario} rank {}", world.rank()),
+        Err(x) => {
+            eprintln!("FAILED {scenario} rank {}: {x}", world.rank());
+            std::process::exit(1);
+        }
+    }
+}
