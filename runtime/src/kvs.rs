@@ -15,6 +15,7 @@
 //! PUT <key> <value>                  → OK | ERR <message>
 //! FENCE                              → DATA <n>, then n lines "<key> <value>", then END
 //!                                      | ERR <message>
+//! ABORT <job-key-hex> <reason…>      → OK | ERR <message>   (fails every fence)
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,6 +63,8 @@ struct State {
     generation: u64,
     /// A rank left or failed: every fence fails from now on.
     broken: Option<String>,
+    /// Ranks that joined and have since disconnected.
+    left: BTreeSet<u32>,
 }
 
 /// The rendezvous server. Runs on its own threads until dropped.
@@ -97,6 +100,7 @@ impl KvsServer {
                 fenced: BTreeSet::new(),
                 generation: 0,
                 broken: None,
+                left: BTreeSet::new(),
             }),
             Condvar::new(),
         ));
@@ -122,6 +126,41 @@ impl KvsServer {
     /// Where ranks connect.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Wait until every rank has joined and disconnected again (the job is
+    /// over), or `timeout` passes without any rank joining or leaving.
+    /// Returns the ranks that never joined, if any.
+    pub fn wait_finished(&self, timeout: Duration) -> Result<(), RuntimeError> {
+        let (m, c) = &*self.state;
+        let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if s.left.len() as u32 == s.size {
+                return Ok(());
+            }
+            let before = (s.joined.len(), s.left.len());
+            let (g, t) = c
+                .wait_timeout(s, timeout)
+                .unwrap_or_else(|p| p.into_inner());
+            s = g;
+            if t.timed_out() && (s.joined.len(), s.left.len()) == before {
+                let missing: Vec<String> = (0..s.size)
+                    .filter(|r| !s.joined.contains(r))
+                    .map(|r| r.to_string())
+                    .collect();
+                return Err(RuntimeError::Rendezvous {
+                    server: self.addr.to_string(),
+                    why: if missing.is_empty() {
+                        format!("no rank finished within {timeout:?}")
+                    } else {
+                        format!(
+                            "ranks {} never joined within {timeout:?}",
+                            missing.join(",")
+                        )
+                    },
+                });
+            }
+        }
     }
 
     /// Make every current and future fence fail with `why` (used when a
@@ -242,11 +281,34 @@ fn serve(conn: TcpStream, state: Arc<(Mutex<State>, Condvar)>, timeout: Duration
                     )
                 }
             }
+            (["ABORT", key, ..], _) => {
+                // Only a holder of the job key may end the job.
+                let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+                if u64::from_str_radix(key, 16).ok() != Some(s.job_key) {
+                    drop(s);
+                    reply(&mut w, "ERR job key mismatch")
+                } else {
+                    let why = f[2..].join(" ");
+                    s.broken.get_or_insert(if why.is_empty() {
+                        "aborted".into()
+                    } else {
+                        why
+                    });
+                    c.notify_all();
+                    drop(s);
+                    reply(&mut w, "OK")
+                }
+            }
             _ => reply(&mut w, "ERR malformed request"),
         };
         if res.is_err() {
             break;
         }
+    }
+    if let Some(r) = rank {
+        let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+        s.left.insert(r);
+        c.notify_all();
     }
 }
 
@@ -261,6 +323,11 @@ pub struct KvsClient {
 }
 
 impl KvsClient {
+    /// Connect to `server` without joining (to abort a job from outside).
+    pub fn connect(server: &str, timeout: Duration) -> Result<KvsClient, RuntimeError> {
+        Self::open(server, timeout)
+    }
+
     /// Connect to `server` (host:port), retrying until `timeout`, and join
     /// as `rank` of `size` with `job_key`.
     pub fn join(
@@ -270,6 +337,12 @@ impl KvsClient {
         size: u32,
         timeout: Duration,
     ) -> Result<KvsClient, RuntimeError> {
+        let mut c = Self::open(server, timeout)?;
+        c.request(&format!("JOIN {job_key:x} {rank} {size}"))?;
+        Ok(c)
+    }
+
+    fn open(server: &str, timeout: Duration) -> Result<KvsClient, RuntimeError> {
         let deadline = Instant::now() + timeout;
         let unreachable = |why: String| RuntimeError::Rendezvous {
             server: server.to_string(),
@@ -304,13 +377,11 @@ impl KvsClient {
             .set_read_timeout(Some(timeout + Duration::from_secs(5)))
             .map_err(|e| unreachable(e.to_string()))?;
         let w = stream.try_clone().map_err(|e| unreachable(e.to_string()))?;
-        let mut c = KvsClient {
+        Ok(KvsClient {
             r: BufReader::new(stream),
             w,
             server: server.to_string(),
-        };
-        c.request(&format!("JOIN {job_key:x} {rank} {size}"))?;
-        Ok(c)
+        })
     }
 
     fn proto(&self, why: impl Into<String>) -> RuntimeError {
@@ -350,6 +421,13 @@ impl KvsClient {
             return Err(RuntimeError::InvalidValue(format!("{key:?} = {value:?}")));
         }
         self.request(&format!("PUT {key} {value}"))
+    }
+
+    /// Tell the server the job failed: every fence fails from now on. Needs
+    /// the job key.
+    pub fn abort(&mut self, job_key: u64, why: &str) -> Result<(), RuntimeError> {
+        let why: String = why.split_whitespace().collect::<Vec<_>>().join(" ");
+        self.request(&format!("ABORT {job_key:x} {why}"))
     }
 
     /// Wait for every rank, then return everything published.
@@ -475,6 +553,39 @@ mod tests {
         s.break_job("rank 1 exited with status 3");
         let e = h.join().unwrap().unwrap_err().to_string();
         assert!(e.contains("rank 1 exited"), "{e}");
+    }
+
+    #[test]
+    fn the_server_knows_when_the_job_is_over_and_who_never_came() {
+        let s = server(2, 1, Duration::from_secs(5));
+        let a = s.addr().to_string();
+        let c0 = KvsClient::join(&a, 1, 0, 2, Duration::from_secs(2)).unwrap();
+        let e = s
+            .wait_finished(Duration::from_millis(200))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ranks 1 never joined"), "{e}");
+        let c1 = KvsClient::join(&a, 1, 1, 2, Duration::from_secs(2)).unwrap();
+        drop(c0);
+        drop(c1);
+        s.wait_finished(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn an_abort_from_outside_fails_the_fences() {
+        let s = server(2, 1, Duration::from_secs(30));
+        let a = s.addr().to_string();
+        let mut c0 = KvsClient::join(&a, 1, 0, 2, Duration::from_secs(2)).unwrap();
+        let h = std::thread::spawn(move || c0.fence());
+        std::thread::sleep(Duration::from_millis(50));
+        let mut outsider = KvsClient::connect(&a, Duration::from_secs(2)).unwrap();
+        let e = outsider.abort(2, "not my job").unwrap_err().to_string();
+        assert!(e.contains("job key mismatch"), "{e}");
+        outsider
+            .abort(1, "rank 1 exited with status 9 on host b")
+            .unwrap();
+        let e = h.join().unwrap().unwrap_err().to_string();
+        assert!(e.contains("host b"), "{e}");
     }
 
     #[test]

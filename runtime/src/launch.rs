@@ -9,6 +9,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::env::{self, JobOptions};
 use crate::error::RuntimeError;
-use crate::kvs::KvsServer;
+use crate::kvs::{KvsClient, KvsServer};
 
 /// What to do with the ranks' output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,11 +31,33 @@ pub enum Output {
     Capture,
 }
 
+/// Where the ranks meet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rendezvous {
+    /// This launcher runs the rendezvous server, listening here (port 0
+    /// picks a free port). To let processes on other hosts join, listen on
+    /// an address they can reach.
+    Serve(SocketAddr),
+    /// Join the rendezvous server another launcher runs (host:port); the
+    /// job key must be given.
+    Join(String),
+}
+
 /// A job to launch.
 #[derive(Clone, Debug)]
 pub struct LaunchSpec {
-    /// Number of ranks.
+    /// Number of ranks started here.
     pub ranks: u32,
+    /// Number of ranks in the whole job (more than `ranks` when other hosts
+    /// start the rest); `None` means `ranks`.
+    pub size: Option<u32>,
+    /// Rank of the first process started here.
+    pub first_rank: u32,
+    /// The job key; `None` draws a fresh one (only with
+    /// [`Rendezvous::Serve`]).
+    pub job_key: Option<u64>,
+    /// Where the ranks meet.
+    pub rendezvous: Rendezvous,
     /// The program every rank runs.
     pub program: PathBuf,
     /// Its arguments.
@@ -56,6 +79,10 @@ impl LaunchSpec {
     pub fn new(ranks: u32, program: impl Into<PathBuf>) -> Self {
         LaunchSpec {
             ranks,
+            size: None,
+            first_rank: 0,
+            job_key: None,
+            rendezvous: Rendezvous::Serve(SocketAddr::from(([127, 0, 0, 1], 0))),
             program: program.into(),
             args: Vec::new(),
             options: JobOptions::default(),
@@ -136,31 +163,94 @@ fn signal(pid: u32, sig: i32) {
     let _ = unsafe { libc::kill(pid as libc::pid_t, sig) };
 }
 
+/// The rendezvous side of a job: the server this launcher runs, or the
+/// address of another launcher's.
+enum Meeting {
+    Local(KvsServer),
+    Remote(String, u64),
+}
+
+impl Meeting {
+    fn addr(&self) -> String {
+        match self {
+            Meeting::Local(s) => s.addr().to_string(),
+            Meeting::Remote(a, _) => a.clone(),
+        }
+    }
+
+    /// Make every rank's fences fail, here and on other hosts.
+    fn abort(&self, why: &str) {
+        match self {
+            Meeting::Local(s) => s.break_job(why),
+            Meeting::Remote(a, key) => {
+                if let Ok(mut c) = KvsClient::connect(a, Duration::from_secs(2)) {
+                    let _ = c.abort(*key, why);
+                }
+            }
+        }
+    }
+}
+
+/// Run only the rendezvous server for a job of `size` ranks that other
+/// launchers (`Rendezvous::Join`) or hand-started processes join; returns
+/// when every rank has joined and left, or fails naming the ranks that
+/// never came.
+pub fn serve(
+    listen: SocketAddr,
+    size: u32,
+    job_key: u64,
+    timeout: Duration,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), RuntimeError> {
+    let kvs = KvsServer::start(listen, size, job_key, timeout)?;
+    on_ready(kvs.addr());
+    kvs.wait_finished(timeout)
+}
+
 /// Launch and supervise a job; returns when every rank has exited.
 pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     if spec.ranks == 0 {
         return Err(RuntimeError::Launch("a job needs at least one rank".into()));
     }
-    let key = fresh_job_key();
-    let kvs = KvsServer::start(
-        "127.0.0.1:0"
-            .parse()
-            .map_err(|_| RuntimeError::Launch("bad address".into()))?,
-        spec.ranks,
-        key,
-        spec.options.timeout,
-    )?;
+    let size = spec.size.unwrap_or(spec.first_rank + spec.ranks);
+    if spec
+        .first_rank
+        .checked_add(spec.ranks)
+        .is_none_or(|end| end > size)
+    {
+        return Err(RuntimeError::Launch(format!(
+            "ranks {}..{} do not fit a job of {size}",
+            spec.first_rank,
+            spec.first_rank as u64 + spec.ranks as u64
+        )));
+    }
+    let (key, meeting) = match &spec.rendezvous {
+        Rendezvous::Serve(listen) => {
+            let key = spec.job_key.unwrap_or_else(fresh_job_key);
+            (
+                key,
+                Meeting::Local(KvsServer::start(*listen, size, key, spec.options.timeout)?),
+            )
+        }
+        Rendezvous::Join(addr) => {
+            let key = spec.job_key.ok_or_else(|| {
+                RuntimeError::Launch("joining a rendezvous needs the job key".into())
+            })?;
+            (key, Meeting::Remote(addr.clone(), key))
+        }
+    };
+    let kvs = &meeting;
     let captured = Arc::new(Mutex::new(Vec::new()));
     let (done_tx, done_rx) = mpsc::channel::<(u32, ExitStatus)>();
     let mut pids = Vec::new();
     let mut io_threads = Vec::new();
-    for rank in 0..spec.ranks {
+    for rank in spec.first_rank..spec.first_rank + spec.ranks {
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
             .env(env::RANK, rank.to_string())
-            .env(env::SIZE, spec.ranks.to_string())
+            .env(env::SIZE, size.to_string())
             .env(env::JOB_KEY, format!("{key:x}"))
-            .env(env::BOOTSTRAP, kvs.addr().to_string())
+            .env(env::BOOTSTRAP, kvs.addr())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -217,6 +307,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     drop(done_tx);
 
     let start = Instant::now();
+    // Indexed by local slot (rank - first_rank).
+    let first = spec.first_rank;
     let mut alive = vec![true; spec.ranks as usize];
     let mut left = spec.ranks as usize;
     let mut status = 0;
@@ -231,14 +323,14 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         };
         match done_rx.recv_timeout(wait.max(Duration::from_millis(1))) {
             Ok((rank, st)) => {
-                alive[rank as usize] = false;
+                alive[(rank - first) as usize] = false;
                 left -= 1;
                 let code = status_code(st);
                 if code != 0 && reason.is_none() {
                     status = code;
                     failed_rank = Some(rank);
                     let why = format!("rank {rank} exited with status {code}");
-                    kvs.break_job(&why);
+                    kvs.abort(&why);
                     reason = Some(why);
                     for (r, &p) in pids.iter().enumerate() {
                         if alive[r] {
@@ -259,7 +351,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
                 } else if kill_at.is_none() && spec.timeout.is_some_and(|t| start.elapsed() >= t) {
                     status = 124;
                     let why = format!("job timed out after {:?}", spec.timeout.unwrap_or_default());
-                    kvs.break_job(&why);
+                    kvs.abort(&why);
                     reason = Some(why);
                     for (r, &p) in pids.iter().enumerate() {
                         if alive[r] {
@@ -274,6 +366,16 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     }
     for t in io_threads {
         let _ = t.join();
+    }
+    // Ranks on other hosts still use our rendezvous (for their last
+    // fences): serve them until they are done.
+    if let Meeting::Local(server) = &meeting {
+        if reason.is_none() && spec.ranks < size {
+            if let Err(e) = server.wait_finished(spec.options.timeout) {
+                status = 1;
+                reason = Some(e.to_string());
+            }
+        }
     }
     let output = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
     Ok(LaunchOutcome {

@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod env;
 mod error;
 mod job;

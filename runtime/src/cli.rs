@@ -1,0 +1,219 @@
+//! The `ptlrun` command line (the binary is a one-line wrapper, so tests can
+//! run the same launcher).
+
+use std::ffi::OsString;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use std::net::SocketAddr;
+
+use clap::{Parser, ValueEnum};
+use nal_tcp::{Backend, ConnectMode, ProgressMode};
+
+use crate::launch::{fresh_job_key, launch, serve, LaunchSpec, Output, Rendezvous};
+use crate::{JobOptions, NalKind};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum NalArg {
+    /// TCP: one connection per pair of processes.
+    Tcp,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ProgressArg {
+    /// A progress thread per process moves data while the application
+    /// computes; a thread waiting in the library drives the sockets itself.
+    Thread,
+    /// No progress thread: data moves only inside library calls.
+    Poll,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BackendArg {
+    /// epoll, edge-triggered.
+    Epoll,
+    /// io_uring multishot poll (progress thread only).
+    IoUring,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ConnectArg {
+    /// Connect on the first message to a peer.
+    Lazy,
+    /// Connect to every peer at start-up.
+    Eager,
+}
+
+/// Start a portals-rs job: N copies of PROGRAM on this machine, connected by
+/// the chosen transport.
+///
+/// A job can span hosts: one ptlrun runs the rendezvous server on an address
+/// the others reach (--listen, or --serve for a server without local ranks),
+/// and the others join it (--rendezvous HOST:PORT --job-key KEY), each
+/// starting a slice of the ranks (--first-rank, --size), with the transport
+/// bound to an address of the host's network (--bind).
+///
+/// Every rank gets its rank, the job size, a fresh job key and the address of
+/// a rendezvous server in its environment (PTL_RANK, PTL_SIZE, PTL_JOB_KEY,
+/// PTL_BOOTSTRAP, plus PTL_NAL, PTL_PROGRESS, PTL_BACKEND, PTL_CONNECT,
+/// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US for the options below).
+/// Each rank's output is forwarded line by line, prefixed with `[rank] `.
+/// The first rank that fails (non-zero exit status or a signal) fails the
+/// job: the other ranks are terminated and ptlrun exits with that rank's
+/// status (128 + signal for a signal, 124 if --timeout expired).
+#[derive(Parser, Debug)]
+#[command(name = "ptlrun", version, about, long_about)]
+struct Args {
+    /// Number of processes (ranks) to start here.
+    #[arg(short = 'n', long = "np", value_name = "N", default_value_t = 0)]
+    ranks: u32,
+    /// Ranks in the whole job, when other hosts start some of them
+    /// (default: N).
+    #[arg(long, value_name = "SIZE")]
+    size: Option<u32>,
+    /// Rank of the first process started here.
+    #[arg(long, value_name = "RANK", default_value_t = 0)]
+    first_rank: u32,
+    /// Address the rendezvous server listens on (port 0: any free port).
+    /// Use an address other hosts can reach for a multi-host job.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Join the rendezvous server at HOST:PORT instead of running one.
+    #[arg(long, value_name = "HOST:PORT", requires = "job_key")]
+    rendezvous: Option<String>,
+    /// The job key, in hexadecimal (default: a fresh random key, printed
+    /// when other hosts need it).
+    #[arg(long, value_name = "HEX", value_parser = parse_key)]
+    job_key: Option<u64>,
+    /// Only run the rendezvous server for a job of --size ranks started
+    /// elsewhere, until they have all finished.
+    #[arg(long, requires = "size", conflicts_with = "rendezvous")]
+    serve: bool,
+    /// Transport.
+    #[arg(long, value_enum, default_value = "tcp")]
+    nal: NalArg,
+    /// Progress mode.
+    #[arg(long, value_enum, default_value = "thread")]
+    progress: ProgressArg,
+    /// Kernel interface the progress thread waits in.
+    #[arg(long, value_enum, default_value = "epoll")]
+    backend: BackendArg,
+    /// When connections are set up.
+    #[arg(long, value_enum, default_value = "lazy")]
+    connect: ConnectArg,
+    /// IP address the ranks' transports listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// Kill the whole job after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// How long ranks wait for each other at start-up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    bootstrap_timeout: u64,
+    /// Spin window of a thread waiting in the library, in microseconds.
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 50)]
+    wait_spin: u64,
+    /// Do not prefix output lines with the rank.
+    #[arg(long)]
+    no_prefix: bool,
+    /// The program to run, followed by its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM ARGS"
+    )]
+    command: Vec<OsString>,
+}
+
+fn parse_key(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16)
+        .map_err(|_| format!("{s:?} is not a 64-bit hexadecimal key"))
+}
+
+/// Run `ptlrun` with the process's command line; the exit code to return.
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.serve {
+        let size = args.size.unwrap_or(0);
+        let key = args.job_key.unwrap_or_else(fresh_job_key);
+        let timeout = Duration::from_secs(args.bootstrap_timeout.max(1));
+        let r = serve(args.listen, size, key, timeout, |addr| {
+            println!("ptlrun: rendezvous for {size} ranks at {addr}; join with --rendezvous {addr} --job-key {key:x}");
+        });
+        return match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ptlrun: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let mut command = args.command.into_iter();
+    let Some(program) = command.next() else {
+        eprintln!("ptlrun: no program given (see --help)");
+        return ExitCode::from(2);
+    };
+    if args.ranks == 0 {
+        eprintln!("ptlrun: -n N: at least one rank to start");
+        return ExitCode::from(2);
+    }
+    let options = JobOptions {
+        nal: match args.nal {
+            NalArg::Tcp => NalKind::Tcp,
+        },
+        progress: match args.progress {
+            ProgressArg::Thread => ProgressMode::Thread,
+            ProgressArg::Poll => ProgressMode::Poll,
+        },
+        backend: match args.backend {
+            BackendArg::Epoll => Backend::Epoll,
+            BackendArg::IoUring => Backend::IoUring,
+        },
+        connect: match args.connect {
+            ConnectArg::Lazy => ConnectMode::Lazy,
+            ConnectArg::Eager => ConnectMode::Eager,
+        },
+        bind: args.bind,
+        timeout: Duration::from_secs(args.bootstrap_timeout.max(1)),
+        wait_spin: Duration::from_micros(args.wait_spin),
+    };
+    let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
+    spec.args = command.collect();
+    spec.size = args.size;
+    spec.first_rank = args.first_rank;
+    spec.job_key = args.job_key;
+    spec.rendezvous = match args.rendezvous {
+        Some(addr) => Rendezvous::Join(addr),
+        None => Rendezvous::Serve(args.listen),
+    };
+    let total = args.size.unwrap_or(args.first_rank + args.ranks);
+    if matches!(spec.rendezvous, Rendezvous::Serve(_)) && total > args.first_rank + args.ranks {
+        // Other hosts need the key to join: draw it here and say it.
+        let key = *spec.job_key.get_or_insert_with(fresh_job_key);
+        eprintln!(
+            "ptlrun: serving a job of {total} ranks; other hosts join with --rendezvous <this host>:{} --job-key {key:x}",
+            args.listen.port()
+        );
+    }
+    spec.options = options;
+    spec.output = if args.no_prefix {
+        Output::ForwardRaw
+    } else {
+        Output::Forward
+    };
+    spec.timeout = args.timeout.map(Duration::from_secs);
+    match launch(&spec) {
+        Ok(out) => {
+            if let Some(why) = &out.reason {
+                eprintln!("ptlrun: {why}");
+            }
+            ExitCode::from(out.status.clamp(0, 255) as u8)
+        }
+        Err(e) => {
+            eprintln!("ptlrun: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
