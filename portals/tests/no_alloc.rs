@@ -2,7 +2,8 @@
 //! message once warmed up. A counting global allocator checks it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use portals::wire::{Header, Op};
 use portals::*;
@@ -10,12 +11,21 @@ use portals::*;
 struct Counting;
 
 static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-static ARMED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// Counting is on for this thread only: the test harness's own threads
+    /// allocate whenever they like.
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn armed() -> bool {
+    ARMED.try_with(Cell::get).unwrap_or(false)
+}
 
 // SAFETY: defers to the system allocator; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if ARMED.load(Ordering::Relaxed) {
+        if armed() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's.
@@ -26,7 +36,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if ARMED.load(Ordering::Relaxed) {
+        if armed() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as our caller's.
@@ -103,12 +113,12 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
         cycle(&mut e);
     }
     // The counter itself works.
-    ARMED.store(true, Ordering::SeqCst);
+    ARMED.with(|a| a.set(true));
     drop(std::hint::black_box(Box::new(1u64)));
     assert_eq!(ALLOCS.swap(0, Ordering::SeqCst), 1);
     for _ in 0..10_000 {
         cycle(&mut e);
     }
-    ARMED.store(false, Ordering::SeqCst);
+    ARMED.with(|a| a.set(false));
     assert_eq!(ALLOCS.load(Ordering::SeqCst), 0);
 }

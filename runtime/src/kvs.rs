@@ -61,6 +61,9 @@ struct State {
     fenced: BTreeSet<u32>,
     /// Incremented each time a fence completes.
     generation: u64,
+    /// The store as it was when the latest fence completed: what every
+    /// waiter of that fence returns, whatever is put after it.
+    snapshot: std::sync::Arc<BTreeMap<String, String>>,
     /// A rank left or failed: every fence fails from now on.
     broken: Option<String>,
     /// Ranks that joined and have since disconnected.
@@ -99,6 +102,7 @@ impl KvsServer {
                 joined: BTreeSet::new(),
                 fenced: BTreeSet::new(),
                 generation: 0,
+                snapshot: Default::default(),
                 broken: None,
                 left: BTreeSet::new(),
             }),
@@ -240,6 +244,7 @@ fn serve(conn: TcpStream, state: Arc<(Mutex<State>, Condvar)>, timeout: Duration
                 s.fenced.insert(me);
                 if s.fenced.len() as u32 == s.size {
                     s.fenced.clear();
+                    s.snapshot = std::sync::Arc::new(s.kv.clone());
                     s.generation += 1;
                     c.notify_all();
                 }
@@ -252,15 +257,18 @@ fn serve(conn: TcpStream, state: Arc<(Mutex<State>, Condvar)>, timeout: Duration
                     s = c.wait_timeout(s, left).unwrap_or_else(|p| p.into_inner()).0;
                 }
                 if s.generation != gen {
-                    let mut out = format!("DATA {}\n", s.kv.len());
-                    for (k, v) in &s.kv {
+                    // Only one fence can complete while we wait: the next
+                    // needs us too.
+                    let snap = s.snapshot.clone();
+                    drop(s);
+                    let mut out = format!("DATA {}\n", snap.len());
+                    for (k, v) in snap.iter() {
                         out.push_str(k);
                         out.push(' ');
                         out.push_str(v);
                         out.push('\n');
                     }
                     out.push_str("END");
-                    drop(s);
                     reply(&mut w, &out)
                 } else if let Some(why) = s.broken.clone() {
                     drop(s);
