@@ -1,5 +1,6 @@
 //! Ping-pong between ranks 0 and 1: half round-trip latency and bandwidth
-//! for a few sizes. `ptlrun -n 2 target/release/examples/pingpong`
+//! for a few sizes (or the sizes given as arguments, in bytes).
+//! `ptlrun -n 2 target/release/examples/pingpong [sizes...]`
 //! (The full benchmark, against Open MPI and MPICH, is `ptl-bench`.)
 
 use mpi_on_portals::traits::*;
@@ -17,7 +18,14 @@ fn main() -> mpi_on_portals::Result<()> {
         return Ok(());
     }
     let peer = world.process_at_rank(1 - rank);
-    for &size in &[0usize, 8, 1024, 65536, 1 << 20, 4 << 20] {
+    let mut sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        sizes = vec![0, 8, 1024, 65536, 1 << 20, 4 << 20];
+    }
+    for &size in &sizes {
         let iters = if size >= 1 << 20 { 50 } else { 2000 };
         let mut buf = vec![0u8; size];
         let mut run = |n: usize| -> mpi_on_portals::Result<f64> {
