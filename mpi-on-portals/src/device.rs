@@ -475,34 +475,32 @@ impl Device {
 
     // ----- events ---------------------------------------------------------
 
-    /// Take every queued event and act on it.
+    /// Take every queued event and act on it, unexpected messages first so
+    /// that a receive posted by a request event sees them.
     fn drain(&self, st: &mut State) -> Result<()> {
         loop {
-            let got = match self.ni().eq_get(self.unexp_eq) {
-                Ok(Some(ev)) => {
-                    self.on_unexpected(st, &ev)?;
-                    true
-                }
-                Ok(None) => false,
-                Err(PtlError::EqDropped { dropped }) => {
-                    return self.fail(st, MpiError::EventQueueOverflow(dropped))
-                }
-                Err(e) => return Err(ptl(e)),
-            };
-            let got2 = match self.ni().eq_get(self.req_eq) {
-                Ok(Some(ev)) => {
-                    self.on_request(st, &ev)?;
-                    true
-                }
-                Ok(None) => false,
-                Err(PtlError::EqDropped { dropped }) => {
-                    return self.fail(st, MpiError::EventQueueOverflow(dropped))
-                }
-                Err(e) => return Err(ptl(e)),
-            };
-            if !got && !got2 {
+            let unexpected = self.take_event(st, self.unexp_eq)?;
+            if let Some(ev) = &unexpected {
+                self.on_unexpected(st, ev)?;
+            }
+            let request = self.take_event(st, self.req_eq)?;
+            if let Some(ev) = &request {
+                self.on_request(st, ev)?;
+            }
+            if unexpected.is_none() && request.is_none() {
                 return Ok(());
             }
+        }
+    }
+
+    /// The next event of `eq`; an overflow is fatal.
+    fn take_event(&self, st: &mut State, eq: EqHandle) -> Result<Option<Event>> {
+        match self.ni().eq_get(eq) {
+            Ok(ev) => Ok(ev),
+            Err(PtlError::EqDropped { dropped }) => {
+                self.fail(st, MpiError::EventQueueOverflow(dropped))
+            }
+            Err(e) => Err(ptl(e)),
         }
     }
 

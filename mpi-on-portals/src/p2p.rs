@@ -50,6 +50,19 @@ impl Process<'_> {
         }
     }
 
+    fn immediate<'a>(
+        &self,
+        scope: &Scope<'a>,
+        bytes: &'a [u8],
+        tag: Tag,
+        mode: Mode,
+    ) -> Result<Request<'a>> {
+        // SAFETY: `bytes` is borrowed for 'a, and the scope completes the
+        // request before 'a ends.
+        let id = unsafe { self.start_send(bytes, tag, mode)? };
+        Ok(Request::new(self.dev().clone(), id, false, scope))
+    }
+
     fn blocking_send(&self, bytes: &[u8], tag: Tag, mode: Mode) -> Result<()> {
         // SAFETY: we wait for completion before `bytes` goes out of scope.
         let id = unsafe { self.start_send(bytes, tag, mode)? };
@@ -155,10 +168,7 @@ impl Destination for Process<'_> {
         buf: &'a B,
         tag: Tag,
     ) -> Result<Request<'a>> {
-        // SAFETY: `buf` is borrowed for 'a, and the scope completes the
-        // request before 'a ends.
-        let id = unsafe { self.start_send(buf.as_bytes(), tag, Mode::Standard)? };
-        Ok(Request::new(self.dev().clone(), id, false, scope))
+        self.immediate(scope, buf.as_bytes(), tag, Mode::Standard)
     }
 
     fn immediate_synchronous_send_with_tag<'a, B: Buffer + ?Sized>(
@@ -167,9 +177,7 @@ impl Destination for Process<'_> {
         buf: &'a B,
         tag: Tag,
     ) -> Result<Request<'a>> {
-        // SAFETY: as above.
-        let id = unsafe { self.start_send(buf.as_bytes(), tag, Mode::Synchronous)? };
-        Ok(Request::new(self.dev().clone(), id, false, scope))
+        self.immediate(scope, buf.as_bytes(), tag, Mode::Synchronous)
     }
 
     fn immediate_ready_send_with_tag<'a, B: Buffer + ?Sized>(
@@ -178,9 +186,7 @@ impl Destination for Process<'_> {
         buf: &'a B,
         tag: Tag,
     ) -> Result<Request<'a>> {
-        // SAFETY: as above.
-        let id = unsafe { self.start_send(buf.as_bytes(), tag, Mode::Ready)? };
-        Ok(Request::new(self.dev().clone(), id, false, scope))
+        self.immediate(scope, buf.as_bytes(), tag, Mode::Ready)
     }
 
     fn immediate_send_owned<T: Equivalence>(

@@ -410,15 +410,7 @@ impl TcpNal {
             None
         };
         if inner.cfg.connect == ConnectMode::Eager {
-            let peers: Vec<Arc<Peer>> = inner
-                .peers
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .filter(|p| p.id > inner.me)
-                .cloned()
-                .collect();
-            for p in peers {
+            for p in inner.all_peers().into_iter().filter(|p| p.id > inner.me) {
                 let mut tx = lock(&p.tx);
                 if tx.conn.is_none() && tx.pending.is_none() {
                     inner.start_connect(&p, &mut tx);
@@ -543,6 +535,16 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .get(&id)
             .cloned()
+    }
+
+    /// Every known peer (a snapshot; the table lock is not held after).
+    fn all_peers(&self) -> Vec<Arc<Peer>> {
+        self.peers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 
     fn conn(&self, token: u64) -> Option<Arc<Conn>> {
@@ -1336,14 +1338,7 @@ impl Inner {
                 }
             }
         }
-        let retry: Vec<Arc<Peer>> = self
-            .peers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for p in retry {
+        for p in self.all_peers() {
             let mut tx = lock(&p.tx);
             if tx.retry_at.is_some_and(|t| t <= now) && tx.conn.is_none() && tx.pending.is_none() {
                 tx.retry_at = None;
@@ -1364,14 +1359,7 @@ impl Inner {
         }
         // Pending sends are abandoned: the interface is going away with the
         // memory their tokens refer to.
-        let peers: Vec<Arc<Peer>> = self
-            .peers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for p in peers {
+        for p in self.all_peers() {
             let mut tx = lock(&p.tx);
             tx.queue.clear();
             tx.conn = None;

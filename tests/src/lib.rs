@@ -1,1 +1,69 @@
-//! Cross-crate integration tests live in `tests/tests/`.
+//! Shared pieces of the multi-process tests: launching a test program as a
+//! job and checking what it reported. The integration tests themselves live
+//! in `tests/tests/`; the programs they launch in `src/bin/`.
+
+use std::time::Duration;
+
+use nal_tcp::{Backend, ProgressMode};
+pub use portals_runtime::launch::LaunchOutcome;
+use portals_runtime::launch::{launch, LaunchSpec, Output};
+use portals_runtime::JobOptions;
+
+/// Launch `ranks` copies of `program args` on this host with the given
+/// transport options, capturing their output. Bootstrap times out after a
+/// minute and the whole job after four.
+pub fn run_job(
+    program: &str,
+    ranks: u32,
+    args: &[&str],
+    progress: ProgressMode,
+    backend: Backend,
+) -> LaunchOutcome {
+    let mut spec = LaunchSpec::new(ranks, program);
+    spec.args = args.iter().map(Into::into).collect();
+    spec.options = JobOptions {
+        progress,
+        backend,
+        timeout: Duration::from_secs(60),
+        ..JobOptions::default()
+    };
+    spec.output = Output::Capture;
+    spec.timeout = Some(Duration::from_secs(240));
+    launch(&spec).expect("launch")
+}
+
+/// Assert the job succeeded and every rank printed `ok`; on failure, show
+/// every line the ranks printed.
+pub fn assert_job_ok(out: &LaunchOutcome, ranks: u32, ok: &str, what: &str) {
+    let lines: Vec<_> = out
+        .output
+        .iter()
+        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
+        .collect();
+    assert_eq!(
+        out.status,
+        0,
+        "{what}: {:?}\n{}",
+        out.reason,
+        lines.join("\n")
+    );
+    for r in 0..ranks {
+        assert!(
+            out.stdout_of(r).contains(ok),
+            "{what}: rank {r} did not print {ok:?}\n{}",
+            lines.join("\n")
+        );
+    }
+}
+
+/// How a test program ends: `OK <scenario> rank <r>` and status 0, or the
+/// failure on stderr and status 1.
+pub fn finish(scenario: &str, rank: i32, r: Result<(), String>) {
+    match r {
+        Ok(()) => println!("OK {scenario} rank {rank}"),
+        Err(x) => {
+            eprintln!("FAILED {scenario} rank {rank}: {x}");
+            std::process::exit(1);
+        }
+    }
+}

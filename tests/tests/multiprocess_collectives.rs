@@ -2,43 +2,11 @@
 //! 4 and 7 ranks (the last oversubscribes the machine and exercises the
 //! non-power-of-two paths), results checked against local computation.
 
-use std::time::Duration;
-
-use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
-use portals_runtime::JobOptions;
+use nal_tcp::{Backend, ProgressMode};
+use portals_tests::{assert_job_ok as assert_ok, run_job, LaunchOutcome};
 
 fn run(program: &str, ranks: u32, args: &[&str]) -> LaunchOutcome {
-    let mut spec = LaunchSpec::new(ranks, program);
-    spec.args = args.iter().map(Into::into).collect();
-    spec.options = JobOptions {
-        timeout: Duration::from_secs(60),
-        ..JobOptions::default()
-    };
-    spec.output = Output::Capture;
-    spec.timeout = Some(Duration::from_secs(240));
-    launch(&spec).expect("launch")
-}
-
-fn assert_ok(out: &LaunchOutcome, ranks: u32, ok: &str, what: &str) {
-    let lines: Vec<_> = out
-        .output
-        .iter()
-        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-        .collect();
-    assert_eq!(
-        out.status,
-        0,
-        "{what}: {:?}\n{}",
-        out.reason,
-        lines.join("\n")
-    );
-    for r in 0..ranks {
-        assert!(
-            out.stdout_of(r).contains(ok),
-            "{what}: rank {r}\n{}",
-            lines.join("\n")
-        );
-    }
+    run_job(program, ranks, args, ProgressMode::Thread, Backend::Epoll)
 }
 
 const CHECK: &str = env!("CARGO_BIN_EXE_coll_check");

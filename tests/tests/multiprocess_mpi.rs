@@ -1,45 +1,21 @@
 //! MPI point-to-point between real processes, through the launcher, over
 //! both progress modes. Every job has a timeout.
 
-use std::time::Duration;
-
-use nal_tcp::ProgressMode;
-use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
-use portals_runtime::JobOptions;
+use nal_tcp::{Backend, ProgressMode};
+use portals_tests::{assert_job_ok, run_job, LaunchOutcome};
 
 fn run(ranks: u32, args: &[&str], progress: ProgressMode) -> LaunchOutcome {
-    let mut spec = LaunchSpec::new(ranks, env!("CARGO_BIN_EXE_mpi_check"));
-    spec.args = args.iter().map(Into::into).collect();
-    spec.options = JobOptions {
+    run_job(
+        env!("CARGO_BIN_EXE_mpi_check"),
+        ranks,
+        args,
         progress,
-        timeout: Duration::from_secs(60),
-        ..JobOptions::default()
-    };
-    spec.output = Output::Capture;
-    spec.timeout = Some(Duration::from_secs(240));
-    launch(&spec).expect("launch")
+        Backend::Epoll,
+    )
 }
 
 fn assert_ok(out: &LaunchOutcome, ranks: u32, what: &str) {
-    let lines: Vec<_> = out
-        .output
-        .iter()
-        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-        .collect();
-    assert_eq!(
-        out.status,
-        0,
-        "{what}: {:?}\n{}",
-        out.reason,
-        lines.join("\n")
-    );
-    for r in 0..ranks {
-        assert!(
-            out.stdout_of(r).contains("OK "),
-            "{what}: rank {r} did not report OK\n{}",
-            lines.join("\n")
-        );
-    }
+    assert_job_ok(out, ranks, "OK ", what)
 }
 
 const MODES: [ProgressMode; 2] = [ProgressMode::Thread, ProgressMode::Poll];

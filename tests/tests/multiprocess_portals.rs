@@ -4,8 +4,7 @@
 use std::time::{Duration, Instant};
 
 use nal_tcp::{Backend, ProgressMode};
-use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
-use portals_runtime::JobOptions;
+use portals_tests::{assert_job_ok, run_job, LaunchOutcome};
 
 fn modes() -> Vec<(ProgressMode, Backend)> {
     vec![
@@ -16,39 +15,17 @@ fn modes() -> Vec<(ProgressMode, Backend)> {
 }
 
 fn run(ranks: u32, args: &[&str], progress: ProgressMode, backend: Backend) -> LaunchOutcome {
-    let mut spec = LaunchSpec::new(ranks, env!("CARGO_BIN_EXE_ptl_check"));
-    spec.args = args.iter().map(Into::into).collect();
-    spec.options = JobOptions {
+    run_job(
+        env!("CARGO_BIN_EXE_ptl_check"),
+        ranks,
+        args,
         progress,
         backend,
-        timeout: Duration::from_secs(60),
-        ..JobOptions::default()
-    };
-    spec.output = Output::Capture;
-    spec.timeout = Some(Duration::from_secs(240));
-    launch(&spec).expect("launch")
+    )
 }
 
 fn assert_ok(out: &LaunchOutcome, ranks: u32, what: &str) {
-    let err: Vec<_> = out
-        .output
-        .iter()
-        .filter(|l| l.stderr)
-        .map(|l| format!("[{}] {}", l.rank, l.text))
-        .collect();
-    assert_eq!(
-        out.status,
-        0,
-        "{what}: {:?}\n{}",
-        out.reason,
-        err.join("\n")
-    );
-    for r in 0..ranks {
-        assert!(
-            out.stdout_of(r).contains("OK "),
-            "{what}: rank {r} did not report OK"
-        );
-    }
+    assert_job_ok(out, ranks, "OK ", what)
 }
 
 #[test]

@@ -94,7 +94,8 @@ pub struct PartitionMut<'a, T> {
     displs: Vec<usize>,
 }
 
-fn check_partition(len: usize, counts: &[usize], displs: &[usize]) -> Result<()> {
+/// Every block lies inside a buffer of `len` elements.
+fn check_blocks_inside(len: usize, counts: &[usize], displs: &[usize]) -> Result<()> {
     if counts.len() != displs.len() {
         return Err(MpiError::InvalidBuffer(
             "counts and displacements differ in length",
@@ -105,6 +106,13 @@ fn check_partition(len: usize, counts: &[usize], displs: &[usize]) -> Result<()>
             return Err(MpiError::InvalidBuffer("a block lies outside the buffer"));
         }
     }
+    Ok(())
+}
+
+/// Blocks of a receive partition: inside the buffer and disjoint (they are
+/// written concurrently).
+fn check_partition(len: usize, counts: &[usize], displs: &[usize]) -> Result<()> {
+    check_blocks_inside(len, counts, displs)?;
     // Receiving blocks must not overlap (they are written concurrently).
     let mut spans: Vec<(usize, usize)> = counts
         .iter()
@@ -180,6 +188,15 @@ pub fn displacements(counts: &[usize]) -> Vec<usize> {
             Some(d)
         })
         .collect()
+}
+
+/// Send and receive buffers of a reduction must have the same length.
+fn same_len<T>(send: &[T], recv: &[T], what: &'static str) -> Result<()> {
+    if send.len() == recv.len() {
+        Ok(())
+    } else {
+        Err(MpiError::InvalidBuffer(what))
+    }
 }
 
 fn coll(c: &CommData) -> Coll<'_> {
@@ -314,11 +331,11 @@ pub trait CommunicatorCollectives: Communicator {
         op: O,
     ) -> Result<()> {
         let (send, recv) = (send.elements(), recv.elements_mut());
-        if recv.len() != send.len() {
-            return Err(MpiError::InvalidBuffer(
-                "all_reduce: send and receive buffers differ in length",
-            ));
-        }
+        same_len(
+            send,
+            recv,
+            "all_reduce: send and receive buffers differ in length",
+        )?;
         recv.copy_from_slice(send);
         algos::all_reduce(&coll(self.data()), recv, &op)
     }
@@ -337,11 +354,11 @@ pub trait CommunicatorCollectives: Communicator {
         op: O,
     ) -> Result<()> {
         let (send, recv) = (send.elements(), recv.elements_mut());
-        if recv.len() != send.len() {
-            return Err(MpiError::InvalidBuffer(
-                "scan: send and receive buffers differ in length",
-            ));
-        }
+        same_len(
+            send,
+            recv,
+            "scan: send and receive buffers differ in length",
+        )?;
         recv.copy_from_slice(send);
         algos::scan(&coll(self.data()), recv, &op, false)
     }
@@ -360,11 +377,11 @@ pub trait CommunicatorCollectives: Communicator {
         op: O,
     ) -> Result<()> {
         let (send, recv) = (send.elements(), recv.elements_mut());
-        if recv.len() != send.len() {
-            return Err(MpiError::InvalidBuffer(
-                "exclusive_scan: send and receive buffers differ in length",
-            ));
-        }
+        same_len(
+            send,
+            recv,
+            "exclusive_scan: send and receive buffers differ in length",
+        )?;
         let mut acc = send.to_vec();
         algos::scan(&coll(self.data()), &mut acc, &op, true)?;
         if self.data().me != 0 {
@@ -416,11 +433,11 @@ pub trait Root {
             ));
         }
         let (send, recv) = (send.elements(), recv.elements_mut());
-        if recv.len() != send.len() {
-            return Err(MpiError::InvalidBuffer(
-                "reduce: send and receive buffers differ in length",
-            ));
-        }
+        same_len(
+            send,
+            recv,
+            "reduce: send and receive buffers differ in length",
+        )?;
         recv.copy_from_slice(send);
         algos::reduce(&coll(c), root, recv, &op)
     }

@@ -385,11 +385,5 @@ fn main() {
         "comms" => comms(&world),
         other => Err(format!("unknown scenario {other:?}")),
     };
-    match r {
-        Ok(()) => println!("OK {scenario} rank {}", world.rank()),
-        Err(x) => {
-            eprintln!("FAILED {scenario} rank {}: {x}", world.rank());
-            std::process::exit(1);
-        }
-    }
+    portals_tests::finish(&scenario, world.rank(), r);
 }

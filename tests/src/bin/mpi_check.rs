@@ -529,12 +529,5 @@ fn main() {
         "ring" => ring(&u),
         other => Err(format!("unknown scenario {other:?}")),
     };
-    let rank = u.world().rank();
-    match r {
-        Ok(()) => println!("OK {scenario} rank {rank}"),
-        Err(x) => {
-            eprintln!("FAILED {scenario} rank {rank}: {x}");
-            std::process::exit(1);
-        }
-    }
+    portals_tests::finish(&scenario, u.world().rank(), r);
 }

@@ -367,11 +367,5 @@ fn main() {
         "die-mid-transfer" => die_mid_transfer(&job),
         other => Err(format!("unknown scenario {other:?}")),
     };
-    match r {
-        Ok(()) => println!("OK {scenario} rank {} of {}", job.rank(), job.size()),
-        Err(e) => {
-            eprintln!("FAILED {scenario} rank {}: {e}", job.rank());
-            std::process::exit(1);
-        }
-    }
+    portals_tests::finish(&scenario, job.rank() as i32, r);
 }
