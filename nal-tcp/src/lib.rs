@@ -37,13 +37,12 @@
 
 mod handshake;
 mod nal;
-mod sys;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use nal::{TcpEndpoint, TcpNal, TcpStats};
-pub use sys::Backend;
+pub use nal_sys::Backend;
 
 /// Who drives the sockets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

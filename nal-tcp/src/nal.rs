@@ -24,8 +24,8 @@ use slab::Slab;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use crate::handshake::{self, Handshake, Kind};
-use crate::sys::{Poller, Ready};
 use crate::{ConnectMode, ProgressMode, TcpConfig};
+use nal_sys::{Poller, Ready};
 
 const LISTENER: u64 = 0;
 /// Size of each connection's receive buffer.
@@ -364,7 +364,7 @@ impl TcpNal {
     ) -> io::Result<Arc<TcpNal>> {
         let cfg = ep.cfg.clone();
         // Application threads always wait in epoll (see `Backend`).
-        let app = Arc::new(Poller::new(crate::Backend::Epoll)?);
+        let app = Arc::new(Poller::new(nal_sys::Backend::Epoll)?);
         let pt = match cfg.progress {
             ProgressMode::Thread => Some(Poller::new(cfg.backend)?),
             ProgressMode::Poll => None,

@@ -1,11 +1,15 @@
-//! The operating-system layer, all in one place: an eventfd, and an
-//! edge-triggered readiness poller with two back ends (epoll, io_uring
-//! multishot poll).
+//! # nal-sys
+//!
+//! The operating-system layer of the portals transports, all in one place:
+//! an eventfd, and an edge-triggered readiness poller with two back ends
+//! (epoll, io_uring multishot poll).
 //!
 //! Both back ends report *edges* (new readiness), so the caller must read or
 //! write until `EAGAIN`, or remember that it stopped early. One `Poller` is
 //! used by one thread at a time for waiting (`poll` takes a lock), while any
 //! thread may register, deregister or wake it.
+
+#![warn(missing_docs)]
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -20,8 +24,8 @@ use std::time::Duration;
 /// them, so a ring shared with application threads would interrupt their
 /// own system calls or stall until they enter it. The io_uring ring is
 /// created and driven by the progress thread alone (single issuer, deferred
-/// task running). In [`crate::ProgressMode::Poll`] there is no progress
-/// thread, so both back ends behave the same.
+/// task running). A transport without a progress thread therefore behaves
+/// the same on both back ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Backend {
     /// `epoll` in edge-triggered mode.
@@ -33,10 +37,11 @@ pub enum Backend {
 
 /// A Linux eventfd used to interrupt a blocked poll.
 #[derive(Debug)]
-pub(crate) struct EventFd(OwnedFd);
+pub struct EventFd(OwnedFd);
 
 impl EventFd {
-    pub(crate) fn new() -> io::Result<Self> {
+    /// A new non-blocking eventfd.
+    pub fn new() -> io::Result<Self> {
         // SAFETY: eventfd has no memory-safety preconditions; we check the
         // result before wrapping the descriptor.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -48,7 +53,7 @@ impl EventFd {
     }
 
     /// Make the eventfd readable (increments its counter).
-    pub(crate) fn signal(&self) {
+    pub fn signal(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to our own descriptor. A
         // failure (counter overflow) means it is already readable.
@@ -56,32 +61,36 @@ impl EventFd {
     }
 
     /// Consume pending signals.
-    pub(crate) fn drain(&self) {
+    pub fn drain(&self) {
         let mut v: u64 = 0;
         // SAFETY: reads at most 8 bytes into a live u64; EAGAIN when empty.
         let _ = unsafe { libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
     }
 
-    pub(crate) fn fd(&self) -> RawFd {
+    /// The descriptor.
+    pub fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
 
 /// One readiness report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Ready {
-    pub(crate) token: u64,
-    pub(crate) readable: bool,
-    pub(crate) writable: bool,
+pub struct Ready {
+    /// The token the descriptor was registered with.
+    pub token: u64,
+    /// Data (or a hang-up) to read.
+    pub readable: bool,
+    /// Room to write.
+    pub writable: bool,
     /// Hang-up or error: the connection is finished.
-    pub(crate) closed: bool,
+    pub closed: bool,
 }
 
 /// The token the poller uses for its own wake-up eventfd.
 const WAKE: u64 = u64::MAX;
 
 /// An edge-triggered poller plus its wake-up eventfd.
-pub(crate) struct Poller {
+pub struct Poller {
     imp: Imp,
     wake: EventFd,
     /// A wake-up was reaped by a non-blocking poll; the next blocking poll
@@ -106,7 +115,8 @@ impl std::fmt::Debug for Poller {
 }
 
 impl Poller {
-    pub(crate) fn new(backend: Backend) -> io::Result<Self> {
+    /// A poller on `backend`.
+    pub fn new(backend: Backend) -> io::Result<Self> {
         let imp = match backend {
             Backend::Epoll => Imp::Epoll(Epoll::new()?),
             Backend::IoUring => Imp::Uring(Box::new(Uring::new()?)),
@@ -120,8 +130,9 @@ impl Poller {
         Ok(p)
     }
 
-    /// Register a descriptor for read (and optionally write) edges.
-    pub(crate) fn register(&self, fd: RawFd, token: u64, write: bool) -> io::Result<()> {
+    /// Register a descriptor for read (and optionally write) edges. The
+    /// token must not be `u64::MAX` or `u64::MAX - 1` (reserved).
+    pub fn register(&self, fd: RawFd, token: u64, write: bool) -> io::Result<()> {
         debug_assert_ne!(token, WAKE);
         self.add(fd, token, true, write)
     }
@@ -135,7 +146,7 @@ impl Poller {
 
     /// Stop reporting `fd`. Stale reports for `token` may still arrive; the
     /// caller must ignore tokens it no longer knows.
-    pub(crate) fn deregister(&self, fd: RawFd, token: u64) {
+    pub fn deregister(&self, fd: RawFd, token: u64) {
         match &self.imp {
             Imp::Epoll(e) => e.delete(fd),
             Imp::Uring(u) => u.delete(token),
@@ -143,7 +154,7 @@ impl Poller {
     }
 
     /// Interrupt a blocked `poll` (or make the next one return at once).
-    pub(crate) fn wake(&self) {
+    pub fn wake(&self) {
         self.wake.signal();
     }
 
@@ -151,7 +162,7 @@ impl Poller {
     /// it never blocks and gives up (returns `Ok(false)`) if another thread
     /// is polling; with a timeout it waits for the lock and then blocks until
     /// an event, a wake-up, or the timeout.
-    pub(crate) fn poll(&self, out: &mut Vec<Ready>, timeout: Option<Duration>) -> io::Result<bool> {
+    pub fn poll(&self, out: &mut Vec<Ready>, timeout: Option<Duration>) -> io::Result<bool> {
         out.clear();
         let guard = match timeout {
             None => match self.lock().try_lock() {
