@@ -1,0 +1,281 @@
+//! Protocol configuration and the datagram layout it implies.
+
+use std::time::Duration;
+
+use super::wire::{COMMON_LEN, FRAG_FIXED, MAX_SACK_BITS, MSG_FIXED, PULL_DATA_FIXED};
+
+/// Largest UDP payload over IPv4.
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
+/// Smallest `max_datagram` accepted: room for headers plus a useful payload.
+pub const MIN_DATAGRAM: usize = 512;
+/// Most continuation fragments one eager message may have. Bounds the
+/// per-message reassembly bitmap a peer can make a receiver allocate.
+pub const MAX_EAGER_FRAGS: u64 = 1 << 16;
+
+/// When a `send` of a tiny, small or medium message reports
+/// [`Event::SendComplete`](super::Event::SendComplete).
+///
+/// Eager payloads are always copied into the endpoint at `send`, so the
+/// caller's memory is free as soon as `send` returns; the choice is only
+/// about what the completion *means*. Large messages always complete when
+/// the receiver's completion notice arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EagerCompletion {
+    /// Report `ok: true` from inside `send`. Lowest latency for the caller; a
+    /// message the peer never receives (because it died) is not reported as
+    /// failed.
+    #[default]
+    OnSend,
+    /// Report `ok: true` when the cumulative ack covers every fragment, i.e.
+    /// the receiver has started the message and handed its bytes to its
+    /// sink (unless it is holding back in-order processing for lack of pull
+    /// capacity, which only a peer allowing more large messages in flight
+    /// than it does can cause); `ok: false` if the peer is declared dead
+    /// first. Costs up to an ack delay of latency per send.
+    OnAck,
+}
+
+/// Tunables of the protocol. [`Config::default`] fits loopback; set
+/// [`max_datagram`](Config::max_datagram) to `1472` or `8972` for
+/// 1500- or 9000-byte Ethernet MTUs (IPv4).
+///
+/// Every endpoint of a job should use the same values: a peer sizes what it
+/// sends by its own configuration, and a receiver drops datagrams larger than
+/// its `max_datagram`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Largest datagram (UDP payload) put on the wire, headers included.
+    pub max_datagram: usize,
+    /// Messages with a payload up to this many bytes are sent eagerly (one
+    /// `Msg` datagram, then `Frag`s); longer ones by rendezvous and
+    /// receiver-driven pull. Default 128 KiB: a receiver that does not want
+    /// an unexpected message wastes at most this much transfer, and an eager
+    /// message of this size is 2–3 loopback datagrams or ~90 at MTU 1500.
+    pub eager_max: u64,
+    /// Sequenced datagrams this endpoint keeps in flight to one peer at most
+    /// (the peer's advertised window may be smaller).
+    pub send_window: u32,
+    /// Sequenced datagrams this endpoint accepts from one peer beyond the
+    /// last one processed in order; bounds out-of-order buffering to
+    /// `recv_window · max_datagram` bytes per peer. At most 512.
+    pub recv_window: u32,
+    /// Longest an acknowledgment is held back waiting for a datagram to ride
+    /// on.
+    pub ack_delay: Duration,
+    /// Acknowledge at once after this many sequenced datagrams.
+    pub ack_every: u32,
+    /// Retransmission timeout before the first RTT sample.
+    pub rto_initial: Duration,
+    /// Floor of the retransmission timeout.
+    pub rto_min: Duration,
+    /// Ceiling of the retransmission timeout, back-off included.
+    pub rto_max: Duration,
+    /// Retransmissions (or pull re-requests, or probes) in a row without
+    /// any sign of progress; the next expiry declares the peer dead. The
+    /// time that takes is the sum of the backed-off timeouts: with the
+    /// defaults on a LAN (RTO at the 5 ms floor, doubling to the 2 s cap)
+    /// 5 + 10 + … + 1280 + 2000 ms ≈ 4.6 s; on a path whose RTO is already
+    /// 100 ms, about 12 s.
+    pub max_retransmits: u32,
+    /// A datagram is presumed lost once this many datagrams sent after it
+    /// have been acknowledged (fast retransmit; also the pull re-request
+    /// trigger).
+    pub reorder_threshold: u32,
+    /// Fragments per pull block (1..=64).
+    pub pull_block_frags: u32,
+    /// Pull blocks a receiver keeps requested from one peer at once.
+    pub pull_blocks_in_flight: u32,
+    /// Large messages in progress per peer: the sender does not start more
+    /// rendezvous than this before completion notices come back, and the
+    /// receiver holds back in-order processing beyond this many pulls.
+    pub max_large_in_flight: u32,
+    /// Messages queued or unacknowledged per peer before `send` refuses with
+    /// [`SendError::QueueFull`](super::SendError::QueueFull).
+    pub max_queued_sends: usize,
+    /// When eager sends report completion.
+    pub eager_completion: EagerCompletion,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_datagram: 65_000,
+            eager_max: 128 * 1024,
+            send_window: 128,
+            recv_window: 128,
+            ack_delay: Duration::from_micros(500),
+            ack_every: 4,
+            rto_initial: Duration::from_millis(50),
+            rto_min: Duration::from_millis(5),
+            rto_max: Duration::from_secs(2),
+            max_retransmits: 9,
+            reorder_threshold: 3,
+            pull_block_frags: 16,
+            pull_blocks_in_flight: 4,
+            max_large_in_flight: 8,
+            max_queued_sends: 1 << 16,
+            eager_completion: EagerCompletion::OnSend,
+        }
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub &'static str);
+
+impl Config {
+    /// Check every value is in range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |ok: bool, what: &'static str| if ok { Ok(()) } else { Err(ConfigError(what)) };
+        bad(
+            (MIN_DATAGRAM..=MAX_UDP_PAYLOAD).contains(&self.max_datagram),
+            "max_datagram must be in 512..=65507",
+        )?;
+        bad(
+            (1..=MAX_SACK_BITS as u32).contains(&self.recv_window),
+            "recv_window must be in 1..=512",
+        )?;
+        bad(
+            (1..=4096).contains(&self.send_window),
+            "send_window must be in 1..=4096",
+        )?;
+        bad(self.ack_every >= 1, "ack_every must be at least 1")?;
+        bad(!self.rto_min.is_zero(), "rto_min must be positive")?;
+        bad(
+            self.rto_min <= self.rto_initial && self.rto_initial <= self.rto_max,
+            "need rto_min <= rto_initial <= rto_max",
+        )?;
+        bad(
+            self.max_retransmits >= 1,
+            "max_retransmits must be at least 1",
+        )?;
+        bad(
+            self.reorder_threshold >= 1,
+            "reorder_threshold must be at least 1",
+        )?;
+        bad(
+            (1..=64).contains(&self.pull_block_frags),
+            "pull_block_frags must be in 1..=64",
+        )?;
+        bad(
+            self.pull_blocks_in_flight >= 1,
+            "pull_blocks_in_flight must be at least 1",
+        )?;
+        bad(
+            self.max_large_in_flight >= 1,
+            "max_large_in_flight must be at least 1",
+        )?;
+        bad(
+            self.max_queued_sends >= 1,
+            "max_queued_sends must be at least 1",
+        )?;
+        let layout = Layout::new(self);
+        bad(
+            self.eager_max <= layout.msg_cap as u64 + MAX_EAGER_FRAGS * layout.frag_cap as u64,
+            "eager_max needs more fragments than a receiver accepts",
+        )?;
+        Ok(())
+    }
+
+    /// Bytes one peer can have in flight towards this endpoint at most
+    /// (sequenced window plus pull blocks); size the socket's receive buffer
+    /// to this times the number of concurrently sending peers to avoid
+    /// drops in the kernel.
+    pub fn max_inflight_bytes_per_peer(&self) -> usize {
+        let datagrams = self.recv_window as usize
+            + (self.pull_blocks_in_flight as usize).saturating_mul(self.pull_block_frags as usize);
+        datagrams.saturating_mul(self.max_datagram)
+    }
+}
+
+/// Payload capacity of each frame kind under a configuration. Sizing always
+/// budgets for the largest SACK this endpoint can send, so the datagram size
+/// never depends on the current loss pattern.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    /// Payload bytes in a `Msg`.
+    pub(crate) msg_cap: usize,
+    /// Payload bytes in a `Frag`.
+    pub(crate) frag_cap: usize,
+    /// Payload bytes in a `PullData`.
+    pub(crate) pull_cap: usize,
+}
+
+impl Layout {
+    pub(crate) fn new(c: &Config) -> Self {
+        // The SACK covers at most `recv_window - 1` sequence numbers above
+        // the cumulative ack.
+        let sack_words = (c.recv_window as usize).saturating_sub(1).div_ceil(64);
+        let hdr = COMMON_LEN + 8 * sack_words;
+        let room = |fixed: usize| c.max_datagram.saturating_sub(hdr + fixed).max(1);
+        Layout {
+            msg_cap: room(MSG_FIXED),
+            frag_cap: room(FRAG_FIXED),
+            pull_cap: room(PULL_DATA_FIXED),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_mtu_presets_validate() {
+        Config::default().validate().unwrap();
+        for mtu in [1472, 8972, 65_000, MAX_UDP_PAYLOAD] {
+            let c = Config {
+                max_datagram: mtu,
+                ..Config::default()
+            };
+            c.validate().unwrap();
+            let l = Layout::new(&c);
+            // the largest SACK for a 128 window is 2 words
+            assert_eq!(l.frag_cap, mtu - COMMON_LEN - 16 - FRAG_FIXED);
+            assert!(l.msg_cap < l.frag_cap && l.frag_cap < l.pull_cap);
+        }
+    }
+
+    #[test]
+    fn rejects_out_of_range_values() {
+        let base = Config::default();
+        let cases = [
+            Config {
+                max_datagram: 100,
+                ..base.clone()
+            },
+            Config {
+                max_datagram: 70_000,
+                ..base.clone()
+            },
+            Config {
+                recv_window: 0,
+                ..base.clone()
+            },
+            Config {
+                recv_window: 513,
+                ..base.clone()
+            },
+            Config {
+                pull_block_frags: 65,
+                ..base.clone()
+            },
+            Config {
+                rto_min: Duration::ZERO,
+                ..base.clone()
+            },
+            Config {
+                rto_initial: Duration::from_secs(10),
+                ..base.clone()
+            },
+            Config {
+                eager_max: 1 << 40,
+                ..base.clone()
+            },
+        ];
+        for c in cases {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
+    }
+}

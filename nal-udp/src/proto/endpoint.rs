@@ -1,0 +1,285 @@
+//! The endpoint: one per process, the driver's only handle on the protocol.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use super::config::{Config, ConfigError, Layout};
+use super::peer::{Ctx, Peer};
+use super::recv::BufPool;
+use super::send::{Body, OutMsg};
+use super::types::{Event, OutPayload, PeerId, SendError, Sink, Stats};
+use super::wire::{self, HEADER_LEN, MAX_MESSAGE_LEN};
+
+/// The sans-I/O protocol state of one process.
+///
+/// The driver owns the socket and the clock, and moves data in and out:
+///
+/// ```text
+/// loop {
+///     while let Some((peer, n)) = ep.poll_transmit(now, &mut buf) { socket.send_to(&buf[..n], addr_of(peer)) }
+///     wait for a datagram or until ep.poll_timeout()
+///     on a datagram: ep.handle_datagram(now, peer_of(addr), &data, &mut sink)
+///     on the deadline: ep.handle_timeout(now, &mut sink)
+///     while let Some(ev) = ep.poll_event() { … }
+/// }
+/// ```
+///
+/// Nothing here reads a clock, touches a socket or draws a random number,
+/// so a simulation that feeds it the same inputs gets the same outputs.
+pub struct Endpoint {
+    cfg: Config,
+    layout: Layout,
+    job_key: u64,
+    local: PeerId,
+    peers: Vec<Peer>,
+    index: HashMap<PeerId, usize>,
+    /// Peers that may have something to transmit, round-robin.
+    ready: VecDeque<usize>,
+    events: VecDeque<Event>,
+    stats: Stats,
+    pool: BufPool,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local", &self.local)
+            .field("peers", &self.peers.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// An endpoint for process `local` of the job identified by `job_key`.
+    /// Every datagram carries the key; datagrams with another key are
+    /// dropped.
+    pub fn new(config: Config, job_key: u64, local: PeerId) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let layout = Layout::new(&config);
+        let keep = config.recv_window as usize;
+        Ok(Endpoint {
+            cfg: config,
+            layout,
+            job_key,
+            local,
+            peers: Vec::new(),
+            index: HashMap::new(),
+            ready: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            pool: BufPool::new(keep),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// This process's peer id.
+    pub fn local(&self) -> PeerId {
+        self.local
+    }
+
+    /// Size `poll_transmit`'s buffer must have: the configured
+    /// `max_datagram`. Received datagrams longer than this are dropped.
+    pub fn max_datagram(&self) -> usize {
+        self.cfg.max_datagram
+    }
+
+    /// Start talking to `peer`. Adding a known peer again does nothing (a
+    /// dead peer stays dead).
+    pub fn add_peer(&mut self, peer: PeerId) {
+        if !self.index.contains_key(&peer) {
+            self.index.insert(peer, self.peers.len());
+            self.peers.push(Peer::new(peer, &self.cfg));
+        }
+    }
+
+    /// Whether `peer` has been declared dead (false for unknown peers).
+    pub fn is_dead(&self, peer: PeerId) -> bool {
+        self.index.get(&peer).is_some_and(|&i| self.peers[i].dead)
+    }
+
+    fn ctx(&mut self) -> (&mut Vec<Peer>, Ctx<'_>) {
+        (
+            &mut self.peers,
+            Ctx {
+                cfg: &self.cfg,
+                layout: &self.layout,
+                job_key: self.job_key,
+                local: self.local,
+                events: &mut self.events,
+                stats: &mut self.stats,
+                pool: &mut self.pool,
+            },
+        )
+    }
+
+    fn mark_ready(&mut self, i: usize) {
+        let p = &mut self.peers[i];
+        if !p.in_ready && !p.dead {
+            p.in_ready = true;
+            self.ready.push_back(i);
+        }
+    }
+
+    /// Queue a message to `peer`: `header` (delivered with the message's
+    /// start, in send order) and `payload`. `token` comes back in exactly one
+    /// [`Event::SendComplete`] if this returns `Ok`.
+    ///
+    /// Payloads up to [`Config::eager_max`] bytes are copied (or moved, if
+    /// inline) into the endpoint here; a borrowed eager payload is dropped
+    /// before this returns. Longer ones are pulled by the receiver; a
+    /// borrowed large payload is read until, and never after, its
+    /// completion. `now` is the current time, as for every entry point.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        header: &[u8; HEADER_LEN],
+        payload: OutPayload,
+        token: u64,
+    ) -> Result<(), SendError> {
+        let _ = now;
+        let &i = self.index.get(&peer).ok_or(SendError::UnknownPeer(peer))?;
+        if self.peers[i].dead {
+            return Err(SendError::PeerDead(peer));
+        }
+        if self.peers[i].live_messages() >= self.cfg.max_queued_sends {
+            return Err(SendError::QueueFull(peer));
+        }
+        let total = payload.len();
+        if total > MAX_MESSAGE_LEN {
+            return Err(SendError::TooLarge(total));
+        }
+        let large = total > self.cfg.eager_max;
+        let body = match payload {
+            OutPayload::Inline(v) => Body::Owned(v),
+            OutPayload::Borrowed(src) if large => Body::Borrowed(src),
+            OutPayload::Borrowed(src) => {
+                // `total <= eager_max`, which validation bounds well below usize.
+                let mut v = vec![0u8; total as usize];
+                src.read_at(0, &mut v);
+                Body::Owned(v)
+            }
+        };
+        let msg = OutMsg::new(token, *header, total, body, large);
+        self.stats.messages_sent += 1;
+        let (peers, mut ctx) = self.ctx();
+        peers[i].enqueue(msg, &mut ctx);
+        self.mark_ready(i);
+        Ok(())
+    }
+
+    /// Feed one datagram that arrived from `peer` (as the driver resolved its
+    /// source address). Malformed, foreign or unexpected datagrams are
+    /// counted in [`Stats`] and otherwise ignored. Receive into a buffer
+    /// longer than [`max_datagram`](Self::max_datagram), so that an
+    /// oversized datagram is seen whole and dropped rather than truncated.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        datagram: &[u8],
+        sink: &mut impl Sink,
+    ) {
+        let sink: &mut dyn Sink = sink;
+        if datagram.len() > self.cfg.max_datagram {
+            self.stats.malformed_drops += 1;
+            return;
+        }
+        let d = match wire::decode(datagram) {
+            Ok(d) => d,
+            Err(e) if e.is_foreign() => {
+                self.stats.bad_magic_drops += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.malformed_drops += 1;
+                return;
+            }
+        };
+        if d.job_key != self.job_key {
+            self.stats.bad_key_drops += 1;
+            return;
+        }
+        let Some(&i) = self.index.get(&peer) else {
+            self.stats.unknown_peer_drops += 1;
+            return;
+        };
+        if d.src != peer || d.dst != self.local {
+            self.stats.misaddressed_drops += 1;
+            return;
+        }
+        if self.peers[i].dead {
+            self.stats.dead_peer_drops += 1;
+            return;
+        }
+        if !self.peers[i].ack_valid(&d) {
+            self.stats.malformed_drops += 1;
+            return;
+        }
+        self.stats.datagrams_received += 1;
+        let (peers, mut ctx) = self.ctx();
+        peers[i].on_datagram(now, &d, datagram, &mut ctx, sink);
+        self.mark_ready(i);
+    }
+
+    /// Write the next datagram to send into `buf` (at least
+    /// [`max_datagram`](Self::max_datagram) bytes, or nothing is produced) and
+    /// return its destination and length. Call until it returns `None` after
+    /// every other entry point; peers are served round-robin.
+    ///
+    /// The datagram counts as sent: if the socket cannot take it right now,
+    /// keep it and send it once writable before polling again (dropping it
+    /// is harmless, but costs a retransmission like any network loss).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(PeerId, usize)> {
+        if buf.len() < self.cfg.max_datagram {
+            debug_assert!(false, "poll_transmit buffer smaller than max_datagram");
+            return None;
+        }
+        while let Some(i) = self.ready.pop_front() {
+            let (peers, mut ctx) = self.ctx();
+            let p = &mut peers[i];
+            if let Some(n) = p.poll_transmit(now, buf, &mut ctx) {
+                let id = p.id;
+                self.ready.push_back(i);
+                return Some((id, n));
+            }
+            p.in_ready = false;
+        }
+        None
+    }
+
+    /// The earliest time [`handle_timeout`](Self::handle_timeout) has work
+    /// to do, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.peers.iter().filter_map(Peer::deadline).min()
+    }
+
+    /// Run every timer that has expired by `now`: delayed acks,
+    /// retransmissions, pull re-requests, probes, and peer death (which
+    /// aborts the peer's receives through `sink`).
+    pub fn handle_timeout(&mut self, now: Instant, sink: &mut impl Sink) {
+        let sink: &mut dyn Sink = sink;
+        for i in 0..self.peers.len() {
+            if self.peers[i].deadline().is_some_and(|d| d <= now) {
+                let (peers, mut ctx) = self.ctx();
+                peers[i].on_timeout(now, &mut ctx, sink);
+                self.mark_ready(i);
+            }
+        }
+    }
+
+    /// Next event for the driver.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+}

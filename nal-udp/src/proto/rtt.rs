@@ -1,0 +1,140 @@
+//! Round-trip time estimation and the retransmission timeout (RFC 6298).
+//!
+//! Samples come only from datagrams transmitted once (Karn's algorithm), so
+//! an ack for a retransmission never corrupts the estimate. The RTO is
+//! `srtt + 4·rttvar`, clamped to `[min, max]`; back-off doubles it per
+//! consecutive expiry and is owned by the caller, which resets it on
+//! progress (RFC 6298 §5.5–5.7).
+
+use std::time::Duration;
+
+/// Smoothed RTT and variance of one peer.
+#[derive(Clone, Debug)]
+pub(crate) struct RttEstimator {
+    srtt: Option<Duration>,
+    min_rtt: Option<Duration>,
+    rttvar: Duration,
+    initial: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+impl RttEstimator {
+    pub(crate) fn new(initial: Duration, min: Duration, max: Duration) -> Self {
+        RttEstimator {
+            srtt: None,
+            min_rtt: None,
+            rttvar: Duration::ZERO,
+            initial,
+            min,
+            max,
+        }
+    }
+
+    /// Feed one RTT measurement.
+    pub(crate) fn on_sample(&mut self, r: Duration) {
+        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(srtt) => {
+                let err = srtt.max(r) - srtt.min(r);
+                // rttvar = 3/4 rttvar + 1/4 |srtt - r|; srtt = 7/8 srtt + 1/8 r
+                self.rttvar = (self.rttvar * 3 + err) / 4;
+                self.srtt = Some((srtt * 7 + r) / 8);
+            }
+        }
+    }
+
+    /// The smoothed RTT, once there has been a sample.
+    #[cfg(test)]
+    pub(crate) fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// The smallest RTT seen: an ack arriving sooner than this after a
+    /// retransmission must be for an earlier transmission.
+    pub(crate) fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
+    /// The current RTO without back-off.
+    pub(crate) fn rto(&self) -> Duration {
+        match self.srtt {
+            None => self.initial,
+            Some(srtt) => (srtt + self.rttvar * 4).clamp(self.min, self.max),
+        }
+    }
+
+    /// The RTO after `exp` consecutive expiries: doubled each time, capped.
+    pub(crate) fn backed_off(&self, exp: u32) -> Duration {
+        let base = self.rto();
+        // 2^16 times any sane RTO exceeds `max`; stop doubling before overflow.
+        base.checked_mul(1u32 << exp.min(16))
+            .unwrap_or(self.max)
+            .min(self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn est() -> RttEstimator {
+        RttEstimator::new(
+            Duration::from_millis(50),
+            Duration::from_millis(5),
+            Duration::from_secs(2),
+        )
+    }
+
+    #[test]
+    fn initial_rto_before_any_sample() {
+        let e = est();
+        assert_eq!(e.rto(), Duration::from_millis(50));
+        assert_eq!(e.srtt(), None);
+    }
+
+    #[test]
+    fn follows_rfc6298_formulas() {
+        let mut e = est();
+        e.on_sample(Duration::from_millis(100));
+        // first sample: srtt = r, rttvar = r/2, rto = r + 4 r/2 = 300 ms
+        assert_eq!(e.srtt(), Some(Duration::from_millis(100)));
+        assert_eq!(e.rto(), Duration::from_millis(300));
+        e.on_sample(Duration::from_millis(20));
+        // rttvar = 3/4*50 + 1/4*80 = 57.5; srtt = 7/8*100 + 1/8*20 = 90
+        assert_eq!(e.srtt(), Some(Duration::from_millis(90)));
+        assert_eq!(e.rto(), Duration::from_millis(90 + 230));
+    }
+
+    #[test]
+    fn clamps_to_min_and_max() {
+        let mut e = est();
+        e.on_sample(Duration::from_micros(10));
+        for _ in 0..50 {
+            e.on_sample(Duration::from_micros(10));
+        }
+        assert_eq!(e.rto(), Duration::from_millis(5));
+        let mut e = est();
+        e.on_sample(Duration::from_secs(10));
+        assert_eq!(e.rto(), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn back_off_doubles_until_the_cap() {
+        let mut e = est();
+        for _ in 0..20 {
+            e.on_sample(Duration::from_micros(100));
+        }
+        let base = e.rto();
+        assert_eq!(base, Duration::from_millis(5));
+        assert_eq!(e.backed_off(0), base);
+        assert_eq!(e.backed_off(1), base * 2);
+        assert_eq!(e.backed_off(4), base * 16);
+        assert_eq!(e.backed_off(9), Duration::from_secs(2));
+        assert_eq!(e.backed_off(u32::MAX), Duration::from_secs(2));
+    }
+}

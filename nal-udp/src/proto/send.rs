@@ -1,0 +1,852 @@
+//! The send side of one peer: message queue, sequencing and fragmentation,
+//! the in-flight window, acknowledgment processing, loss detection and the
+//! retransmission timer.
+//!
+//! Frames get their sequence number when they first enter the window, not
+//! at `send`, so a blocked window costs nothing but the queued message.
+//!
+//! Loss detection works in *transmission order*: every transmission (first
+//! or repeated) takes the next transmit number, and a datagram is presumed
+//! lost once one sent `reorder_threshold` transmissions after it has been
+//! acknowledged. This is the classic three-duplicate-ack rule, but it also
+//! catches a lost retransmission without waiting for a timeout (like TCP
+//! RACK), which matters at the 30 % loss rates the tests use. The timer is a
+//! single RFC 6298 RTO per peer that, on expiry, resends only the oldest
+//! unacknowledged datagram and doubles: a peer that has gone away gets one
+//! datagram per back-off step, never a window's worth.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use super::config::{Config, EagerCompletion, Layout};
+use super::rtt::RttEstimator;
+use super::types::{Event, PayloadSource, PeerId, Stats};
+use super::wire::{AckInfo, HEADER_LEN};
+
+/// Where an outgoing message's bytes live.
+pub(crate) enum Body {
+    /// Owned by the endpoint (inline payloads and copied eager payloads).
+    Owned(Vec<u8>),
+    /// Owned by the caller (large borrowed payloads).
+    Borrowed(Box<dyn PayloadSource>),
+}
+
+impl Body {
+    /// Copy `dst.len()` bytes at `offset`. Callers only ask for ranges they
+    /// validated against the message length.
+    pub(crate) fn read_at(&self, offset: u64, dst: &mut [u8]) {
+        match self {
+            Body::Owned(v) => {
+                let range = usize::try_from(offset)
+                    .ok()
+                    .and_then(|s| Some(s..s.checked_add(dst.len())?));
+                match range.and_then(|r| v.get(r)) {
+                    Some(src) => dst.copy_from_slice(src),
+                    None => {
+                        debug_assert!(false, "read outside the payload");
+                        dst.fill(0);
+                    }
+                }
+            }
+            Body::Borrowed(src) => src.read_at(offset, dst),
+        }
+    }
+}
+
+/// An accepted `send` that has not completed.
+pub(crate) struct OutMsg {
+    pub(crate) token: u64,
+    pub(crate) header: [u8; HEADER_LEN],
+    pub(crate) total: u64,
+    pub(crate) body: Body,
+    /// Sent by rendezvous and pull.
+    pub(crate) large: bool,
+    /// `SendComplete` already emitted (eager completion on send).
+    reported: bool,
+    /// Its first frame (`Msg` or `Rndv`) has a sequence number.
+    started: bool,
+    /// Eager: payload offset of the next fragment to sequence.
+    next_off: u64,
+    /// Every frame has a sequence number.
+    sequenced_all: bool,
+    /// Eager: frames sequenced but not yet cumulatively acknowledged.
+    unacked: u32,
+}
+
+impl OutMsg {
+    pub(crate) fn new(
+        token: u64,
+        header: [u8; HEADER_LEN],
+        total: u64,
+        body: Body,
+        large: bool,
+    ) -> Self {
+        OutMsg {
+            token,
+            header,
+            total,
+            body,
+            large,
+            reported: false,
+            started: false,
+            next_off: 0,
+            sequenced_all: false,
+            unacked: 0,
+        }
+    }
+}
+
+/// What a sequenced datagram carries; enough to encode it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SegFrame {
+    /// First chunk of an eager message: payload `[0, len)`.
+    Msg { msg: u64, len: u32 },
+    /// Continuation: payload `[offset, offset + len)`.
+    Frag { msg: u64, offset: u64, len: u32 },
+    /// Rendezvous of a large message.
+    Rndv { msg: u64 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    frame: SegFrame,
+    /// Transmit number of the latest transmission.
+    tx_no: u64,
+    sent_at: Instant,
+    retransmitted: bool,
+    acked: bool,
+    /// Queued in `lost` for retransmission.
+    lost: bool,
+}
+
+/// Result of a timer check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimerOutcome {
+    /// Nothing expired.
+    Idle,
+    /// Expired; the oldest datagram is queued for retransmission.
+    Retransmit,
+    /// Too many consecutive expiries: the peer is dead.
+    Dead,
+}
+
+/// Send state towards one peer.
+pub(crate) struct SendState {
+    peer: PeerId,
+    next_msg: u64,
+    /// Live messages by index. Ordered, so failing them all on peer death
+    /// reports tokens in send order.
+    msgs: BTreeMap<u64, OutMsg>,
+    /// Messages with frames still to sequence, in send order.
+    pending: VecDeque<u64>,
+    snd_una: u64,
+    snd_nxt: u64,
+    /// Segments `snd_una..snd_nxt`.
+    inflight: VecDeque<Segment>,
+    /// Segments not yet acknowledged.
+    unacked: usize,
+    /// Sequence numbers to retransmit, oldest concern first.
+    lost: VecDeque<u64>,
+    /// One past the highest sequence number the peer accepts.
+    peer_limit: u64,
+    tx_counter: u64,
+    highest_acked_tx: u64,
+    rto_at: Option<Instant>,
+    backoff: u32,
+    timeouts: u32,
+    large_outstanding: u32,
+}
+
+impl SendState {
+    pub(crate) fn new(peer: PeerId, cfg: &Config) -> Self {
+        SendState {
+            peer,
+            next_msg: 0,
+            msgs: BTreeMap::new(),
+            pending: VecDeque::new(),
+            snd_una: 0,
+            snd_nxt: 0,
+            inflight: VecDeque::new(),
+            unacked: 0,
+            lost: VecDeque::new(),
+            // Until the peer's first ack says otherwise, assume it is
+            // configured like us.
+            peer_limit: u64::from(cfg.recv_window),
+            tx_counter: 0,
+            highest_acked_tx: 0,
+            rto_at: None,
+            backoff: 0,
+            timeouts: 0,
+            large_outstanding: 0,
+        }
+    }
+
+    /// Messages accepted and not yet completed.
+    pub(crate) fn live_messages(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Queue a message; completion is reported now if the policy says so.
+    pub(crate) fn enqueue(&mut self, mut m: OutMsg, cfg: &Config, events: &mut VecDeque<Event>) {
+        let id = self.next_msg;
+        self.next_msg += 1;
+        if !m.large && cfg.eager_completion == EagerCompletion::OnSend {
+            m.reported = true;
+            events.push_back(Event::SendComplete {
+                peer: self.peer,
+                token: m.token,
+                ok: true,
+            });
+        }
+        self.msgs.insert(id, m);
+        self.pending.push_back(id);
+    }
+
+    /// Whether anything sequenced is unacknowledged.
+    pub(crate) fn has_unacked(&self) -> bool {
+        self.unacked > 0
+    }
+
+    /// Whether frames wait for a sequence number.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Whether large messages wait for their completion notice.
+    pub(crate) fn awaiting_done(&self) -> bool {
+        self.large_outstanding > 0
+    }
+
+    /// The retransmission timer.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.rto_at
+    }
+
+    /// A large message whose rendezvous has been sequenced (what a pull may
+    /// ask for).
+    pub(crate) fn pullable(&self, msg: u64) -> Option<&OutMsg> {
+        self.msgs.get(&msg).filter(|m| m.large && m.started)
+    }
+
+    /// An ack is acceptable if it acknowledges nothing never sent.
+    pub(crate) fn ack_valid(&self, ack: &AckInfo) -> bool {
+        ack.cum_ack <= self.snd_nxt
+    }
+
+    /// Apply a (validated) acknowledgment. Returns whether it acknowledged
+    /// anything new.
+    pub(crate) fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: &AckInfo,
+        rtt: &mut RttEstimator,
+        cfg: &Config,
+        events: &mut VecDeque<Event>,
+        stats: &mut Stats,
+    ) -> bool {
+        let cum = ack.cum_ack;
+        if cum < self.snd_una {
+            // Overtaken by a newer ack on the way; its window is stale too.
+            return false;
+        }
+        self.peer_limit = cum.saturating_add(u64::from(ack.window));
+        let mut progress = false;
+        let mut sample: Option<Instant> = None;
+        let prev_high = self.highest_acked_tx;
+        while self.snd_una < cum {
+            let Some(seg) = self.inflight.pop_front() else {
+                break;
+            };
+            self.snd_una += 1;
+            if !seg.acked {
+                progress = true;
+                self.unacked -= 1;
+                self.note_acked(now, rtt, &seg, &mut sample);
+            }
+            self.frame_released(seg.frame, cfg, events);
+        }
+        for bit in ack.sack.iter_ones() {
+            let seq = cum + 1 + bit as u64;
+            if seq >= self.snd_nxt {
+                break;
+            }
+            let idx = (seq - self.snd_una) as usize;
+            let Some(seg) = self.inflight.get_mut(idx) else {
+                break;
+            };
+            if seg.acked {
+                continue;
+            }
+            seg.acked = true;
+            let seg = *seg;
+            progress = true;
+            self.unacked -= 1;
+            // Selectively acked frames are never sent again, but only the
+            // cumulative ack says everything before them arrived too, i.e.
+            // that the message has been started at the receiver.
+            self.note_acked(now, rtt, &seg, &mut sample);
+        }
+        if let Some(sent_at) = sample {
+            rtt.on_sample(now.saturating_duration_since(sent_at));
+        }
+        if self.highest_acked_tx > prev_high {
+            self.detect_losses(cfg, stats);
+        }
+        if progress {
+            self.backoff = 0;
+            self.timeouts = 0;
+            self.rto_at = self.has_unacked().then(|| now + rtt.rto());
+        }
+        progress
+    }
+
+    fn note_acked(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        seg: &Segment,
+        sample: &mut Option<Instant>,
+    ) {
+        if !seg.retransmitted {
+            self.highest_acked_tx = self.highest_acked_tx.max(seg.tx_no);
+            if !matches!(*sample, Some(s) if s >= seg.sent_at) {
+                *sample = Some(seg.sent_at);
+            }
+            return;
+        }
+        // An ack for a retransmitted datagram may be for its original
+        // transmission; crediting it with the retransmission's number would
+        // make every datagram sent in between look lost. Only an ack that
+        // could have made the round trip since the retransmission counts.
+        let since = now.saturating_duration_since(seg.sent_at);
+        if rtt.min_rtt().is_some_and(|m| since >= m) {
+            self.highest_acked_tx = self.highest_acked_tx.max(seg.tx_no);
+        }
+    }
+
+    /// The cumulative ack passed a frame: it and everything before it
+    /// reached the peer.
+    fn frame_released(&mut self, frame: SegFrame, cfg: &Config, events: &mut VecDeque<Event>) {
+        let msg = match frame {
+            SegFrame::Msg { msg, .. } | SegFrame::Frag { msg, .. } => msg,
+            // A rendezvous completes with the receiver's notice.
+            SegFrame::Rndv { .. } => return,
+        };
+        let Some(m) = self.msgs.get_mut(&msg) else {
+            return;
+        };
+        m.unacked = m.unacked.saturating_sub(1);
+        if m.unacked == 0 && m.sequenced_all {
+            if !m.reported {
+                debug_assert_eq!(cfg.eager_completion, EagerCompletion::OnAck);
+                events.push_back(Event::SendComplete {
+                    peer: self.peer,
+                    token: m.token,
+                    ok: true,
+                });
+            }
+            self.msgs.remove(&msg);
+        }
+    }
+
+    fn detect_losses(&mut self, cfg: &Config, stats: &mut Stats) {
+        let threshold = u64::from(cfg.reorder_threshold);
+        for (i, seg) in self.inflight.iter_mut().enumerate() {
+            if seg.tx_no.saturating_add(threshold) > self.highest_acked_tx {
+                // Transmit numbers are not monotonic along the sequence space
+                // (retransmissions), so keep scanning.
+                continue;
+            }
+            if !seg.acked && !seg.lost {
+                seg.lost = true;
+                self.lost.push_back(self.snd_una + i as u64);
+                stats.fast_retransmits += 1;
+            }
+        }
+    }
+
+    /// The peer's completion notice for large message `msg` arrived.
+    /// Returns false if no such message awaits one.
+    pub(crate) fn on_done(&mut self, msg: u64, events: &mut VecDeque<Event>) -> bool {
+        match self.msgs.get(&msg) {
+            Some(m) if m.large && m.started => {}
+            _ => return false,
+        }
+        if let Some(m) = self.msgs.remove(&msg) {
+            self.large_outstanding = self.large_outstanding.saturating_sub(1);
+            if !m.reported {
+                events.push_back(Event::SendComplete {
+                    peer: self.peer,
+                    token: m.token,
+                    ok: true,
+                });
+            }
+        }
+        true
+    }
+
+    fn arm(&mut self, now: Instant, rtt: &RttEstimator) {
+        if self.rto_at.is_none() {
+            self.rto_at = Some(now + rtt.backed_off(self.backoff));
+        }
+    }
+
+    /// Next datagram to retransmit, if any; marks it transmitted.
+    pub(crate) fn next_retransmit(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        stats: &mut Stats,
+    ) -> Option<(u64, SegFrame)> {
+        while let Some(seq) = self.lost.pop_front() {
+            let Some(idx) = seq.checked_sub(self.snd_una) else {
+                continue;
+            };
+            let Some(seg) = self.inflight.get_mut(idx as usize) else {
+                continue;
+            };
+            if !seg.lost || seg.acked {
+                continue;
+            }
+            seg.lost = false;
+            if let SegFrame::Rndv { msg } = seg.frame {
+                if !self.msgs.contains_key(&msg) {
+                    // Its completion notice already arrived: the peer has it.
+                    seg.acked = true;
+                    self.unacked -= 1;
+                    continue;
+                }
+            }
+            self.tx_counter += 1;
+            seg.tx_no = self.tx_counter;
+            seg.sent_at = now;
+            seg.retransmitted = true;
+            let frame = seg.frame;
+            stats.retransmits += 1;
+            self.arm(now, rtt);
+            return Some((seq, frame));
+        }
+        None
+    }
+
+    /// Whether the window lets a new frame in.
+    pub(crate) fn window_open(&self, cfg: &Config) -> bool {
+        self.snd_nxt - self.snd_una < u64::from(cfg.send_window) && self.snd_nxt < self.peer_limit
+    }
+
+    /// Sequence the next frame, if the window and the large-message limit
+    /// allow; marks it transmitted.
+    pub(crate) fn next_new(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        layout: &Layout,
+    ) -> Option<(u64, SegFrame)> {
+        if !self.window_open(cfg) {
+            return None;
+        }
+        let frame = self.next_message_frame(cfg, layout)?;
+        let seq = self.snd_nxt;
+        self.snd_nxt += 1;
+        self.tx_counter += 1;
+        self.inflight.push_back(Segment {
+            frame,
+            tx_no: self.tx_counter,
+            sent_at: now,
+            retransmitted: false,
+            acked: false,
+            lost: false,
+        });
+        self.unacked += 1;
+        self.arm(now, rtt);
+        Some((seq, frame))
+    }
+
+    fn next_message_frame(&mut self, cfg: &Config, layout: &Layout) -> Option<SegFrame> {
+        loop {
+            let &id = self.pending.front()?;
+            let Some(m) = self.msgs.get_mut(&id) else {
+                self.pending.pop_front();
+                continue;
+            };
+            if m.large {
+                if self.large_outstanding >= cfg.max_large_in_flight {
+                    // Later messages wait too: starts must stay in order.
+                    return None;
+                }
+                m.started = true;
+                m.sequenced_all = true;
+                self.large_outstanding += 1;
+                self.pending.pop_front();
+                return Some(SegFrame::Rndv { msg: id });
+            }
+            let frame = if !m.started {
+                let len = m.total.min(layout.msg_cap as u64);
+                m.started = true;
+                m.next_off = len;
+                SegFrame::Msg {
+                    msg: id,
+                    len: len as u32,
+                }
+            } else {
+                let offset = m.next_off;
+                let len = (m.total - offset).min(layout.frag_cap as u64);
+                m.next_off += len;
+                SegFrame::Frag {
+                    msg: id,
+                    offset,
+                    len: len as u32,
+                }
+            };
+            m.unacked += 1;
+            if m.next_off >= m.total {
+                m.sequenced_all = true;
+                self.pending.pop_front();
+            }
+            return Some(frame);
+        }
+    }
+
+    /// The message a segment belongs to.
+    pub(crate) fn message(&self, msg: u64) -> Option<&OutMsg> {
+        self.msgs.get(&msg)
+    }
+
+    /// Check the retransmission timer.
+    pub(crate) fn on_timeout(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        stats: &mut Stats,
+    ) -> TimerOutcome {
+        match self.rto_at {
+            Some(at) if at <= now => {}
+            _ => return TimerOutcome::Idle,
+        }
+        self.rto_at = None;
+        if !self.has_unacked() {
+            return TimerOutcome::Idle;
+        }
+        stats.rto_expiries += 1;
+        self.timeouts += 1;
+        if self.timeouts > cfg.max_retransmits {
+            return TimerOutcome::Dead;
+        }
+        if let Some(i) = self.inflight.iter().position(|s| !s.acked) {
+            let seg = &mut self.inflight[i];
+            if !seg.lost {
+                seg.lost = true;
+                self.lost.push_front(self.snd_una + i as u64);
+            }
+        }
+        self.backoff += 1;
+        self.rto_at = Some(now + rtt.backed_off(self.backoff));
+        TimerOutcome::Retransmit
+    }
+
+    /// The current back-off exponent (for probes sharing the peer's RTO).
+    pub(crate) fn backoff(&self) -> u32 {
+        self.backoff
+    }
+
+    /// The peer is dead: fail every message not yet reported, in send order,
+    /// and forget everything.
+    pub(crate) fn fail_all(&mut self, events: &mut VecDeque<Event>) {
+        for m in std::mem::take(&mut self.msgs).into_values() {
+            if !m.reported {
+                events.push_back(Event::SendComplete {
+                    peer: self.peer,
+                    token: m.token,
+                    ok: false,
+                });
+            }
+        }
+        self.pending.clear();
+        self.inflight.clear();
+        self.lost.clear();
+        self.unacked = 0;
+        self.rto_at = None;
+        self.large_outstanding = 0;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.snd_nxt - self.snd_una
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::wire::Sack;
+    use std::time::Duration;
+
+    fn cfg() -> Config {
+        Config {
+            max_datagram: 1472,
+            eager_completion: EagerCompletion::OnAck,
+            send_window: 8,
+            recv_window: 8,
+            ..Config::default()
+        }
+    }
+
+    fn ack(cum: u64, window: u32, sacked: &[u64]) -> AckInfo {
+        let mut sack = Sack::ZERO;
+        for &s in sacked {
+            sack.set((s - cum - 1) as usize, true);
+        }
+        AckInfo {
+            cum_ack: cum,
+            window,
+            sack,
+            ack_requested: false,
+        }
+    }
+
+    struct Fixture {
+        s: SendState,
+        cfg: Config,
+        layout: Layout,
+        rtt: RttEstimator,
+        events: VecDeque<Event>,
+        stats: Stats,
+        t0: Instant,
+    }
+
+    fn fixture() -> Fixture {
+        let cfg = cfg();
+        Fixture {
+            s: SendState::new(9, &cfg),
+            layout: Layout::new(&cfg),
+            rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
+            cfg,
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            t0: Instant::now(),
+        }
+    }
+
+    impl Fixture {
+        fn send(&mut self, len: usize, token: u64) {
+            let m = OutMsg::new(
+                token,
+                [0; HEADER_LEN],
+                len as u64,
+                Body::Owned(vec![7; len]),
+                false,
+            );
+            self.s.enqueue(m, &self.cfg, &mut self.events);
+        }
+        fn pump(&mut self, at: Instant) -> Vec<(u64, SegFrame)> {
+            let mut out = Vec::new();
+            while let Some(x) = self.s.next_new(at, &self.rtt, &self.cfg, &self.layout) {
+                out.push(x);
+            }
+            out
+        }
+        fn ack(&mut self, at: Instant, a: AckInfo) -> bool {
+            self.s.on_ack(
+                at,
+                &a,
+                &mut self.rtt,
+                &self.cfg,
+                &mut self.events,
+                &mut self.stats,
+            )
+        }
+    }
+
+    #[test]
+    fn fragments_medium_messages_and_completes_on_ack() {
+        let mut f = fixture();
+        let total = f.layout.msg_cap + 2 * f.layout.frag_cap + 10;
+        f.send(total, 42);
+        let segs = f.pump(f.t0);
+        assert_eq!(segs.len(), 4);
+        assert_eq!(
+            segs[0],
+            (
+                0,
+                SegFrame::Msg {
+                    msg: 0,
+                    len: f.layout.msg_cap as u32
+                }
+            )
+        );
+        assert_eq!(
+            segs[3],
+            (
+                3,
+                SegFrame::Frag {
+                    msg: 0,
+                    offset: (f.layout.msg_cap + 2 * f.layout.frag_cap) as u64,
+                    len: 10
+                }
+            )
+        );
+        assert!(f.events.is_empty());
+        let t1 = f.t0 + Duration::from_millis(1);
+        assert!(f.ack(t1, ack(3, 8, &[])));
+        assert!(f.events.is_empty(), "one fragment still unacknowledged");
+        assert!(f.ack(t1, ack(4, 8, &[])));
+        assert_eq!(
+            f.events.pop_front(),
+            Some(Event::SendComplete {
+                peer: 9,
+                token: 42,
+                ok: true
+            })
+        );
+        assert!(!f.s.has_unacked());
+        assert_eq!(f.s.deadline(), None);
+        assert_eq!(f.rtt.srtt(), Some(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn respects_own_and_peer_windows() {
+        let mut f = fixture();
+        for t in 0..20 {
+            f.send(10, t);
+        }
+        assert_eq!(f.pump(f.t0).len(), 8);
+        // the peer shrinks its window to 2 above its cumulative ack
+        assert!(f.ack(f.t0, ack(1, 2, &[])));
+        assert!(f.pump(f.t0).is_empty());
+        assert!(f.ack(f.t0, ack(8, 3, &[])));
+        assert_eq!(f.pump(f.t0).len(), 3);
+        assert_eq!(f.s.in_flight(), 3);
+    }
+
+    #[test]
+    fn sack_gap_triggers_fast_retransmit_of_the_hole_only() {
+        let mut f = fixture();
+        for t in 0..6 {
+            f.send(10, t);
+        }
+        assert_eq!(f.pump(f.t0).len(), 6);
+        // seq 1 lost; 2 and 3 arrived: not enough evidence yet
+        f.ack(f.t0, ack(1, 8, &[2, 3]));
+        assert_eq!(f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats), None);
+        f.ack(f.t0, ack(1, 8, &[2, 3, 4]));
+        assert_eq!(
+            f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats),
+            Some((1, SegFrame::Msg { msg: 1, len: 10 }))
+        );
+        assert_eq!(f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats), None);
+        assert_eq!(f.stats.retransmits, 1);
+        // the retransmission is lost too; later transmissions reveal it
+        for t in 6..10 {
+            f.send(10, t);
+        }
+        let later = f.pump(f.t0);
+        assert_eq!(later.len(), 3);
+        f.ack(f.t0, ack(1, 8, &[2, 3, 4, 5, 6, 7, 8]));
+        assert_eq!(
+            f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats).map(|x| x.0),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn rto_resends_only_the_oldest_and_backs_off_until_dead() {
+        let mut f = fixture();
+        for t in 0..4 {
+            f.send(10, t);
+        }
+        f.pump(f.t0);
+        let mut at = f.t0;
+        let mut expiries = Vec::new();
+        loop {
+            let d = f.s.deadline().unwrap();
+            expiries.push(d - at);
+            at = d;
+            match f.s.on_timeout(at, &f.rtt, &f.cfg, &mut f.stats) {
+                TimerOutcome::Retransmit => {
+                    assert_eq!(
+                        f.s.next_retransmit(at, &f.rtt, &mut f.stats).map(|x| x.0),
+                        Some(0)
+                    );
+                    assert_eq!(f.s.next_retransmit(at, &f.rtt, &mut f.stats), None);
+                }
+                TimerOutcome::Dead => break,
+                TimerOutcome::Idle => panic!("timer armed but idle"),
+            }
+        }
+        assert_eq!(f.stats.retransmits, u64::from(f.cfg.max_retransmits));
+        // 50 ms initial RTO, then doubling up to the 2 s cap
+        let ms: Vec<u128> = expiries.iter().map(|d| d.as_millis()).collect();
+        assert_eq!(
+            ms,
+            vec![50, 100, 200, 400, 800, 1600, 2000, 2000, 2000, 2000]
+        );
+        f.s.fail_all(&mut f.events);
+        let failed: Vec<_> = f.events.drain(..).collect();
+        assert_eq!(
+            failed,
+            (0..4)
+                .map(|t| Event::SendComplete {
+                    peer: 9,
+                    token: t,
+                    ok: false
+                })
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn large_messages_wait_for_done_and_limit_rendezvous() {
+        let mut f = fixture();
+        f.cfg.max_large_in_flight = 2;
+        for t in 0..3 {
+            let m = OutMsg::new(
+                t,
+                [0; HEADER_LEN],
+                1 << 20,
+                Body::Owned(vec![0; 1 << 20]),
+                true,
+            );
+            f.s.enqueue(m, &f.cfg, &mut f.events);
+        }
+        let segs = f.pump(f.t0);
+        assert_eq!(
+            segs,
+            vec![
+                (0, SegFrame::Rndv { msg: 0 }),
+                (1, SegFrame::Rndv { msg: 1 })
+            ]
+        );
+        f.ack(f.t0, ack(2, 8, &[]));
+        assert!(f.events.is_empty());
+        assert!(f.s.pullable(1).is_some() && f.s.pullable(2).is_none());
+        assert!(f.s.on_done(1, &mut f.events));
+        assert!(
+            !f.s.on_done(1, &mut f.events),
+            "a second notice is not a completion"
+        );
+        assert_eq!(
+            f.events.pop_front(),
+            Some(Event::SendComplete {
+                peer: 9,
+                token: 1,
+                ok: true
+            })
+        );
+        assert_eq!(f.pump(f.t0), vec![(2, SegFrame::Rndv { msg: 2 })]);
+    }
+
+    #[test]
+    fn stale_and_invalid_acks() {
+        let mut f = fixture();
+        f.send(10, 1);
+        f.pump(f.t0);
+        assert!(!f.s.ack_valid(&ack(2, 8, &[])));
+        assert!(f.s.ack_valid(&ack(1, 8, &[])));
+        assert!(f.ack(f.t0, ack(1, 8, &[])));
+        // an older ack arriving late changes nothing
+        assert!(!f.ack(f.t0, ack(0, 0, &[])));
+        assert!(f.s.window_open(&f.cfg));
+    }
+}
