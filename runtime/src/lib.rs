@@ -23,6 +23,7 @@ mod error;
 mod job;
 pub mod kvs;
 pub mod launch;
+pub mod pmi;
 
 pub use env::{JobEnv, JobOptions, NalKind};
 pub use error::RuntimeError;
