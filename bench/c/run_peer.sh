@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Run one peer MPI benchmark with 2 ranks on this host (loopback).
+#
+#   bench/c/run_peer.sh <impl> <bench> [bench args...]
+#
+# impl:
+#   openmpi-tcp  Open MPI, ob1 PML, TCP BTL over lo (--mca btl tcp,self)
+#   openmpi-sm   Open MPI, ob1 PML, shared-memory BTL (vader in Open MPI 4.x)
+#   openmpi      Open MPI defaults (on Debian: ob1 + vader for on-node peers)
+#   mpich        MPICH defaults. Debian's MPICH 4.0.2 is ch4:ucx and sends on-node
+#                traffic through UCX too, which picks shared memory (sysv + cma)
+#   mpich-net    MPICH with UCX restricted to TCP on lo (UCX_TLS=tcp,self,
+#                UCX_NET_DEVICES=lo; MPIR_CVAR_NOLOCAL=1 too): MPICH's network path
+# bench: latency bandwidth bibw msgrate overlap comb matchlist
+#
+# Environment: NP (ranks, default 2), PEER_TIMEOUT (seconds, default 300),
+# PEER_BIND (core|none, default core: each rank bound to one core).
+# Output: JSON lines on stdout, each tagged with "impl".
+set -euo pipefail
+
+if [ $# -lt 2 ]; then
+    sed -n '2,21p' "$0" >&2
+    exit 2
+fi
+impl=$1 bench=$2
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+np=${NP:-2}
+tmo=${PEER_TIMEOUT:-300}
+bind=${PEER_BIND:-core}
+
+case $impl in
+openmpi*) exe=$here/build/openmpi/$bench ;;
+mpich*) exe=$here/build/mpich/$bench ;;
+*) echo "run_peer.sh: unknown impl '$impl'" >&2; exit 2 ;;
+esac
+if [ ! -x "$exe" ]; then
+    echo "run_peer.sh: $exe missing; run 'make -C $here'" >&2
+    exit 2
+fi
+export PTL_BENCH_IMPL=$impl
+
+ompi() {
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        timeout "$tmo" mpiexec.openmpi --oversubscribe -n "$np" --bind-to "$bind" \
+        --mca pml ob1 "$@" "$exe" "${args[@]}"
+}
+mpich() {
+    timeout "$tmo" env "$@" mpiexec.mpich -n "$np" -bind-to "$bind" "$exe" "${args[@]}"
+}
+args=("$@")
+
+case $impl in
+openmpi-tcp) ompi --mca btl tcp,self --mca btl_tcp_if_include lo ;;
+openmpi-sm) ompi --mca btl vader,self ;;
+openmpi) ompi ;;
+mpich) mpich PTL_BENCH_IMPL=mpich ;;
+mpich-net) mpich MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo ;;
+*) echo "run_peer.sh: unknown impl '$impl'" >&2; exit 2 ;;
+esac
