@@ -40,7 +40,8 @@ impl std::fmt::Debug for Universe {
 }
 
 /// Initialize MPI (`MPI_Init`): join the job this process was started in
-/// (by `ptlrun`; a process started alone is a job of one), set up the
+/// (by `ptlrun`, or by a PMI launcher such as `mpiexec.hydra`; a process
+/// started alone is a job of one; see [`portals_runtime::join`]), set up the
 /// Portals structures of the MPI protocols, and wait for every rank.
 ///
 /// Fails if MPI is already initialized in this process.
@@ -130,6 +131,10 @@ impl Drop for Universe {
         // Finalize: nobody leaves before everybody is done sending to it.
         if let Err(e) = self.dev.job().barrier() {
             tracing::warn!(error = %e, "finalize barrier failed");
+        }
+        // Then let a PMI launcher know this process is done with it.
+        if let Err(e) = self.dev.job().finalize() {
+            tracing::warn!(error = %e, "PMI finalize failed");
         }
         INITIALIZED.store(false, Ordering::SeqCst);
     }

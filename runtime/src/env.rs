@@ -13,6 +13,14 @@
 //! | `PTL_BIND` | IP address the transport listens on | `127.0.0.1` |
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank | `60` |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
+//! | `PTL_JOB_SECRET` | under a PMI launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
+//!
+//! A process started by a PMI launcher (MPICH's `mpiexec.hydra`, Slurm's
+//! `srun --mpi=pmi2`: `PMI_FD` or `PMI_PORT` set, see
+//! [`crate::pmi::PmiEnv`]) and not by `ptlrun` (no `PTL_BOOTSTRAP`) learns
+//! rank, size and its peers through PMI instead of `PTL_RANK`, `PTL_SIZE`,
+//! `PTL_JOB_KEY` and `PTL_BOOTSTRAP`; the transport options above still
+//! apply (pass them with `mpiexec -genv`).
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -43,6 +51,12 @@ pub const BIND: &str = "PTL_BIND";
 pub const BOOTSTRAP_TIMEOUT: &str = "PTL_BOOTSTRAP_TIMEOUT";
 /// Spin window in microseconds.
 pub const WAIT_SPIN_US: &str = "PTL_WAIT_SPIN_US";
+/// Secret mixed into the job key of a job started by a PMI launcher.
+pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
+
+/// Where [`JobOptions::from_lookup`] and [`JobEnv::from_lookup`] read a
+/// variable: `std::env::var_os` for the process environment.
+pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<std::ffi::OsString>;
 
 /// Which transport a job uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -132,44 +146,50 @@ impl JobOptions {
     /// Read the options from the environment; unset variables keep their
     /// defaults.
     pub fn from_env() -> Result<JobOptions, RuntimeError> {
+        JobOptions::from_lookup(&|name| std::env::var_os(name))
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `get`
+    /// (for tests, or a launcher that passes the environment explicitly).
+    pub fn from_lookup(get: Lookup<'_>) -> Result<JobOptions, RuntimeError> {
         let mut o = JobOptions::default();
-        if let Some(v) = var(NAL)? {
+        if let Some(v) = var(get, NAL)? {
             o.nal = match v.as_str() {
                 "tcp" => NalKind::Tcp,
                 _ => return Err(bad(NAL, "expected tcp")),
             };
         }
-        if let Some(v) = var(PROGRESS)? {
+        if let Some(v) = var(get, PROGRESS)? {
             o.progress = match v.as_str() {
                 "thread" => ProgressMode::Thread,
                 "poll" => ProgressMode::Poll,
                 _ => return Err(bad(PROGRESS, "expected thread or poll")),
             };
         }
-        if let Some(v) = var(BACKEND)? {
+        if let Some(v) = var(get, BACKEND)? {
             o.backend = match v.as_str() {
                 "epoll" => Backend::Epoll,
                 "io_uring" | "io-uring" => Backend::IoUring,
                 _ => return Err(bad(BACKEND, "expected epoll or io_uring")),
             };
         }
-        if let Some(v) = var(CONNECT)? {
+        if let Some(v) = var(get, CONNECT)? {
             o.connect = match v.as_str() {
                 "lazy" => ConnectMode::Lazy,
                 "eager" => ConnectMode::Eager,
                 _ => return Err(bad(CONNECT, "expected lazy or eager")),
             };
         }
-        if let Some(v) = var(BIND)? {
+        if let Some(v) = var(get, BIND)? {
             o.bind = v.parse().map_err(|_| bad(BIND, "expected an IP address"))?;
         }
-        if let Some(v) = var(BOOTSTRAP_TIMEOUT)? {
+        if let Some(v) = var(get, BOOTSTRAP_TIMEOUT)? {
             let s: u64 = v
                 .parse()
                 .map_err(|_| bad(BOOTSTRAP_TIMEOUT, "expected seconds"))?;
             o.timeout = Duration::from_secs(s.max(1));
         }
-        if let Some(v) = var(WAIT_SPIN_US)? {
+        if let Some(v) = var(get, WAIT_SPIN_US)? {
             let us: u64 = v
                 .parse()
                 .map_err(|_| bad(WAIT_SPIN_US, "expected microseconds"))?;
@@ -198,39 +218,42 @@ impl JobEnv {
     /// Read the environment. `Ok(None)` if `PTL_RANK` is unset (the process
     /// was not started by `ptlrun`).
     pub fn from_env() -> Result<Option<JobEnv>, RuntimeError> {
-        let Some(rank) = var(RANK)? else {
+        JobEnv::from_lookup(&|name| std::env::var_os(name))
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `get`.
+    pub fn from_lookup(get: Lookup<'_>) -> Result<Option<JobEnv>, RuntimeError> {
+        let Some(rank) = var(get, RANK)? else {
             return Ok(None);
         };
         let rank: u32 = rank.parse().map_err(|_| bad(RANK, "expected a number"))?;
-        let size: u32 = required(SIZE)?
+        let size: u32 = required(get, SIZE)?
             .parse()
             .map_err(|_| bad(SIZE, "expected a number"))?;
         if size == 0 || rank >= size {
             return Err(bad(RANK, &format!("rank {rank} is not below size {size}")));
         }
-        let job_key = u64::from_str_radix(&required(JOB_KEY)?, 16)
+        let job_key = u64::from_str_radix(&required(get, JOB_KEY)?, 16)
             .map_err(|_| bad(JOB_KEY, "expected 64-bit hexadecimal"))?;
-        let bootstrap = required(BOOTSTRAP)?;
+        let bootstrap = required(get, BOOTSTRAP)?;
         Ok(Some(JobEnv {
             rank,
             size,
             job_key,
             bootstrap,
-            options: JobOptions::from_env()?,
+            options: JobOptions::from_lookup(get)?,
         }))
     }
 }
 
-fn var(name: &'static str) -> Result<Option<String>, RuntimeError> {
-    match std::env::var(name) {
-        Ok(v) => Ok(Some(v)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(bad(name, "not valid UTF-8")),
-    }
+fn var(get: Lookup<'_>, name: &'static str) -> Result<Option<String>, RuntimeError> {
+    get(name)
+        .map(|v| v.into_string().map_err(|_| bad(name, "not valid UTF-8")))
+        .transpose()
 }
 
-fn required(name: &'static str) -> Result<String, RuntimeError> {
-    var(name)?.ok_or_else(|| bad(name, "missing (set by ptlrun)"))
+fn required(get: Lookup<'_>, name: &'static str) -> Result<String, RuntimeError> {
+    var(get, name)?.ok_or_else(|| bad(name, "missing (set by ptlrun)"))
 }
 
 fn bad(var: &'static str, why: &str) -> RuntimeError {

@@ -40,6 +40,19 @@ pub enum RuntimeError {
     /// The Portals layer refused something.
     #[error("portals: {0}")]
     Portals(#[from] PtlError),
+    /// Talking to a PMI launcher (hydra, Slurm) failed.
+    #[error("PMI: {0}")]
+    Pmi(#[from] crate::pmi::PmiError),
+    /// The processes of a job started by a PMI launcher could not form the
+    /// job: a rank published no or a different job key, or not every rank
+    /// reached the start-up fence in time.
+    #[error("joining the job through PMI (key-value space {kvs}) failed: {why}")]
+    PmiJoin {
+        /// The job's key-value space, as the launcher named it.
+        kvs: String,
+        /// What happened.
+        why: String,
+    },
     /// `ptlrun` could not start or supervise the job.
     #[error("launch: {0}")]
     Launch(String),

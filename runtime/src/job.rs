@@ -1,5 +1,13 @@
 //! Joining a job: bind the transport, publish its address, fence, learn
 //! every peer's address, and bring up the network interface.
+//!
+//! Two ways to meet the other ranks, one way to bring up the transport
+//! ([`bring_up`], which hands the bound address to an `exchange` closure
+//! and gets every peer's address back):
+//!
+//! * `ptlrun`'s rendezvous server ([`join_with`], environment `PTL_*`);
+//! * a PMI launcher's key-value space ([`join_pmi`], environment `PMI_*`):
+//!   MPICH's `mpiexec.hydra`, Slurm's `srun --mpi=pmi2`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -7,9 +15,10 @@ use std::sync::{Arc, Mutex};
 use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
 use portals::{Nal, NetworkInterface, NiConfig, ProcessId};
 
-use crate::env::{JobEnv, JobOptions, NalKind};
+use crate::env::{self, JobEnv, JobOptions, NalKind};
 use crate::error::RuntimeError;
 use crate::kvs::KvsClient;
+use crate::pmi::{PmiClient, PmiEnv, PmiError, PmiOptions, VersionPreference};
 
 /// The Portals process id of `rank` in a job: node id = rank, pid 0.
 pub fn process_id(rank: u32) -> ProcessId {
@@ -21,6 +30,16 @@ pub fn rank_of(id: ProcessId, size: u32) -> Option<u32> {
     (id.pid == 0 && id.nid < size).then_some(id.nid)
 }
 
+/// Who the ranks of a job synchronise through after start-up.
+enum Coordinator {
+    /// A job of one: nobody to wait for.
+    Alone,
+    /// `ptlrun`'s rendezvous server.
+    Rendezvous(Mutex<KvsClient>),
+    /// The launcher's PMI server; `None` once finalized.
+    Pmi(Mutex<Option<PmiClient>>),
+}
+
 /// A process's membership in a running job.
 pub struct Job {
     rank: u32,
@@ -28,7 +47,7 @@ pub struct Job {
     options: JobOptions,
     ni: NetworkInterface,
     tcp: Option<Arc<TcpNal>>,
-    kvs: Option<Mutex<KvsClient>>,
+    coordinator: Coordinator,
 }
 
 impl std::fmt::Debug for Job {
@@ -41,13 +60,45 @@ impl std::fmt::Debug for Job {
     }
 }
 
-/// Join the job this process belongs to, as described by the environment
-/// `ptlrun` set (see [`crate::env`]). A process started without `ptlrun` is
-/// a job of one.
+/// How this process was started, as its environment says.
+#[derive(Debug, PartialEq, Eq)]
+enum Start {
+    /// By `ptlrun`.
+    Ptlrun(JobEnv),
+    /// By a PMI launcher; the secret from `PTL_JOB_SECRET`.
+    Pmi(PmiEnv, JobOptions, Option<String>),
+    /// By neither.
+    Alone(JobOptions),
+}
+
+impl Start {
+    fn from_lookup(get: env::Lookup<'_>) -> Result<Start, RuntimeError> {
+        if get(env::BOOTSTRAP).is_none() {
+            let text = |name: &str| get(name).map(|v| v.to_string_lossy().into_owned());
+            if let Some(pmi) = PmiEnv::from_lookup(text)? {
+                let secret = text(env::JOB_SECRET).filter(|s| !s.is_empty());
+                return Ok(Start::Pmi(pmi, JobOptions::from_lookup(get)?, secret));
+            }
+        }
+        Ok(match JobEnv::from_lookup(get)? {
+            Some(env) => Start::Ptlrun(env),
+            None => Start::Alone(JobOptions::from_lookup(get)?),
+        })
+    }
+}
+
+/// Join the job this process belongs to, as its environment describes it:
+///
+/// 1. started by `ptlrun` (`PTL_BOOTSTRAP` set): through `ptlrun`'s
+///    rendezvous (see [`crate::env`]);
+/// 2. otherwise, started by a PMI launcher (`PMI_FD` or `PMI_PORT` set):
+///    through PMI, see [`join_pmi`];
+/// 3. otherwise a job of one.
 pub fn join() -> Result<Job, RuntimeError> {
-    match JobEnv::from_env()? {
-        Some(env) => join_with(env),
-        None => singleton(JobOptions::from_env()?),
+    match Start::from_lookup(&|name| std::env::var_os(name))? {
+        Start::Ptlrun(env) => join_with(env),
+        Start::Pmi(pmi, options, secret) => join_pmi(&pmi, options, secret.as_deref()),
+        Start::Alone(options) => singleton(options),
     }
 }
 
@@ -61,7 +112,15 @@ pub fn singleton(options: JobOptions) -> Result<Job, RuntimeError> {
         options,
         ni,
         tcp,
-        kvs: None,
+        coordinator: Coordinator::Alone,
+    })
+}
+
+/// Parse the address `rank` published.
+fn peer_addr(rank: u32, text: &str) -> Result<SocketAddr, RuntimeError> {
+    text.parse().map_err(|_| RuntimeError::BadAddress {
+        rank,
+        addr: text.to_string(),
     })
 }
 
@@ -86,11 +145,7 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
                     server: env.bootstrap.clone(),
                     why: format!("rank {r} published no address"),
                 })?;
-            let addr: SocketAddr = a.parse().map_err(|_| RuntimeError::BadAddress {
-                rank: r,
-                addr: a.clone(),
-            })?;
-            peers.push((process_id(r), addr));
+            peers.push((process_id(r), peer_addr(r, a)?));
         }
         Ok(peers)
     })?;
@@ -100,9 +155,190 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
         options: env.options,
         ni,
         tcp,
-        kvs: Some(Mutex::new(kvs)),
+        coordinator: Coordinator::Rendezvous(Mutex::new(kvs)),
     })
 }
+
+// ----- PMI ---------------------------------------------------------------------
+
+/// The key under which a rank publishes its transport address in the PMI
+/// key-value space.
+fn pmi_addr_key(rank: u32) -> String {
+    format!("ptl-addr-{rank}")
+}
+
+/// 64-bit FNV-1a, then the SplitMix64 finaliser so every input bit moves
+/// every output bit. Stable across builds and platforms (unlike std's
+/// `DefaultHasher`), so ranks built separately agree.
+fn stable_hash(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        // Length-prefix each part so that ("ab", "c") and ("a", "bc") differ.
+        for b in (part.len() as u64).to_le_bytes().iter().chain(part.iter()) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The job key of a job started by a PMI launcher, which hands out no key
+/// of its own: a stable 64-bit hash of the job's key-value space name (which
+/// the launcher makes unique per job) and, if given, the secret from
+/// `PTL_JOB_SECRET`. The hash is 64-bit FNV-1a over the parts
+/// `portals-rs pmi job key`, the KVS name and the secret, each preceded by
+/// its length as 8 little-endian bytes, followed by the SplitMix64
+/// finaliser; every rank computes the same key without talking.
+///
+/// Without a secret the key only keeps jobs apart (a message of another job
+/// is refused): anyone who learns or guesses the KVS name (hydra's are
+/// made of the launcher's pid, a counter, a random number and the host
+/// name) can compute it, so it authenticates nothing.
+/// With a secret every rank is given (`mpiexec -genv PTL_JOB_SECRET …`),
+/// only holders of the secret can.
+pub fn pmi_job_key(kvs_name: &str, secret: Option<&str>) -> u64 {
+    let mut parts: Vec<&[u8]> = vec![b"portals-rs pmi job key", kvs_name.as_bytes()];
+    if let Some(s) = secret {
+        parts.push(s.as_bytes());
+    }
+    stable_hash(&parts)
+}
+
+/// What a rank publishes next to its address so that the others can tell
+/// it derived the same job key, without publishing the key itself.
+fn key_check(job_key: u64) -> u64 {
+    stable_hash(&[b"portals-rs job key check", &job_key.to_le_bytes()])
+}
+
+/// How long a rank that cannot join waits between printing why and asking
+/// the launcher to abort the job.
+const ABORT_OUTPUT_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Join a job started by a PMI launcher: connect to it as `pmi` says, then
+/// continue as [`join_with_pmi`].
+pub fn join_pmi(
+    pmi: &PmiEnv,
+    options: JobOptions,
+    secret: Option<&str>,
+) -> Result<Job, RuntimeError> {
+    let client = PmiClient::open(
+        pmi,
+        &PmiOptions {
+            version: VersionPreference::Auto,
+            timeout: options.timeout,
+        },
+    )?;
+    join_with_pmi(client, options, secret)
+}
+
+/// Join a job through an open PMI connection: rank and size come from the
+/// launcher, the job key from [`pmi_job_key`], and the ranks exchange
+/// transport addresses through the launcher's key-value space (put, fence,
+/// get). [`Job::barrier`] is then a PMI barrier, and the connection is
+/// finalized when the job is dropped (or by [`Job::finalize`]).
+///
+/// A failure after the connection is open is fatal for the whole job: the
+/// error is printed on stderr and the launcher is asked to abort the job
+/// (exit status 1), so that no rank waits for this one until a timeout.
+pub fn join_with_pmi(
+    mut pmi: PmiClient,
+    options: JobOptions,
+    secret: Option<&str>,
+) -> Result<Job, RuntimeError> {
+    let (rank, size) = (pmi.rank(), pmi.size());
+    let key = pmi_job_key(pmi.kvs_name(), secret);
+    match bring_up(rank, key, &options, |local| {
+        exchange_pmi(&mut pmi, key, local)
+    }) {
+        Ok((ni, tcp)) => Ok(Job {
+            rank,
+            size,
+            options,
+            ni,
+            tcp,
+            coordinator: Coordinator::Pmi(Mutex::new(Some(pmi))),
+        }),
+        Err(e) => {
+            let why = format!("rank {rank} of {size} cannot join the job: {e}");
+            eprintln!("portals-runtime: {why}; aborting the job");
+            // The launcher tears the job down on the abort, and hydra drops
+            // output it has not forwarded yet: give it a moment to pass the
+            // message on first (this is the fatal path; the time is free).
+            std::thread::sleep(ABORT_OUTPUT_GRACE);
+            if let Err(ae) = pmi.abort(1, &why) {
+                tracing::warn!(error = %ae, "PMI abort failed");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Publish this rank's address, fence, and read every other rank's.
+fn exchange_pmi(
+    pmi: &mut PmiClient,
+    job_key: u64,
+    local: SocketAddr,
+) -> Result<Peers, RuntimeError> {
+    let (rank, size) = (pmi.rank(), pmi.size());
+    let check = key_check(job_key);
+    let failed = |pmi: &PmiClient, why: String| RuntimeError::PmiJoin {
+        kvs: pmi.kvs_name().to_string(),
+        why,
+    };
+    pmi.put(&pmi_addr_key(rank), &format!("{local},{check:016x}"))?;
+    match pmi.fence() {
+        Ok(()) => {}
+        Err(PmiError::Timeout { after, .. }) => {
+            return Err(failed(
+                pmi,
+                format!(
+                    "not every rank reached the start-up fence within {after:?} \
+                     (PMI does not say which ranks are missing; {} sets the wait)",
+                    env::BOOTSTRAP_TIMEOUT
+                ),
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let mut peers = Vec::with_capacity(size as usize);
+    for r in 0..size {
+        if r == rank {
+            peers.push((process_id(r), local));
+            continue;
+        }
+        let value = match pmi.get(&pmi_addr_key(r)) {
+            Ok(v) => v,
+            Err(PmiError::KeyNotFound { .. }) => {
+                return Err(failed(pmi, format!("rank {r} published no address")))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some((addr, their_check)) = value.rsplit_once(',') else {
+            return Err(RuntimeError::BadAddress {
+                rank: r,
+                addr: value,
+            });
+        };
+        if u64::from_str_radix(their_check, 16).ok() != Some(check) {
+            return Err(failed(
+                pmi,
+                format!(
+                    "job key mismatch: rank {r} derived a different job key \
+                     (every rank must be given the same {})",
+                    env::JOB_SECRET
+                ),
+            ));
+        }
+        peers.push((process_id(r), peer_addr(r, addr)?));
+    }
+    Ok(peers)
+}
+
+// ----- transport -----------------------------------------------------------------
 
 type Peers = Vec<(ProcessId, SocketAddr)>;
 
@@ -173,16 +409,357 @@ impl Job {
     }
 
     /// Wait until every rank has called `barrier` (through the rendezvous
-    /// server: slow, meant for start-up and tests, not for applications'
-    /// inner loops).
+    /// server, or the PMI launcher: slow, meant for start-up and tests, not
+    /// for applications' inner loops). Fails after [`finalize`](Self::finalize)
+    /// in a PMI job.
     pub fn barrier(&self) -> Result<(), RuntimeError> {
-        match &self.kvs {
-            Some(k) => k
+        match &self.coordinator {
+            Coordinator::Alone => Ok(()),
+            Coordinator::Rendezvous(k) => k
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .fence()
                 .map(|_| ()),
-            None => Ok(()),
+            Coordinator::Pmi(p) => match p.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                Some(c) => Ok(c.barrier()?),
+                None => Err(PmiError::Usage("barrier after finalize").into()),
+            },
         }
+    }
+
+    /// Tell a PMI launcher this process is done with it (PMI finalize);
+    /// [`barrier`](Self::barrier) fails afterwards. Dropping the job does
+    /// this too; calling it again does nothing. Nothing to do in a job
+    /// started by `ptlrun`.
+    pub fn finalize(&self) -> Result<(), RuntimeError> {
+        if let Coordinator::Pmi(p) = &self.coordinator {
+            if let Some(c) = p.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                c.finalize()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // A PMI launcher takes a connection that closes without finalize for
+        // a crashed process.
+        if let Err(e) = self.finalize() {
+            tracing::warn!(error = %e, "PMI finalize failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmi::fake::{rep1, rep2, req1, req2, Fake, Step};
+    use crate::pmi::testutil::{fd_env, within};
+    use crate::pmi::{PmiEndpoint, PmiTransport};
+    use std::collections::HashMap;
+    use std::ffi::OsString;
+    use std::time::Duration;
+
+    const KVS: &str = "kvs_4242_0_17_node";
+
+    /// A PMI-2 client, rank `rank` of `size`, that has done its start-up
+    /// with the fake, which then plays `then`.
+    fn pmi(rank: u32, size: u32, timeout: Duration, then: Vec<Step>) -> (PmiClient, Fake) {
+        let mut script = vec![
+            req1("cmd=init pmi_version=2 pmi_subversion=0"),
+            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
+            req2(&format!("cmd=fullinit;pmirank={rank};threaded=FALSE;")),
+            rep2(&format!(
+                "cmd=fullinit-response;rank={rank};size={size};appnum=0;rc=0;"
+            )),
+            req2("cmd=job-getid;"),
+            rep2(&format!("cmd=job-getid-response;jobid={KVS};rc=0;")),
+        ];
+        script.extend(then);
+        let (sock, fake) = Fake::pair(script);
+        let env = fd_env(rank, size);
+        let opts = PmiOptions {
+            version: VersionPreference::V2,
+            timeout,
+        };
+        let c = PmiClient::connect(PmiTransport::Unix(sock), &env, &opts).expect("start-up");
+        (c, fake)
+    }
+
+    /// The put of this rank's address, carrying the check of `key`.
+    fn put_addr(rank: u32, key: u64) -> Vec<Step> {
+        vec![
+            Step::CmdLike(
+                format!("cmd=kvs-put;key=ptl-addr-{rank};value=127.0.0.1:"),
+                format!(",{:016x};", key_check(key)),
+            ),
+            rep2("cmd=kvs-put-response;rc=0;"),
+        ]
+    }
+
+    /// A PMI-2 fence as the client does it (see `pmi::v2::barrier`).
+    fn fence() -> Vec<Step> {
+        vec![
+            req2("cmd=kvs-fence;"),
+            rep2("cmd=kvs-fence-response;rc=0;"),
+            req2(&format!(
+                "cmd=kvs-get;jobid={KVS};srcid=-1;key=ptl.pmi.barrier;"
+            )),
+            rep2("cmd=kvs-get-response;found=FALSE;rc=0;"),
+        ]
+    }
+
+    fn get_addr(rank: u32, reply: &str) -> Vec<Step> {
+        vec![
+            req2(&format!(
+                "cmd=kvs-get;jobid={KVS};srcid=-1;key=ptl-addr-{rank};"
+            )),
+            rep2(reply),
+        ]
+    }
+
+    /// The abort a rank that cannot join sends; the fake then hangs up, as
+    /// a launcher ending the job does.
+    fn abort(rank: u32, size: u32) -> Step {
+        Step::CmdLike(
+            format!("cmd=abort;isworld=TRUE;msg=rank_{rank}_of_{size}_cannot_join_the_job"),
+            String::new(),
+        )
+    }
+
+    fn loopback() -> JobOptions {
+        JobOptions {
+            timeout: Duration::from_secs(5),
+            ..JobOptions::default()
+        }
+    }
+
+    #[test]
+    fn the_job_key_mixes_kvs_name_and_secret_and_is_stable() {
+        within(5, || {
+            let k = pmi_job_key("kvs_1_0", None);
+            // Pinned (computed independently from the documented algorithm):
+            // ranks built at different times must still agree.
+            assert_eq!(k, 0xd101_9fd7_f182_d24a, "{k:#x}");
+            assert_eq!(pmi_job_key("kvs_1_0", None), k);
+            assert_ne!(pmi_job_key("kvs_2_0", None), k);
+            let s = pmi_job_key("kvs_1_0", Some("s3cret"));
+            assert_ne!(s, k);
+            assert_ne!(pmi_job_key("kvs_1_0", Some("s3cre")), s);
+            // Parts are length-prefixed: moving bytes between them matters.
+            assert_ne!(
+                pmi_job_key("kvs_1_0s", Some("3cret")),
+                pmi_job_key("kvs_1_0", Some("s3cret"))
+            );
+            assert_ne!(key_check(k), k);
+        });
+    }
+
+    #[test]
+    fn a_pmi_job_of_one_joins_barriers_and_finalizes() {
+        within(20, || {
+            let key = pmi_job_key(KVS, Some("pw"));
+            let mut script = put_addr(0, key);
+            script.extend(fence());
+            script.extend(fence()); // Job::barrier
+            script.extend([
+                req2("cmd=finalize;"),
+                rep2("cmd=finalize-response;rc=0;"),
+                Step::Eof,
+            ]);
+            let (c, fake) = pmi(0, 1, Duration::from_secs(5), script);
+            let job = join_with_pmi(c, loopback(), Some("pw")).expect("join");
+            assert_eq!((job.rank(), job.size()), (0, 1));
+            assert_eq!(job.ni().id(), process_id(0));
+            job.barrier().expect("barrier");
+            job.finalize().expect("finalize");
+            job.finalize().expect("finalize twice does nothing");
+            assert!(matches!(
+                job.barrier(),
+                Err(RuntimeError::Pmi(PmiError::Usage(_)))
+            ));
+            drop(job);
+            fake.finish();
+        });
+    }
+
+    #[test]
+    fn dropping_a_pmi_job_finalizes_it() {
+        within(20, || {
+            let key = pmi_job_key(KVS, None);
+            let mut script = put_addr(0, key);
+            script.extend(fence());
+            script.extend([
+                req2("cmd=finalize;"),
+                rep2("cmd=finalize-response;rc=0;"),
+                Step::Eof,
+            ]);
+            let (c, fake) = pmi(0, 1, Duration::from_secs(5), script);
+            drop(join_with_pmi(c, loopback(), None).expect("join"));
+            fake.finish();
+        });
+    }
+
+    #[test]
+    fn a_bad_peer_entry_fails_the_start_up_clearly_and_aborts_the_job() {
+        let key = pmi_job_key(KVS, None);
+        let check = key_check(key);
+        let cases: Vec<(String, &str)> = vec![
+            // Another PTL_JOB_SECRET gives another key, hence another check.
+            (
+                "cmd=kvs-get-response;found=TRUE;value=127.0.0.1:9,0123456789abcdef;rc=0;".into(),
+                "job key mismatch: rank 1 derived a different job key (every rank must be given the same PTL_JOB_SECRET)",
+            ),
+            (
+                "cmd=kvs-get-response;found=FALSE;rc=0;".into(),
+                "rank 1 published no address",
+            ),
+            (
+                format!("cmd=kvs-get-response;found=TRUE;value=nowhere:x,{check:016x};rc=0;"),
+                "rank 1 published an unusable address \"nowhere:x\"",
+            ),
+            (
+                "cmd=kvs-get-response;found=TRUE;value=127.0.0.1:9;rc=0;".into(),
+                "rank 1 published an unusable address \"127.0.0.1:9\"",
+            ),
+        ];
+        for (reply, want) in cases {
+            let want = want.to_string();
+            within(20, move || {
+                let mut script = put_addr(0, key);
+                script.extend(fence());
+                script.extend(get_addr(1, &reply));
+                script.push(abort(0, 2));
+                let (c, fake) = pmi(0, 2, Duration::from_secs(5), script);
+                let err = join_with_pmi(c, loopback(), None).expect_err("join must fail");
+                assert!(err.to_string().contains(&want), "{reply}: {err}");
+                fake.finish();
+            });
+        }
+    }
+
+    #[test]
+    fn a_start_up_fence_that_never_completes_times_out_clearly() {
+        within(20, || {
+            let key = pmi_job_key(KVS, None);
+            let mut script = put_addr(1, key);
+            // The fence is never answered; the next request is the abort.
+            script.push(req2("cmd=kvs-fence;"));
+            script.push(abort(1, 3));
+            let (c, fake) = pmi(1, 3, Duration::from_millis(500), script);
+            let t0 = std::time::Instant::now();
+            let err = join_with_pmi(c, loopback(), None).expect_err("join must fail");
+            assert!(t0.elapsed() >= Duration::from_millis(500));
+            match &err {
+                RuntimeError::PmiJoin { kvs, why } => {
+                    assert_eq!(kvs, KVS);
+                    assert!(
+                        why.contains("not every rank reached the start-up fence within 500ms"),
+                        "{why}"
+                    );
+                    assert!(why.contains("PTL_BOOTSTRAP_TIMEOUT"), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
+            fake.finish();
+        });
+    }
+
+    fn start(vars: &[(&str, &str)]) -> Result<Start, RuntimeError> {
+        let map: HashMap<&str, OsString> = vars.iter().map(|(k, v)| (*k, (*v).into())).collect();
+        Start::from_lookup(&|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn the_environment_decides_how_a_process_joins() {
+        within(5, || {
+            let ptlrun = [
+                ("PTL_RANK", "1"),
+                ("PTL_SIZE", "2"),
+                ("PTL_JOB_KEY", "ab"),
+                ("PTL_BOOTSTRAP", "127.0.0.1:9"),
+            ];
+            let hydra = [("PMI_FD", "7"), ("PMI_RANK", "1"), ("PMI_SIZE", "2")];
+            assert!(
+                matches!(start(&ptlrun), Ok(Start::Ptlrun(e)) if e.rank == 1 && e.job_key == 0xab)
+            );
+            // ptlrun's variables win over PMI ones a launcher leaked.
+            let both: Vec<_> = ptlrun.iter().chain(&hydra).copied().collect();
+            assert!(matches!(start(&both), Ok(Start::Ptlrun(_))));
+            match start(&hydra) {
+                Ok(Start::Pmi(env, options, None)) => {
+                    assert_eq!(env.endpoint, PmiEndpoint::Fd(7));
+                    assert_eq!(options, JobOptions::default());
+                }
+                other => panic!("{other:?}"),
+            }
+            let with_secret: Vec<_> = hydra
+                .iter()
+                .copied()
+                .chain([("PTL_JOB_SECRET", "pw"), ("PTL_BOOTSTRAP_TIMEOUT", "7")])
+                .collect();
+            match start(&with_secret) {
+                Ok(Start::Pmi(_, options, Some(secret))) => {
+                    assert_eq!(secret, "pw");
+                    assert_eq!(options.timeout, Duration::from_secs(7));
+                }
+                other => panic!("{other:?}"),
+            }
+            // An empty secret is no secret.
+            let empty: Vec<_> = hydra
+                .iter()
+                .copied()
+                .chain([("PTL_JOB_SECRET", "")])
+                .collect();
+            assert!(matches!(start(&empty), Ok(Start::Pmi(_, _, None))));
+            assert!(matches!(start(&[]), Ok(Start::Alone(_))));
+        });
+    }
+
+    #[test]
+    fn a_missing_rendezvous_or_malformed_variable_is_named() {
+        within(5, || {
+            let cases: &[(&[(&str, &str)], &str)] = &[
+                // ptlrun's rank without its rendezvous.
+                (
+                    &[("PTL_RANK", "0"), ("PTL_SIZE", "2"), ("PTL_JOB_KEY", "1")],
+                    "PTL_BOOTSTRAP",
+                ),
+                (&[("PTL_RANK", "0"), ("PTL_BOOTSTRAP", "h:1")], "PTL_SIZE"),
+                (
+                    &[
+                        ("PTL_RANK", "0"),
+                        ("PTL_SIZE", "2"),
+                        ("PTL_JOB_KEY", "xyz"),
+                        ("PTL_BOOTSTRAP", "h:1"),
+                    ],
+                    "PTL_JOB_KEY",
+                ),
+                (
+                    &[
+                        ("PTL_RANK", "2"),
+                        ("PTL_SIZE", "2"),
+                        ("PTL_JOB_KEY", "1"),
+                        ("PTL_BOOTSTRAP", "h:1"),
+                    ],
+                    "PTL_RANK",
+                ),
+                (&[("PTL_NAL", "carrier-pigeon")], "PTL_NAL"),
+                (&[("PMI_FD", "3"), ("PTL_BIND", "eth0")], "PTL_BIND"),
+            ];
+            for (vars, which) in cases {
+                match start(vars) {
+                    Err(RuntimeError::Env { var, why }) => {
+                        assert_eq!(var, *which, "{vars:?}: {why}")
+                    }
+                    other => panic!("{vars:?}: expected an Env error, got {other:?}"),
+                }
+            }
+            match start(&[("PMI_FD", "seven")]) {
+                Err(RuntimeError::Pmi(PmiError::Env { var: "PMI_FD", .. })) => {}
+                other => panic!("{other:?}"),
+            }
+        });
     }
 }

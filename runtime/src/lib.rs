@@ -13,7 +13,11 @@
 //! # Ok::<(), portals_runtime::RuntimeError>(())
 //! ```
 //!
-//! Processes started without `ptlrun` form a job of one.
+//! Processes started by a PMI launcher instead — MPICH's `mpiexec.hydra`,
+//! Slurm's `srun --mpi=pmi2` — join through its [`pmi`] server: the same
+//! [`join`] call finds the `PMI_*` variables and exchanges addresses through
+//! the launcher's key-value space (see [`join_pmi`]). Processes started by
+//! neither form a job of one.
 
 #![warn(missing_docs)]
 
@@ -27,7 +31,9 @@ pub mod pmi;
 
 pub use env::{JobEnv, JobOptions, NalKind};
 pub use error::RuntimeError;
-pub use job::{join, join_with, process_id, rank_of, singleton, Job};
+pub use job::{
+    join, join_pmi, join_with, join_with_pmi, pmi_job_key, process_id, rank_of, singleton, Job,
+};
 
 /// Install a `tracing` subscriber that prints to stderr, filtered by the
 /// `PTL_LOG` environment variable (e.g. `PTL_LOG=nal_tcp=debug`). Does

@@ -9,6 +9,8 @@ pub use portals_runtime::launch::LaunchOutcome;
 use portals_runtime::launch::{launch, LaunchSpec, Output};
 use portals_runtime::JobOptions;
 
+pub mod hydra;
+
 /// Launch `ranks` copies of `program args` on this host with the given
 /// transport options, capturing their output. Bootstrap times out after a
 /// minute and the whole job after four.

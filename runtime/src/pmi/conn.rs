@@ -6,6 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use super::error::{PmiError, Result};
+use super::wire::Msg;
 
 /// The connected socket, whichever way the launcher provided it.
 #[derive(Debug)]
@@ -242,6 +243,28 @@ impl Channel {
         }
     }
 
+    /// Write one whole request within the timeout.
+    pub(crate) fn send(&mut self, request: &'static str, bytes: &[u8]) -> Result<()> {
+        let deadline = self.deadline();
+        self.conn
+            .send(bytes, deadline)
+            .map_err(|f| self.fail(request, f))
+    }
+
+    /// Check that a parsed reply answers `request` with `expect`.
+    pub(crate) fn expect(
+        &mut self,
+        request: &'static str,
+        expect: &'static str,
+        m: Msg,
+    ) -> Result<Msg> {
+        if m.cmd == expect {
+            Ok(m)
+        } else {
+            Err(self.unexpected(request, expect, &m.cmd))
+        }
+    }
+
     /// A reply we cannot make sense of: report it and poison the channel.
     pub(crate) fn malformed(
         &mut self,
@@ -275,5 +298,21 @@ impl Channel {
 
     pub(crate) fn shutdown(&self) {
         self.conn.shutdown();
+    }
+
+    /// Read and discard whatever the server sends until it closes the
+    /// connection (`true`) or `wait` passes or the socket fails (`false`).
+    pub(crate) fn wait_for_close(&mut self, wait: Duration) -> bool {
+        let Some(deadline) = Instant::now().checked_add(wait) else {
+            return false;
+        };
+        loop {
+            self.conn.buf.clear();
+            match self.conn.fill(deadline) {
+                Ok(()) => {}
+                Err(IoFail::Closed) => return true,
+                Err(_) => return false,
+            }
+        }
     }
 }

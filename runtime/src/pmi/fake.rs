@@ -19,8 +19,14 @@ pub(crate) enum Step {
     /// Expect exactly this PMI-2 command body, framed by a right-aligned
     /// six-character length.
     Cmd(String),
+    /// Expect a PMI-2 command body, of any length, that starts with the
+    /// first text and ends with the second (for requests carrying values
+    /// the test cannot know, such as a port).
+    CmdLike(String, String),
     /// Send these bytes.
     Send(Vec<u8>),
+    /// Wait this long before the next step.
+    Pause(Duration),
     /// Keep the connection open, reading nothing, until the client closes
     /// it (at most [`STEP_TIMEOUT`]).
     Hold,
@@ -73,6 +79,26 @@ fn run(reader: impl Read, mut writer: impl Write, script: Vec<Step>) -> Result<(
                     return Err(format!("step {i}: expected {want:?}, got {got:?}"));
                 }
             }
+            Step::CmdLike(head, tail) => {
+                let mut prefix = [0u8; 6];
+                reader
+                    .read_exact(&mut prefix)
+                    .map_err(|e| format!("step {i}: reading length of {head:?}...: {e}"))?;
+                let len: usize = String::from_utf8_lossy(&prefix)
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("step {i}: bad length {prefix:?}"))?;
+                let mut body = vec![0u8; len];
+                reader
+                    .read_exact(&mut body)
+                    .map_err(|e| format!("step {i}: reading {head:?}...: {e}"))?;
+                let body = String::from_utf8_lossy(&body).into_owned();
+                if !body.starts_with(&head) || !body.ends_with(&tail) {
+                    return Err(format!(
+                        "step {i}: expected {head:?}...{tail:?}, got {body:?}"
+                    ));
+                }
+            }
             Step::Cmd(want) => {
                 let mut prefix = [0u8; 6];
                 reader
@@ -97,6 +123,7 @@ fn run(reader: impl Read, mut writer: impl Write, script: Vec<Step>) -> Result<(
             Step::Send(bytes) => writer
                 .write_all(&bytes)
                 .map_err(|e| format!("step {i}: sending: {e}"))?,
+            Step::Pause(d) => thread::sleep(d),
             Step::Hold => {
                 let until = Instant::now() + STEP_TIMEOUT;
                 let mut byte = [0u8; 1];

@@ -88,7 +88,7 @@ mod v2;
 pub(crate) mod wire;
 
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -118,6 +118,9 @@ const V2_MAX_VAL: usize = 1024 - 1;
 
 /// Longest abort message sent; the launcher prints it, nothing more.
 const MAX_ABORT_MESSAGE: usize = 200;
+
+/// Longest wait, after an abort, for the launcher to end the job.
+const ABORT_GRACE: Duration = Duration::from_secs(10);
 
 /// The protocol a client speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -413,24 +416,15 @@ impl PmiClient {
             VersionPreference::V1 => PmiVersion::V1,
             pref @ (VersionPreference::Auto | VersionPreference::V2) => {
                 match v1::init(&mut ch, 2, 0)? {
-                    v1::InitReply::Accepted(2) => PmiVersion::V2,
                     // A server may accept while saying it speaks PMI-1 only.
                     v1::InitReply::Accepted(1) if pref == VersionPreference::Auto => {
                         v1_init_done = true;
                         PmiVersion::V1
                     }
                     v1::InitReply::Refused(_) if pref == VersionPreference::Auto => PmiVersion::V1,
-                    v1::InitReply::Accepted(v) => {
-                        return Err(PmiError::VersionMismatch {
-                            wanted: "2.0",
-                            offered: v.to_string(),
-                        })
-                    }
-                    v1::InitReply::Refused(offered) => {
-                        return Err(PmiError::VersionMismatch {
-                            wanted: "2.0",
-                            offered,
-                        })
+                    reply => {
+                        reply.require(2, "2.0")?;
+                        PmiVersion::V2
                     }
                 }
             }
@@ -451,21 +445,7 @@ impl PmiClient {
             _ => None,
         };
         if !init_done {
-            match v1::init(&mut ch, 1, 1)? {
-                v1::InitReply::Accepted(1) => {}
-                v1::InitReply::Accepted(v) => {
-                    return Err(PmiError::VersionMismatch {
-                        wanted: "1.1",
-                        offered: v.to_string(),
-                    })
-                }
-                v1::InitReply::Refused(offered) => {
-                    return Err(PmiError::VersionMismatch {
-                        wanted: "1.1",
-                        offered,
-                    })
-                }
-            }
+            v1::init(&mut ch, 1, 1)?.require(1, "1.1")?;
         }
         let (rank, size, debug) = match identity {
             Some(id) => (id.rank, id.size, id.debug || env.debug),
@@ -690,11 +670,18 @@ impl PmiClient {
     }
 
     /// Ask the launcher to end the whole job with exit status `code`; `msg`
-    /// is for its log (made wire safe: other characters become `_`). No
-    /// reply comes: the caller should exit right after (with `code`).
+    /// is for its log (made wire safe: other characters become `_`).
     /// Hydra 4.0 exits with `code` at once for PMI-1 and kills every
     /// process; for PMI-2 it does not know the command and kills the job
     /// with status 255.
+    ///
+    /// No reply comes. Like MPICH's `PMI_Abort`, this then waits for the
+    /// launcher to act — it normally kills this process — and returns only
+    /// when the launcher has closed the connection, or after the client's
+    /// timeout (at most 10 s). The caller should exit right after (with
+    /// `code`). Exiting at once instead races the launcher: hydra 4.0 then
+    /// sees the process die while it still handles the abort, and can die
+    /// itself of `SIGPIPE` writing to its proxy.
     ///
     /// Works on a connection an earlier error left out of step, since no
     /// reply needs to be read; every later call fails with
@@ -706,8 +693,11 @@ impl PmiClient {
         self.aborted = true;
         let msg = sanitize_message(msg);
         match self.version {
-            PmiVersion::V1 => v1::abort(&mut self.ch, code, &msg),
-            PmiVersion::V2 => v2::abort(&mut self.ch, code, &msg),
+            PmiVersion::V1 => v1::abort(&mut self.ch, code, &msg)?,
+            PmiVersion::V2 => v2::abort(&mut self.ch, code, &msg)?,
         }
+        let closed = self.ch.wait_for_close(self.ch.timeout.min(ABORT_GRACE));
+        tracing::debug!(target: "portals_runtime::pmi", closed, "abort sent");
+        Ok(())
     }
 }

@@ -44,6 +44,33 @@ pub(crate) fn field<'m>(request: &'static str, m: &'m Msg, key: &'static str) ->
     m.get(key).ok_or(PmiError::MissingKey { request, key })
 }
 
+/// A field that must be present and non-empty (a name the protocol
+/// hands out: the KVS name, the job id).
+pub(crate) fn name(
+    ch: &mut Channel,
+    request: &'static str,
+    m: &Msg,
+    key: &'static str,
+) -> Result<String> {
+    let t = field(request, m, key)?;
+    if t.is_empty() {
+        return Err(ch.malformed(request, format!("empty {key}"), &m.raw));
+    }
+    Ok(t.to_string())
+}
+
+/// A universe size as both versions report it: a positive number, or
+/// anything else (`-1`, `0`) for "unknown".
+pub(crate) fn universe_size(
+    ch: &mut Channel,
+    request: &'static str,
+    m: &Msg,
+    key: &'static str,
+) -> Result<Option<u32>> {
+    let n: i64 = number(ch, request, m, key)?;
+    Ok(u32::try_from(n).ok().filter(|&n| n > 0))
+}
+
 /// A field that must be present and parse as `T`.
 pub(crate) fn number<T: FromStr>(
     ch: &mut Channel,

@@ -1,28 +1,24 @@
-//! The client against a scripted fake process manager: one test per
-//! command, in both protocol versions, plus the ways a server can misbehave.
+//! The client against a scripted fake process manager.
+//!
+//! [`every_reply_broken_every_way`] walks a whole session of each protocol
+//! version — every command the client sends — and breaks each reply in
+//! every way a server can: garbage, the wrong command, a refusal, a bad
+//! `rc`, a missing or invalid field, silence, a reply cut short. The other
+//! tests cover what a table cannot: version negotiation, the identity
+//! handshake over `PMI_PORT`, limits, timeouts, abort, and the inherited
+//! descriptor.
 
 use std::os::fd::IntoRawFd;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::fake::{raw, rep1, rep2, req1, req2, Fake, Step};
-use super::testutil::within;
+use super::testutil::{fd_env, within};
 use super::*;
 
 const KVS: &str = "kvs_77_0_123_vm";
 
-fn fd_env(rank: u32, size: u32) -> PmiEnv {
-    PmiEnv {
-        // Never opened: the tests hand `connect` a transport directly.
-        endpoint: PmiEndpoint::Fd(-1),
-        rank: Some(rank),
-        size: Some(size),
-        id: None,
-        jobid: None,
-        spawned: false,
-        debug: false,
-    }
-}
+const BOTH: [PmiVersion; 2] = [PmiVersion::V1, PmiVersion::V2];
 
 fn opts(version: VersionPreference) -> PmiOptions {
     PmiOptions {
@@ -31,91 +27,634 @@ fn opts(version: VersionPreference) -> PmiOptions {
     }
 }
 
+fn forced(v: PmiVersion) -> VersionPreference {
+    match v {
+        PmiVersion::V1 => VersionPreference::V1,
+        PmiVersion::V2 => VersionPreference::V2,
+    }
+}
+
+/// A command in the syntax of `v`: `cmd=C k=v …` (PMI-1) or
+/// `cmd=C;k=v;…;` (PMI-2), without framing.
+fn text<V: AsRef<str>>(v: PmiVersion, cmd: &str, pairs: &[(&str, V)]) -> String {
+    let mut out = format!("cmd={cmd}");
+    for (k, val) in pairs {
+        let sep = if v == PmiVersion::V1 { " " } else { ";" };
+        out.push_str(&format!("{sep}{k}={}", val.as_ref()));
+    }
+    if v == PmiVersion::V2 {
+        out.push(';');
+    }
+    out
+}
+
+/// A request as the client writes it in the syntax of `v`.
+fn request(v: PmiVersion, cmd: &str, pairs: &[(&str, &str)]) -> Step {
+    match v {
+        PmiVersion::V1 => req1(&text(v, cmd, pairs)),
+        PmiVersion::V2 => req2(&text(v, cmd, pairs)),
+    }
+}
+
+/// A reply in the syntax of `v`, framed as hydra frames it.
+fn reply(v: PmiVersion, cmd: &str, fields: &[(&str, String)]) -> Step {
+    match v {
+        PmiVersion::V1 => rep1(&text(v, cmd, fields)),
+        PmiVersion::V2 => rep2(&text(v, cmd, fields)),
+    }
+}
+
+/// One request of a session and hydra's answer to it.
+#[derive(Clone)]
+struct Exchange {
+    /// The syntax of both (PMI-2's first `init` is in PMI-1 syntax).
+    syntax: PmiVersion,
+    request: Step,
+    /// The request as errors name it.
+    name: &'static str,
+    reply_cmd: &'static str,
+    fields: Vec<(&'static str, String)>,
+    /// Fields whose absence is [`PmiError::MissingKey`].
+    required: &'static [&'static str],
+    /// A field value the client must refuse as malformed.
+    invalid: &'static [(&'static str, &'static str)],
+}
+
+impl Exchange {
+    fn good(&self) -> Vec<Step> {
+        vec![
+            self.request.clone(),
+            reply(self.syntax, self.reply_cmd, &self.fields),
+        ]
+    }
+}
+
+fn ex(
+    syntax: PmiVersion,
+    request: Step,
+    name: &'static str,
+    reply_cmd: &'static str,
+    fields: &[(&'static str, &str)],
+    required: &'static [&'static str],
+    invalid: &'static [(&'static str, &'static str)],
+) -> Exchange {
+    Exchange {
+        syntax,
+        request,
+        name,
+        reply_cmd,
+        fields: fields.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        required,
+        invalid,
+    }
+}
+
+type OpFn = fn(&mut Option<PmiClient>) -> Result<()>;
+
+/// A client call after start-up and the exchanges it makes.
+struct Op {
+    run: OpFn,
+    exchanges: Vec<Exchange>,
+}
+
+fn client(c: &mut Option<PmiClient>) -> &mut PmiClient {
+    c.as_mut().expect("a client")
+}
+
+/// A whole session as hydra 4.0 serves rank 1 of 2: start-up, put, fence,
+/// get, universe size, finalize.
+struct Session {
+    version: PmiVersion,
+    startup: Vec<Exchange>,
+    ops: Vec<Op>,
+}
+
+fn session(v: PmiVersion) -> Session {
+    use PmiVersion::{V1, V2};
+    let (put, fence, get, usize_, fin): (OpFn, OpFn, OpFn, OpFn, OpFn) = (
+        |c| client(c).put("k", "v"),
+        |c| client(c).fence(),
+        |c| client(c).get("k").map(|got| assert_eq!(got, "v")),
+        |c| client(c).universe_size().map(|n| assert_eq!(n, Some(4))),
+        |c| c.take().expect("a client").finalize(),
+    );
+    let op = |run, exchanges| Op { run, exchanges };
+    match v {
+        V1 => Session {
+            version: v,
+            startup: vec![
+                ex(
+                    V1,
+                    request(V1, "init", &[("pmi_version", "1"), ("pmi_subversion", "1")]),
+                    "init",
+                    "response_to_init",
+                    &[("pmi_version", "1"), ("pmi_subversion", "1"), ("rc", "0")],
+                    &[],
+                    &[("pmi_version", "x")],
+                ),
+                ex(
+                    V1,
+                    request(V1, "get_maxes", &[]),
+                    "get_maxes",
+                    "maxes",
+                    &[
+                        ("kvsname_max", "256"),
+                        ("keylen_max", "64"),
+                        ("vallen_max", "1024"),
+                    ],
+                    &["kvsname_max", "keylen_max", "vallen_max"],
+                    &[
+                        ("kvsname_max", "x"),
+                        ("keylen_max", "1"),
+                        ("vallen_max", "-4"),
+                    ],
+                ),
+                ex(
+                    V1,
+                    request(V1, "get_appnum", &[]),
+                    "get_appnum",
+                    "appnum",
+                    &[("appnum", "0")],
+                    &["appnum"],
+                    &[("appnum", "x")],
+                ),
+                ex(
+                    V1,
+                    request(V1, "get_my_kvsname", &[]),
+                    "get_my_kvsname",
+                    "my_kvsname",
+                    &[("kvsname", KVS)],
+                    &["kvsname"],
+                    &[("kvsname", "")],
+                ),
+            ],
+            ops: vec![
+                op(
+                    put,
+                    vec![ex(
+                        V1,
+                        request(V1, "put", &[("kvsname", KVS), ("key", "k"), ("value", "v")]),
+                        "put",
+                        "put_result",
+                        &[("rc", "0"), ("msg", "success")],
+                        &[],
+                        &[],
+                    )],
+                ),
+                op(
+                    fence,
+                    vec![ex(
+                        V1,
+                        request(V1, "barrier_in", &[]),
+                        "barrier_in",
+                        "barrier_out",
+                        &[],
+                        &[],
+                        &[],
+                    )],
+                ),
+                op(
+                    get,
+                    vec![ex(
+                        V1,
+                        request(V1, "get", &[("kvsname", KVS), ("key", "k")]),
+                        "get",
+                        "get_result",
+                        &[("rc", "0"), ("msg", "success"), ("value", "v")],
+                        &["value"],
+                        &[("found", "maybe")],
+                    )],
+                ),
+                op(
+                    usize_,
+                    vec![ex(
+                        V1,
+                        request(V1, "get_universe_size", &[]),
+                        "get_universe_size",
+                        "universe_size",
+                        &[("size", "4")],
+                        &["size"],
+                        &[("size", "four")],
+                    )],
+                ),
+                op(
+                    fin,
+                    vec![ex(
+                        V1,
+                        request(V1, "finalize", &[]),
+                        "finalize",
+                        "finalize_ack",
+                        &[],
+                        &[],
+                        &[],
+                    )],
+                ),
+            ],
+        },
+        V2 => {
+            let get_key = |key: &'static str| {
+                request(
+                    V2,
+                    "kvs-get",
+                    &[("jobid", KVS), ("srcid", "-1"), ("key", key)],
+                )
+            };
+            Session {
+                version: v,
+                startup: vec![
+                    ex(
+                        V1,
+                        request(V1, "init", &[("pmi_version", "2"), ("pmi_subversion", "0")]),
+                        "init",
+                        "response_to_init",
+                        &[("pmi_version", "2"), ("pmi_subversion", "0"), ("rc", "0")],
+                        &[],
+                        &[("pmi_version", "x")],
+                    ),
+                    ex(
+                        V2,
+                        request(V2, "fullinit", &[("pmirank", "1"), ("threaded", "FALSE")]),
+                        "fullinit",
+                        "fullinit-response",
+                        &[
+                            ("pmi-version", "2"),
+                            ("pmi-subversion", "0"),
+                            ("rank", "1"),
+                            ("size", "2"),
+                            ("appnum", "0"),
+                            ("debugged", "FALSE"),
+                            ("pmiverbose", "FALSE"),
+                            ("rc", "0"),
+                        ],
+                        &["rank", "size", "appnum"],
+                        &[
+                            ("rank", "x"),
+                            ("rank", "2"),
+                            ("size", "0"),
+                            ("appnum", "x"),
+                            ("debugged", "maybe"),
+                        ],
+                    ),
+                    ex(
+                        V2,
+                        request(V2, "job-getid", &[]),
+                        "job-getid",
+                        "job-getid-response",
+                        &[("jobid", KVS), ("rc", "0")],
+                        &["jobid"],
+                        &[("jobid", "")],
+                    ),
+                ],
+                ops: vec![
+                    op(
+                        put,
+                        vec![ex(
+                            V2,
+                            request(V2, "kvs-put", &[("key", "k"), ("value", "v")]),
+                            "kvs-put",
+                            "kvs-put-response",
+                            &[("rc", "0")],
+                            &[],
+                            &[],
+                        )],
+                    ),
+                    op(
+                        fence,
+                        vec![
+                            ex(
+                                V2,
+                                request(V2, "kvs-fence", &[]),
+                                "kvs-fence",
+                                "kvs-fence-response",
+                                &[("rc", "0")],
+                                &[],
+                                &[],
+                            ),
+                            // Hydra's fence does not wait; the get of an
+                            // unput key does (see v2::barrier).
+                            ex(
+                                V2,
+                                get_key("ptl.pmi.barrier"),
+                                "kvs-get",
+                                "kvs-get-response",
+                                &[("found", "FALSE"), ("rc", "0")],
+                                &["found"],
+                                &[("found", "maybe")],
+                            ),
+                        ],
+                    ),
+                    op(
+                        get,
+                        vec![ex(
+                            V2,
+                            get_key("k"),
+                            "kvs-get",
+                            "kvs-get-response",
+                            &[("found", "TRUE"), ("value", "v"), ("rc", "0")],
+                            &["found", "value"],
+                            &[("found", "maybe")],
+                        )],
+                    ),
+                    op(
+                        usize_,
+                        vec![ex(
+                            V2,
+                            request(V2, "info-getjobattr", &[("key", "universeSize")]),
+                            "info-getjobattr",
+                            "info-getjobattr-response",
+                            &[("found", "TRUE"), ("value", "4"), ("rc", "0")],
+                            &["found", "value"],
+                            &[("found", "maybe"), ("value", "four")],
+                        )],
+                    ),
+                    op(
+                        fin,
+                        vec![ex(
+                            V2,
+                            request(V2, "finalize", &[]),
+                            "finalize",
+                            "finalize-response",
+                            &[("rc", "0")],
+                            &[],
+                            &[],
+                        )],
+                    ),
+                ],
+            }
+        }
+    }
+}
+
+/// What a broken server sends instead of a good reply.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// Not the wire format at all.
+    Garbage,
+    /// A well-formed reply to another command.
+    WrongCommand,
+    /// `rc=-1` with an explanation.
+    Refused,
+    /// An `rc` that is not a number.
+    BadRc,
+    /// A required field left out.
+    Missing(&'static str),
+    /// A field with a value the client must refuse.
+    Invalid(&'static str, &'static str),
+    /// No reply: the server closes the connection.
+    Silent,
+    /// The first half of the good reply, then the connection closes.
+    CutShort,
+}
+
+impl Fault {
+    /// Whether the client must stop using the connection afterwards (the
+    /// reply was incomplete or not understood; a refusal or a complete
+    /// reply lacking a field leaves it in step).
+    fn poisons(self) -> bool {
+        !matches!(self, Fault::Refused | Fault::Missing(_))
+    }
+}
+
+fn faults(e: &Exchange) -> Vec<Fault> {
+    let mut all = vec![
+        Fault::Garbage,
+        Fault::WrongCommand,
+        Fault::Refused,
+        Fault::BadRc,
+        Fault::Silent,
+        Fault::CutShort,
+    ];
+    all.extend(e.required.iter().map(|k| Fault::Missing(k)));
+    all.extend(e.invalid.iter().map(|(k, v)| Fault::Invalid(k, v)));
+    all
+}
+
+fn with_field(
+    fields: &[(&'static str, String)],
+    key: &'static str,
+    value: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let mut out: Vec<_> = fields.iter().filter(|(k, _)| *k != key).cloned().collect();
+    if let Some(v) = value {
+        out.push((key, v.to_string()));
+    }
+    out
+}
+
+/// What the server sends for `fault` in answer to `e`.
+fn broken(e: &Exchange, fault: Fault) -> Vec<Step> {
+    let send = |cmd: &str, fields: &[(&str, String)]| vec![reply(e.syntax, cmd, fields)];
+    match fault {
+        Fault::Garbage => match e.syntax {
+            PmiVersion::V1 => vec![rep1("garbage")],
+            PmiVersion::V2 => vec![rep2("garbage")],
+        },
+        Fault::WrongCommand => send("bogus", &e.fields),
+        Fault::Refused => {
+            let why = match e.syntax {
+                PmiVersion::V1 => "msg",
+                PmiVersion::V2 => "errmsg",
+            };
+            let fields = with_field(&e.fields, "rc", Some("-1"));
+            send(e.reply_cmd, &with_field(&fields, why, Some("refused")))
+        }
+        Fault::BadRc => send(e.reply_cmd, &with_field(&e.fields, "rc", Some("zero"))),
+        Fault::Missing(key) => send(e.reply_cmd, &with_field(&e.fields, key, None)),
+        Fault::Invalid(key, value) => send(e.reply_cmd, &with_field(&e.fields, key, Some(value))),
+        Fault::Silent => vec![],
+        Fault::CutShort => match reply(e.syntax, e.reply_cmd, &e.fields) {
+            Step::Send(bytes) => vec![raw(&bytes[..bytes.len() / 2])],
+            other => panic!("a reply is sent: {other:?}"),
+        },
+    }
+}
+
+/// Whether `err` is what `fault` in answer to `e` must give.
+fn expected(e: &Exchange, fault: Fault, err: &PmiError) -> bool {
+    let name = e.name;
+    match (fault, err) {
+        (Fault::Refused, PmiError::VersionMismatch { .. }) => name == "init",
+        (Fault::Refused, PmiError::Server { request, rc, msg }) => {
+            name != "init" && *request == name && *rc == -1 && msg == "refused"
+        }
+        (
+            Fault::WrongCommand,
+            PmiError::UnexpectedCommand {
+                request,
+                expected,
+                got,
+            },
+        ) => *request == name && *expected == e.reply_cmd && got == "bogus",
+        (Fault::Missing(k), PmiError::MissingKey { request, key }) => *request == name && *key == k,
+        (
+            Fault::Garbage | Fault::BadRc | Fault::Invalid(..),
+            PmiError::Malformed { request, .. },
+        ) => *request == name,
+        (Fault::Silent | Fault::CutShort, PmiError::Closed { request }) => *request == name,
+        _ => false,
+    }
+}
+
+/// Play `s` with the reply to exchange `at` (an index into the start-up
+/// exchanges followed by every op's) replaced by `fault`; return the error
+/// the client reported, the client if start-up had succeeded, and the
+/// exchange broken.
+fn run_broken(s: &Session, at: usize, fault: Fault) -> (PmiError, Option<PmiClient>, Exchange) {
+    // Every exchange with the op that makes it (`None`: start-up).
+    let all: Vec<(Option<usize>, &Exchange)> = s
+        .startup
+        .iter()
+        .map(|e| (None, e))
+        .chain(
+            s.ops
+                .iter()
+                .enumerate()
+                .flat_map(|(i, op)| op.exchanges.iter().map(move |e| (Some(i), e))),
+        )
+        .collect();
+    let (failing_op, target) = all[at];
+    let mut script: Vec<Step> = all[..at].iter().flat_map(|(_, e)| e.good()).collect();
+    script.push(target.request.clone());
+    script.extend(broken(target, fault));
+    let (sock, fake) = Fake::pair(script);
+    let connected = PmiClient::connect(
+        PmiTransport::Unix(sock),
+        &fd_env(1, 2),
+        &opts(forced(s.version)),
+    );
+    let (mut c, failing_op) = match (connected, failing_op) {
+        (Err(err), None) => {
+            fake.finish();
+            return (err, None, target.clone());
+        }
+        (Ok(c), Some(i)) => (Some(c), i),
+        (r, _) => panic!("{} start-up: {:?}", target.name, r.map(|c| c.version())),
+    };
+    for (i, op) in s.ops.iter().enumerate() {
+        match ((op.run)(&mut c), i == failing_op) {
+            (Ok(()), false) => {}
+            (Err(err), true) => {
+                fake.finish();
+                return (err, c, target.clone());
+            }
+            (r, _) => panic!("{} in op {i}: {r:?}", target.name),
+        }
+    }
+    panic!("{}: no call failed", target.name)
+}
+
+#[test]
+fn every_reply_broken_every_way() {
+    within(120, || {
+        let mut cases = 0;
+        for v in BOTH {
+            let s = session(v);
+            let count = s.startup.len() + s.ops.iter().map(|o| o.exchanges.len()).sum::<usize>();
+            for at in 0..count {
+                let target = s
+                    .startup
+                    .iter()
+                    .chain(s.ops.iter().flat_map(|o| &o.exchanges))
+                    .nth(at)
+                    .expect("exchange")
+                    .clone();
+                for fault in faults(&target) {
+                    let (err, c, e) = run_broken(&s, at, fault);
+                    cases += 1;
+                    let what = format!("PMI {v} {} {fault:?}", e.name);
+                    assert!(expected(&e, fault, &err), "{what}: got {err:?}");
+                    let Some(mut c) = c else { continue };
+                    // Out of step: refused without a byte sent. In step: the
+                    // next request goes out (and finds the fake gone).
+                    match c.universe_size() {
+                        Err(PmiError::Poisoned) => assert!(fault.poisons(), "{what}"),
+                        Err(PmiError::Closed { .. }) => assert!(!fault.poisons(), "{what}"),
+                        other => panic!("{what}: then {other:?}"),
+                    }
+                }
+            }
+        }
+        // 9 exchanges of PMI-1 and 10 of PMI-2, 6 faults each, plus one per
+        // required and per invalid field: the table really ran.
+        assert_eq!(cases, 143);
+    });
+}
+
+#[test]
+fn a_whole_session_in_both_versions() {
+    within(20, || {
+        for v in BOTH {
+            let s = session(v);
+            let mut script: Vec<Step> = s.startup.iter().flat_map(Exchange::good).collect();
+            for op in &s.ops {
+                script.extend(op.exchanges.iter().flat_map(Exchange::good));
+            }
+            script.push(Step::Eof);
+            let (sock, fake) = Fake::pair(script);
+            let c = PmiClient::connect(PmiTransport::Unix(sock), &fd_env(1, 2), &opts(forced(v)))
+                .expect("start-up");
+            assert_eq!(c.version(), v);
+            assert_eq!((c.rank(), c.size(), c.appnum()), (1, 2, 0));
+            assert_eq!(c.kvs_name(), KVS);
+            assert!(!c.spawned() && !c.debug());
+            // PMI-1: keylen_max less the terminator; the value limit shrunk
+            // as MPICH's client does so a put line fits 1024 bytes:
+            // 1024-256-64-30-1. PMI-2: hydra's fixed buffers less one.
+            let limits = match v {
+                PmiVersion::V1 => (63, 673),
+                PmiVersion::V2 => (63, 1023),
+            };
+            assert_eq!((c.max_key_len(), c.max_val_len()), limits);
+            // Each op checks its own result (get: "v", universe size: 4).
+            let mut c = Some(c);
+            for op in &s.ops {
+                (op.run)(&mut c).unwrap_or_else(|e| panic!("PMI {v}: {e}"));
+            }
+            fake.finish();
+        }
+    });
+}
+
+// ----- start-up ------------------------------------------------------------------
+
 /// What hydra 4.0 answers to MPICH's PMI-1 start-up, in order.
 fn v1_start() -> Vec<Step> {
-    vec![
-        req1("cmd=init pmi_version=1 pmi_subversion=1"),
-        rep1("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"),
-        req1("cmd=get_maxes"),
-        rep1("cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024"),
-        req1("cmd=get_appnum"),
-        rep1("cmd=appnum appnum=0"),
-        req1("cmd=get_my_kvsname"),
-        rep1(&format!("cmd=my_kvsname kvsname={KVS}")),
-    ]
+    session(PmiVersion::V1)
+        .startup
+        .iter()
+        .flat_map(Exchange::good)
+        .collect()
 }
 
 /// What hydra 4.0 answers to a PMI-2 start-up from rank 1 of 2.
 fn v2_start() -> Vec<Step> {
-    vec![
-        req1("cmd=init pmi_version=2 pmi_subversion=0"),
-        rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
-        req2("cmd=fullinit;pmirank=1;threaded=FALSE;"),
-        rep2("cmd=fullinit-response;pmi-version=2;pmi-subversion=0;rank=1;size=2;appnum=0;debugged=FALSE;pmiverbose=FALSE;rc=0;"),
-        req2("cmd=job-getid;"),
-        rep2(&format!("cmd=job-getid-response;jobid={KVS};rc=0;")),
-    ]
+    session(PmiVersion::V2)
+        .startup
+        .iter()
+        .flat_map(Exchange::good)
+        .collect()
 }
 
-/// A PMI-1 client (rank 1 of 2) that has finished its start-up, and the
-/// fake that will play `then` afterwards.
-fn v1_client(then: Vec<Step>) -> (PmiClient, Fake) {
-    let mut script = v1_start();
+/// A client of version `v` (rank 1 of 2) that has finished its start-up,
+/// and the fake that will play `then` afterwards.
+fn started(v: PmiVersion, then: Vec<Step>) -> (PmiClient, Fake) {
+    let mut script = match v {
+        PmiVersion::V1 => v1_start(),
+        PmiVersion::V2 => v2_start(),
+    };
     script.extend(then);
     let (sock, fake) = Fake::pair(script);
-    let c = PmiClient::connect(
-        PmiTransport::Unix(sock),
-        &fd_env(1, 2),
-        &opts(VersionPreference::V1),
-    )
-    .expect("PMI-1 start-up");
+    let c = PmiClient::connect(PmiTransport::Unix(sock), &fd_env(1, 2), &opts(forced(v)))
+        .unwrap_or_else(|e| panic!("PMI {v} start-up: {e}"));
     (c, fake)
 }
 
-fn v2_client(then: Vec<Step>) -> (PmiClient, Fake) {
-    let mut script = v2_start();
-    script.extend(then);
-    let (sock, fake) = Fake::pair(script);
-    let c = PmiClient::connect(
-        PmiTransport::Unix(sock),
-        &fd_env(1, 2),
-        &opts(VersionPreference::V2),
-    )
-    .expect("PMI-2 start-up");
-    (c, fake)
-}
-
-/// A PMI-2 frame with its length written left aligned, as MPICH's client
-/// code does.
-fn left_aligned(body: &str) -> String {
-    format!("{:<6}{body}", body.len())
-}
-
-/// Run a start-up against `script` and return its error.
-fn startup_error(script: Vec<Step>, env: &PmiEnv, version: VersionPreference) -> PmiError {
+/// Run a start-up against `script` and return its result.
+fn startup(script: Vec<Step>, env: &PmiEnv, version: VersionPreference) -> Result<PmiClient> {
     let (sock, fake) = Fake::pair(script);
     let r = PmiClient::connect(PmiTransport::Unix(sock), env, &opts(version));
-    let err = r.expect_err("start-up should fail");
     fake.finish();
-    err
-}
-
-// ----- PMI-1 -------------------------------------------------------------------
-
-#[test]
-fn v1_startup_over_fd() {
-    within(10, || {
-        let (c, fake) = v1_client(vec![Step::Eof]);
-        assert_eq!(c.version(), PmiVersion::V1);
-        assert_eq!((c.rank(), c.size(), c.appnum()), (1, 2, 0));
-        assert_eq!(c.kvs_name(), KVS);
-        // keylen_max less the terminator; the value limit shrunk as MPICH's
-        // client does so a put line fits 1024 bytes: 1024-256-64-30-1.
-        assert_eq!((c.max_key_len(), c.max_val_len()), (63, 673));
-        assert!(!c.spawned() && !c.debug());
-        drop(c);
-        fake.finish();
-    });
+    r
 }
 
 #[test]
@@ -157,7 +696,7 @@ fn v1_initack_with_a_repeated_set_is_malformed() {
             port: 1,
         };
         env.id = Some(0);
-        let err = startup_error(script, &env, VersionPreference::V1);
+        let err = startup(script, &env, VersionPreference::V1).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -172,89 +711,70 @@ fn v1_initack_with_a_repeated_set_is_malformed() {
 }
 
 #[test]
-fn auto_falls_back_to_v1_when_v2_is_refused() {
+fn auto_negotiates_the_version() {
     within(10, || {
-        let mut script = vec![
-            req1("cmd=init pmi_version=2 pmi_subversion=0"),
+        let init2 = || req1("cmd=init pmi_version=2 pmi_subversion=0");
+        // Refused: a second init, for PMI-1.
+        let mut refused = vec![
+            init2(),
             rep1("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1"),
         ];
-        script.extend(v1_start());
-        let (sock, fake) = Fake::pair(script);
-        let c = PmiClient::connect(
-            PmiTransport::Unix(sock),
-            &fd_env(0, 1),
-            &opts(VersionPreference::Auto),
-        )
-        .unwrap();
-        assert_eq!(c.version(), PmiVersion::V1);
-        fake.finish();
-    });
-}
-
-#[test]
-fn auto_takes_a_v1_acceptance_without_a_second_init() {
-    within(10, || {
-        let mut script = vec![
-            req1("cmd=init pmi_version=2 pmi_subversion=0"),
+        refused.extend(v1_start());
+        // Accepted as PMI-1: no second init.
+        let mut as_v1 = vec![
+            init2(),
             rep1("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"),
         ];
-        script.extend(v1_start().into_iter().skip(2));
-        let (sock, fake) = Fake::pair(script);
-        let c = PmiClient::connect(
-            PmiTransport::Unix(sock),
-            &fd_env(0, 1),
-            &opts(VersionPreference::Auto),
-        )
-        .unwrap();
-        assert_eq!(c.version(), PmiVersion::V1);
-        fake.finish();
-    });
-}
-
-#[test]
-fn auto_prefers_v2() {
-    within(10, || {
-        let (sock, fake) = Fake::pair(v2_start());
-        let c = PmiClient::connect(
-            PmiTransport::Unix(sock),
-            &fd_env(1, 2),
-            &opts(VersionPreference::Auto),
-        )
-        .unwrap();
-        assert_eq!(c.version(), PmiVersion::V2);
-        fake.finish();
+        as_v1.extend(v1_start().into_iter().skip(2));
+        for (script, want) in [
+            (refused, PmiVersion::V1),
+            (as_v1, PmiVersion::V1),
+            (v2_start(), PmiVersion::V2),
+        ] {
+            let c = startup(script, &fd_env(1, 2), VersionPreference::Auto).unwrap();
+            assert_eq!(c.version(), want);
+        }
     });
 }
 
 #[test]
 fn forced_version_refused_is_a_version_mismatch() {
     within(10, || {
-        let err = startup_error(
-            vec![
-                req1("cmd=init pmi_version=2 pmi_subversion=0"),
-                rep1("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1 msg=too_new"),
-            ],
-            &fd_env(0, 1),
-            VersionPreference::V2,
-        );
-        match err {
-            PmiError::VersionMismatch { wanted, offered } => {
-                assert_eq!((wanted, offered.as_str()), ("2.0", "1.1"));
+        let init1 = "cmd=init pmi_version=1 pmi_subversion=1";
+        let init2 = "cmd=init pmi_version=2 pmi_subversion=0";
+        let cases = [
+            (
+                VersionPreference::V2,
+                init2,
+                "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1 msg=too_new",
+                "2.0",
+                "1.1",
+            ),
+            (
+                VersionPreference::V1,
+                init1,
+                "cmd=response_to_init rc=-1",
+                "1.1",
+                "unknown",
+            ),
+            // Accepted, but as another version than forced.
+            (
+                VersionPreference::V2,
+                init2,
+                "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0",
+                "2.0",
+                "1",
+            ),
+        ];
+        for (pref, init, answer, want_wanted, want_offered) in cases {
+            let err = startup(vec![req1(init), rep1(answer)], &fd_env(0, 1), pref).unwrap_err();
+            match err {
+                PmiError::VersionMismatch { wanted, offered } => {
+                    assert_eq!((wanted, offered.as_str()), (want_wanted, want_offered));
+                }
+                other => panic!("{answer}: {other:?}"),
             }
-            other => panic!("{other:?}"),
         }
-        let err = startup_error(
-            vec![
-                req1("cmd=init pmi_version=1 pmi_subversion=1"),
-                rep1("cmd=response_to_init rc=-1"),
-            ],
-            &fd_env(0, 1),
-            VersionPreference::V1,
-        );
-        assert!(
-            matches!(&err, PmiError::VersionMismatch { wanted: "1.1", offered } if offered == "unknown"),
-            "{err:?}"
-        );
     });
 }
 
@@ -263,74 +783,17 @@ fn v1_over_fd_needs_rank_and_size_from_the_environment() {
     within(10, || {
         let mut env = fd_env(0, 1);
         env.rank = None;
-        let err = startup_error(
+        let err = startup(
             v1_start().into_iter().take(2).collect(),
             &env,
             VersionPreference::V1,
-        );
+        )
+        .unwrap_err();
         assert!(
             matches!(
                 err,
                 PmiError::Env {
                     var: "PMI_RANK",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-    });
-}
-
-#[test]
-fn v1_get_maxes_missing_field() {
-    within(10, || {
-        let mut script = v1_start();
-        script.truncate(3);
-        script.push(rep1("cmd=maxes kvsname_max=256 keylen_max=64"));
-        let err = startup_error(script, &fd_env(0, 1), VersionPreference::V1);
-        assert!(
-            matches!(
-                err,
-                PmiError::MissingKey {
-                    request: "get_maxes",
-                    key: "vallen_max"
-                }
-            ),
-            "{err:?}"
-        );
-    });
-}
-
-#[test]
-fn v1_get_maxes_rejects_absurd_limits() {
-    within(10, || {
-        let mut script = v1_start();
-        script.truncate(3);
-        script.push(rep1(
-            "cmd=maxes kvsname_max=256 keylen_max=1 vallen_max=1024",
-        ));
-        let err = startup_error(script, &fd_env(0, 1), VersionPreference::V1);
-        assert!(
-            matches!(
-                err,
-                PmiError::Malformed {
-                    request: "get_maxes",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        let mut script = v1_start();
-        script.truncate(3);
-        script.push(rep1(
-            "cmd=maxes kvsname_max=256 keylen_max=-4 vallen_max=1024",
-        ));
-        let err = startup_error(script, &fd_env(0, 1), VersionPreference::V1);
-        assert!(
-            matches!(
-                err,
-                PmiError::Malformed {
-                    request: "get_maxes",
                     ..
                 }
             ),
@@ -347,153 +810,98 @@ fn v1_huge_maxes_do_not_overflow() {
             "cmd=maxes kvsname_max={m} keylen_max={m} vallen_max={m}",
             m = usize::MAX
         ));
-        let (sock, fake) = Fake::pair(script);
-        let mut c = PmiClient::connect(
-            PmiTransport::Unix(sock),
-            &fd_env(0, 1),
-            &opts(VersionPreference::V1),
-        )
-        .unwrap();
+        let mut c = startup(script, &fd_env(0, 1), VersionPreference::V1).unwrap();
         // No line budget is left for values: every non-empty put is refused.
         assert_eq!((c.max_key_len(), c.max_val_len()), (255, 0));
         assert!(matches!(c.put("k", "v"), Err(PmiError::TooLong { .. })));
-        fake.finish();
     });
 }
 
 #[test]
-fn v1_appnum_and_kvsname() {
+fn v2_startup_announces_pmi_id_and_jobid() {
     within(10, || {
-        let mut script = v1_start();
-        script[5] = rep1("cmd=appnum appnum=2");
-        script[7] = rep1("cmd=my_kvsname kvsname=other");
-        let (sock, fake) = Fake::pair(script);
-        let c = PmiClient::connect(
-            PmiTransport::Unix(sock),
-            &fd_env(0, 1),
-            &opts(VersionPreference::V1),
-        )
-        .unwrap();
-        assert_eq!((c.appnum(), c.kvs_name()), (2, "other"));
-        fake.finish();
-
-        let mut script = v1_start();
-        script[7] = rep1("cmd=my_kvsname kvsname=");
-        let err = startup_error(script, &fd_env(0, 1), VersionPreference::V1);
-        assert!(
-            matches!(
-                err,
-                PmiError::Malformed {
-                    request: "get_my_kvsname",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        let body = "cmd=fullinit-response;rank=5;size=6;appnum=1;spawner-jobid=kvs_1;debugged=TRUE;pmiverbose=FALSE;rc=0;";
+        let script = vec![
+            req1("cmd=init pmi_version=2 pmi_subversion=0"),
+            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
+            req2("cmd=fullinit;pmijobid=j.7;pmirank=5;threaded=FALSE;"),
+            // Left-aligned length, as MPICH's own code writes it.
+            raw(format!("{:<6}{body}", body.len()).as_bytes()),
+            req2("cmd=job-getid;"),
+            rep2("cmd=job-getid-response;jobid=kvs_2;rc=0;"),
+        ];
+        let mut env = fd_env(2, 6);
+        env.id = Some(5);
+        env.jobid = Some("j.7".into());
+        let c = startup(script, &env, VersionPreference::V2).unwrap();
+        assert_eq!((c.rank(), c.size(), c.appnum()), (5, 6, 1));
+        assert_eq!(c.kvs_name(), "kvs_2");
+        assert!(c.spawned() && c.debug());
     });
 }
 
-#[test]
-fn v1_put() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1(&format!(
-                "cmd=put kvsname={KVS} key=addr-1 value=127.0.0.1:4000"
-            )),
-            rep1("cmd=put_result rc=0 msg=success"),
-        ]);
-        c.put("addr-1", "127.0.0.1:4000").unwrap();
-        fake.finish();
-    });
+// ----- the key-value space ---------------------------------------------------------
+
+/// The requests of a `fence` in version `v`, answered.
+fn fence(v: PmiVersion) -> Vec<Step> {
+    session(v).ops[1]
+        .exchanges
+        .iter()
+        .flat_map(Exchange::good)
+        .collect()
+}
+
+fn get_req(v: PmiVersion, key: &str) -> Step {
+    match v {
+        PmiVersion::V1 => request(v, "get", &[("kvsname", KVS), ("key", key)]),
+        PmiVersion::V2 => request(
+            v,
+            "kvs-get",
+            &[("jobid", KVS), ("srcid", "-1"), ("key", key)],
+        ),
+    }
 }
 
 #[test]
-fn v1_put_refused_by_the_server() {
+fn a_missing_key_in_every_dialect() {
     within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1(&format!("cmd=put kvsname={KVS} key=k value=v")),
-            rep1("cmd=put_result rc=-1 msg=duplicate_key"),
-            req1(&format!("cmd=put kvsname={KVS} key=k2 value=v")),
-            rep1("cmd=put_result rc=0"),
-        ]);
-        match c.put("k", "v") {
-            Err(PmiError::Server { request, rc, msg }) => {
-                assert_eq!((request, rc, msg.as_str()), ("put", -1, "duplicate_key"));
-            }
-            other => panic!("{other:?}"),
-        }
-        // A refusal leaves the connection in step.
-        c.put("k2", "v").unwrap();
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_fence_then_get() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=barrier_in"),
-            rep1("cmd=barrier_out"),
-            req1(&format!("cmd=get kvsname={KVS} key=addr-0")),
-            rep1("cmd=get_result rc=0 msg=success value=10.0.0.1:5=x"),
-        ]);
-        c.fence().unwrap();
-        assert_eq!(c.get("addr-0").unwrap(), "10.0.0.1:5=x");
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_barrier() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=barrier_in"),
-            rep1("cmd=barrier_out"),
-            req1("cmd=barrier_in"),
-            rep1("cmd=barrier_out"),
-        ]);
-        c.barrier().unwrap();
-        c.barrier().unwrap();
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_get_not_found_in_every_dialect() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=barrier_in"),
-            rep1("cmd=barrier_out"),
-            req1(&format!("cmd=get kvsname={KVS} key=a")),
+        let cases = [
             // hydra 4.0
-            rep1("cmd=get_result rc=-1 msg=key_a_not_found value=unknown"),
-            req1(&format!("cmd=get kvsname={KVS} key=b")),
+            (
+                PmiVersion::V1,
+                "cmd=get_result rc=-1 msg=key_a_not_found value=unknown",
+            ),
             // MPICH 4.1 and later
-            rep1("cmd=get_result rc=1 msg=key_not_found"),
-            req1(&format!("cmd=get kvsname={KVS} key=c")),
-            rep1("cmd=get_result found=FALSE rc=0"),
-            req1(&format!("cmd=get kvsname={KVS} key=d")),
-            rep1("cmd=get_result rc=-1 msg=kvs_broken"),
-            req1(&format!("cmd=get kvsname={KVS} key=e")),
-            rep1("cmd=get_result rc=0 msg=success"),
-        ]);
-        c.fence().unwrap();
-        for key in ["a", "b", "c"] {
-            match c.get(key) {
-                Err(PmiError::KeyNotFound { key: k }) => assert_eq!(k, key),
-                other => panic!("{key}: {other:?}"),
+            (PmiVersion::V1, "cmd=get_result rc=1 msg=key_not_found"),
+            (PmiVersion::V1, "cmd=get_result found=FALSE rc=0"),
+            (PmiVersion::V2, "cmd=kvs-get-response;found=FALSE;rc=0;"),
+        ];
+        for (v, answer) in cases {
+            let mut then = fence(v);
+            then.push(get_req(v, "a"));
+            then.push(match v {
+                PmiVersion::V1 => rep1(answer),
+                PmiVersion::V2 => rep2(answer),
+            });
+            let (mut c, fake) = started(v, then);
+            c.fence().unwrap();
+            match c.get("a") {
+                Err(PmiError::KeyNotFound { key }) => assert_eq!(key, "a"),
+                other => panic!("{answer}: {other:?}"),
             }
+            fake.finish();
         }
-        assert!(
-            matches!(c.get("d"), Err(PmiError::Server { request: "get", rc: -1, ref msg }) if msg == "kvs_broken")
-        );
-        assert!(matches!(
-            c.get("e"),
-            Err(PmiError::MissingKey {
-                request: "get",
-                key: "value"
-            })
-        ));
+    });
+}
+
+#[test]
+fn v2_barrier_completes_even_if_the_server_holds_its_key() {
+    within(10, || {
+        let mut then = vec![req2("cmd=kvs-fence;"), rep2("cmd=kvs-fence-response;rc=0;")];
+        then.push(get_req(PmiVersion::V2, "ptl.pmi.barrier"));
+        then.push(rep2("cmd=kvs-get-response;found=TRUE;value=x;rc=0;"));
+        let (mut c, fake) = started(PmiVersion::V2, then);
+        c.barrier().unwrap();
         fake.finish();
     });
 }
@@ -501,81 +909,50 @@ fn v1_get_not_found_in_every_dialect() {
 #[test]
 fn get_before_the_first_fence_is_refused_without_asking() {
     within(10, || {
-        let (mut c, fake) = v1_client(vec![Step::Eof]);
-        assert!(matches!(c.get("k"), Err(PmiError::Usage(_))));
-        drop(c);
-        fake.finish();
-        let (mut c, fake) = v2_client(vec![Step::Eof]);
-        assert!(matches!(c.get("k"), Err(PmiError::Usage(_))));
-        drop(c);
-        fake.finish();
+        for v in BOTH {
+            let (mut c, fake) = started(v, vec![Step::Eof]);
+            assert!(matches!(c.get("k"), Err(PmiError::Usage(_))), "{v}");
+            drop(c);
+            fake.finish();
+        }
     });
 }
 
 #[test]
-fn v1_universe_size() {
+fn a_refusal_leaves_the_connection_in_step() {
     within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=get_universe_size"),
-            rep1("cmd=universe_size size=-1"),
-            req1("cmd=get_universe_size"),
-            rep1("cmd=universe_size size=8"),
-        ]);
-        assert_eq!(c.universe_size().unwrap(), None);
-        assert_eq!(c.universe_size().unwrap(), Some(8));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_finalize_closes_the_connection() {
-    within(10, || {
-        let (c, fake) = v1_client(vec![
-            req1("cmd=finalize"),
-            rep1("cmd=finalize_ack"),
-            Step::Eof,
-        ]);
-        c.finalize().unwrap();
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_abort() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=abort exitcode=3 message=no_route_to_rank_2_(___)"),
-            Step::Eof,
-        ]);
-        c.abort(3, "no route to rank 2 (=;\\)").unwrap();
-        assert!(matches!(c.put("k", "v"), Err(PmiError::Usage(_))));
-        assert!(matches!(c.abort(3, "again"), Err(PmiError::Usage(_))));
-        drop(c);
-        fake.finish();
-    });
-}
-
-#[test]
-fn abort_still_works_after_the_connection_lost_step() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=barrier_in"),
-            rep1("this is not pmi"),
-            req1("cmd=abort exitcode=1 message=bad"),
-            Step::Eof,
-        ]);
-        assert!(matches!(c.barrier(), Err(PmiError::Malformed { .. })));
-        assert!(matches!(c.barrier(), Err(PmiError::Poisoned)));
-        c.abort(1, "bad").unwrap();
-        drop(c);
-        fake.finish();
+        for v in BOTH {
+            let s = session(v);
+            let (put, barrier) = (&s.ops[0].exchanges[0], &s.ops[1].exchanges[0]);
+            let refused = |e: &Exchange| broken(e, Fault::Refused);
+            let mut then = vec![put.request.clone()];
+            then.extend(refused(put));
+            then.push(barrier.request.clone());
+            then.extend(refused(barrier));
+            then.extend(put.good());
+            let (mut c, fake) = started(v, then);
+            let err = c.put("k", "v").unwrap_err();
+            assert!(
+                matches!(&err, PmiError::Server { rc: -1, msg, .. } if msg == "refused"),
+                "{err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                format!("PMI {} failed: rc=-1 refused", put.name)
+            );
+            assert!(matches!(c.fence(), Err(PmiError::Server { .. })));
+            // A failed fence does not count: get is still refused.
+            assert!(matches!(c.get("k"), Err(PmiError::Usage(_))));
+            c.put("k", "v").unwrap();
+            fake.finish();
+        }
     });
 }
 
 #[test]
 fn invalid_keys_and_values_are_refused_without_asking() {
     within(10, || {
-        let (mut c, fake) = v1_client(vec![Step::Eof]);
+        let (mut c, fake) = started(PmiVersion::V1, vec![Step::Eof]);
         let long_key = "k".repeat(64);
         let long_val = "v".repeat(674);
         for (key, value) in [
@@ -621,491 +998,172 @@ fn limits_are_inclusive() {
     within(10, || {
         let key = "k".repeat(63);
         let value = "v".repeat(673);
-        let (mut c, fake) = v1_client(vec![
-            req1(&format!("cmd=put kvsname={KVS} key={key} value={value}")),
-            rep1("cmd=put_result rc=0"),
-            req1(&format!("cmd=put kvsname={KVS} key=empty value=")),
-            rep1("cmd=put_result rc=0"),
-        ]);
+        let (mut c, fake) = started(
+            PmiVersion::V1,
+            vec![
+                req1(&format!("cmd=put kvsname={KVS} key={key} value={value}")),
+                rep1("cmd=put_result rc=0"),
+                req1(&format!("cmd=put kvsname={KVS} key=empty value=")),
+                rep1("cmd=put_result rc=0"),
+            ],
+        );
         c.put(&key, &value).unwrap();
         c.put("empty", "").unwrap();
         fake.finish();
     });
 }
 
-// ----- PMI-1: a misbehaving server -----------------------------------------------
+// ----- abort ---------------------------------------------------------------------
 
-#[test]
-fn v1_garbage_reply() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![req1("cmd=barrier_in"), rep1("garbage")]);
-        let err = c.barrier().unwrap_err();
-        assert!(
-            matches!(&err, PmiError::Malformed { request: "barrier_in", reply, .. } if reply == "garbage"),
-            "{err:?}"
-        );
-        // Out of step from now on: nothing more is sent.
-        assert!(matches!(c.put("k", "v"), Err(PmiError::Poisoned)));
-        assert!(matches!(c.universe_size(), Err(PmiError::Poisoned)));
-        fake.finish();
-    });
+fn abort_req(v: PmiVersion, code: &str, msg: &str) -> Step {
+    match v {
+        PmiVersion::V1 => request(v, "abort", &[("exitcode", code), ("message", msg)]),
+        PmiVersion::V2 => request(
+            v,
+            "abort",
+            &[
+                ("isworld", "TRUE"),
+                ("msg", msg),
+                ("exitcode", code),
+                ("message", msg),
+            ],
+        ),
+    }
 }
 
 #[test]
-fn v1_wrong_command_in_reply() {
+fn abort_waits_for_the_launcher_to_hang_up() {
     within(10, || {
-        let (mut c, fake) = v1_client(vec![req1("cmd=barrier_in"), rep1("cmd=put_result rc=0")]);
-        match c.barrier() {
-            Err(PmiError::UnexpectedCommand {
-                request,
-                expected,
-                got,
-            }) => assert_eq!(
-                (request, expected, got.as_str()),
-                ("barrier_in", "barrier_out", "put_result")
-            ),
-            other => panic!("{other:?}"),
+        for v in BOTH {
+            // The launcher says something, and takes 300 ms to act.
+            let (mut c, fake) = started(
+                v,
+                vec![
+                    abort_req(v, "3", "no_route_to_rank_2_(___)"),
+                    raw(b"late words"),
+                    Step::Pause(Duration::from_millis(300)),
+                ],
+            );
+            let t0 = Instant::now();
+            c.abort(3, "no route to rank 2 (=;\\)").unwrap();
+            let waited = t0.elapsed();
+            assert!(waited >= Duration::from_millis(250), "{v}: {waited:?}");
+            assert!(waited < Duration::from_secs(3), "{v}: {waited:?}");
+            assert!(matches!(c.put("k", "v"), Err(PmiError::Usage(_))));
+            assert!(matches!(c.abort(3, "again"), Err(PmiError::Usage(_))));
+            fake.finish();
         }
-        fake.finish();
     });
 }
 
 #[test]
-fn v1_error_reply_with_message() {
+fn abort_gives_up_waiting_after_the_timeout() {
     within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=barrier_in"),
-            rep1("cmd=barrier_out rc=-1 msg=process_3_died"),
-        ]);
-        let err = c.barrier().unwrap_err();
-        assert!(
-            matches!(&err, PmiError::Server { request: "barrier_in", rc: -1, msg } if msg == "process_3_died"),
-            "{err:?}"
+        let (mut c, fake) = started(
+            PmiVersion::V2,
+            vec![abort_req(PmiVersion::V2, "1", "x"), Step::Hold],
         );
-        assert_eq!(
-            err.to_string(),
-            "PMI barrier_in failed: rc=-1 process_3_died"
-        );
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_non_numeric_rc_is_malformed() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![
-            req1("cmd=barrier_in"),
-            rep1("cmd=barrier_out rc=zero"),
-        ]);
-        assert!(matches!(c.barrier(), Err(PmiError::Malformed { .. })));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_eof_mid_reply() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![req1("cmd=barrier_in"), raw(b"cmd=barrier_o")]);
-        // The fake's script ends here, closing its end mid-line.
-        let err = c.barrier().unwrap_err();
-        assert!(
-            matches!(
-                err,
-                PmiError::Closed {
-                    request: "barrier_in"
-                }
-            ),
-            "{err:?}"
-        );
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_eof_before_reply() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![]);
-        fake.finish();
-        // Depending on timing the write or the read notices the close.
-        let err = c.barrier().unwrap_err();
-        assert!(matches!(err, PmiError::Closed { .. }), "{err:?}");
-    });
-}
-
-#[test]
-fn v1_timeout() {
-    within(10, || {
-        let (mut c, fake) = v1_client(vec![req1("cmd=barrier_in"), Step::Hold]);
         c.set_timeout(Duration::from_millis(200));
-        let t0 = std::time::Instant::now();
-        let err = c.barrier().unwrap_err();
+        let t0 = Instant::now();
+        c.abort(1, "x").unwrap();
         let waited = t0.elapsed();
-        assert!(
-            matches!(err, PmiError::Timeout { request: "barrier_in", after } if after == Duration::from_millis(200)),
-            "{err:?}"
-        );
         assert!(waited >= Duration::from_millis(200), "{waited:?}");
         assert!(waited < Duration::from_secs(2), "{waited:?}");
-        assert!(matches!(c.barrier(), Err(PmiError::Poisoned)));
         drop(c);
         fake.finish();
+    });
+}
+
+#[test]
+fn abort_still_works_after_the_connection_lost_step() {
+    within(10, || {
+        let (mut c, fake) = started(
+            PmiVersion::V1,
+            vec![
+                req1("cmd=barrier_in"),
+                rep1("this is not pmi"),
+                abort_req(PmiVersion::V1, "1", "bad"),
+            ],
+        );
+        assert!(matches!(c.barrier(), Err(PmiError::Malformed { .. })));
+        assert!(matches!(c.barrier(), Err(PmiError::Poisoned)));
+        c.abort(1, "bad").unwrap();
+        fake.finish();
+    });
+}
+
+// ----- a server that misbehaves at the byte level ------------------------------------
+
+#[test]
+fn a_silent_server_times_out_and_poisons_the_connection() {
+    within(10, || {
+        for v in BOTH {
+            let s = session(v);
+            let fence = &s.ops[1].exchanges[0];
+            // PMI-2: part of the frame arrives, the rest never does.
+            let mut then = vec![fence.request.clone()];
+            if v == PmiVersion::V2 {
+                then.push(raw(b"    28cmd="));
+            }
+            then.push(Step::Hold);
+            let (mut c, fake) = started(v, then);
+            c.set_timeout(Duration::from_millis(200));
+            let t0 = Instant::now();
+            let err = c.fence().unwrap_err();
+            let waited = t0.elapsed();
+            assert!(
+                matches!(err, PmiError::Timeout { request, after } if request == fence.name && after == Duration::from_millis(200)),
+                "{v}: {err:?}"
+            );
+            assert!(waited >= Duration::from_millis(200), "{v}: {waited:?}");
+            assert!(waited < Duration::from_secs(2), "{v}: {waited:?}");
+            assert!(matches!(c.fence(), Err(PmiError::Poisoned)));
+            drop(c);
+            fake.finish();
+        }
     });
 }
 
 #[test]
 fn v1_reply_dribbled_byte_by_byte_is_reassembled() {
     within(10, || {
-        let mut script = vec![req1("cmd=barrier_in")];
+        let mut then = vec![req1("cmd=barrier_in")];
         for b in b"cmd=barrier_out\n" {
-            script.push(raw(&[*b]));
+            then.push(raw(&[*b]));
         }
-        let (mut c, fake) = v1_client(script);
+        let (mut c, fake) = started(PmiVersion::V1, then);
         c.barrier().unwrap();
         fake.finish();
     });
 }
 
 #[test]
-fn v1_overlong_and_non_utf8_lines_are_malformed() {
+fn overlong_badly_framed_and_non_utf8_replies_are_malformed() {
     within(10, || {
         let long = vec![b'x'; wire::MAX_V1_LINE + 10];
-        let (mut c, fake) = v1_client(vec![req1("cmd=barrier_in"), raw(&long)]);
-        assert!(matches!(c.barrier(), Err(PmiError::Malformed { .. })));
-        drop(c);
-        fake.finish();
-        let (mut c, fake) = v1_client(vec![req1("cmd=barrier_in"), raw(b"cmd=\xff\xfe\n")]);
-        assert!(matches!(c.barrier(), Err(PmiError::Malformed { .. })));
-        fake.finish();
-    });
-}
-
-// ----- PMI-2 -------------------------------------------------------------------
-
-#[test]
-fn v2_startup() {
-    within(10, || {
-        let (c, fake) = v2_client(vec![Step::Eof]);
-        assert_eq!(c.version(), PmiVersion::V2);
-        assert_eq!((c.rank(), c.size(), c.appnum()), (1, 2, 0));
-        assert_eq!(c.kvs_name(), KVS);
-        assert_eq!((c.max_key_len(), c.max_val_len()), (63, 1023));
-        assert!(!c.spawned() && !c.debug());
-        drop(c);
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_startup_announces_pmi_id_and_jobid() {
-    within(10, || {
-        let script = vec![
-            req1("cmd=init pmi_version=2 pmi_subversion=0"),
-            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
-            req2("cmd=fullinit;pmijobid=j.7;pmirank=5;threaded=FALSE;"),
-            // Left-aligned length, as MPICH's own code writes it.
-            raw(left_aligned("cmd=fullinit-response;rank=5;size=6;appnum=1;spawner-jobid=kvs_1;debugged=TRUE;pmiverbose=FALSE;rc=0;").as_bytes()),
-            req2("cmd=job-getid;"),
-            rep2("cmd=job-getid-response;jobid=kvs_2;rc=0;"),
+        let cases: [(PmiVersion, Vec<u8>, Option<&str>); 5] = [
+            (PmiVersion::V1, long, None),
+            (PmiVersion::V1, b"cmd=\xff\xfe\n".to_vec(), None),
+            (PmiVersion::V2, b"abcdefcmd=x;".to_vec(), Some("abcdef")),
+            (PmiVersion::V2, b"999999".to_vec(), None),
+            (PmiVersion::V2, b"     4\xff\xfe\xfd\xfc".to_vec(), None),
         ];
-        let (sock, fake) = Fake::pair(script);
-        let mut env = fd_env(2, 6);
-        env.id = Some(5);
-        env.jobid = Some("j.7".into());
-        let c = PmiClient::connect(PmiTransport::Unix(sock), &env, &opts(VersionPreference::V2))
-            .unwrap();
-        assert_eq!((c.rank(), c.size(), c.appnum()), (5, 6, 1));
-        assert_eq!(c.kvs_name(), "kvs_2");
-        assert!(c.spawned() && c.debug());
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_fullinit_missing_size() {
-    within(10, || {
-        let mut script = v2_start();
-        script.truncate(3);
-        script.push(rep2("cmd=fullinit-response;rank=1;appnum=0;rc=0;"));
-        let err = startup_error(script, &fd_env(1, 2), VersionPreference::V2);
-        assert!(
-            matches!(
-                err,
-                PmiError::MissingKey {
-                    request: "fullinit",
-                    key: "size"
+        for (v, bytes, shown) in cases {
+            let fence = session(v).ops[1].exchanges[0].clone();
+            let (mut c, fake) = started(v, vec![fence.request.clone(), raw(&bytes)]);
+            match c.fence() {
+                Err(PmiError::Malformed { request, reply, .. }) => {
+                    assert_eq!(request, fence.name);
+                    if let Some(s) = shown {
+                        assert_eq!(reply, s);
+                    }
                 }
-            ),
-            "{err:?}"
-        );
-    });
-}
-
-#[test]
-fn v2_fullinit_refused() {
-    within(10, || {
-        let mut script = v2_start();
-        script.truncate(3);
-        script.push(rep2("cmd=fullinit-response;rc=-1;errmsg=unknown rank;"));
-        let err = startup_error(script, &fd_env(1, 2), VersionPreference::V2);
-        assert!(
-            matches!(&err, PmiError::Server { request: "fullinit", rc: -1, msg } if msg == "unknown rank"),
-            "{err:?}"
-        );
-    });
-}
-
-#[test]
-fn v2_fullinit_rank_outside_size() {
-    within(10, || {
-        let mut script = v2_start();
-        script.truncate(3);
-        script.push(rep2("cmd=fullinit-response;rank=2;size=2;appnum=0;rc=0;"));
-        let err = startup_error(script, &fd_env(1, 2), VersionPreference::V2);
-        assert!(
-            matches!(
-                err,
-                PmiError::Malformed {
-                    request: "fullinit",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-    });
-}
-
-#[test]
-fn v2_put() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=kvs-put;key=addr-1;value=127.0.0.1:4000;"),
-            rep2("cmd=kvs-put-response;rc=0;"),
-            req2("cmd=kvs-put;key=dup;value=x;"),
-            rep2("cmd=kvs-put-response;rc=-1;errmsg=duplicate;"),
-        ]);
-        c.put("addr-1", "127.0.0.1:4000").unwrap();
-        assert!(
-            matches!(c.put("dup", "x"), Err(PmiError::Server { request: "kvs-put", rc: -1, ref msg }) if msg == "duplicate")
-        );
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_fence_waits_with_a_get_of_an_unput_key() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=kvs-fence;"),
-            rep2("cmd=kvs-fence-response;rc=0;"),
-            req2(&format!(
-                "cmd=kvs-get;jobid={KVS};srcid=-1;key=ptl.pmi.barrier;"
-            )),
-            rep2("cmd=kvs-get-response;found=FALSE;rc=0;"),
-            req2(&format!("cmd=kvs-get;jobid={KVS};srcid=-1;key=addr-0;")),
-            rep2("cmd=kvs-get-response;found=TRUE;value=10.0.0.1:5;rc=0;"),
-        ]);
-        c.fence().unwrap();
-        assert_eq!(c.get("addr-0").unwrap(), "10.0.0.1:5");
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_barrier() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=kvs-fence;"),
-            rep2("cmd=kvs-fence-response;rc=0;"),
-            req2(&format!(
-                "cmd=kvs-get;jobid={KVS};srcid=-1;key=ptl.pmi.barrier;"
-            )),
-            // Should a server ever hold the key, the barrier is still done.
-            rep2("cmd=kvs-get-response;found=TRUE;value=x;rc=0;"),
-        ]);
-        c.barrier().unwrap();
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_fence_refused() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=kvs-fence;"),
-            rep2("cmd=kvs-fence-response;rc=5;errmsg=epoch;"),
-        ]);
-        assert!(matches!(
-            c.fence(),
-            Err(PmiError::Server {
-                request: "kvs-fence",
-                rc: 5,
-                ..
-            })
-        ));
-        // A failed fence does not count: get is still refused.
-        assert!(matches!(c.get("k"), Err(PmiError::Usage(_))));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_get_not_found_and_missing_found() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=kvs-fence;"),
-            rep2("cmd=kvs-fence-response;rc=0;"),
-            req2(&format!(
-                "cmd=kvs-get;jobid={KVS};srcid=-1;key=ptl.pmi.barrier;"
-            )),
-            rep2("cmd=kvs-get-response;found=FALSE;rc=0;"),
-            req2(&format!("cmd=kvs-get;jobid={KVS};srcid=-1;key=nope;")),
-            rep2("cmd=kvs-get-response;found=FALSE;rc=0;"),
-            req2(&format!("cmd=kvs-get;jobid={KVS};srcid=-1;key=odd;")),
-            rep2("cmd=kvs-get-response;value=1;rc=0;"),
-            req2(&format!("cmd=kvs-get;jobid={KVS};srcid=-1;key=odd;")),
-            rep2("cmd=kvs-get-response;found=maybe;rc=0;"),
-        ]);
-        c.fence().unwrap();
-        assert!(matches!(c.get("nope"), Err(PmiError::KeyNotFound { ref key }) if key == "nope"));
-        assert!(matches!(
-            c.get("odd"),
-            Err(PmiError::MissingKey {
-                request: "kvs-get",
-                key: "found"
-            })
-        ));
-        assert!(matches!(c.get("odd"), Err(PmiError::Malformed { .. })));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_universe_size() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=info-getjobattr;key=universeSize;"),
-            rep2("cmd=info-getjobattr-response;found=FALSE;rc=0;"),
-            req2("cmd=info-getjobattr;key=universeSize;"),
-            rep2("cmd=info-getjobattr-response;found=TRUE;value=16;rc=0;"),
-        ]);
-        assert_eq!(c.universe_size().unwrap(), None);
-        assert_eq!(c.universe_size().unwrap(), Some(16));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_finalize() {
-    within(10, || {
-        let (c, fake) = v2_client(vec![
-            req2("cmd=finalize;"),
-            rep2("cmd=finalize-response;rc=0;"),
-            Step::Eof,
-        ]);
-        c.finalize().unwrap();
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_abort() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=abort;isworld=TRUE;msg=lost_rank_0;exitcode=9;message=lost_rank_0;"),
-            Step::Eof,
-        ]);
-        c.abort(9, "lost rank 0").unwrap();
-        drop(c);
-        fake.finish();
-    });
-}
-
-// ----- PMI-2: a misbehaving server -----------------------------------------------
-
-#[test]
-fn v2_bad_length_prefix() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![req2("cmd=kvs-fence;"), raw(b"abcdefcmd=x;")]);
-        let err = c.fence().unwrap_err();
-        assert!(
-            matches!(&err, PmiError::Malformed { request: "kvs-fence", reply, .. } if reply == "abcdef"),
-            "{err:?}"
-        );
-        assert!(matches!(c.fence(), Err(PmiError::Poisoned)));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_garbage_body() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![req2("cmd=kvs-fence;"), rep2("garbage")]);
-        assert!(matches!(
-            c.fence(),
-            Err(PmiError::Malformed {
-                request: "kvs-fence",
-                ..
-            })
-        ));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_wrong_command_in_reply() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![
-            req2("cmd=kvs-put;key=k;value=v;"),
-            rep2("cmd=kvs-fence-response;rc=0;"),
-        ]);
-        assert!(matches!(
-            c.put("k", "v"),
-            Err(PmiError::UnexpectedCommand {
-                request: "kvs-put",
-                expected: "kvs-put-response",
-                ..
-            })
-        ));
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_eof_mid_reply() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![req2("cmd=kvs-fence;"), raw(b"    28cmd=kvs-fence")]);
-        let err = c.fence().unwrap_err();
-        assert!(
-            matches!(
-                err,
-                PmiError::Closed {
-                    request: "kvs-fence"
-                }
-            ),
-            "{err:?}"
-        );
-        fake.finish();
-    });
-}
-
-#[test]
-fn v2_timeout() {
-    within(10, || {
-        let (mut c, fake) = v2_client(vec![req2("cmd=kvs-fence;"), raw(b"    28cmd="), Step::Hold]);
-        c.set_timeout(Duration::from_millis(200));
-        let err = c.fence().unwrap_err();
-        assert!(
-            matches!(
-                err,
-                PmiError::Timeout {
-                    request: "kvs-fence",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        drop(c);
-        fake.finish();
+                other => panic!("{v} {bytes:?}: {other:?}"),
+            }
+            assert!(matches!(c.fence(), Err(PmiError::Poisoned)));
+            drop(c);
+            fake.finish();
+        }
     });
 }
 
@@ -1122,18 +1180,12 @@ fn hex_round_trip() {
         assert_eq!(encode_value(b"\x00\xffA"), "00ff41");
         assert_eq!(decode_value("00FF41").unwrap(), b"\x00\xffA");
         assert_eq!(decode_value("").unwrap(), b"");
-        assert!(matches!(
-            decode_value("abc"),
-            Err(PmiError::BadEncoding { .. })
-        ));
-        assert!(matches!(
-            decode_value("zz"),
-            Err(PmiError::BadEncoding { .. })
-        ));
-        assert!(matches!(
-            decode_value("é0"),
-            Err(PmiError::BadEncoding { .. })
-        ));
+        for bad in ["abc", "zz", "é0"] {
+            assert!(
+                matches!(decode_value(bad), Err(PmiError::BadEncoding { .. })),
+                "{bad}"
+            );
+        }
     });
 }
 

@@ -4,6 +4,23 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
+use super::{PmiEndpoint, PmiEnv};
+
+/// The environment hydra gives rank `rank` of `size` over `PMI_FD`, with a
+/// descriptor that is never opened: tests hand `PmiClient::connect` a
+/// transport directly.
+pub(crate) fn fd_env(rank: u32, size: u32) -> PmiEnv {
+    PmiEnv {
+        endpoint: PmiEndpoint::Fd(-1),
+        rank: Some(rank),
+        size: Some(size),
+        id: None,
+        jobid: None,
+        spawned: false,
+        debug: false,
+    }
+}
+
 /// Run `f` on its own thread and fail the test if it has not finished after
 /// `secs` seconds, so that no test can hang the suite.
 pub(crate) fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {

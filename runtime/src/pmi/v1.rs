@@ -18,7 +18,7 @@ use tracing::debug;
 
 use super::conn::Channel;
 use super::error::{PmiError, Result};
-use super::reply::{boolean, check_rc, field, message, number, rc};
+use super::reply::{boolean, check_rc, field, message, name, number, rc, universe_size};
 use super::wire::{self, Msg};
 
 /// What `init` answered.
@@ -29,6 +29,21 @@ pub(crate) enum InitReply {
     /// Refused (`rc` not 0); the version the server offers instead, if it
     /// said.
     Refused(String),
+}
+
+impl InitReply {
+    /// Fail with [`PmiError::VersionMismatch`] unless the server accepted
+    /// major version `major` (`wanted` is how errors name it, e.g. `2.0`).
+    pub(crate) fn require(self, major: u32, wanted: &'static str) -> Result<()> {
+        match self {
+            InitReply::Accepted(v) if v == major => Ok(()),
+            InitReply::Accepted(v) => Err(PmiError::VersionMismatch {
+                wanted,
+                offered: v.to_string(),
+            }),
+            InitReply::Refused(offered) => Err(PmiError::VersionMismatch { wanted, offered }),
+        }
+    }
 }
 
 /// Limits from `get_maxes`.
@@ -59,10 +74,7 @@ fn encode(cmd: &str, pairs: &[(&str, &str)]) -> Result<String> {
 pub(crate) fn send(ch: &mut Channel, request: &'static str, pairs: &[(&str, &str)]) -> Result<()> {
     let line = encode(request, pairs)?;
     debug!(target: "portals_runtime::pmi", "pmi1 > {}", line.trim_end());
-    let deadline = ch.deadline();
-    ch.conn()
-        .send(line.as_bytes(), deadline)
-        .map_err(|f| ch.fail(request, f))
+    ch.send(request, line.as_bytes())
 }
 
 /// Read one reply line and check that it answers `request` with `expect`.
@@ -75,10 +87,7 @@ pub(crate) fn recv(ch: &mut Channel, request: &'static str, expect: &'static str
         .map_err(|f| ch.fail(request, f))?;
     debug!(target: "portals_runtime::pmi", "pmi1 < {line}");
     let m = wire::parse_v1(&line).map_err(|e| ch.malformed(request, e.0, &line))?;
-    if m.cmd != expect {
-        return Err(ch.unexpected(request, expect, &m.cmd));
-    }
-    Ok(m)
+    ch.expect(request, expect, m)
 }
 
 /// Send `request`, read its reply, fail on `rc` not 0.
@@ -187,11 +196,7 @@ pub(crate) fn get_appnum(ch: &mut Channel) -> Result<i32> {
 pub(crate) fn get_my_kvsname(ch: &mut Channel) -> Result<String> {
     const REQ: &str = "get_my_kvsname";
     let m = call(ch, REQ, &[], "my_kvsname")?;
-    let name = field(REQ, &m, "kvsname")?;
-    if name.is_empty() {
-        return Err(ch.malformed(REQ, "empty kvsname".into(), &m.raw));
-    }
-    Ok(name.to_string())
+    name(ch, REQ, &m, "kvsname")
 }
 
 /// `get_universe_size`; `None` when the server says `-1` (unlimited or
@@ -199,8 +204,7 @@ pub(crate) fn get_my_kvsname(ch: &mut Channel) -> Result<String> {
 pub(crate) fn get_universe_size(ch: &mut Channel) -> Result<Option<u32>> {
     const REQ: &str = "get_universe_size";
     let m = call(ch, REQ, &[], "universe_size")?;
-    let n: i64 = number(ch, REQ, &m, "size")?;
-    Ok(u32::try_from(n).ok().filter(|&n| n > 0))
+    universe_size(ch, REQ, &m, "size")
 }
 
 /// `put` into `kvsname`.

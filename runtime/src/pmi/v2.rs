@@ -23,7 +23,7 @@ use tracing::debug;
 
 use super::conn::Channel;
 use super::error::{PmiError, Result};
-use super::reply::{boolean, check_rc, field, number};
+use super::reply::{self, boolean, check_rc, field, name, number};
 use super::wire::{self, Msg};
 
 /// What `fullinit` tells the process.
@@ -69,10 +69,7 @@ fn exchange(
     })?;
     debug!(target: "portals_runtime::pmi", "pmi2 < {body}");
     let m = wire::parse_v2_body(&body).map_err(|e| ch.malformed(request, e.0, &body))?;
-    if m.cmd != expect {
-        return Err(ch.unexpected(request, expect, &m.cmd));
-    }
-    Ok(m)
+    ch.expect(request, expect, m)
 }
 
 /// Send one command.
@@ -87,10 +84,7 @@ fn send(ch: &mut Channel, request: &'static str, pairs: &[(&str, &str)]) -> Resu
         "pmi2 > {}",
         String::from_utf8_lossy(&bytes)
     );
-    let deadline = ch.deadline();
-    ch.conn()
-        .send(&bytes, deadline)
-        .map_err(|f| ch.fail(request, f))
+    ch.send(request, &bytes)
 }
 
 /// Send, receive, fail on `rc` not 0.
@@ -150,11 +144,7 @@ pub(crate) fn fullinit(
 pub(crate) fn job_getid(ch: &mut Channel) -> Result<String> {
     const REQ: &str = "job-getid";
     let m = call(ch, REQ, &[], "job-getid-response")?;
-    let id = field(REQ, &m, "jobid")?;
-    if id.is_empty() {
-        return Err(ch.malformed(REQ, "empty jobid".into(), &m.raw));
-    }
-    Ok(id.to_string())
+    name(ch, REQ, &m, "jobid")
 }
 
 /// `kvs-put`.
@@ -215,8 +205,7 @@ pub(crate) fn universe_size(ch: &mut Channel) -> Result<Option<u32>> {
     if !boolean(ch, REQ, &m, "found")? {
         return Ok(None);
     }
-    let n: i64 = number(ch, REQ, &m, "value")?;
-    Ok(u32::try_from(n).ok().filter(|&n| n > 0))
+    reply::universe_size(ch, REQ, &m, "value")
 }
 
 /// `finalize`.
