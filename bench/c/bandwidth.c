@@ -29,6 +29,43 @@
 #define BENCH_NAME "msgrate"
 #endif
 
+struct window { int rank, n, w; long ns; char *sbuf, *rbuf; MPI_Request *req; };
+
+/* One window: W sends (and W receives into distinct buffers), plus the ack. */
+static void one_window(void *ctx)
+{
+    struct window *x = ctx;
+    int peer = 1 - x->rank, w = x->w;
+#if BENCH_MODE == 1
+    for (int j = 0; j < w; j++)
+        MPI_Irecv(x->rbuf + (size_t)j * x->ns, x->n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &x->req[j]);
+    for (int j = 0; j < w; j++)
+        MPI_Isend(x->sbuf, x->n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &x->req[w + j]);
+    MPI_Waitall(2 * w, x->req, statuses_ignore);
+#else
+    int ack = 0;
+    if (x->rank == 0) {
+        for (int j = 0; j < w; j++)
+            MPI_Isend(x->sbuf, x->n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &x->req[j]);
+        MPI_Waitall(w, x->req, statuses_ignore);
+        MPI_Recv(&ack, 1, MPI_INT, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        for (int j = 0; j < w; j++)
+            MPI_Irecv(x->rbuf + (size_t)j * x->ns, x->n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &x->req[j]);
+        MPI_Waitall(w, x->req, statuses_ignore);
+        MPI_Send(&ack, 1, MPI_INT, peer, 2, MPI_COMM_WORLD);
+    }
+#endif
+}
+
+/* Window for size n: distinct receive buffers stay within the memory cap. */
+static int window_for(const struct opts *o, long n)
+{
+    long ns = n ? n : 1;
+    long w = o->mem_cap / ns < o->window ? o->mem_cap / ns : o->window;
+    return w < 1 ? 1 : (int)w;
+}
+
 int main(int argc, char **argv)
 {
 #if BENCH_MODE == 2
@@ -37,94 +74,47 @@ int main(int argc, char **argv)
     struct defaults d = {1024, 16L << 20, 200, 20, 64};
 #endif
     struct opts o;
-    int rank, nprocs;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs != 2)
-        die(BENCH_NAME " needs exactly 2 ranks");
-    if (parse_opts(argc, argv, &d, &o, "") != 0) {
-        MPI_Finalize();
-        return 1;
-    }
-    long maxsz = 1, maxbuf = 1;
+    int rank = bench_init(&argc, &argv, BENCH_NAME, &d, &o, "");
+    long maxbuf = 1;
     for (int k = 0; k < o.nsizes; k++) {
         long s = o.sizes[k] ? o.sizes[k] : 1;
-        long w = o.mem_cap / s < o.window ? o.mem_cap / s : o.window;
-        if (w < 1)
-            w = 1;
-        if (s > maxsz)
-            maxsz = s;
-        if (s * w > maxbuf)
-            maxbuf = s * w;
+        if (s * window_for(&o, s) > maxbuf)
+            maxbuf = s * window_for(&o, s);
     }
-    char *sbuf = xalloc((size_t)maxsz), *rbuf = xalloc((size_t)maxbuf);
-    MPI_Request *req = malloc(sizeof(MPI_Request) * 2 * (size_t)o.window);
-    if (!req)
+    struct window x = {rank, 0, 0, 0, xalloc((size_t)max_size(&o)), xalloc((size_t)maxbuf),
+                       malloc(sizeof(MPI_Request) * 2 * (size_t)o.window)};
+    if (!x.req)
         die("out of memory");
-    int peer = 1 - rank;
-#if BENCH_MODE != 1
-    int ack = 0;
-#endif
-    double vals[256];
-    if (o.reps > 256)
-        o.reps = 256;
+    double vals[MAX_REPS];
 
     for (int k = 0; k < o.nsizes; k++) {
-        int n = (int)o.sizes[k];
-        long ns = n ? n : 1;
-        int w = (int)(o.mem_cap / ns < o.window ? o.mem_cap / ns : o.window);
-        if (w < 1)
-            w = 1;
-        long iters = scale_iters(o.iters, n, 65536, 2);
-        long warm = scale_iters(o.warmup, n, 65536, 1);
+        x.n = (int)o.sizes[k];
+        x.ns = x.n ? x.n : 1;
+        x.w = window_for(&o, x.n);
+        long iters = scale_iters(o.iters, x.n, 65536, 2);
+        long warm = scale_iters(o.warmup, x.n, 65536, 1);
+        time_reps(&o, warm, iters, one_window, &x, vals);
         for (int r = 0; r < o.reps; r++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = 0.0;
-            for (long i = 0; i < warm + iters; i++) {
-                if (i == warm)
-                    t0 = MPI_Wtime();
-#if BENCH_MODE == 1
-                for (int j = 0; j < w; j++)
-                    MPI_Irecv(rbuf + (size_t)j * ns, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &req[j]);
-                for (int j = 0; j < w; j++)
-                    MPI_Isend(sbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &req[w + j]);
-                MPI_Waitall(2 * w, req, statuses_ignore);
-#else
-                if (rank == 0) {
-                    for (int j = 0; j < w; j++)
-                        MPI_Isend(sbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &req[j]);
-                    MPI_Waitall(w, req, statuses_ignore);
-                    MPI_Recv(&ack, 1, MPI_INT, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                } else {
-                    for (int j = 0; j < w; j++)
-                        MPI_Irecv(rbuf + (size_t)j * ns, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, &req[j]);
-                    MPI_Waitall(w, req, statuses_ignore);
-                    MPI_Send(&ack, 1, MPI_INT, peer, 2, MPI_COMM_WORLD);
-                }
-#endif
-            }
-            double dt = MPI_Wtime() - t0;
-            double msgs = (double)iters * w;
+            double msgs = (double)iters * x.w;
 #if BENCH_MODE == 0
-            vals[r] = (double)n * msgs / dt / 1e6;
+            vals[r] = (double)x.n * msgs / vals[r] / 1e6;
 #elif BENCH_MODE == 1
-            vals[r] = 2.0 * (double)n * msgs / dt / 1e6;
+            vals[r] = 2.0 * (double)x.n * msgs / vals[r] / 1e6;
 #else
-            vals[r] = msgs / dt;
+            vals[r] = msgs / vals[r];
 #endif
         }
         if (rank == 0) {
             char extra[64];
-            snprintf(extra, sizeof extra, ",\"window\":%d", w);
+            snprintf(extra, sizeof extra, ",\"window\":%d", x.w);
 #if BENCH_MODE == 2
-            emit(BENCH_NAME, n, iters, stats(vals, o.reps), o.reps, "msg/s", extra);
+            emit(BENCH_NAME, x.n, iters, stats(vals, o.reps), o.reps, "msg/s", extra);
 #else
-            emit(BENCH_NAME, n, iters, stats(vals, o.reps), o.reps, "MB/s", extra);
+            emit(BENCH_NAME, x.n, iters, stats(vals, o.reps), o.reps, "MB/s", extra);
 #endif
         }
     }
-    free(req);
+    free(x.req);
     MPI_Finalize();
     return 0;
 }

@@ -114,16 +114,8 @@ int main(int argc, char **argv)
 {
     struct defaults d = {102400, 102400, 1, 0, 4};
     struct opts o;
-    int rank, nprocs;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs != 2)
-        die("comb needs exactly 2 ranks");
-    if (parse_opts(argc, argv, &d, &o, " [-f WORK_INTERVALS_US] [-T WORK_PER_POINT_US] [-p poll|pww]") != 0) {
-        MPI_Finalize();
-        return 1;
-    }
+    int rank = bench_init(&argc, &argv, "comb", &d, &o,
+                          " [-f WORK_INTERVALS_US] [-T WORK_PER_POINT_US] [-p poll|pww]");
     int polling = strcmp(o.method, "pww") != 0;
     if (o.nfvals == 0) {
         double def[] = {10, 100, 1000, 10000};
@@ -131,19 +123,13 @@ int main(int argc, char **argv)
         o.nfvals = 4;
     }
     int q = o.window;
-    long maxsz = 1;
-    for (int k = 0; k < o.nsizes; k++)
-        if (o.sizes[k] > maxsz)
-            maxsz = o.sizes[k];
-    char *buf = xalloc((size_t)maxsz * (size_t)q);
+    char *buf = xalloc((size_t)max_size(&o) * (size_t)q);
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(q + 1));
     int *idx = malloc(sizeof(int) * (size_t)(q + 1));
     if (!req || !idx)
         die("out of memory");
     work_calibrate();
-    double av[256], bw[256], dry[256], wet[256];
-    if (o.reps > 256)
-        o.reps = 256;
+    double av[MAX_REPS], bw[MAX_REPS], dry[MAX_REPS], wet[MAX_REPS];
 
     for (int k = 0; k < o.nsizes; k++) {
         int size = (int)o.sizes[k];

@@ -17,18 +17,19 @@ void die(const char *msg)
     exit(2); /* not reached */
 }
 
-static int parse_long_list(const char *s, long *out, int max)
+/* Comma-separated non-negative numbers; with `suffixes`, K/M multiply by
+ * 1024 / 1024^2. Returns the count, or -1 on a malformed list. */
+static int parse_list(const char *s, double *out, int max, int suffixes)
 {
     int n = 0;
     while (*s && n < max) {
         char *end;
         errno = 0;
-        long v = strtol(s, &end, 0);
+        double v = strtod(s, &end);
         if (end == s || errno || v < 0)
             return -1;
-        /* optional K/M suffix */
-        if (*end == 'K' || *end == 'k') { v *= 1024; end++; }
-        else if (*end == 'M' || *end == 'm') { v *= 1024 * 1024; end++; }
+        if (suffixes && (*end == 'K' || *end == 'k')) { v *= 1024; end++; }
+        else if (suffixes && (*end == 'M' || *end == 'm')) { v *= 1024 * 1024; end++; }
         out[n++] = v;
         if (*end == ',')
             end++;
@@ -39,22 +40,21 @@ static int parse_long_list(const char *s, long *out, int max)
     return n;
 }
 
-static int parse_double_list(const char *s, double *out, int max)
+static int parse_long_list(const char *s, long *out, int max)
 {
-    int n = 0;
-    while (*s && n < max) {
-        char *end;
-        double v = strtod(s, &end);
-        if (end == s || v < 0)
-            return -1;
-        out[n++] = v;
-        if (*end == ',')
-            end++;
-        else if (*end)
-            return -1;
-        s = end;
+    double v[MAX_LIST];
+    int n = parse_list(s, v, max < MAX_LIST ? max : MAX_LIST, 1);
+    for (int i = 0; i < n; i++) {
+        if (v[i] != (double)(long)v[i])
+            return -1; /* not a whole number */
+        out[i] = (long)v[i];
     }
     return n;
+}
+
+static int parse_double_list(const char *s, double *out, int max)
+{
+    return parse_list(s, out, max, 0);
 }
 
 static long parse_one(const char *s)
@@ -116,6 +116,51 @@ int parse_opts(int argc, char **argv, const struct defaults *d, struct opts *o,
             o->sizes[o->nsizes++] = s;
     }
     return 0;
+}
+
+int bench_init(int *argc, char ***argv, const char *name, const struct defaults *d,
+               struct opts *o, const char *usage_extra)
+{
+    int rank, nprocs;
+    char msg[96];
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    if (nprocs != 2) {
+        snprintf(msg, sizeof msg, "%s needs exactly 2 ranks", name);
+        die(msg);
+    }
+    if (parse_opts(*argc, *argv, d, o, usage_extra) != 0) {
+        MPI_Finalize();
+        exit(1);
+    }
+    if (o->reps > MAX_REPS)
+        o->reps = MAX_REPS;
+    return rank;
+}
+
+long max_size(const struct opts *o)
+{
+    long m = 1;
+    for (int k = 0; k < o->nsizes; k++)
+        if (o->sizes[k] > m)
+            m = o->sizes[k];
+    return m;
+}
+
+void time_reps(const struct opts *o, long warm, long iters, iter_fn fn, void *ctx,
+               double *secs)
+{
+    for (int r = 0; r < o->reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = 0.0;
+        for (long i = 0; i < warm + iters; i++) {
+            if (i == warm)
+                t0 = MPI_Wtime();
+            fn(ctx);
+        }
+        secs[r] = MPI_Wtime() - t0;
+    }
 }
 
 long scale_iters(long base, long size, long threshold, long floor_)

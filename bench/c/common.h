@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #define MAX_LIST 64
+#define MAX_REPS 256
 
 /* Command-line options shared by all benchmarks (each uses the subset it needs). */
 struct opts {
@@ -41,6 +42,18 @@ struct defaults {
 
 int parse_opts(int argc, char **argv, const struct defaults *d, struct opts *o,
                const char *usage_extra);
+/* MPI_Init, check for exactly 2 ranks, parse the options (exit 1 on bad
+ * ones, after MPI_Finalize), cap the repetitions at MAX_REPS. Returns the rank. */
+int bench_init(int *argc, char ***argv, const char *name, const struct defaults *d,
+               struct opts *o, const char *usage_extra);
+/* Largest of the sizes (at least 1). */
+long max_size(const struct opts *o);
+/* One timed iteration of a benchmark loop. */
+typedef void (*iter_fn)(void *ctx);
+/* For each of o->reps repetitions: MPI_Barrier, then `fn(ctx)` warm + iters
+ * times; secs[r] = seconds taken by the last `iters` calls. */
+void time_reps(const struct opts *o, long warm, long iters, iter_fn fn, void *ctx,
+               double *secs);
 /* Scale a base iteration count down for sizes above `threshold`, never below `floor_`. */
 long scale_iters(long base, long size, long threshold, long floor_);
 /* Allocate and touch `n` bytes (page-aligned); aborts the job on failure. */

@@ -12,20 +12,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+struct pingpong { int rank, n; char *sbuf, *rbuf; MPI_Request ping; };
+
+/* Rank 0: ping, wait for the pong. Rank 1: wait for the ping (matched
+ * behind the posted junk), re-post its receive, pong. */
+static void round_trip(void *ctx)
+{
+    struct pingpong *p = ctx;
+    if (p->rank == 0) {
+        MPI_Send(p->sbuf, p->n, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+        MPI_Recv(p->rbuf, p->n, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Wait(&p->ping, MPI_STATUS_IGNORE);
+        MPI_Irecv(p->rbuf, p->n, MPI_CHAR, 0, 1, MPI_COMM_WORLD, &p->ping);
+        MPI_Send(p->sbuf, p->n, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct defaults d = {8, 8, 2000, 200, 1};
     struct opts o;
-    int rank, nprocs, tag_ub_ok = 0, *tag_ub;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs != 2)
-        die("matchlist needs exactly 2 ranks");
-    if (parse_opts(argc, argv, &d, &o, " [-n QUEUE_LENGTHS]") != 0) {
-        MPI_Finalize();
-        return 1;
-    }
+    int tag_ub_ok = 0, *tag_ub;
+    int rank = bench_init(&argc, &argv, "matchlist", &d, &o, " [-n QUEUE_LENGTHS]");
     if (o.nnvals == 0) {
         long def[] = {1, 10, 100, 1000, 10000};
         for (int k = 0; k < 5; k++)
@@ -33,56 +42,38 @@ int main(int argc, char **argv)
         o.nnvals = 5;
     }
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &tag_ub_ok);
-    long maxn = 1, maxsz = 1;
+    long maxn = 1, maxsz = max_size(&o);
     for (int k = 0; k < o.nnvals; k++)
         if (o.nvals[k] > maxn)
             maxn = o.nvals[k];
-    for (int k = 0; k < o.nsizes; k++)
-        if (o.sizes[k] > maxsz)
-            maxsz = o.sizes[k];
     if (tag_ub_ok && maxn > *tag_ub)
         die("queue length exceeds MPI_TAG_UB");
-    char *sbuf = xalloc((size_t)maxsz), *rbuf = xalloc((size_t)maxsz), dummy[1];
+    char dummy[1];
+    struct pingpong p = {rank, 0, xalloc((size_t)maxsz), xalloc((size_t)maxsz), MPI_REQUEST_NULL};
     MPI_Request *junk = malloc(sizeof(MPI_Request) * (size_t)maxn);
     if (!junk)
         die("out of memory");
-    double vals[256];
-    if (o.reps > 256)
-        o.reps = 256;
+    double vals[MAX_REPS];
 
     for (int k = 0; k < o.nsizes; k++) {
-        int n = (int)o.sizes[k];
+        p.n = (int)o.sizes[k];
         for (int q = 0; q < o.nnvals; q++) {
             long len = o.nvals[q] < 1 ? 1 : o.nvals[q];
             long iters = scale_iters(o.iters, len, 1000, 100);
             long warm = scale_iters(o.warmup, len, 1000, 10);
-            MPI_Request ping = MPI_REQUEST_NULL;
+            p.ping = MPI_REQUEST_NULL;
             if (rank == 1) {
                 for (long j = 0; j < len - 1; j++)
                     MPI_Irecv(dummy, 1, MPI_CHAR, 0, (int)(2 + j), MPI_COMM_WORLD, &junk[j]);
-                MPI_Irecv(rbuf, n, MPI_CHAR, 0, 1, MPI_COMM_WORLD, &ping);
+                MPI_Irecv(p.rbuf, p.n, MPI_CHAR, 0, 1, MPI_COMM_WORLD, &p.ping);
             }
-            for (int r = 0; r < o.reps; r++) {
-                MPI_Barrier(MPI_COMM_WORLD);
-                double t0 = 0.0;
-                for (long i = 0; i < warm + iters; i++) {
-                    if (i == warm)
-                        t0 = MPI_Wtime();
-                    if (rank == 0) {
-                        MPI_Send(sbuf, n, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
-                        MPI_Recv(rbuf, n, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    } else {
-                        MPI_Wait(&ping, MPI_STATUS_IGNORE);
-                        MPI_Irecv(rbuf, n, MPI_CHAR, 0, 1, MPI_COMM_WORLD, &ping);
-                        MPI_Send(sbuf, n, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
-                    }
-                }
-                vals[r] = (MPI_Wtime() - t0) * 1e6 / (2.0 * (double)iters);
-            }
+            time_reps(&o, warm, iters, round_trip, &p, vals);
+            for (int r = 0; r < o.reps; r++)
+                vals[r] = vals[r] * 1e6 / (2.0 * (double)iters);
             if (rank == 1) {
                 /* the last re-posted ping receive and the junk never match: cancel them */
-                MPI_Cancel(&ping);
-                MPI_Wait(&ping, MPI_STATUS_IGNORE);
+                MPI_Cancel(&p.ping);
+                MPI_Wait(&p.ping, MPI_STATUS_IGNORE);
                 for (long j = 0; j < len - 1; j++) {
                     MPI_Cancel(&junk[j]);
                     MPI_Wait(&junk[j], MPI_STATUS_IGNORE);
@@ -92,7 +83,7 @@ int main(int argc, char **argv)
             if (rank == 0) {
                 char extra[64];
                 snprintf(extra, sizeof extra, ",\"posted\":%ld", len);
-                emit("matchlist", n, iters, stats(vals, o.reps), o.reps, "us", extra);
+                emit("matchlist", p.n, iters, stats(vals, o.reps), o.reps, "us", extra);
             }
         }
     }

@@ -55,16 +55,7 @@ int main(int argc, char **argv)
 {
     struct defaults d = {1024, 4L << 20, 200, 10, 1};
     struct opts o;
-    int rank, nprocs;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs != 2)
-        die("overlap needs exactly 2 ranks");
-    if (parse_opts(argc, argv, &d, &o, " [-f FACTORS] [-p rel|abs]") != 0) {
-        MPI_Finalize();
-        return 1;
-    }
+    int rank = bench_init(&argc, &argv, "overlap", &d, &o, " [-f FACTORS] [-p rel|abs]");
     if (o.nfvals == 0) {
         double def[] = {0.5, 1, 2, 4};
         memcpy(o.fvals, def, sizeof def);
@@ -73,14 +64,8 @@ int main(int argc, char **argv)
     int absolute = strcmp(o.method, "abs") == 0;
     if (rank == 0)
         work_calibrate();
-    long maxsz = 1;
-    for (int k = 0; k < o.nsizes; k++)
-        if (o.sizes[k] > maxsz)
-            maxsz = o.sizes[k];
-    char *buf = xalloc((size_t)maxsz);
-    double w[256], t[256], c[256], ov[256];
-    if (o.reps > 256)
-        o.reps = 256;
+    char *buf = xalloc((size_t)max_size(&o));
+    double w[MAX_REPS], t[MAX_REPS], c[MAX_REPS], ov[MAX_REPS];
 
     for (int k = 0; k < o.nsizes; k++) {
         int n = (int)o.sizes[k];

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run the whole peer + raw-socket suite with default arguments and collect the
-# JSON lines in one file.
+# JSON lines in one file, one implementation after another (no interleaving,
+# no project runs: `ptl-bench compare` does the full side-by-side comparison).
 #
 #   bench/c/run_suite.sh [OUT.jsonl] [IMPLS...]
 #
 # IMPLS default: openmpi-tcp openmpi-sm mpich mpich-net raw raw-unpinned
-# (raw-unpinned: raw-bench latency --no-pin). BENCHES (env)
+# (raw-unpinned: ptl-bench raw latency --no-pin). BENCHES (env)
 # defaults to all seven C benchmarks (comb runs both methods). Before every
 # program the script waits (up to IDLE_WAIT seconds, default 60) for the two
 # CPUs to be >= 90 % idle, since other work on a 2-core machine wrecks
@@ -39,18 +40,18 @@ wait_idle() {
 make -s -C "$here" >&2
 for impl in "${impls[@]}"; do
     if [ "$impl" = raw-unpinned ]; then
-        (cd "$root" && cargo build -q --release -p portals-bench --bin raw-bench) >&2
+        (cd "$root" && cargo build -q --release -p portals-bench --bin ptl-bench) >&2
         wait_idle
         echo "== raw latency --no-pin" >&2
-        timeout 600 "$root/target/release/raw-bench" latency --no-pin >> "$out"
+        timeout 600 "$root/target/release/ptl-bench" raw latency --no-pin >> "$out"
         continue
     fi
     if [ "$impl" = raw ]; then
-        (cd "$root" && cargo build -q --release -p portals-bench --bin raw-bench) >&2
+        (cd "$root" && cargo build -q --release -p portals-bench --bin ptl-bench) >&2
         for b in latency bandwidth; do
             wait_idle
             echo "== raw $b" >&2
-            timeout 600 "$root/target/release/raw-bench" "$b" >> "$out"
+            timeout 600 "$root/target/release/ptl-bench" raw "$b" >> "$out"
         done
         continue
     fi

@@ -1,9 +1,39 @@
-//! Benchmarks (in progress).
+//! `ptl-bench`: the benchmark suite of portals-rs, side by side with the
+//! physical floor (raw sockets) and the MPI libraries users would otherwise
+//! pick (Open MPI, MPICH; C programs in `bench/c/`).
 //!
-//! - [`raw`]: raw-socket physical-limit benchmarks (TCP/UDP ping-pong, TCP
-//!   streaming) between two processes on loopback.
-//! - [`record`]: the JSON-lines result format shared with the C peer
-//!   benchmarks in `bench/c/`.
+//! One concept per module:
+//!
+//! - [`params`]: what a run measures ([`params::Params`], presets);
+//! - [`impls`]: what it runs on ([`impls::Impl`]: raw, portals-rs variants, peers);
+//! - [`runner`]: running one benchmark on one implementation;
+//! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank;
+//! - [`raw`]: raw-socket ping-pong and stream;
+//! - [`work`]: the calibrated busy loop of the overlap and COMB benchmarks;
+//! - [`timing`], [`stats`], [`cpu`]: timed loops, medians, CPU binding;
+//! - [`record`]: the JSON-lines result format shared with the C programs;
+//! - [`compare`]: everything in one interleaved, repeated run;
+//! - [`results`]: a run's results file and the medians over its rounds;
+//! - [`report`], [`plot`], [`machine`]: Markdown tables, SVG plots, machine description.
 
+#![warn(missing_docs)]
+
+pub mod compare;
+pub mod cpu;
+pub mod error;
+pub mod impls;
+pub mod machine;
+pub mod mpi_level;
+pub mod params;
+pub mod plot;
+pub mod portals_level;
 pub mod raw;
 pub mod record;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod stats;
+pub mod timing;
+pub mod work;
+
+pub use error::{BenchError, Result};

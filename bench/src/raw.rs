@@ -50,6 +50,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::cpu::{current_affinity, set_affinity, single_cpu};
+use crate::stats::Summary;
+
 /// Result type of this module; errors are plain I/O errors.
 pub type Result<T> = io::Result<T>;
 
@@ -146,22 +149,13 @@ impl Stats {
     /// Summarise samples (sorted in place); `mean` is their arithmetic mean.
     /// Returns `None` for an empty slice.
     pub fn from_samples(samples: &mut [f64], unit: Unit, messages: usize) -> Option<Stats> {
-        if samples.is_empty() {
-            return None;
-        }
-        samples.sort_by(|a, b| a.total_cmp(b));
-        let n = samples.len();
-        let median = if n % 2 == 1 {
-            samples[n / 2]
-        } else {
-            0.5 * (samples[n / 2 - 1] + samples[n / 2])
-        };
+        let s = Summary::of(samples)?;
         Some(Stats {
-            median,
-            min: samples[0],
-            max: samples[n - 1],
-            mean: samples.iter().sum::<f64>() / n as f64,
-            samples: n,
+            median: s.median,
+            min: s.min,
+            max: s.max,
+            mean: s.mean,
+            samples: s.count,
             unit,
             messages,
         })
@@ -415,36 +409,6 @@ struct CpuPlan {
     child: Option<libc::cpu_set_t>,
 }
 
-fn single_cpu(cpu: usize) -> libc::cpu_set_t {
-    // SAFETY: cpu_set_t is a plain bit array for which all-zero is valid;
-    // CPU_SET only writes inside it (it ignores out-of-range CPUs).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        set
-    }
-}
-
-fn current_affinity() -> Result<libc::cpu_set_t> {
-    // SAFETY: all-zero is a valid cpu_set_t; the kernel writes at most
-    // `size_of::<cpu_set_t>()` bytes into it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(set)
-    }
-}
-
-fn set_affinity(set: &libc::cpu_set_t) -> Result<()> {
-    // SAFETY: `set` is a valid, initialised cpu_set_t.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(set), set) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 impl CpuPlan {
     fn new(placement: Placement) -> Result<CpuPlan> {
         let none = CpuPlan {
@@ -454,10 +418,7 @@ impl CpuPlan {
         if placement == Placement::Unpinned {
             return Ok(none);
         }
-        let allowed = current_affinity()?;
-        let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: CPU_ISSET only reads inside the set for i < max.
-        let mut cpus = (0..max).filter(|&i| unsafe { libc::CPU_ISSET(i, &allowed) });
+        let mut cpus = crate::cpu::allowed_cpus()?.into_iter();
         match (cpus.next(), cpus.next()) {
             (Some(a), Some(b)) => Ok(CpuPlan {
                 caller: Some(single_cpu(a)),

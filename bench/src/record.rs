@@ -1,7 +1,7 @@
 //! The JSON-lines result format shared by every benchmark program.
 //!
 //! One JSON object per measured point, one object per line. The C peer
-//! benchmarks (`bench/c/`) and `raw-bench` print exactly these fields:
+//! benchmarks (`bench/c/`) and `ptl-bench` print exactly these fields:
 //!
 //! ```json
 //! {"bench":"latency","impl":"openmpi-tcp","size":8,"iters":10000,"value":3.45,
@@ -13,6 +13,8 @@
 //! `posted`, `compute_factor`, ...) are kept in [`Record::extra`].
 
 use serde::{Deserialize, Serialize};
+
+use crate::stats::Summary;
 
 /// One measured point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +47,107 @@ pub struct Record {
 }
 
 impl Record {
+    /// A record whose `value`, `min`, `max` and `mean` come from `summary`.
+    pub fn new(
+        bench: &str,
+        implementation: &str,
+        size: u64,
+        iters: u64,
+        unit: &str,
+        summary: Summary,
+    ) -> Record {
+        Record {
+            bench: bench.to_string(),
+            implementation: implementation.to_string(),
+            size,
+            iters,
+            value: summary.median,
+            unit: unit.to_string(),
+            reps: summary.count as u32,
+            min: summary.min,
+            max: summary.max,
+            mean: summary.mean,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// A record of benchmark `bench` whose value is the median of the
+    /// repetitions' `values` (sorted in place); an error if there are none.
+    pub fn of_values(
+        bench: crate::params::Bench,
+        implementation: &str,
+        size: usize,
+        iters: usize,
+        values: &mut [f64],
+    ) -> crate::Result<Record> {
+        let s = Summary::of(values)
+            .ok_or_else(|| crate::BenchError::Invalid("no repetitions".into()))?;
+        Ok(Record::new(
+            bench.name(),
+            implementation,
+            size as u64,
+            iters as u64,
+            bench.unit(),
+            s,
+        ))
+    }
+
+    /// A record of one measured value (10 iterations, unit `us`): synthetic
+    /// data for tests and examples.
+    pub fn point(bench: &str, implementation: &str, size: u64, value: f64) -> Record {
+        let s = Summary {
+            median: value,
+            min: value,
+            max: value,
+            mean: value,
+            count: 1,
+        };
+        Record::new(bench, implementation, size, 10, "us", s)
+    }
+
+    /// Add a benchmark-specific field.
+    pub fn with(mut self, key: &str, value: impl Into<serde_json::Value>) -> Record {
+        self.extra.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// A numeric benchmark-specific field.
+    pub fn extra_f64(&self, key: &str) -> Option<f64> {
+        self.extra.get(key).and_then(|v| v.as_f64())
+    }
+
+    /// A string benchmark-specific field.
+    pub fn extra_str(&self, key: &str) -> Option<&str> {
+        self.extra.get(key).and_then(|v| v.as_str())
+    }
+
+    /// Check that the fields are sane: names set, finite values, `min <=
+    /// value <= max`, at least one repetition and iteration. An error names
+    /// the first problem.
+    pub fn check(&self) -> Result<(), String> {
+        if self.bench.is_empty() || self.implementation.is_empty() || self.unit.is_empty() {
+            return Err(format!("empty name field in {}", self.to_line()));
+        }
+        if self.reps == 0 || self.iters == 0 {
+            return Err(format!(
+                "no repetitions or iterations in {}",
+                self.to_line()
+            ));
+        }
+        let vals = [self.value, self.min, self.max, self.mean];
+        if vals.iter().any(|v| !v.is_finite() || *v < 0.0) {
+            return Err(format!(
+                "negative or non-finite value in {}",
+                self.to_line()
+            ));
+        }
+        let eps = 1e-6 * self.max.abs().max(1.0);
+        if self.min > self.value + eps || self.value > self.max + eps {
+            return Err(format!("value outside [min, max] in {}", self.to_line()));
+        }
+        Ok(())
+    }
+
     /// Parse one output line.
     pub fn parse_line(line: &str) -> serde_json::Result<Record> {
         serde_json::from_str(line)

@@ -1,0 +1,633 @@
+//! `ptl-bench`: the benchmark suite of portals-rs against raw sockets, Open
+//! MPI and MPICH. `ptl-bench --help` lists the subcommands; every benchmark
+//! prints JSON lines (`portals_bench::record::Record`).
+//!
+//! ```text
+//! ptl-bench latency --quick                      # portals + MPI level, thread and poll
+//! ptl-bench overlap --impls mpi-tcp-thread,openmpi-tcp --sizes 256K,1M
+//! ptl-bench raw latency --transport tcp --mode busy
+//! ptl-bench compare --quick                      # everything, interleaved, into results/
+//! ptl-bench report results/compare.json --doc docs/PERFORMANCE.md
+//! ```
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use portals_bench::compare::{compare, CompareOpts, Progressed};
+use portals_bench::impls::{Impl, Level, Progress, RawTransport};
+use portals_bench::params::{parse_size, Bench, CombMethod, Params, Preset};
+use portals_bench::raw::PollMode;
+use portals_bench::record::Record;
+use portals_bench::report::{report, results_markdown, write_plots};
+use portals_bench::runner::{build_peers, rank_main, Runner, RANK_SUBCOMMAND};
+use portals_bench::{BenchError, Result};
+
+/// Benchmarks of portals-rs (Portals and MPI level) side by side with raw
+/// sockets, Open MPI and MPICH. Project runs are two-process jobs started
+/// through the portals-rs runtime, ranks bound to cores.
+#[derive(Debug, Parser)]
+#[command(name = "ptl-bench", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Ping-pong half round trip, 0 B – 4 MB (Portals and MPI level).
+    Latency(BenchArgs),
+    /// Streaming with a window of outstanding sends, 1 KB – 16 MB.
+    Bandwidth {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Both ranks send and receive at once (bench `bibw`).
+        #[arg(long)]
+        bidirectional: bool,
+    },
+    /// 8-byte messages per second with a window.
+    Msgrate(BenchArgs),
+    /// Wait-time overlap (seed 000, Figs. 10–12): non-blocking receive,
+    /// calibrated compute, wait; overlap % = 1 − wait/transfer.
+    Overlap(BenchArgs),
+    /// COMB CPU availability while 100 KB messages stream in.
+    Comb {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// COMB method: poll (test after each work interval), pww
+        /// (post-work-wait), or both.
+        #[arg(long, value_enum, default_value = "both")]
+        method: MethodArg,
+    },
+    /// Latency of a message that matches after N posted receives.
+    Matchlist(BenchArgs),
+    /// The raw-socket floor: TCP/UDP ping-pong and TCP stream.
+    Raw(RawArgs),
+    /// Everything, interleaved and repeated, against raw sockets and the C
+    /// peers; writes results/NAME.json, .md and SVG plots.
+    Compare(CompareArgs),
+    /// Regenerate tables and SVG plots (and with --doc, docs/PERFORMANCE.md)
+    /// from a results file.
+    Report {
+        /// The results file written by `compare`.
+        results: PathBuf,
+        /// Also write the performance document here (its Reading section is kept).
+        #[arg(long)]
+        doc: Option<PathBuf>,
+    },
+    /// Internal: run one benchmark as a rank of a job (started by ptl-bench).
+    #[command(name = RANK_SUBCOMMAND, hide = true)]
+    Rank {
+        /// The job description (JSON).
+        job: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MethodArg {
+    Poll,
+    Pww,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LevelArg {
+    Portals,
+    Mpi,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProgressArg {
+    Thread,
+    Poll,
+    Both,
+}
+
+impl ProgressArg {
+    fn modes(self) -> Vec<Progress> {
+        match self {
+            ProgressArg::Thread => vec![Progress::Thread],
+            ProgressArg::Poll => vec![Progress::Poll],
+            ProgressArg::Both => vec![Progress::Thread, Progress::Poll],
+        }
+    }
+}
+
+/// Options shared by the benchmark subcommands.
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Implementations to run, comma separated: portals-NAL-PROGRESS,
+    /// mpi-NAL-PROGRESS (PROGRESS: thread, poll), raw-tcp-busy, raw-tcp, openmpi-tcp,
+    /// openmpi-sm, openmpi, mpich, mpich-net. Default: the project variants
+    /// chosen by --level, --nal and --progress.
+    #[arg(long, value_delimiter = ',')]
+    impls: Vec<String>,
+    /// Project API level.
+    #[arg(long, value_enum, default_value = "both")]
+    level: LevelArg,
+    /// NALs for the project variants (tcp; udp is passed through as
+    /// PTL_NAL=udp for builds that have it).
+    #[arg(long, value_delimiter = ',', default_value = "tcp")]
+    nal: Vec<String>,
+    /// Progress modes for the project variants.
+    #[arg(long, value_enum, default_value = "both")]
+    progress: ProgressArg,
+    #[command(flatten)]
+    knobs: Knobs,
+}
+
+/// Sizes, iterations and presets.
+#[derive(Debug, Args, Clone)]
+struct Knobs {
+    /// Short run: fewer sizes and iterations.
+    #[arg(long, conflicts_with = "smoke")]
+    quick: bool,
+    /// Smoke test: tiny sizes, 1-2 iterations (checks that it runs).
+    #[arg(long)]
+    smoke: bool,
+    /// Message sizes, comma separated, K/M suffixes (powers of 1024).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    sizes: Vec<usize>,
+    /// Base iterations per repetition (scaled down for large sizes).
+    #[arg(long)]
+    iters: Option<usize>,
+    /// Warm-up iterations.
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Repetitions per point inside one run (median reported).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Window of outstanding operations (bandwidth, msgrate) / COMB queue depth.
+    #[arg(long)]
+    window: Option<usize>,
+    /// Overlap compute factors (× transfer time) or COMB work intervals (µs).
+    #[arg(long, value_delimiter = ',')]
+    factors: Vec<f64>,
+    /// Match-list lengths.
+    #[arg(long, value_delimiter = ',')]
+    posted: Vec<usize>,
+    /// COMB work per point, µs.
+    #[arg(long)]
+    total_us: Option<f64>,
+    /// Do not bind ranks to cores (default: bound, like mpiexec --bind-to core).
+    #[arg(long)]
+    no_bind: bool,
+    /// Give up on one run (one implementation, one benchmark) after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Append the JSON lines to this file instead of printing them.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Directory of the C peers (default: bench/c of this source tree).
+    #[arg(long)]
+    peer_dir: Option<PathBuf>,
+}
+
+impl Knobs {
+    fn preset(&self) -> Preset {
+        if self.smoke {
+            Preset::Smoke
+        } else if self.quick {
+            Preset::Quick
+        } else {
+            Preset::Full
+        }
+    }
+
+    fn params(&self, bench: Bench) -> Params {
+        let mut p = Params::preset(bench, self.preset());
+        if !self.sizes.is_empty() {
+            p.sizes = self.sizes.clone();
+        }
+        if let Some(v) = self.iters {
+            p.iters = v;
+        }
+        if let Some(v) = self.warmup {
+            p.warmup = v;
+        }
+        if let Some(v) = self.reps {
+            p.reps = v;
+        }
+        if let Some(v) = self.window {
+            p.window = v;
+        }
+        if !self.factors.is_empty() {
+            p.factors = self.factors.clone();
+        }
+        if !self.posted.is_empty() {
+            p.posted = self.posted.clone();
+        }
+        if let Some(v) = self.total_us {
+            p.total_us = v;
+        }
+        p
+    }
+
+    fn runner(&self) -> Result<Runner> {
+        let mut r = Runner::new()?;
+        r.bind = !self.no_bind;
+        r.timeout = Duration::from_secs(self.timeout.max(1));
+        if let Some(d) = &self.peer_dir {
+            r.peer_dir = d.clone();
+        }
+        Ok(r)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RawBench {
+    Latency,
+    Bandwidth,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportArg {
+    Tcp,
+    Udp,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    Blocking,
+    Busy,
+    All,
+}
+
+/// Options of `ptl-bench raw`.
+#[derive(Debug, Args)]
+struct RawArgs {
+    /// Which benchmark.
+    #[arg(value_enum, default_value = "all")]
+    bench: RawBench,
+    /// Ping-pong transport.
+    #[arg(long, value_enum, default_value = "all")]
+    transport: TransportArg,
+    /// Ping-pong receive mode.
+    #[arg(long, value_enum, default_value = "all")]
+    mode: ModeArg,
+    /// Leave the two processes to the scheduler (labels get `-unpinned`).
+    #[arg(long)]
+    no_pin: bool,
+    #[command(flatten)]
+    knobs: Knobs,
+}
+
+/// Options of `ptl-bench compare`.
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// Short run: fewer sizes and iterations, 3 rounds.
+    #[arg(long, conflicts_with = "smoke")]
+    quick: bool,
+    /// Smoke test: tiny sizes, 1 round.
+    #[arg(long)]
+    smoke: bool,
+    /// Rounds per benchmark; every point's value is the median over them
+    /// (default 5; --quick 3; --smoke 1).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Repetitions inside each run.
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
+    /// Benchmarks (default: all).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bench)]
+    benches: Vec<Bench>,
+    /// Exactly these implementations (no detection).
+    #[arg(long, value_delimiter = ',')]
+    impls: Vec<String>,
+    /// NALs for the project (default: tcp, plus udp if a probe job works).
+    #[arg(long, value_delimiter = ',')]
+    nal: Vec<String>,
+    /// Progress modes of the project variants.
+    #[arg(long, value_enum, default_value = "both")]
+    progress: ProgressArg,
+    /// Leave out the C peers.
+    #[arg(long)]
+    no_peers: bool,
+    /// Leave out the raw-socket floor.
+    #[arg(long)]
+    no_raw: bool,
+    /// Name of the results (results/NAME.json); default `compare`, `quick` or `smoke`.
+    #[arg(long)]
+    name: Option<String>,
+    /// Directory for the results.
+    #[arg(long, default_value = "results")]
+    out_dir: PathBuf,
+    /// Also write the performance document (e.g. docs/PERFORMANCE.md).
+    #[arg(long)]
+    doc: Option<PathBuf>,
+    /// Do not bind ranks to cores.
+    #[arg(long)]
+    no_bind: bool,
+    /// Give up on one run after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Directory of the C peers (default: bench/c of this source tree).
+    #[arg(long)]
+    peer_dir: Option<PathBuf>,
+}
+
+fn parse_bench(s: &str) -> std::result::Result<Bench, String> {
+    Bench::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown benchmark '{s}' ({})",
+            Bench::ALL.map(|b| b.name()).join(", ")
+        )
+    })
+}
+
+/// Where records go: stdout or a file (appended).
+struct Sink(Box<dyn Write>);
+
+impl Sink {
+    fn open(out: &Option<PathBuf>) -> Result<Sink> {
+        Ok(Sink(match out {
+            Some(p) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| BenchError::io(format!("opening {}", p.display()), e))?,
+            ),
+            None => Box::new(std::io::stdout()),
+        }))
+    }
+
+    fn put(&mut self, records: &[Record]) -> Result<()> {
+        for r in records {
+            writeln!(self.0, "{}", r.to_line())
+                .map_err(|e| BenchError::io("writing records", e))?;
+        }
+        self.0
+            .flush()
+            .map_err(|e| BenchError::io("writing records", e))
+    }
+}
+
+fn bar(len: u64) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(Duration::from_millis(250));
+    pb
+}
+
+/// Run `params` on each implementation in turn, with a progress bar.
+fn run_list(impls: &[Impl], params: &[Params], knobs: &Knobs) -> Result<()> {
+    let runner = knobs.runner()?;
+    if impls.iter().any(|i| matches!(i, Impl::Peer(_))) {
+        build_peers(&runner.peer_dir)?;
+    }
+    let mut sink = Sink::open(&knobs.out)?;
+    let jobs: Vec<(&Impl, &Params)> = params
+        .iter()
+        .flat_map(|p| {
+            impls
+                .iter()
+                .filter(|i| i.supports(p.bench))
+                .map(move |i| (i, p))
+        })
+        .collect();
+    if jobs.is_empty() {
+        return Err(BenchError::Invalid(
+            "none of the implementations has this benchmark".into(),
+        ));
+    }
+    let pb = bar(jobs.len() as u64);
+    let mut failed = 0;
+    for (imp, p) in jobs {
+        pb.set_message(format!("{} {imp}", p.bench));
+        match runner.run(imp, p) {
+            Ok(recs) => sink.put(&recs)?,
+            Err(e) => {
+                failed += 1;
+                pb.suspend(|| eprintln!("ptl-bench: {e}"));
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if failed > 0 {
+        return Err(BenchError::Run {
+            what: "benchmark".into(),
+            why: format!("{failed} run(s) failed (see above)"),
+        });
+    }
+    Ok(())
+}
+
+fn parse_impls(list: &[String]) -> Result<Vec<Impl>> {
+    list.iter()
+        .map(|s| Impl::parse(s.trim()).map_err(BenchError::Invalid))
+        .collect()
+}
+
+fn bench_cmd(bench: Bench, args: &BenchArgs, variants: &[Params]) -> Result<()> {
+    let impls = if args.impls.is_empty() {
+        let mut v = Impl::project_variants(&args.nal, &args.progress.modes());
+        v.retain(|i| match (args.level, i) {
+            (LevelArg::Both, _) => true,
+            (LevelArg::Mpi, Impl::Project { level, .. }) => *level == Level::Mpi,
+            (LevelArg::Portals, Impl::Project { level, .. }) => *level == Level::Portals,
+            _ => true,
+        });
+        v.retain(|i| i.supports(bench));
+        v
+    } else {
+        parse_impls(&args.impls)?
+    };
+    run_list(&impls, variants, &args.knobs)
+}
+
+fn raw_cmd(a: &RawArgs) -> Result<()> {
+    let pinned = !a.no_pin;
+    let mut impls = Vec::new();
+    if matches!(a.bench, RawBench::Latency | RawBench::All) {
+        let ts: &[RawTransport] = match a.transport {
+            TransportArg::Tcp => &[RawTransport::Tcp],
+            TransportArg::Udp => &[RawTransport::Udp],
+            TransportArg::All => &[RawTransport::Tcp, RawTransport::Udp],
+        };
+        let ms: &[PollMode] = match a.mode {
+            ModeArg::Blocking => &[PollMode::Blocking],
+            ModeArg::Busy => &[PollMode::BusyPoll],
+            ModeArg::All => &[PollMode::BusyPoll, PollMode::Blocking],
+        };
+        for &transport in ts {
+            for &mode in ms {
+                impls.push(Impl::RawPingPong {
+                    transport,
+                    mode,
+                    pinned,
+                });
+            }
+        }
+    }
+    let mut params = Vec::new();
+    if matches!(a.bench, RawBench::Latency | RawBench::All) {
+        params.push(a.knobs.params(Bench::Latency));
+    }
+    if matches!(a.bench, RawBench::Bandwidth | RawBench::All) {
+        impls.push(Impl::RawStream { pinned });
+        params.push(a.knobs.params(Bench::Bandwidth));
+    }
+    run_list(&impls, &params, &a.knobs)
+}
+
+fn compare_cmd(a: &CompareArgs) -> Result<()> {
+    let preset = if a.smoke {
+        Preset::Smoke
+    } else if a.quick {
+        Preset::Quick
+    } else {
+        Preset::Full
+    };
+    let mut runner = Runner::new()?;
+    runner.bind = !a.no_bind;
+    runner.timeout = Duration::from_secs(a.timeout.max(1));
+    if let Some(d) = &a.peer_dir {
+        runner.peer_dir = d.clone();
+    }
+    let name = a.name.clone().unwrap_or_else(|| {
+        match preset {
+            Preset::Full => "compare",
+            Preset::Quick => "quick",
+            Preset::Smoke => "smoke",
+        }
+        .to_string()
+    });
+    let opts = CompareOpts {
+        preset,
+        rounds: a.rounds.unwrap_or(match preset {
+            Preset::Full => 5,
+            Preset::Quick => 3,
+            Preset::Smoke => 1,
+        }),
+        reps: a.reps,
+        benches: if a.benches.is_empty() {
+            Bench::ALL.to_vec()
+        } else {
+            a.benches.clone()
+        },
+        impls: if a.impls.is_empty() {
+            None
+        } else {
+            Some(parse_impls(&a.impls)?)
+        },
+        nals: if a.nal.is_empty() {
+            None
+        } else {
+            Some(a.nal.clone())
+        },
+        progress: a.progress.modes(),
+        peers: !a.no_peers,
+        raw: !a.no_raw,
+        runner,
+        command: std::env::args()
+            .map(|s| if s.contains(' ') { format!("'{s}'") } else { s })
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    std::fs::create_dir_all(&a.out_dir)
+        .map_err(|e| BenchError::io(format!("creating {}", a.out_dir.display()), e))?;
+    let pb = bar(0);
+    pb.set_message("detecting implementations");
+    let res = compare(&opts, &|ev| match ev {
+        Progressed::Note(s) => pb.suspend(|| eprintln!("ptl-bench: {s}")),
+        Progressed::Planned(n) => pb.set_length(n as u64),
+        Progressed::Start { bench, imp, round } => {
+            pb.set_message(format!("{bench} {imp} (round {})", round + 1))
+        }
+        Progressed::Done { .. } => pb.inc(1),
+    })?;
+    pb.finish_and_clear();
+    let json = a.out_dir.join(format!("{name}.json"));
+    res.save(&json)?;
+    let plots = write_plots(&res, &a.out_dir, &name)?;
+    let md = a.out_dir.join(format!("{name}.md"));
+    std::fs::write(&md, results_markdown(&res, &json, &plots))
+        .map_err(|e| BenchError::io(format!("writing {}", md.display()), e))?;
+    if let Some(doc) = &a.doc {
+        report(&json, Some(doc))?;
+        eprintln!("ptl-bench: wrote {}", doc.display());
+    }
+    eprintln!(
+        "ptl-bench: {} points from {} runs ({} failed) in {:.0} s: {}, {}, {} plots",
+        res.records.len(),
+        res.runs.len(),
+        res.failures.len(),
+        res.meta.duration_s,
+        json.display(),
+        md.display(),
+        plots.len()
+    );
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Latency(a) => bench_cmd(Bench::Latency, &a, &[a.knobs.params(Bench::Latency)]),
+        Cmd::Bandwidth {
+            args,
+            bidirectional,
+        } => {
+            let b = if bidirectional {
+                Bench::Bibw
+            } else {
+                Bench::Bandwidth
+            };
+            bench_cmd(b, &args, &[args.knobs.params(b)])
+        }
+        Cmd::Msgrate(a) => bench_cmd(Bench::Msgrate, &a, &[a.knobs.params(Bench::Msgrate)]),
+        Cmd::Overlap(a) => bench_cmd(Bench::Overlap, &a, &[a.knobs.params(Bench::Overlap)]),
+        Cmd::Comb { args, method } => {
+            let methods = match method {
+                MethodArg::Poll => vec![CombMethod::Poll],
+                MethodArg::Pww => vec![CombMethod::Pww],
+                MethodArg::Both => vec![CombMethod::Poll, CombMethod::Pww],
+            };
+            let ps: Vec<Params> = methods
+                .into_iter()
+                .map(|m| {
+                    let mut p = args.knobs.params(Bench::Comb);
+                    p.method = m;
+                    p
+                })
+                .collect();
+            bench_cmd(Bench::Comb, &args, &ps)
+        }
+        Cmd::Matchlist(a) => bench_cmd(Bench::Matchlist, &a, &[a.knobs.params(Bench::Matchlist)]),
+        Cmd::Raw(a) => raw_cmd(&a),
+        Cmd::Compare(a) => compare_cmd(&a),
+        Cmd::Report { results, doc } => {
+            for f in report(&results, doc.as_deref())? {
+                eprintln!("ptl-bench: wrote {}", f.display());
+            }
+            Ok(())
+        }
+        Cmd::Rank { job } => rank_main(&job),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let is_rank = matches!(cli.cmd, Cmd::Rank { .. });
+    if is_rank {
+        portals_runtime::init_logging();
+    }
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ptl-bench{}: {e}", if is_rank { " rank" } else { "" });
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! `ptl-bench compare`: every benchmark on every implementation in one run.
+//!
+//! For each benchmark, the comparison runs `rounds` rounds; in each round
+//! every implementation that has the benchmark runs it once (one process
+//! pair, `reps` repetitions inside), in an order rotated by one place per
+//! round, so the project and its peers alternate and slow phases of the
+//! machine hit all of them alike. A point's published value is the median
+//! over the rounds ([`crate::results::aggregate`]). A run that fails is
+//! recorded and that implementation sits out the rest of that benchmark.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::impls::{Impl, Progress, PEERS};
+use crate::machine::{now_utc, Machine};
+use crate::params::{Bench, CombMethod, Params, Preset};
+use crate::results::{aggregate, Failure, Meta, Results};
+use crate::runner::{build_peers, probe_peer, probe_project, Runner};
+
+/// What to compare.
+#[derive(Debug, Clone)]
+pub struct CompareOpts {
+    /// Sizes and iterations.
+    pub preset: Preset,
+    /// Rounds per benchmark (medians over these).
+    pub rounds: usize,
+    /// Repetitions inside each run.
+    pub reps: usize,
+    /// Benchmarks to run.
+    pub benches: Vec<Bench>,
+    /// Exactly these implementations (no detection); `None` for all that work.
+    pub impls: Option<Vec<Impl>>,
+    /// NALs for the project variants; `None`: `tcp`, plus `udp` if a probe job works.
+    pub nals: Option<Vec<String>>,
+    /// Progress modes of the project variants.
+    pub progress: Vec<Progress>,
+    /// Include the C peers.
+    pub peers: bool,
+    /// Include the raw-socket floor.
+    pub raw: bool,
+    /// How runs are started.
+    pub runner: Runner,
+    /// The command line, for the record.
+    pub command: String,
+}
+
+/// What a comparison reports while it runs.
+#[derive(Debug, Clone)]
+pub enum Progressed {
+    /// Something worth a line (detection results, skips).
+    Note(String),
+    /// The number of runs planned.
+    Planned(usize),
+    /// A run starts.
+    Start {
+        /// Benchmark (with COMB method).
+        bench: String,
+        /// Implementation label.
+        imp: String,
+        /// Round, from 0.
+        round: usize,
+    },
+    /// A run ended.
+    Done {
+        /// Whether it succeeded.
+        ok: bool,
+    },
+}
+
+/// Implementations left out of a comparison: (label, reason).
+pub type Skipped = Vec<(String, String)>;
+
+/// The implementations a comparison runs and the ones it left out (label,
+/// reason).
+pub fn select_impls(opts: &CompareOpts, note: &dyn Fn(Progressed)) -> Result<(Vec<Impl>, Skipped)> {
+    let mut skipped = Vec::new();
+    if let Some(list) = &opts.impls {
+        if list.iter().any(|i| matches!(i, Impl::Peer(_))) {
+            build_peers(&opts.runner.peer_dir)?;
+        }
+        return Ok((list.clone(), skipped));
+    }
+    let mut impls = Vec::new();
+    if opts.raw {
+        impls.extend(Impl::raw_variants());
+    }
+    let nals = match &opts.nals {
+        Some(n) => n.clone(),
+        None => {
+            let mut n = vec!["tcp".to_string()];
+            match probe_project(&opts.runner, "udp") {
+                Ok(()) => n.push("udp".into()),
+                Err(e) => {
+                    let why = first_line(&e.to_string());
+                    note(Progressed::Note(format!("NAL udp left out: {why}")));
+                    skipped.push(("udp NAL".to_string(), why));
+                }
+            }
+            n
+        }
+    };
+    impls.extend(Impl::project_variants(&nals, &opts.progress));
+    if opts.peers {
+        let built = build_peers(&opts.runner.peer_dir)?;
+        for p in PEERS {
+            let family = if p.starts_with("openmpi") {
+                "openmpi"
+            } else {
+                "mpich"
+            };
+            if !built.contains(&family) {
+                let why = format!("mpicc.{family} not found");
+                note(Progressed::Note(format!("{p} left out: {why}")));
+                skipped.push((p.to_string(), why));
+                continue;
+            }
+            // `openmpi` (defaults) is the same path as `openmpi-sm` on
+            // Debian; keep the explicit variants only.
+            if p == "openmpi" {
+                continue;
+            }
+            match probe_peer(&opts.runner, p) {
+                Ok(()) => impls.push(Impl::Peer(p.to_string())),
+                Err(e) => {
+                    let why = first_line(&e.to_string());
+                    note(Progressed::Note(format!("{p} left out: {why}")));
+                    skipped.push((p.to_string(), why));
+                }
+            }
+        }
+    }
+    Ok((impls, skipped))
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
+}
+
+/// The benchmark runs of a comparison: COMB once per method.
+pub fn plan_params(opts: &CompareOpts) -> Vec<Params> {
+    let mut v = Vec::new();
+    for &b in &opts.benches {
+        let mut p = Params::preset(b, opts.preset);
+        p.reps = opts.reps.max(1);
+        if b == Bench::Comb {
+            for m in [CombMethod::Poll, CombMethod::Pww] {
+                let mut q = p.clone();
+                q.method = m;
+                v.push(q);
+            }
+        } else {
+            v.push(p);
+        }
+    }
+    v
+}
+
+fn run_name(p: &Params) -> String {
+    if p.bench == Bench::Comb {
+        format!("comb-{}", p.method.name())
+    } else {
+        p.bench.name().to_string()
+    }
+}
+
+/// Run the comparison.
+pub fn compare(opts: &CompareOpts, report: &dyn Fn(Progressed)) -> Result<Results> {
+    let started = now_utc();
+    let t0 = Instant::now();
+    let machine = Machine::detect();
+    let (impls, skipped) = select_impls(opts, report)?;
+    let plan = plan_params(opts);
+    let rounds = opts.rounds.max(1);
+    let total: usize = plan
+        .iter()
+        .map(|p| impls.iter().filter(|i| i.supports(p.bench)).count() * rounds)
+        .sum();
+    report(Progressed::Planned(total));
+    let mut runs = Vec::new();
+    let mut failures = Vec::new();
+    for p in &plan {
+        let name = run_name(p);
+        let list: Vec<&Impl> = impls.iter().filter(|i| i.supports(p.bench)).collect();
+        let mut broken: HashSet<String> = HashSet::new();
+        for round in 0..rounds {
+            let n = list.len().max(1);
+            for k in 0..list.len() {
+                let imp = list[(k + round) % n];
+                let label = imp.label();
+                report(Progressed::Start {
+                    bench: name.clone(),
+                    imp: label.clone(),
+                    round,
+                });
+                if broken.contains(&label) {
+                    report(Progressed::Done { ok: false });
+                    continue;
+                }
+                match opts.runner.run(imp, p) {
+                    Ok(recs) => {
+                        runs.extend(recs.into_iter().map(|r| r.with("round", round)));
+                        report(Progressed::Done { ok: true });
+                    }
+                    Err(e) => {
+                        report(Progressed::Note(format!(
+                            "{label} {name} round {round}: {e}"
+                        )));
+                        failures.push(Failure {
+                            bench: name.clone(),
+                            implementation: label.clone(),
+                            round,
+                            error: e.to_string(),
+                        });
+                        broken.insert(label);
+                        report(Progressed::Done { ok: false });
+                    }
+                }
+            }
+        }
+    }
+    let records = aggregate(&runs);
+    Ok(Results {
+        meta: Meta {
+            command: opts.command.clone(),
+            started,
+            duration_s: t0.elapsed().as_secs_f64(),
+            preset: format!("{:?}", opts.preset).to_lowercase(),
+            rounds,
+            impls: impls.iter().map(|i| i.label()).collect(),
+            skipped,
+            machine,
+        },
+        records,
+        runs,
+        failures,
+    })
+}

@@ -1,0 +1,304 @@
+//! The implementations a benchmark can run on, and their labels (the
+//! `impl` field of a record):
+//!
+//! | label | what |
+//! |---|---|
+//! | `raw-tcp-busy`, `raw-tcp-blocking`, `raw-udp-busy`, `raw-udp-blocking` | raw-socket ping-pong ([`crate::raw`]); latency only |
+//! | `raw-tcp` | raw TCP stream; bandwidth only |
+//! | `portals-<nal>-<progress>` | the Portals API over a NAL (`tcp`, `udp`), progress `thread` or `poll`; latency and bandwidth |
+//! | `mpi-<nal>-<progress>` | `mpi-on-portals` over a NAL; every benchmark |
+//! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark |
+//!
+//! A `-unpinned` suffix on a raw label means the two processes were left to
+//! the scheduler.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::params::Bench;
+use crate::raw::PollMode;
+
+/// The peer MPI variants `bench/c/run_peer.sh` knows.
+pub const PEERS: [&str; 5] = ["openmpi-tcp", "openmpi-sm", "openmpi", "mpich", "mpich-net"];
+
+/// Which API of the project a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// The Portals API (puts and events).
+    Portals,
+    /// `mpi-on-portals`.
+    Mpi,
+}
+
+impl Level {
+    /// Label prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Portals => "portals",
+            Level::Mpi => "mpi",
+        }
+    }
+}
+
+/// How a project process makes progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Progress {
+    /// Progress thread (`PTL_PROGRESS=thread`).
+    Thread,
+    /// Progress only inside library calls (`PTL_PROGRESS=poll`).
+    Poll,
+}
+
+impl Progress {
+    /// Label suffix and `PTL_PROGRESS` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Progress::Thread => "thread",
+            Progress::Poll => "poll",
+        }
+    }
+}
+
+/// Raw-socket transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RawTransport {
+    /// TCP with `TCP_NODELAY`.
+    Tcp,
+    /// UDP datagrams.
+    Udp,
+}
+
+/// Grouping used by tables: physical floor, project, peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// Raw sockets.
+    Raw,
+    /// portals-rs.
+    Project,
+    /// Open MPI / MPICH.
+    Peer,
+}
+
+/// One implementation to measure.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Impl {
+    /// Raw-socket ping-pong (latency).
+    RawPingPong {
+        /// Transport.
+        transport: RawTransport,
+        /// How the reader waits.
+        mode: PollMode,
+        /// Processes pinned to two CPUs.
+        pinned: bool,
+    },
+    /// Raw TCP stream (bandwidth).
+    RawStream {
+        /// Processes pinned to two CPUs.
+        pinned: bool,
+    },
+    /// portals-rs, two ranks launched by the runtime.
+    Project {
+        /// Portals or MPI.
+        level: Level,
+        /// NAL name passed as `PTL_NAL` (`tcp`, `udp`).
+        nal: String,
+        /// Progress mode.
+        progress: Progress,
+    },
+    /// A C peer run through `bench/c/run_peer.sh`.
+    Peer(String),
+}
+
+impl Impl {
+    /// The record label.
+    pub fn label(&self) -> String {
+        let pin = |p: bool| if p { "" } else { "-unpinned" };
+        match self {
+            Impl::RawPingPong {
+                transport,
+                mode,
+                pinned,
+            } => {
+                let t = match transport {
+                    RawTransport::Tcp => "tcp",
+                    RawTransport::Udp => "udp",
+                };
+                format!("raw-{t}-{}{}", mode.label(), pin(*pinned))
+            }
+            Impl::RawStream { pinned } => format!("raw-tcp{}", pin(*pinned)),
+            Impl::Project {
+                level,
+                nal,
+                progress,
+            } => format!("{}-{nal}-{}", level.name(), progress.name()),
+            Impl::Peer(p) => p.clone(),
+        }
+    }
+
+    /// Parse a label (see the module documentation).
+    pub fn parse(label: &str) -> Result<Impl, String> {
+        if PEERS.contains(&label) {
+            return Ok(Impl::Peer(label.to_string()));
+        }
+        let (base, pinned) = match label.strip_suffix("-unpinned") {
+            Some(b) => (b, false),
+            None => (label, true),
+        };
+        let parts: Vec<&str> = base.split('-').collect();
+        match parts.as_slice() {
+            ["raw", "tcp"] => Ok(Impl::RawStream { pinned }),
+            ["raw", t, m] => {
+                let transport = match *t {
+                    "tcp" => RawTransport::Tcp,
+                    "udp" => RawTransport::Udp,
+                    _ => return Err(format!("unknown raw transport in '{label}'")),
+                };
+                let mode = match *m {
+                    "busy" => PollMode::BusyPoll,
+                    "blocking" => PollMode::Blocking,
+                    _ => return Err(format!("unknown raw mode in '{label}' (busy, blocking)")),
+                };
+                Ok(Impl::RawPingPong {
+                    transport,
+                    mode,
+                    pinned,
+                })
+            }
+            [lvl @ ("portals" | "mpi"), nal, prog] if pinned => {
+                let level = if *lvl == "mpi" {
+                    Level::Mpi
+                } else {
+                    Level::Portals
+                };
+                let progress = match *prog {
+                    "thread" => Progress::Thread,
+                    "poll" => Progress::Poll,
+                    _ => return Err(format!("unknown progress mode in '{label}' (thread, poll)")),
+                };
+                if nal.is_empty() || !nal.chars().all(|c| c.is_ascii_alphanumeric()) {
+                    return Err(format!("bad NAL name in '{label}'"));
+                }
+                Ok(Impl::Project {
+                    level,
+                    nal: nal.to_string(),
+                    progress,
+                })
+            }
+            _ => Err(format!(
+                "unknown implementation '{label}' (raw-tcp-busy, raw-tcp, portals-tcp-thread, \
+                 mpi-tcp-poll, {}, ...)",
+                PEERS.join(", ")
+            )),
+        }
+    }
+
+    /// The table group.
+    pub fn family(&self) -> Family {
+        match self {
+            Impl::RawPingPong { .. } | Impl::RawStream { .. } => Family::Raw,
+            Impl::Project { .. } => Family::Project,
+            Impl::Peer(_) => Family::Peer,
+        }
+    }
+
+    /// Whether this implementation has a version of `bench`.
+    pub fn supports(&self, bench: Bench) -> bool {
+        match self {
+            Impl::RawPingPong { .. } => bench == Bench::Latency,
+            Impl::RawStream { .. } => bench == Bench::Bandwidth,
+            Impl::Project {
+                level: Level::Portals,
+                ..
+            } => matches!(bench, Bench::Latency | Bench::Bandwidth),
+            Impl::Project { .. } | Impl::Peer(_) => true,
+        }
+    }
+
+    /// The project variants for these NALs and progress modes, MPI and
+    /// Portals level.
+    pub fn project_variants(nals: &[String], progress: &[Progress]) -> Vec<Impl> {
+        let mut v = Vec::new();
+        for level in [Level::Portals, Level::Mpi] {
+            for nal in nals {
+                for &pr in progress {
+                    v.push(Impl::Project {
+                        level,
+                        nal: nal.clone(),
+                        progress: pr,
+                    });
+                }
+            }
+        }
+        v
+    }
+
+    /// The raw-socket floor: TCP and UDP ping-pong (busy and blocking) and
+    /// the TCP stream, pinned.
+    pub fn raw_variants() -> Vec<Impl> {
+        let mut v = Vec::new();
+        for transport in [RawTransport::Tcp, RawTransport::Udp] {
+            for mode in [PollMode::BusyPoll, PollMode::Blocking] {
+                v.push(Impl::RawPingPong {
+                    transport,
+                    mode,
+                    pinned: true,
+                });
+            }
+        }
+        v.push(Impl::RawStream { pinned: true });
+        v
+    }
+}
+
+impl fmt::Display for Impl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// Family of a label as found in a record (labels that do not parse count
+/// as peers).
+pub fn family_of(label: &str) -> Family {
+    Impl::parse(label).map_or(Family::Peer, |i| i.family())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_round_trip() {
+        let mut all = Impl::raw_variants();
+        all.extend(Impl::project_variants(
+            &["tcp".into(), "udp".into()],
+            &[Progress::Thread, Progress::Poll],
+        ));
+        all.extend(PEERS.iter().map(|p| Impl::Peer(p.to_string())));
+        all.push(Impl::RawStream { pinned: false });
+        for i in &all {
+            assert_eq!(Impl::parse(&i.label()).as_ref(), Ok(i), "{i}");
+        }
+        assert_eq!(
+            Impl::parse("raw-udp-busy-unpinned").map(|i| i.family()),
+            Ok(Family::Raw)
+        );
+        assert!(Impl::parse("mpi-tcp-sometimes").is_err());
+        assert!(Impl::parse("mpi-tcp-thread-unpinned").is_err());
+        assert!(Impl::parse("lam").is_err());
+        assert_eq!(family_of("mpi-tcp-thread"), Family::Project);
+    }
+
+    #[test]
+    fn support_matrix() {
+        let p = Impl::parse("portals-tcp-poll").expect("label");
+        assert!(p.supports(Bench::Latency) && p.supports(Bench::Bandwidth));
+        assert!(!p.supports(Bench::Overlap));
+        let m = Impl::parse("mpi-tcp-thread").expect("label");
+        assert!(Bench::ALL.iter().all(|&b| m.supports(b)));
+        let r = Impl::parse("raw-tcp").expect("label");
+        assert!(r.supports(Bench::Bandwidth) && !r.supports(Bench::Latency));
+    }
+}

@@ -1,0 +1,424 @@
+//! What one benchmark run measures: the benchmark, its sizes, iteration
+//! counts and benchmark-specific knobs, with the defaults of the C peer
+//! programs in `bench/c/` so that both sides measure the same thing.
+//!
+//! [`Params`] is the one description of a run. It becomes command-line
+//! flags for a C peer ([`Params::c_args`]), the JSON argument of a
+//! portals-rs rank (serde), or arguments of the raw-socket calls.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The benchmarks, named as in the `bench` field of a [`crate::record::Record`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bench {
+    /// Ping-pong half round trip.
+    Latency,
+    /// Unidirectional streaming with a window of outstanding sends.
+    Bandwidth,
+    /// Bidirectional streaming.
+    Bibw,
+    /// 8-byte message rate with a window.
+    Msgrate,
+    /// Wait-time overlap (seed 000, Figs. 10–12).
+    Overlap,
+    /// COMB host CPU availability (seed 001 §7).
+    Comb,
+    /// Latency behind N posted receives.
+    Matchlist,
+}
+
+impl Bench {
+    /// Every benchmark, in the order `compare` runs them.
+    pub const ALL: [Bench; 7] = [
+        Bench::Latency,
+        Bench::Bandwidth,
+        Bench::Bibw,
+        Bench::Msgrate,
+        Bench::Overlap,
+        Bench::Comb,
+        Bench::Matchlist,
+    ];
+
+    /// The name used in records, file names and C program names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bench::Latency => "latency",
+            Bench::Bandwidth => "bandwidth",
+            Bench::Bibw => "bibw",
+            Bench::Msgrate => "msgrate",
+            Bench::Overlap => "overlap",
+            Bench::Comb => "comb",
+            Bench::Matchlist => "matchlist",
+        }
+    }
+
+    /// Parse a benchmark name.
+    pub fn from_name(s: &str) -> Option<Bench> {
+        Bench::ALL.into_iter().find(|b| b.name() == s)
+    }
+
+    /// Unit of the benchmark's `value`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Bench::Latency | Bench::Matchlist => "us",
+            Bench::Bandwidth | Bench::Bibw => "MB/s",
+            Bench::Msgrate => "msg/s",
+            Bench::Overlap | Bench::Comb => "%",
+        }
+    }
+
+    /// True if a larger value is better.
+    pub fn higher_is_better(self) -> bool {
+        !matches!(self, Bench::Latency | Bench::Matchlist)
+    }
+}
+
+impl fmt::Display for Bench {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// COMB's two ways of receiving while working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CombMethod {
+    /// Keep receives posted; test them once after every work interval.
+    #[default]
+    Poll,
+    /// Post, work, wait: per interval post the receives, work, wait for them.
+    Pww,
+}
+
+impl CombMethod {
+    /// Name as in the C program's `-p` flag and the records' `method` field.
+    pub fn name(self) -> &'static str {
+        match self {
+            CombMethod::Poll => "poll",
+            CombMethod::Pww => "pww",
+        }
+    }
+}
+
+/// How much to measure: the C programs' full defaults, a short run, or a
+/// smoke test that only checks that everything runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// The C programs' defaults (the published run).
+    #[default]
+    Full,
+    /// Fewer sizes and iterations: minutes instead of the better part of an hour.
+    Quick,
+    /// Tiny sizes, one or two iterations: seconds (CI).
+    Smoke,
+}
+
+/// One benchmark run's parameters (the C programs' `struct opts`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// The benchmark.
+    pub bench: Bench,
+    /// Message sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// Base iterations per repetition, scaled down for large sizes.
+    pub iters: usize,
+    /// Warm-up iterations, scaled like `iters`.
+    pub warmup: usize,
+    /// Repetitions per point inside one run; the median is reported.
+    pub reps: usize,
+    /// Outstanding operations (bandwidth, bibw, msgrate) or COMB queue depth.
+    pub window: usize,
+    /// Overlap compute factors (× transfer time) or COMB work intervals (µs).
+    pub factors: Vec<f64>,
+    /// Match-list lengths.
+    pub posted: Vec<usize>,
+    /// COMB method.
+    pub method: CombMethod,
+    /// COMB work per point, µs.
+    pub total_us: f64,
+    /// Byte cap for the distinct receive buffers of one window.
+    pub mem_cap: usize,
+}
+
+/// Powers of two from `min` to `max` (with 0 first if `min` is 0).
+pub fn pow2_sizes(min: usize, max: usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    if min == 0 {
+        v.push(0);
+    }
+    let mut s = min.max(1);
+    while s <= max {
+        v.push(s);
+        s *= 2;
+    }
+    v
+}
+
+/// Same scaling as the C programs: `base` up to `threshold`, then
+/// proportionally fewer, never below `floor`.
+pub fn scale_iters(base: usize, size: usize, threshold: usize, floor: usize) -> usize {
+    if size <= threshold {
+        base
+    } else {
+        ((base as f64 * threshold as f64 / size as f64) as usize).max(floor)
+    }
+}
+
+/// Parse a size with an optional K or M suffix (powers of 1024).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, mul) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 1024),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|v| v.checked_mul(mul))
+        .ok_or_else(|| format!("bad size '{s}' (a number with an optional K or M suffix)"))
+}
+
+/// Format a size the way the tables show it (`0`, `8`, `4K`, `16M`).
+pub fn size_label(size: u64) -> String {
+    if size >= 1 << 20 && size & ((1 << 20) - 1) == 0 {
+        format!("{}M", size >> 20)
+    } else if size >= 1024 && size & 1023 == 0 {
+        format!("{}K", size >> 10)
+    } else {
+        size.to_string()
+    }
+}
+
+impl Params {
+    /// The parameters of `bench` for a preset.
+    pub fn preset(bench: Bench, preset: Preset) -> Params {
+        let mut p = Params {
+            bench,
+            sizes: Vec::new(),
+            iters: 1,
+            warmup: 0,
+            reps: 5,
+            window: 1,
+            factors: Vec::new(),
+            posted: Vec::new(),
+            method: CombMethod::Poll,
+            total_us: 500_000.0,
+            mem_cap: 256 << 20,
+        };
+        match (bench, preset) {
+            (Bench::Latency, Preset::Full) => {
+                p.sizes = pow2_sizes(0, 4 << 20);
+                (p.iters, p.warmup) = (10_000, 1000);
+            }
+            (Bench::Latency, Preset::Quick) => {
+                p.sizes = vec![
+                    0,
+                    8,
+                    1 << 10,
+                    16 << 10,
+                    64 << 10,
+                    256 << 10,
+                    1 << 20,
+                    4 << 20,
+                ];
+                (p.iters, p.warmup) = (2000, 200);
+            }
+            (Bench::Latency, Preset::Smoke) => {
+                p.sizes = vec![0, 1 << 10];
+                (p.iters, p.warmup) = (2, 1);
+            }
+            (Bench::Bandwidth | Bench::Bibw, Preset::Full) => {
+                p.sizes = pow2_sizes(1 << 10, 16 << 20);
+                (p.iters, p.warmup, p.window) = (200, 20, 64);
+            }
+            (Bench::Bandwidth | Bench::Bibw, Preset::Quick) => {
+                p.sizes = vec![4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
+                (p.iters, p.warmup, p.window) = (20, 2, 64);
+            }
+            (Bench::Bandwidth | Bench::Bibw, Preset::Smoke) => {
+                p.sizes = vec![1 << 10, 64 << 10];
+                (p.iters, p.warmup, p.window) = (2, 1, 4);
+            }
+            (Bench::Msgrate, _) => {
+                p.sizes = vec![8];
+                (p.iters, p.warmup, p.window) = match preset {
+                    Preset::Full => (2000, 200, 64),
+                    Preset::Quick => (200, 20, 64),
+                    Preset::Smoke => (2, 1, 4),
+                };
+            }
+            (Bench::Overlap, Preset::Full) => {
+                p.sizes = pow2_sizes(1 << 10, 4 << 20);
+                (p.iters, p.warmup) = (200, 10);
+                p.factors = vec![0.5, 1.0, 2.0, 4.0];
+            }
+            (Bench::Overlap, Preset::Quick) => {
+                p.sizes = vec![4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20];
+                (p.iters, p.warmup) = (20, 2);
+                p.factors = vec![0.5, 2.0];
+            }
+            (Bench::Overlap, Preset::Smoke) => {
+                p.sizes = vec![1 << 10];
+                (p.iters, p.warmup) = (2, 1);
+                p.factors = vec![1.0];
+            }
+            (Bench::Comb, _) => {
+                p.sizes = vec![100 << 10];
+                p.window = 4;
+                (p.factors, p.total_us) = match preset {
+                    Preset::Full => (vec![10.0, 100.0, 1000.0, 10_000.0], 500_000.0),
+                    Preset::Quick => (vec![100.0, 1000.0], 100_000.0),
+                    Preset::Smoke => (vec![1000.0], 5000.0),
+                };
+            }
+            (Bench::Matchlist, _) => {
+                p.sizes = vec![8];
+                (p.iters, p.warmup, p.posted) = match preset {
+                    Preset::Full => (2000, 200, vec![1, 10, 100, 1000, 10_000]),
+                    Preset::Quick => (200, 20, vec![1, 100, 1000]),
+                    Preset::Smoke => (2, 1, vec![1, 10]),
+                };
+            }
+        }
+        p.reps = match preset {
+            Preset::Full => 5,
+            Preset::Quick => 3,
+            Preset::Smoke => 1,
+        };
+        p
+    }
+
+    /// Check the parameters; a message for the first problem.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.sizes.is_empty() {
+            return Err("no message sizes".into());
+        }
+        if self.iters == 0 || self.reps == 0 || self.window == 0 || self.mem_cap == 0 {
+            return Err("iterations, repetitions, window and memory cap must be > 0".into());
+        }
+        if self.sizes.iter().any(|&s| s > i32::MAX as usize) {
+            return Err("message sizes must fit an MPI count (2^31 - 1)".into());
+        }
+        if self.factors.iter().any(|f| !f.is_finite() || *f < 0.0) {
+            return Err("compute factors / work intervals must be finite and >= 0".into());
+        }
+        if self.bench == Bench::Overlap && self.factors.is_empty() {
+            return Err("overlap needs at least one compute factor".into());
+        }
+        if self.bench == Bench::Comb && (self.factors.is_empty() || self.total_us <= 0.0) {
+            return Err("comb needs work intervals and a positive work total".into());
+        }
+        if self.bench == Bench::Matchlist && self.posted.is_empty() {
+            return Err("matchlist needs at least one list length".into());
+        }
+        Ok(())
+    }
+
+    /// Largest message size (at least 1: buffers are never empty).
+    pub fn max_size(&self) -> usize {
+        self.sizes.iter().copied().max().unwrap_or(0).max(1)
+    }
+
+    /// Largest buffer of distinct receive slots any window needs.
+    pub fn max_window_bytes(&self) -> usize {
+        self.sizes
+            .iter()
+            .map(|&s| s.max(1) * self.window_for(s))
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// Window actually used for `size`: distinct receive buffers stay
+    /// within `mem_cap` (as in `bench/c/bandwidth.c`).
+    pub fn window_for(&self, size: usize) -> usize {
+        (self.mem_cap / size.max(1)).min(self.window).max(1)
+    }
+
+    /// The same run as flags of a C peer program (`bench/c/`).
+    pub fn c_args(&self) -> Vec<String> {
+        let list = |v: Vec<String>| v.join(",");
+        let mut a = vec![
+            "-s".into(),
+            list(self.sizes.iter().map(|s| s.to_string()).collect()),
+            "-i".into(),
+            self.iters.to_string(),
+            "-w".into(),
+            self.warmup.to_string(),
+            "-r".into(),
+            self.reps.to_string(),
+            "-W".into(),
+            self.window.to_string(),
+            "-C".into(),
+            self.mem_cap.to_string(),
+        ];
+        if !self.factors.is_empty() {
+            a.push("-f".into());
+            a.push(list(self.factors.iter().map(|f| f.to_string()).collect()));
+        }
+        if self.bench == Bench::Matchlist {
+            a.push("-n".into());
+            a.push(list(self.posted.iter().map(|n| n.to_string()).collect()));
+        }
+        if self.bench == Bench::Comb {
+            a.push("-p".into());
+            a.push(self.method.name().into());
+            a.push("-T".into());
+            a.push(format!("{}", self.total_us.round() as u64));
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_scaling() {
+        assert_eq!(pow2_sizes(0, 4), vec![0, 1, 2, 4]);
+        assert_eq!(pow2_sizes(1024, 4096), vec![1024, 2048, 4096]);
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("16m"), Ok(16 << 20));
+        assert!(parse_size("x").is_err());
+        assert_eq!(scale_iters(10_000, 8, 8192, 20), 10_000);
+        assert_eq!(scale_iters(10_000, 4 << 20, 8192, 20), 20);
+        assert_eq!(size_label(0), "0");
+        assert_eq!(size_label(100 << 10), "100K");
+        assert_eq!(size_label(4 << 20), "4M");
+    }
+
+    #[test]
+    fn presets_are_valid_and_translate_to_c_flags() {
+        for b in Bench::ALL {
+            for pr in [Preset::Full, Preset::Quick, Preset::Smoke] {
+                let p = Params::preset(b, pr);
+                p.validate().expect("preset valid");
+                let json = serde_json::to_string(&p).expect("serialise");
+                let back: Params = serde_json::from_str(&json).expect("parse");
+                assert_eq!(back, p);
+            }
+            assert_eq!(Bench::from_name(b.name()), Some(b));
+        }
+        let c = Params::preset(Bench::Comb, Preset::Smoke).c_args();
+        assert!(
+            c.windows(2).any(|w| w[0] == "-p" && w[1] == "poll"),
+            "{c:?}"
+        );
+        assert!(
+            c.windows(2).any(|w| w[0] == "-T" && w[1] == "5000"),
+            "{c:?}"
+        );
+        let m = Params::preset(Bench::Matchlist, Preset::Smoke).c_args();
+        assert!(
+            m.windows(2).any(|w| w[0] == "-n" && w[1] == "1,10"),
+            "{m:?}"
+        );
+        let bw = Params::preset(Bench::Bandwidth, Preset::Full);
+        assert_eq!(bw.window_for(16 << 20), 16);
+        assert_eq!(bw.window_for(1024), 64);
+    }
+}

@@ -1,0 +1,761 @@
+//! Tables, plots and the performance document, all produced from a results
+//! file ([`Results`]) so that no number is typed by hand:
+//!
+//! - `results/<name>.md`: the tables of one comparison;
+//! - `results/<name>-<plot>.svg`: latency, bandwidth and overlap % against size;
+//! - `docs/PERFORMANCE.md`: machine, command, goals, plots, tables, and a
+//!   section for the human reading of the numbers, which is kept when the
+//!   document is regenerated.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{BenchError, Result};
+use crate::impls::{family_of, Family};
+use crate::params::{size_label, Bench};
+use crate::plot::{draw, Chart, Series};
+use crate::record::Record;
+use crate::results::{point_key, Results};
+
+/// Start of the hand-written section of `PERFORMANCE.md`.
+pub const READING_BEGIN: &str =
+    "<!-- reading:begin (written by hand; kept by `ptl-bench report`) -->";
+/// End of the hand-written section.
+pub const READING_END: &str = "<!-- reading:end -->";
+
+/// What an implementation label means, for the document.
+pub fn describe(label: &str) -> String {
+    let base = label.trim_end_matches("-unpinned");
+    let s = match base {
+        "raw-tcp-busy" => "raw TCP ping-pong, busy-polled non-blocking sockets (the floor)".into(),
+        "raw-tcp-blocking" => "raw TCP ping-pong, blocking reads".into(),
+        "raw-udp-busy" => "raw UDP ping-pong, busy-polled".into(),
+        "raw-udp-blocking" => "raw UDP ping-pong, blocking reads".into(),
+        "raw-tcp" => "raw TCP stream, blocking writes, 1-byte ack per batch".into(),
+        "openmpi-tcp" => "Open MPI, ob1 + TCP BTL over loopback".into(),
+        "openmpi-sm" => "Open MPI, ob1 + shared-memory BTL (vader)".into(),
+        "openmpi" => "Open MPI defaults".into(),
+        "mpich" => "MPICH defaults (ch4:ucx, shared memory on one node)".into(),
+        "mpich-net" => "MPICH with UCX restricted to TCP over loopback".into(),
+        _ => {
+            let parts: Vec<&str> = base.split('-').collect();
+            match parts.as_slice() {
+                [lvl @ ("portals" | "mpi"), nal, prog] => format!(
+                    "portals-rs, {} level, {nal} NAL, {}",
+                    if *lvl == "mpi" { "MPI" } else { "Portals" },
+                    if *prog == "thread" {
+                        "progress thread"
+                    } else {
+                        "progress only inside calls (polling)"
+                    }
+                ),
+                _ => String::new(),
+            }
+        }
+    };
+    if base != label {
+        format!("{s}, processes not pinned")
+    } else {
+        s
+    }
+}
+
+/// Format a value with about three significant digits.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn bench_records<'r>(res: &'r Results, bench: &str) -> Vec<&'r Record> {
+    res.records.iter().filter(|r| r.bench == bench).collect()
+}
+
+/// Implementation columns for a set of records: raw, project, peers, each
+/// in the order of the run's implementation list.
+fn columns(res: &Results, recs: &[&Record]) -> Vec<String> {
+    let present: BTreeSet<&str> = recs.iter().map(|r| r.implementation.as_str()).collect();
+    let mut cols: Vec<String> = res
+        .meta
+        .impls
+        .iter()
+        .filter(|i| present.contains(i.as_str()))
+        .cloned()
+        .collect();
+    for p in &present {
+        if !cols.iter().any(|c| c == p) {
+            cols.push(p.to_string());
+        }
+    }
+    cols.sort_by_key(|c| family_of(c));
+    cols
+}
+
+/// Rows: (size, point key), sorted by size, keys in order of appearance.
+fn rows(recs: &[&Record]) -> Vec<(u64, String)> {
+    let mut rows: Vec<(u64, String)> = Vec::new();
+    for r in recs {
+        let k = (r.size, point_key(r));
+        if !rows.contains(&k) {
+            rows.push(k);
+        }
+    }
+    rows.sort_by_key(|(s, _)| *s);
+    rows
+}
+
+fn find<'r>(recs: &[&'r Record], imp: &str, size: u64, key: &str) -> Option<&'r Record> {
+    recs.iter()
+        .find(|r| r.implementation == imp && r.size == size && point_key(r) == key)
+        .copied()
+}
+
+/// The peers the ratio tables divide by: the network paths (`openmpi-tcp`,
+/// `mpich-net`) when present, otherwise every peer.
+fn ratio_peers(cols: &[String]) -> Vec<String> {
+    let net: Vec<String> = cols
+        .iter()
+        .filter(|c| *c == "openmpi-tcp" || *c == "mpich-net")
+        .cloned()
+        .collect();
+    if !net.is_empty() {
+        return net;
+    }
+    cols.iter()
+        .filter(|c| family_of(c) == Family::Peer)
+        .cloned()
+        .collect()
+}
+
+fn heading(bench: &str) -> String {
+    let b = Bench::from_name(bench);
+    let what = match b {
+        Some(Bench::Latency) => "ping-pong half round trip",
+        Some(Bench::Bandwidth) => "unidirectional streaming bandwidth",
+        Some(Bench::Bibw) => "bidirectional bandwidth (both directions summed)",
+        Some(Bench::Msgrate) => "8-byte message rate",
+        Some(Bench::Overlap) => "overlap % = 100·(1 − wait/transfer), by compute factor",
+        Some(Bench::Comb) => "CPU availability while 100 KB messages stream in (COMB)",
+        Some(Bench::Matchlist) => "half round trip behind N posted receives",
+        None => "",
+    };
+    let dir = match b {
+        Some(b) if b.higher_is_better() => "higher is better",
+        Some(_) => "lower is better",
+        None => "",
+    };
+    format!("{bench}: {what} ({dir})")
+}
+
+/// A Markdown table with columns `size | point | heads...`, one row per
+/// point; `cell(size, key, column)` fills it.
+fn write_table(
+    md: &mut String,
+    heads: &[String],
+    rows: &[(u64, String)],
+    cell: impl Fn(u64, &str, usize) -> String,
+) {
+    let _ = writeln!(md, "| size | point | {} |", heads.join(" | "));
+    let _ = writeln!(md, "|---|---|{}", "---:|".repeat(heads.len()));
+    for (size, key) in rows {
+        let cells: Vec<String> = (0..heads.len()).map(|i| cell(*size, key, i)).collect();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} |",
+            size_label(*size),
+            key,
+            cells.join(" | ")
+        );
+    }
+    md.push('\n');
+}
+
+/// The Markdown tables of every benchmark: medians per implementation, and
+/// ratios project / peer.
+pub fn tables(res: &Results) -> String {
+    let mut md = String::new();
+    for b in Bench::ALL {
+        let recs: Vec<&Record> = bench_records(res, b.name())
+            .into_iter()
+            // the overlap baseline rows carry no overlap value
+            .filter(|r| !(b == Bench::Overlap && r.extra_f64("compute_factor") == Some(0.0)))
+            .collect();
+        if recs.is_empty() {
+            continue;
+        }
+        let unit = recs.first().map_or("", |r| r.unit.as_str());
+        let cols = columns(res, &recs);
+        let rws = rows(&recs);
+        let _ = writeln!(md, "### {}\n", heading(b.name()));
+        let _ = writeln!(md, "Medians over rounds, {unit}.\n");
+        write_table(&mut md, &cols, &rws, |size, key, i| {
+            find(&recs, &cols[i], size, key).map_or("–".into(), |r| fmt_value(r.value))
+        });
+        let projects: Vec<&String> = cols
+            .iter()
+            .filter(|c| family_of(c) == Family::Project)
+            .collect();
+        let peers = ratio_peers(&cols);
+        if !projects.is_empty() && !peers.is_empty() {
+            let pairs: Vec<(String, String)> = projects
+                .iter()
+                .flat_map(|x| peers.iter().map(move |p| (x.to_string(), p.clone())))
+                .collect();
+            let better = if b.higher_is_better() { "> 1" } else { "< 1" };
+            let _ = writeln!(
+                md,
+                "Ratio project / peer, same run ({better} means the project is better):\n"
+            );
+            let head: Vec<String> = pairs.iter().map(|(x, p)| format!("{x} / {p}")).collect();
+            write_table(&mut md, &head, &rws, |size, key, i| {
+                let (x, p) = &pairs[i];
+                match (find(&recs, x, size, key), find(&recs, p, size, key)) {
+                    (Some(a), Some(c)) if c.value > 0.0 => format!("{:.2}", a.value / c.value),
+                    _ => "–".into(),
+                }
+            });
+        }
+    }
+    md
+}
+
+fn value_of(res: &Results, bench: &str, imp: &str, size: u64, key: &str) -> Option<f64> {
+    res.records
+        .iter()
+        .find(|r| {
+            r.bench == bench && r.implementation == imp && r.size == size && point_key(r) == key
+        })
+        .map(|r| r.value)
+}
+
+/// The issue's goals, checked against the results. Every number comes from
+/// the results file.
+pub fn goals(res: &Results) -> String {
+    let mut md =
+        String::from("| goal | point | project | reference | result |\n|---|---|---:|---:|---|\n");
+    let mut any = false;
+    let mut row =
+        |goal: &str, point: String, proj: String, reference: String, met: Option<bool>| {
+            any = true;
+            let verdict = match met {
+                Some(true) => "met",
+                Some(false) => "**missed**",
+                None => "–",
+            };
+            let _ = writeln!(
+                md,
+                "| {goal} | {point} | {proj} | {reference} | {verdict} |"
+            );
+        };
+    // 1. MPI small-message latency over TCP <= Open MPI's TCP BTL.
+    for imp in ["mpi-tcp-thread", "mpi-tcp-poll"] {
+        for size in [0u64, 8] {
+            if let (Some(x), Some(o)) = (
+                value_of(res, "latency", imp, size, ""),
+                value_of(res, "latency", "openmpi-tcp", size, ""),
+            ) {
+                row(
+                    "MPI latency over TCP ≤ openmpi-tcp",
+                    format!("{} B, {imp}", size),
+                    format!("{} us", fmt_value(x)),
+                    format!("{} us ({:.2}×)", fmt_value(o), x / o),
+                    Some(x <= o),
+                );
+            }
+        }
+    }
+    // 2. Bandwidth at 1-4 MB >= Open MPI's TCP BTL.
+    for imp in ["mpi-tcp-thread", "mpi-tcp-poll"] {
+        for size in [1u64 << 20, 2 << 20, 4 << 20] {
+            if let (Some(x), Some(o)) = (
+                value_of(res, "bandwidth", imp, size, ""),
+                value_of(res, "bandwidth", "openmpi-tcp", size, ""),
+            ) {
+                row(
+                    "MPI bandwidth 1–4 MB ≥ openmpi-tcp",
+                    format!("{}, {imp}", size_label(size)),
+                    format!("{} MB/s", fmt_value(x)),
+                    format!("{} MB/s ({:.2}×)", fmt_value(o), x / o),
+                    Some(x >= o),
+                );
+            }
+        }
+    }
+    // 3. Overlap >= 90 % for 256 KB-4 MB with compute >= 2x transfer, thread mode.
+    let overlap_points: Vec<&Record> = res
+        .records
+        .iter()
+        .filter(|r| {
+            r.bench == "overlap"
+                && r.implementation == "mpi-tcp-thread"
+                && (256 << 10..=4 << 20).contains(&r.size)
+                && r.extra_f64("compute_factor").is_some_and(|f| f >= 2.0)
+        })
+        .collect();
+    for r in overlap_points {
+        let key = point_key(r);
+        let others: Vec<String> = ["mpi-tcp-poll", "openmpi-tcp", "mpich-net"]
+            .iter()
+            .filter_map(|p| {
+                value_of(res, "overlap", p, r.size, &key).map(|v| format!("{p} {}", fmt_value(v)))
+            })
+            .collect();
+        row(
+            "overlap ≥ 90 % (thread mode, ≥ 256 KB, compute ≥ 2× transfer)",
+            format!("{} {key}", size_label(r.size)),
+            format!("{} %", fmt_value(r.value)),
+            others.join(", "),
+            Some(r.value >= 90.0),
+        );
+    }
+    // 4. CPU availability >= 90 % while receiving 100 KB messages.
+    for r in res
+        .records
+        .iter()
+        .filter(|r| r.bench == "comb" && r.implementation == "mpi-tcp-thread")
+    {
+        let key = point_key(r);
+        let others: Vec<String> = ["mpi-tcp-poll", "openmpi-tcp", "mpich-net"]
+            .iter()
+            .filter_map(|p| {
+                value_of(res, "comb", p, r.size, &key).map(|v| format!("{p} {}", fmt_value(v)))
+            })
+            .collect();
+        row(
+            "CPU availability ≥ 90 % (100 KB stream)",
+            format!("{key}, {}", r.implementation),
+            format!("{} %", fmt_value(r.value)),
+            others.join(", "),
+            Some(r.value >= 90.0),
+        );
+    }
+    if any {
+        md
+    } else {
+        "No goal could be checked: the results lack the points they need.\n".into()
+    }
+}
+
+/// The charts of a results file: latency, bandwidth, bidirectional
+/// bandwidth against size, and overlap % against size for each compute
+/// factor. Returns (file stem suffix, chart).
+pub fn charts(res: &Results) -> Vec<(String, Chart)> {
+    let series_of = |recs: &[&Record], res: &Results| -> Vec<Series> {
+        columns(res, recs)
+            .into_iter()
+            .map(|c| Series {
+                points: recs
+                    .iter()
+                    .filter(|r| r.implementation == c)
+                    .map(|r| (r.size, r.value))
+                    .collect(),
+                label: c,
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (b, title, y, log) in [
+        (
+            Bench::Latency,
+            "Latency: ping-pong half round trip",
+            "half round trip (us)",
+            true,
+        ),
+        (
+            Bench::Bandwidth,
+            "Bandwidth: unidirectional, window of sends",
+            "MB/s (10^6 B/s)",
+            true,
+        ),
+        (
+            Bench::Bibw,
+            "Bidirectional bandwidth",
+            "MB/s, both directions",
+            true,
+        ),
+    ] {
+        let recs = bench_records(res, b.name());
+        if !recs.is_empty() {
+            out.push((
+                b.name().to_string(),
+                Chart {
+                    title: title.into(),
+                    y_desc: y.into(),
+                    log_y: log,
+                    y_range: None,
+                    series: series_of(&recs, res),
+                },
+            ));
+        }
+    }
+    let factors: BTreeSet<String> = bench_records(res, "overlap")
+        .iter()
+        .filter(|r| r.extra_f64("compute_factor").is_some_and(|f| f > 0.0))
+        .map(|r| point_key(r))
+        .collect();
+    for key in factors {
+        let recs: Vec<&Record> = bench_records(res, "overlap")
+            .into_iter()
+            .filter(|r| point_key(r) == key)
+            .collect();
+        out.push((
+            format!("overlap-{key}"),
+            Chart {
+                title: format!(
+                    "Overlap, compute = {} transfer time",
+                    key.trim_start_matches('x').to_string() + "×"
+                ),
+                y_desc: "overlap % (100·(1 − wait/transfer))".into(),
+                log_y: false,
+                y_range: Some((0.0, 105.0)),
+                series: series_of(&recs, res),
+            },
+        ));
+    }
+    out
+}
+
+/// Draw every chart as `<dir>/<name>-<chart>.svg`; the files written.
+pub fn write_plots(res: &Results, dir: &Path, name: &str) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for (suffix, chart) in charts(res) {
+        let path = dir.join(format!("{name}-{suffix}.svg"));
+        if draw(&chart, &path)? {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// `to` relative to the directory `from` (both relative to the same base or
+/// both absolute).
+pub fn relative(from: &Path, to: &Path) -> PathBuf {
+    let abs = |p: &Path| -> PathBuf {
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(p)
+        };
+        let mut out = PathBuf::new();
+        for c in p.components() {
+            match c {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                c => out.push(c),
+            }
+        }
+        out
+    };
+    let (f, t) = (abs(from), abs(to));
+    let fc: Vec<_> = f.components().collect();
+    let tc: Vec<_> = t.components().collect();
+    let common = fc.iter().zip(&tc).take_while(|(a, b)| a == b).count();
+    let mut r = PathBuf::new();
+    for _ in common..fc.len() {
+        r.push("..");
+    }
+    for c in &tc[common..] {
+        r.push(c);
+    }
+    r
+}
+
+fn header(res: &Results, json: &str) -> String {
+    let m = &res.meta;
+    let mc = &m.machine;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "- Results file: `{json}` ({} points from {} runs)",
+        res.records.len(),
+        res.runs.len()
+    );
+    let _ = writeln!(
+        md,
+        "- Measured: {}, {:.0} s, preset `{}`, {} rounds per point (median reported), implementations interleaved per benchmark",
+        m.started, m.duration_s, m.preset, m.rounds
+    );
+    let _ = writeln!(
+        md,
+        "- Machine: {} ({} logical CPUs, {} usable; {} GiB), {}",
+        mc.cpu, mc.cpus, mc.cpus_allowed, mc.memory_gib, mc.kernel
+    );
+    let _ = writeln!(
+        md,
+        "- Software: {}; Open MPI: {}; MPICH: {}",
+        or_dash(&mc.rustc),
+        or_dash(&mc.openmpi),
+        or_dash(&mc.mpich)
+    );
+    let _ = writeln!(md, "- Command:\n\n  ```sh\n  {}\n  ```\n", m.command);
+    let _ = writeln!(md, "| implementation | what |\n|---|---|");
+    for i in &m.impls {
+        let _ = writeln!(md, "| `{i}` | {} |", describe(i));
+    }
+    md.push('\n');
+    if !m.skipped.is_empty() {
+        let _ = writeln!(md, "Left out:\n");
+        for (what, why) in &m.skipped {
+            let _ = writeln!(md, "- `{what}`: {why}");
+        }
+        md.push('\n');
+    }
+    if !res.failures.is_empty() {
+        let _ = writeln!(
+            md,
+            "Failed runs (the implementation sat out the rest of that benchmark):\n"
+        );
+        for f in &res.failures {
+            let first = f.error.lines().next().unwrap_or("");
+            let _ = writeln!(
+                md,
+                "- `{}` {} round {}: {first}",
+                f.implementation, f.bench, f.round
+            );
+        }
+        md.push('\n');
+    }
+    md
+}
+
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() {
+        "–"
+    } else {
+        s
+    }
+}
+
+/// Image links to the plots (relative to `dir`, where the Markdown file
+/// lives), then the tables.
+fn plots_and_tables(md: &mut String, res: &Results, dir: &Path, plots: &[PathBuf]) {
+    for p in plots {
+        let stem = p
+            .file_stem()
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default();
+        let _ = writeln!(md, "![{stem}]({})\n", relative(dir, p).display());
+    }
+    *md += "## Tables\n\n";
+    *md += &tables(res);
+}
+
+/// `results/<name>.md`: header, goals, plots and tables of one comparison.
+pub fn results_markdown(res: &Results, json: &Path, plots: &[PathBuf]) -> String {
+    let dir = json.parent().unwrap_or(Path::new("."));
+    let mut md = format!("# ptl-bench results: {}\n\n", json.display());
+    md += &header(res, &json.display().to_string());
+    md += "## Goals\n\n";
+    md += &goals(res);
+    md += "\n## Plots\n\n";
+    plots_and_tables(&mut md, res, dir, plots);
+    md
+}
+
+/// The hand-written reading kept from an existing document (between the
+/// markers), or a placeholder.
+fn kept_reading(existing: Option<&str>) -> String {
+    existing
+        .and_then(|d| {
+            let a = d.find(READING_BEGIN)? + READING_BEGIN.len();
+            let b = d[a..].find(READING_END)? + a;
+            Some(d[a..b].trim().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| {
+            "_To be written after the measured run: where the project wins, where it loses, \
+             and why (with profiles for every missed goal). Only numbers that appear in the \
+             generated tables above or below may be quoted._"
+                .to_string()
+        })
+}
+
+/// `docs/PERFORMANCE.md` for these results. `doc` is where it will be
+/// written (for relative links), `existing` its current text (its reading
+/// section is kept).
+pub fn performance_doc(
+    res: &Results,
+    json: &Path,
+    plots: &[PathBuf],
+    doc: &Path,
+    existing: Option<&str>,
+) -> String {
+    let doc_dir = doc.parent().unwrap_or(Path::new("."));
+    let json_rel = relative(doc_dir, json);
+    let mut md = String::from("# Performance\n\n");
+    let _ = writeln!(
+        md,
+        "<!-- Generated by `ptl-bench report {}` from the results file; every number below comes \
+         from it. Edit only the Reading section; re-run the report for the rest. -->\n",
+        json.display()
+    );
+    md += "portals-rs against the physical floor (raw sockets on loopback) and the MPI libraries \
+           users would otherwise pick, measured side by side in one run by `ptl-bench compare`. \
+           Project / peer ratios compare numbers from that same run.\n\n";
+    md += &header(res, &json_rel.display().to_string());
+    md += "## Goals (issue 6)\n\n";
+    md += &goals(res);
+    md += "\n## Reading\n\n";
+    md += READING_BEGIN;
+    md += "\n\n";
+    md += &kept_reading(existing);
+    md += "\n\n";
+    md += READING_END;
+    md += "\n\n## Plots\n\n";
+    plots_and_tables(&mut md, res, doc_dir, plots);
+    md
+}
+
+/// Regenerate the tables, plots and (with `doc`) the performance document
+/// from a results file. Returns the files written.
+pub fn report(json: &Path, doc: Option<&Path>) -> Result<Vec<PathBuf>> {
+    let res = Results::load(json)?;
+    let dir = json
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = json
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .ok_or_else(|| BenchError::Invalid(format!("{} has no file name", json.display())))?;
+    let mut written = write_plots(&res, dir, &name)?;
+    let plots = written.clone();
+    let md_path = dir.join(format!("{name}.md"));
+    std::fs::write(&md_path, results_markdown(&res, json, &plots))
+        .map_err(|e| BenchError::io(format!("writing {}", md_path.display()), e))?;
+    written.push(md_path);
+    if let Some(doc) = doc {
+        let existing = std::fs::read_to_string(doc).ok();
+        let text = performance_doc(&res, json, &plots, doc, existing.as_deref());
+        if let Some(parent) = doc.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| BenchError::io(format!("creating {}", parent.display()), e))?;
+        }
+        std::fs::write(doc, text)
+            .map_err(|e| BenchError::io(format!("writing {}", doc.display()), e))?;
+        written.push(doc.to_path_buf());
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::Machine;
+    use crate::results::{aggregate, Meta};
+
+    fn rec(bench: &str, imp: &str, size: u64, v: f64) -> Record {
+        Record::point(bench, imp, size, v)
+    }
+
+    fn sample() -> Results {
+        let mut runs = Vec::new();
+        for (imp, k) in [
+            ("raw-tcp-busy", 0.5),
+            ("mpi-tcp-thread", 1.0),
+            ("openmpi-tcp", 1.2),
+        ] {
+            for size in [0u64, 8, 1024, 1 << 20] {
+                runs.push(rec("latency", imp, size, k * (5.0 + size as f64 / 1000.0)));
+            }
+        }
+        for imp in ["mpi-tcp-thread", "openmpi-tcp"] {
+            for size in [256u64 << 10, 1 << 20] {
+                runs.push(rec("overlap", imp, size, 95.0).with("compute_factor", 2.0));
+                runs.push(rec("overlap", imp, size, 0.0).with("compute_factor", 0.0));
+                runs.push(rec("bandwidth", imp, size, 1000.0));
+            }
+            runs.push(
+                rec("comb", imp, 100 << 10, 91.0)
+                    .with("method", "poll")
+                    .with("work_interval_us", 1000.0),
+            );
+        }
+        Results {
+            meta: Meta {
+                command: "ptl-bench compare --quick".into(),
+                started: "2000-01-01T00:00:00Z".into(),
+                duration_s: 1.0,
+                preset: "quick".into(),
+                rounds: 1,
+                impls: vec![
+                    "raw-tcp-busy".into(),
+                    "mpi-tcp-thread".into(),
+                    "openmpi-tcp".into(),
+                ],
+                skipped: vec![("udp NAL".into(), "not built".into())],
+                machine: Machine::default(),
+            },
+            records: aggregate(&runs),
+            runs,
+            failures: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tables_goals_and_doc() {
+        let res = sample();
+        let t = tables(&res);
+        assert!(
+            t.contains("| size | point | raw-tcp-busy | mpi-tcp-thread | openmpi-tcp |"),
+            "{t}"
+        );
+        assert!(t.contains("mpi-tcp-thread / openmpi-tcp"), "{t}");
+        assert!(t.contains("| 1M | x2 |"), "{t}");
+        assert!(!t.contains("| x0 |"), "{t}");
+        let g = goals(&res);
+        assert!(
+            g.contains("MPI latency over TCP") && g.contains("met"),
+            "{g}"
+        );
+        assert!(g.contains("CPU availability"), "{g}");
+        let dir = std::env::temp_dir().join(format!("ptl-bench-report-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("results")).expect("dir");
+        let json = dir.join("results").join("t.json");
+        res.save(&json).expect("save");
+        let doc = dir.join("docs").join("PERFORMANCE.md");
+        let files = report(&json, Some(&doc)).expect("report");
+        assert!(
+            files.iter().any(|f| f.ends_with("t-latency.svg")),
+            "{files:?}"
+        );
+        assert!(
+            files.iter().any(|f| f.ends_with("t-overlap-x2.svg")),
+            "{files:?}"
+        );
+        let text = std::fs::read_to_string(&doc).expect("doc");
+        assert!(text.contains("](../results/t-latency.svg)"), "{text}");
+        assert!(text.contains("To be written after the measured run"));
+        // The reading survives regeneration.
+        let edited = text.replace("_To be written after the measured run", "HAND WRITTEN _x");
+        std::fs::write(&doc, edited).expect("edit");
+        report(&json, Some(&doc)).expect("report again");
+        let again = std::fs::read_to_string(&doc).expect("doc");
+        assert!(again.contains("HAND WRITTEN"), "{again}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn relative_paths_and_labels() {
+        assert_eq!(
+            relative(Path::new("/a/docs"), Path::new("/a/results/x.svg")),
+            PathBuf::from("../results/x.svg")
+        );
+        assert_eq!(
+            relative(Path::new("/a/results"), Path::new("/a/results/x.svg")),
+            PathBuf::from("x.svg")
+        );
+        assert!(describe("mpi-tcp-poll").contains("polling"));
+        assert!(describe("raw-tcp-busy-unpinned").contains("not pinned"));
+        assert_eq!(fmt_value(1234.5), "1234");
+        assert_eq!(fmt_value(3.256), "3.26");
+    }
+}

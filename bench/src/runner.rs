@@ -1,0 +1,377 @@
+//! Running one benchmark on one implementation and collecting its records:
+//! raw sockets in this process, portals-rs as a two-rank job that
+//! re-executes this program (`ptl-bench rank ...`) under the runtime's
+//! launcher, and the C peers through `bench/c/run_peer.sh`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use portals_runtime::launch::{launch, LaunchSpec, Output};
+use portals_runtime::JobOptions;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{BenchError, Result};
+use crate::impls::{Impl, Level, Progress, RawTransport};
+use crate::params::{scale_iters, Bench, Params};
+use crate::raw::{self, Placement, Stats, UDP_MAX_PAYLOAD};
+use crate::record::Record;
+use crate::stats::Summary;
+
+/// Name of the hidden subcommand a project rank runs.
+pub const RANK_SUBCOMMAND: &str = "rank";
+/// Environment variable that tells a rank to bind itself to a CPU.
+pub const BIND_ENV: &str = "PTL_BENCH_BIND";
+
+/// What a project rank is asked to run (the JSON argument of `ptl-bench rank`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RankJob {
+    /// Portals or MPI level.
+    pub level: Level,
+    /// Label for the records.
+    pub label: String,
+    /// The benchmark.
+    pub params: Params,
+}
+
+/// Where the pieces live and how long a run may take.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    /// The `ptl-bench` executable the project ranks run.
+    pub exe: PathBuf,
+    /// `bench/c`: the C peers, their Makefile and `run_peer.sh`.
+    pub peer_dir: PathBuf,
+    /// Longest one run (one implementation, one benchmark) may take.
+    pub timeout: Duration,
+    /// Bind each rank to its own CPU (`--bind-to core`), as the peers do.
+    pub bind: bool,
+}
+
+impl Runner {
+    /// Defaults: this executable, the source tree's `bench/c`, 15 minutes,
+    /// ranks bound to cores.
+    pub fn new() -> Result<Runner> {
+        let exe = std::env::current_exe()
+            .map_err(|e| BenchError::io("finding the ptl-bench executable", e))?;
+        Ok(Runner {
+            exe,
+            peer_dir: default_peer_dir(),
+            timeout: Duration::from_secs(900),
+            bind: true,
+        })
+    }
+
+    /// Run `p` on `imp`; the records it printed (rank 0 for jobs).
+    pub fn run(&self, imp: &Impl, p: &Params) -> Result<Vec<Record>> {
+        p.validate().map_err(BenchError::Invalid)?;
+        if !imp.supports(p.bench) {
+            return Err(BenchError::Invalid(format!(
+                "{imp} has no {} benchmark",
+                p.bench
+            )));
+        }
+        match imp {
+            Impl::RawPingPong { .. } | Impl::RawStream { .. } => run_raw(imp, p),
+            Impl::Project {
+                level,
+                nal,
+                progress,
+            } => self.run_project(*level, nal, *progress, &imp.label(), p),
+            Impl::Peer(name) => self.run_peer(name, p),
+        }
+    }
+
+    fn run_project(
+        &self,
+        level: Level,
+        nal: &str,
+        progress: Progress,
+        label: &str,
+        p: &Params,
+    ) -> Result<Vec<Record>> {
+        let what = format!("{label} {}", p.bench);
+        let job = RankJob {
+            level,
+            label: label.to_string(),
+            params: p.clone(),
+        };
+        let arg = serde_json::to_string(&job).map_err(|e| BenchError::Invalid(e.to_string()))?;
+        let mut spec = LaunchSpec::new(2, &self.exe);
+        spec.args = vec![OsString::from(RANK_SUBCOMMAND), OsString::from(arg)];
+        spec.options = JobOptions {
+            progress: match progress {
+                Progress::Thread => nal_tcp::ProgressMode::Thread,
+                Progress::Poll => nal_tcp::ProgressMode::Poll,
+            },
+            timeout: Duration::from_secs(60),
+            ..JobOptions::default()
+        };
+        // After the options' variables, so it overrides their PTL_NAL: a NAL
+        // this build's runtime does not know is passed through untouched.
+        spec.env = vec![
+            (portals_runtime::env::NAL.to_string(), nal.to_string()),
+            (
+                BIND_ENV.to_string(),
+                if self.bind { "core" } else { "none" }.to_string(),
+            ),
+        ];
+        spec.output = Output::Capture;
+        spec.timeout = Some(self.timeout);
+        let out = launch(&spec)?;
+        let stdout = out.stdout_of(0);
+        if out.status != 0 {
+            let errs: Vec<String> = out
+                .output
+                .iter()
+                .filter(|l| l.stderr)
+                .map(|l| format!("[{}] {}", l.rank, l.text))
+                .collect();
+            return Err(BenchError::Run {
+                what,
+                why: format!(
+                    "{} (status {}){}",
+                    out.reason.unwrap_or_default(),
+                    out.status,
+                    tail(&errs.join("\n"))
+                ),
+            });
+        }
+        parse_records(&stdout, &what)
+    }
+
+    fn run_peer(&self, name: &str, p: &Params) -> Result<Vec<Record>> {
+        let what = format!("{name} {}", p.bench);
+        let script = self.peer_dir.join("run_peer.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(name)
+            .arg(p.bench.name())
+            .args(p.c_args())
+            .env("PEER_TIMEOUT", self.timeout.as_secs().max(1).to_string())
+            .env("PEER_BIND", if self.bind { "core" } else { "none" })
+            .output()
+            .map_err(|e| BenchError::io(format!("running {}", script.display()), e))?;
+        if !out.status.success() {
+            return Err(BenchError::Run {
+                what,
+                why: format!(
+                    "{}{}",
+                    out.status,
+                    tail(&String::from_utf8_lossy(&out.stderr))
+                ),
+            });
+        }
+        parse_records(&String::from_utf8_lossy(&out.stdout), &what)
+    }
+}
+
+/// `bench/c` in the source tree this program was built from.
+pub fn default_peer_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("c")
+}
+
+/// The last lines of an error output, prefixed with a newline (empty if none).
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let from = lines.len().saturating_sub(12);
+    format!("\n{}", lines[from..].join("\n"))
+}
+
+/// Parse every line that looks like a JSON object as a [`Record`]; other
+/// lines (a launcher's chatter) are ignored.
+pub fn parse_records(text: &str, what: &str) -> Result<Vec<Record>> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            Record::parse_line(l).map_err(|e| BenchError::Parse {
+                what: format!("output of {what}"),
+                why: format!("{e} in line {l}"),
+            })
+        })
+        .collect()
+}
+
+/// Raw-socket runs: every point measured `p.reps` times in a fresh pair of
+/// processes; a repetition's value is its average, `value` the median over
+/// repetitions, `sample_median` the median of the per-repetition medians.
+fn run_raw(imp: &Impl, p: &Params) -> Result<Vec<Record>> {
+    let label = imp.label();
+    let io = |e: std::io::Error| BenchError::io(format!("{label} {}", p.bench), e);
+    let mut records = Vec::new();
+    for &size in &p.sizes {
+        let mut reps: Vec<Stats> = Vec::with_capacity(p.reps);
+        let mut window = None;
+        for _ in 0..p.reps {
+            let st = match *imp {
+                Impl::RawPingPong {
+                    transport,
+                    mode,
+                    pinned,
+                } => {
+                    let iters = scale_iters(p.iters, size, 8192, 20);
+                    let place = placement(pinned);
+                    match transport {
+                        RawTransport::Tcp => raw::tcp_pingpong_with(size, iters, mode, place),
+                        RawTransport::Udp if size > UDP_MAX_PAYLOAD => break,
+                        RawTransport::Udp => raw::udp_pingpong_with(size, iters, mode, place),
+                    }
+                }
+                Impl::RawStream { pinned } => {
+                    if size == 0 {
+                        break;
+                    }
+                    let batch = raw::stream_batch(size);
+                    window = Some(batch);
+                    let msgs = scale_iters(p.iters, size, 65536, 2) * batch;
+                    raw::tcp_stream_with(size, msgs, placement(pinned))
+                }
+                _ => {
+                    return Err(BenchError::Invalid(format!(
+                        "{label} is not a raw benchmark"
+                    )))
+                }
+            };
+            reps.push(st.map_err(io)?);
+        }
+        let Some(first) = reps.first() else { continue };
+        let mut means: Vec<f64> = reps.iter().map(|s| s.mean).collect();
+        let mut medians: Vec<f64> = reps.iter().map(|s| s.median).collect();
+        let (Some(agg), Some(med)) = (Summary::of(&mut means), Summary::of(&mut medians)) else {
+            continue;
+        };
+        let pinned = !label.ends_with("-unpinned");
+        let mut r = Record::new(
+            p.bench.name(),
+            &label,
+            size as u64,
+            first.messages as u64,
+            first.unit.as_str(),
+            agg,
+        )
+        .with("sample_median", med.median)
+        .with("pinned", pinned);
+        if let Some(w) = window {
+            r = r.with("window", w);
+        }
+        records.push(r);
+    }
+    Ok(records)
+}
+
+fn placement(pinned: bool) -> Placement {
+    if pinned {
+        Placement::Pinned
+    } else {
+        Placement::Unpinned
+    }
+}
+
+/// The body of `ptl-bench rank JOB`: bind to a CPU if asked, run the
+/// benchmark as this rank, print rank 0's records on stdout.
+pub fn rank_main(job_json: &str) -> Result<()> {
+    let job: RankJob = serde_json::from_str(job_json).map_err(|e| BenchError::Parse {
+        what: "rank job description".into(),
+        why: e.to_string(),
+    })?;
+    job.params.validate().map_err(BenchError::Invalid)?;
+    if std::env::var(BIND_ENV).as_deref() == Ok("core") {
+        let rank: usize = std::env::var(portals_runtime::env::RANK)
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        // Before the library starts any thread, so its threads inherit it.
+        crate::cpu::bind_to_nth(rank).map_err(|e| BenchError::io("binding to a CPU", e))?;
+    }
+    let mut emit = |r: Record| -> Result<()> {
+        use std::io::Write;
+        let mut o = std::io::stdout().lock();
+        writeln!(o, "{}", r.to_line())
+            .and_then(|_| o.flush())
+            .map_err(|e| BenchError::io("writing a record", e))
+    };
+    match job.level {
+        Level::Mpi => crate::mpi_level::run(&job.params, &job.label, &mut emit),
+        Level::Portals => crate::portals_level::run(&job.params, &job.label, &mut emit),
+    }
+}
+
+/// Whether a project variant can run here: a tiny Portals-level latency job.
+/// Used to detect NALs (`udp`) this build does not have yet.
+pub fn probe_project(runner: &Runner, nal: &str) -> Result<()> {
+    let imp = Impl::Project {
+        level: Level::Portals,
+        nal: nal.to_string(),
+        progress: Progress::Thread,
+    };
+    let mut p = Params::preset(Bench::Latency, crate::params::Preset::Smoke);
+    p.sizes = vec![8];
+    let mut quick = runner.clone();
+    quick.timeout = Duration::from_secs(30);
+    let recs = quick.run(&imp, &p)?;
+    if recs.is_empty() {
+        return Err(BenchError::Run {
+            what: format!("{imp} probe"),
+            why: "printed no record".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a C peer runs here: a tiny latency point.
+pub fn probe_peer(runner: &Runner, name: &str) -> Result<()> {
+    let mut p = Params::preset(Bench::Latency, crate::params::Preset::Smoke);
+    p.sizes = vec![8];
+    let mut quick = runner.clone();
+    quick.timeout = Duration::from_secs(60);
+    let recs = quick.run(&Impl::Peer(name.to_string()), &p)?;
+    if recs.is_empty() {
+        return Err(BenchError::Run {
+            what: format!("{name} probe"),
+            why: "printed no record".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Build the C peers (`make -C bench/c` for each MPI whose `mpicc` exists);
+/// returns the MPI families built (`openmpi`, `mpich`).
+pub fn build_peers(peer_dir: &std::path::Path) -> Result<Vec<&'static str>> {
+    let mut built = Vec::new();
+    for (family, cc) in [("openmpi", "mpicc.openmpi"), ("mpich", "mpicc.mpich")] {
+        if !on_path(cc) {
+            continue;
+        }
+        let out = Command::new("make")
+            .arg("-s")
+            .arg("-C")
+            .arg(peer_dir)
+            .arg(family)
+            .output()
+            .map_err(|e| BenchError::io("running make", e))?;
+        if !out.status.success() {
+            return Err(BenchError::Run {
+                what: format!("make -C {} {family}", peer_dir.display()),
+                why: tail(&String::from_utf8_lossy(&out.stderr)),
+            });
+        }
+        built.push(family);
+    }
+    Ok(built)
+}
+
+/// Whether `prog` is an executable on `PATH`.
+pub fn on_path(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(prog)).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+    })
+}

@@ -1,0 +1,164 @@
+//! CI smoke test of every `ptl-bench` benchmark: tiny sizes, one or two
+//! iterations, both progress modes, Portals and MPI level; each run must
+//! finish and print well-formed records. (Full runs are not part of CI.)
+
+mod common;
+
+use common::{covers, ptl_bench, records};
+
+const T: u64 = 90;
+const MPI: [&str; 2] = ["mpi-tcp-thread", "mpi-tcp-poll"];
+const ALL: [&str; 4] = [
+    "portals-tcp-thread",
+    "portals-tcp-poll",
+    "mpi-tcp-thread",
+    "mpi-tcp-poll",
+];
+
+#[test]
+fn latency_smoke() {
+    let out = ptl_bench(&["latency", "--smoke"], T);
+    let recs = records(&out.stdout, "latency", &ALL);
+    covers(&recs, &ALL, &[0, 1024], 1);
+    assert!(recs.iter().all(|r| r.unit == "us"));
+}
+
+#[test]
+fn bandwidth_smoke() {
+    let out = ptl_bench(&["bandwidth", "--smoke"], T);
+    let recs = records(&out.stdout, "bandwidth", &ALL);
+    covers(&recs, &ALL, &[1024, 65536], 1);
+    assert!(recs.iter().all(|r| r.extra_f64("window") == Some(4.0)));
+    let out = ptl_bench(&["bandwidth", "--smoke", "--bidirectional"], T);
+    covers(&records(&out.stdout, "bibw", &MPI), &MPI, &[1024, 65536], 1);
+}
+
+#[test]
+fn msgrate_and_matchlist_smoke() {
+    let out = ptl_bench(&["msgrate", "--smoke"], T);
+    covers(&records(&out.stdout, "msgrate", &MPI), &MPI, &[8], 1);
+    let out = ptl_bench(&["matchlist", "--smoke"], T);
+    let recs = records(&out.stdout, "matchlist", &MPI);
+    covers(&recs, &MPI, &[8], 2);
+    for i in MPI {
+        let posted: Vec<f64> = recs
+            .iter()
+            .filter(|r| r.implementation == i)
+            .filter_map(|r| r.extra_f64("posted"))
+            .collect();
+        assert_eq!(posted, vec![1.0, 10.0], "{i}");
+    }
+}
+
+#[test]
+fn overlap_smoke() {
+    let out = ptl_bench(&["overlap", "--smoke"], T);
+    let recs = records(&out.stdout, "overlap", &MPI);
+    // baseline row (factor 0) + one factor
+    covers(&recs, &MPI, &[1024], 2);
+    for r in &recs {
+        for k in [
+            "compute_factor",
+            "compute_us",
+            "wait_us",
+            "total_us",
+            "transfer_us",
+        ] {
+            assert!(r.extra_f64(k).is_some(), "{k} missing in {}", r.to_line());
+        }
+        assert!(r.value <= 100.0);
+    }
+}
+
+#[test]
+fn comb_smoke() {
+    let out = ptl_bench(&["comb", "--smoke", "--method", "both"], T);
+    let recs = records(&out.stdout, "comb", &MPI);
+    covers(&recs, &MPI, &[100 << 10], 2);
+    for m in ["poll", "pww"] {
+        assert_eq!(
+            recs.iter()
+                .filter(|r| r.extra_str("method") == Some(m))
+                .count(),
+            2,
+            "{m}"
+        );
+    }
+    assert!(recs
+        .iter()
+        .all(|r| r.extra_f64("dry_us").is_some_and(|d| d > 0.0)));
+}
+
+#[test]
+fn raw_smoke() {
+    let out = ptl_bench(
+        &["raw", "--smoke", "--transport", "tcp", "--mode", "busy"],
+        T,
+    );
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let (lat, bw): (Vec<&str>, Vec<&str>) = lines.iter().partition(|l| l.contains("\"latency\""));
+    covers(
+        &records(&lat.join("\n"), "latency", &["raw-tcp-busy"]),
+        &["raw-tcp-busy"],
+        &[0, 1024],
+        1,
+    );
+    covers(
+        &records(&bw.join("\n"), "bandwidth", &["raw-tcp"]),
+        &["raw-tcp"],
+        &[1024, 65536],
+        1,
+    );
+}
+
+#[test]
+fn compare_and_report_smoke() {
+    let dir = std::env::temp_dir().join(format!("ptl-bench-compare-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out_dir = dir.join("results");
+    let doc = dir.join("docs").join("PERFORMANCE.md");
+    let (o, d) = (out_dir.to_string_lossy(), doc.to_string_lossy());
+    ptl_bench(
+        &[
+            "compare",
+            "--smoke",
+            "--rounds",
+            "2",
+            "--benches",
+            "latency,overlap",
+            "--impls",
+            "raw-tcp-busy,mpi-tcp-thread,mpi-tcp-poll",
+            "--name",
+            "t",
+            "--out-dir",
+            &o,
+            "--doc",
+            &d,
+        ],
+        T,
+    );
+    let res = portals_bench::results::Results::load(&out_dir.join("t.json")).expect("results");
+    assert!(res.failures.is_empty(), "{:?}", res.failures);
+    assert_eq!(res.meta.rounds, 2);
+    for r in res.records.iter().chain(&res.runs) {
+        r.check().expect("sane record");
+    }
+    // medians over 2 rounds
+    assert!(res.records.iter().all(|r| r.reps == 2), "{:?}", res.records);
+    for f in ["t.md", "t-latency.svg", "t-overlap-x1.svg"] {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    let text = std::fs::read_to_string(&doc).expect("doc");
+    assert!(text.contains("mpi-tcp-thread") && text.contains("reading:begin"));
+    // report regenerates from the JSON alone
+    ptl_bench(
+        &[
+            "report",
+            &out_dir.join("t.json").to_string_lossy(),
+            "--doc",
+            &d,
+        ],
+        T,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
