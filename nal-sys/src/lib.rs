@@ -1,8 +1,9 @@
 //! # nal-sys
 //!
 //! The operating-system layer of the portals transports, all in one place:
-//! an eventfd, and an edge-triggered readiness poller with two back ends
-//! (epoll, io_uring multishot poll).
+//! an eventfd, an edge-triggered readiness poller with two back ends
+//! (epoll, io_uring multishot poll), and batched datagram I/O
+//! ([`batch`]: `recvmmsg`/`sendmmsg`).
 //!
 //! Both back ends report *edges* (new readiness), so the caller must read or
 //! write until `EAGAIN`, or remember that it stopped early. One `Poller` is
@@ -10,6 +11,8 @@
 //! thread may register, deregister or wake it.
 
 #![warn(missing_docs)]
+
+pub mod batch;
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -33,6 +36,17 @@ pub enum Backend {
     Epoll,
     /// `io_uring` with multishot `POLL_ADD` requests.
     IoUring,
+}
+
+/// Who drives the sockets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ProgressMode {
+    /// A progress thread per interface, plus the application thread while it
+    /// waits inside the library.
+    #[default]
+    Thread,
+    /// No thread: progress only inside library calls.
+    Poll,
 }
 
 /// A Linux eventfd used to interrupt a blocked poll.
@@ -461,4 +475,55 @@ impl Uring {
         }
         Ok(())
     }
+}
+
+// ----- socket buffers ------------------------------------------------------------
+
+/// Ask for `recv` and `send` bytes of kernel socket buffer on `fd`, past the
+/// `net.core.rmem_max`/`wmem_max` limits when the process may
+/// (`SO_RCVBUFFORCE`/`SO_SNDBUFFORCE` need `CAP_NET_ADMIN`), within them
+/// otherwise. Returns the sizes granted as the kernel reports them (Linux
+/// reports twice the request: the other half pays for its bookkeeping).
+pub fn request_socket_buffers(fd: RawFd, recv: usize, send: usize) -> io::Result<(usize, usize)> {
+    fn set(fd: RawFd, opt: libc::c_int, v: usize) -> bool {
+        let v = v.min(i32::MAX as usize) as libc::c_int;
+        // SAFETY: passes a pointer to a live c_int and its size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        r == 0
+    }
+    fn get(fd: RawFd, opt: libc::c_int) -> io::Result<usize> {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the kernel writes at most `len` bytes into the live c_int.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(v.max(0) as usize)
+    }
+    for (force, plain, want) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, recv),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, send),
+    ] {
+        if want > 0 && !set(fd, force, want) && !set(fd, plain, want) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((get(fd, libc::SO_RCVBUF)?, get(fd, libc::SO_SNDBUF)?))
 }

@@ -42,18 +42,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use nal::{TcpEndpoint, TcpNal, TcpStats};
-pub use nal_sys::Backend;
-
-/// Who drives the sockets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ProgressMode {
-    /// A progress thread per interface, plus the application thread while it
-    /// waits inside the library.
-    #[default]
-    Thread,
-    /// No thread: progress only inside library calls.
-    Poll,
-}
+pub use nal_sys::{Backend, ProgressMode};
 
 /// When connections are established.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

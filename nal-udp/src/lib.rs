@@ -4,15 +4,49 @@
 //! [`proto`], a sans-I/O reliability protocol: per-peer sequencing with
 //! cumulative and selective acks, RTT-estimated retransmission, window flow
 //! control, and Open-MX-style size classes where large messages are pulled
-//! by the receiver once it knows how much it wants. The socket driver that
-//! runs it over a UDP socket is built on [`proto::Endpoint`]'s poll-style
-//! API (see its documentation for the loop a driver runs).
+//! by the receiver once it knows how much it wants.
+//!
+//! The socket driver ([`UdpEndpoint`], [`UdpNal`]) runs that core over one
+//! non-blocking UDP socket per network interface:
+//!
+//! * **Receive.** Datagrams are read in batches (`recvmmsg`); the first
+//!   fragment of each message is matched by the engine, and every fragment
+//!   is copied from the receive batch straight into the matched memory
+//!   descriptor at its offset (one copy, no reassembly buffer). A large
+//!   message is pulled only up to the length the descriptor accepts.
+//! * **Send.** Eager payloads are copied into the protocol at `send` (the
+//!   initiator's memory is free at once); large ones are read from the
+//!   descriptor while the receiver pulls them. Datagrams leave in batches
+//!   (`sendmmsg`), written by the calling thread when it can (optimistic
+//!   send).
+//! * **Progress** follows `nal-tcp`: a progress thread sleeps in epoll or
+//!   io_uring and runs the protocol's timers; a thread waiting inside the
+//!   library drives the socket itself and the progress thread stands aside.
+//!   [`ProgressMode::Poll`] has no thread.
+//! * **Flow control fits the socket.** The receive window and pull depth
+//!   are lowered to what the granted `SO_RCVBUF` holds for every peer at
+//!   once ([`UdpConfig::size_windows`]), so a burst from all peers does not
+//!   overflow the kernel buffer.
+//! * **Failures.** A peer silent through the protocol's retransmission bound
+//!   is declared dead: its pending operations complete with
+//!   [`portals::FailType::Unreachable`], deposits in progress abort.
+//! * **Fault injection** ([`FaultConfig`]) drops, duplicates and reorders
+//!   outgoing datagrams with a seed, for tests of the whole stack.
 
 #![warn(missing_docs)]
 
+mod config;
+mod deliver;
+pub mod fault;
 #[doc(hidden)]
 pub mod fuzzing;
+mod nal;
 pub mod proto;
+
+pub use config::{datagram_truesize, fit_windows, UdpConfig};
+pub use fault::{FaultConfig, FaultParseError};
+pub use nal::{UdpEndpoint, UdpNal, UdpStats};
+pub use nal_sys::{Backend, ProgressMode};
 
 pub use proto::{
     Config, ConfigError, EagerCompletion, Endpoint, Event, MsgId, OutPayload, PayloadSource,

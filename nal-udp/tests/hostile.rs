@@ -248,7 +248,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_are_counted_and_never_panic(
         datagrams in prop::collection::vec(
-            (0u32..4, prop::collection::vec(any::<u8>(), 0..1500)),
+            (0u64..4, prop::collection::vec(any::<u8>(), 0..1500)),
             1..20,
         )
     ) {

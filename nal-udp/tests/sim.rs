@@ -291,7 +291,7 @@ fn slow_receiver_is_never_overrun() {
                 _ => 3000,
             };
             let spec = MsgSpec {
-                src,
+                src: src.into(),
                 dst: 2,
                 no,
                 total,

@@ -10,13 +10,13 @@ use nal_udp::proto::{Config, EagerCompletion, OutPayload, SendError};
 
 const MB: u64 = 1 << 20;
 
-fn spec(src: u32, dst: u32, no: u64, total: u64) -> MsgSpec {
+fn spec(src: u64, dst: u64, no: u64, total: u64) -> MsgSpec {
     MsgSpec {
         src,
         dst,
         no,
         total,
-        seed: (u64::from(src) << 40) ^ (u64::from(dst) << 32) ^ no,
+        seed: (src << 40) ^ (dst << 32) ^ no,
         want: u64::MAX,
         borrowed: total > Config::default().eager_max,
     }

@@ -19,6 +19,8 @@ use crate::{JobOptions, NalKind};
 enum NalArg {
     /// TCP: one connection per pair of processes.
     Tcp,
+    /// UDP: one socket per process, reliability in the library.
+    Udp,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -103,6 +105,10 @@ struct Args {
     /// When connections are set up.
     #[arg(long, value_enum, default_value = "lazy")]
     connect: ConnectArg,
+    /// UDP only: inject faults into every rank's outgoing datagrams, e.g.
+    /// `loss=0.05,dup=0.01,reorder=0.02,seed=7` (for testing).
+    #[arg(long, value_name = "SPEC")]
+    udp_fault: Option<nal_udp::FaultConfig>,
     /// IP address the ranks' transports listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -162,6 +168,7 @@ pub fn main() -> ExitCode {
     let options = JobOptions {
         nal: match args.nal {
             NalArg::Tcp => NalKind::Tcp,
+            NalArg::Udp => NalKind::Udp,
         },
         progress: match args.progress {
             ProgressArg::Thread => ProgressMode::Thread,
@@ -178,6 +185,7 @@ pub fn main() -> ExitCode {
         bind: args.bind,
         timeout: Duration::from_secs(args.bootstrap_timeout.max(1)),
         wait_spin: Duration::from_micros(args.wait_spin),
+        udp_fault: args.udp_fault,
     };
     let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
     spec.args = command.collect();

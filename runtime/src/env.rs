@@ -6,13 +6,14 @@
 //! | `PTL_SIZE` | number of ranks | required with `PTL_RANK` |
 //! | `PTL_JOB_KEY` | 64-bit job key, hexadecimal | required with `PTL_RANK` |
 //! | `PTL_BOOTSTRAP` | host:port of the rendezvous server | required with `PTL_RANK` |
-//! | `PTL_NAL` | `tcp` | `tcp` |
+//! | `PTL_NAL` | `tcp` or `udp` | `tcp` |
 //! | `PTL_PROGRESS` | `thread` or `poll` | `thread` |
 //! | `PTL_BACKEND` | `epoll` or `io_uring` (progress thread's poller) | `epoll` |
 //! | `PTL_CONNECT` | `lazy` or `eager` | `lazy` |
 //! | `PTL_BIND` | IP address the transport listens on | `127.0.0.1` |
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank | `60` |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
+//! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_JOB_SECRET` | under a PMI launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
 //!
 //! A process started by a PMI launcher (MPICH's `mpiexec.hydra`, Slurm's
@@ -26,6 +27,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use nal_tcp::{Backend, ConnectMode, ProgressMode};
+use nal_udp::FaultConfig;
 
 use crate::error::RuntimeError;
 
@@ -51,6 +53,8 @@ pub const BIND: &str = "PTL_BIND";
 pub const BOOTSTRAP_TIMEOUT: &str = "PTL_BOOTSTRAP_TIMEOUT";
 /// Spin window in microseconds.
 pub const WAIT_SPIN_US: &str = "PTL_WAIT_SPIN_US";
+/// UDP fault injection.
+pub const UDP_FAULT: &str = "PTL_UDP_FAULT";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 
@@ -64,6 +68,8 @@ pub enum NalKind {
     /// `nal-tcp`.
     #[default]
     Tcp,
+    /// `nal-udp`.
+    Udp,
 }
 
 impl NalKind {
@@ -71,12 +77,13 @@ impl NalKind {
     pub fn name(&self) -> &'static str {
         match self {
             NalKind::Tcp => "tcp",
+            NalKind::Udp => "udp",
         }
     }
 }
 
 /// How each process of a job sets up its transport.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct JobOptions {
     /// Transport.
     pub nal: NalKind,
@@ -92,6 +99,8 @@ pub struct JobOptions {
     pub timeout: Duration,
     /// Spin window of a thread waiting in the library.
     pub wait_spin: Duration,
+    /// UDP only: faults injected into outgoing datagrams (tests).
+    pub udp_fault: Option<FaultConfig>,
 }
 
 impl Default for JobOptions {
@@ -104,6 +113,7 @@ impl Default for JobOptions {
             bind: IpAddr::from([127, 0, 0, 1]),
             timeout: Duration::from_secs(60),
             wait_spin: Duration::from_micros(50),
+            udp_fault: None,
         }
     }
 }
@@ -111,7 +121,7 @@ impl Default for JobOptions {
 impl JobOptions {
     /// The environment variables that carry these options to a process.
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut v = vec![
             (NAL, self.nal.name().into()),
             (
                 PROGRESS,
@@ -140,7 +150,11 @@ impl JobOptions {
             (BIND, self.bind.to_string()),
             (BOOTSTRAP_TIMEOUT, self.timeout.as_secs().max(1).to_string()),
             (WAIT_SPIN_US, self.wait_spin.as_micros().to_string()),
-        ]
+        ];
+        if let Some(f) = &self.udp_fault {
+            v.push((UDP_FAULT, f.to_string()));
+        }
+        v
     }
 
     /// Read the options from the environment; unset variables keep their
@@ -156,7 +170,8 @@ impl JobOptions {
         if let Some(v) = var(get, NAL)? {
             o.nal = match v.as_str() {
                 "tcp" => NalKind::Tcp,
-                _ => return Err(bad(NAL, "expected tcp")),
+                "udp" => NalKind::Udp,
+                _ => return Err(bad(NAL, "expected tcp or udp")),
             };
         }
         if let Some(v) = var(get, PROGRESS)? {
@@ -195,12 +210,18 @@ impl JobOptions {
                 .map_err(|_| bad(WAIT_SPIN_US, "expected microseconds"))?;
             o.wait_spin = Duration::from_micros(us);
         }
+        if let Some(v) = var(get, UDP_FAULT)? {
+            o.udp_fault = Some(
+                v.parse()
+                    .map_err(|_| bad(UDP_FAULT, "expected loss=P,dup=P,reorder=P,seed=N"))?,
+            );
+        }
         Ok(o)
     }
 }
 
 /// Everything a process learns from `ptlrun`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct JobEnv {
     /// This process's rank.
     pub rank: u32,

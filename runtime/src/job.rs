@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
+use nal_udp::{UdpConfig, UdpEndpoint, UdpNal};
 use portals::{Nal, NetworkInterface, NiConfig, ProcessId};
 
 use crate::env::{self, JobEnv, JobOptions, NalKind};
@@ -46,7 +47,7 @@ pub struct Job {
     size: u32,
     options: JobOptions,
     ni: NetworkInterface,
-    tcp: Option<Arc<TcpNal>>,
+    transport: Transport,
     coordinator: Coordinator,
 }
 
@@ -61,7 +62,7 @@ impl std::fmt::Debug for Job {
 }
 
 /// How this process was started, as its environment says.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 enum Start {
     /// By `ptlrun`.
     Ptlrun(JobEnv),
@@ -105,13 +106,13 @@ pub fn join() -> Result<Job, RuntimeError> {
 /// A job of one process, with no rendezvous.
 pub fn singleton(options: JobOptions) -> Result<Job, RuntimeError> {
     let key = crate::launch::fresh_job_key();
-    let (ni, tcp) = bring_up(0, key, &options, |_| Ok(Vec::new()))?;
+    let (ni, transport) = bring_up(0, key, &options, |_| Ok(Vec::new()))?;
     Ok(Job {
         rank: 0,
         size: 1,
         options,
         ni,
-        tcp,
+        transport,
         coordinator: Coordinator::Alone,
     })
 }
@@ -134,7 +135,7 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
         env.options.timeout,
     )?;
     let size = env.size;
-    let (ni, tcp) = bring_up(env.rank, env.job_key, &env.options, |local| {
+    let (ni, transport) = bring_up(env.rank, env.job_key, &env.options, |local| {
         kvs.put(&format!("addr.{}", env.rank), &local.to_string())?;
         let all = kvs.fence()?;
         let mut peers = Vec::with_capacity(size as usize);
@@ -154,7 +155,7 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
         size,
         options: env.options,
         ni,
-        tcp,
+        transport,
         coordinator: Coordinator::Rendezvous(Mutex::new(kvs)),
     })
 }
@@ -254,12 +255,12 @@ pub fn join_with_pmi(
     match bring_up(rank, key, &options, |local| {
         exchange_pmi(&mut pmi, key, local)
     }) {
-        Ok((ni, tcp)) => Ok(Job {
+        Ok((ni, transport)) => Ok(Job {
             rank,
             size,
             options,
             ni,
-            tcp,
+            transport,
             coordinator: Coordinator::Pmi(Mutex::new(Some(pmi))),
         }),
         Err(e) => {
@@ -342,13 +343,25 @@ fn exchange_pmi(
 
 type Peers = Vec<(ProcessId, SocketAddr)>;
 
+/// The running transport of a job.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// `nal-tcp`.
+    Tcp(Arc<TcpNal>),
+    /// `nal-udp`.
+    Udp(Arc<UdpNal>),
+}
+
 fn bring_up(
     rank: u32,
     job_key: u64,
     o: &JobOptions,
     exchange: impl FnOnce(SocketAddr) -> Result<Peers, RuntimeError>,
-) -> Result<(NetworkInterface, Option<Arc<TcpNal>>), RuntimeError> {
-    match o.nal {
+) -> Result<(NetworkInterface, Transport), RuntimeError> {
+    let mut ni_cfg = NiConfig::new(process_id(rank), job_key);
+    ni_cfg.wait_spin = o.wait_spin;
+    let mut transport = None;
+    let ni = match o.nal {
         NalKind::Tcp => {
             let cfg = TcpConfig {
                 bind: SocketAddr::new(o.bind, 0),
@@ -359,17 +372,31 @@ fn bring_up(
             };
             let ep = TcpEndpoint::bind(cfg)?;
             let peers = exchange(ep.local_addr())?;
-            let mut ni_cfg = NiConfig::new(process_id(rank), job_key);
-            ni_cfg.wait_spin = o.wait_spin;
-            let mut tcp = None;
-            let ni = NetworkInterface::init(ni_cfg, |core| {
+            NetworkInterface::init(ni_cfg, |core| {
                 let n = ep.start(core, peers)?;
-                tcp = Some(n.clone());
+                transport = Some(Transport::Tcp(n.clone()));
                 Ok(n as Arc<dyn Nal>)
-            })?;
-            Ok((ni, tcp))
+            })?
         }
-    }
+        NalKind::Udp => {
+            let cfg = UdpConfig {
+                bind: SocketAddr::new(o.bind, 0),
+                progress: o.progress,
+                backend: o.backend,
+                fault: o.udp_fault,
+                ..UdpConfig::default()
+            };
+            let ep = UdpEndpoint::bind(cfg)?;
+            let peers = exchange(ep.local_addr())?;
+            NetworkInterface::init(ni_cfg, |core| {
+                let n = ep.start(core, peers)?;
+                transport = Some(Transport::Udp(n.clone()));
+                Ok(n as Arc<dyn Nal>)
+            })?
+        }
+    };
+    let transport = transport.ok_or(RuntimeError::Portals(portals::PtlError::Shutdown))?;
+    Ok((ni, transport))
 }
 
 impl Job {
@@ -403,9 +430,25 @@ impl Job {
         rank_of(id, self.size)
     }
 
-    /// The TCP transport, for its counters.
+    /// The transport.
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// The TCP transport, for its counters, if the job runs over TCP.
     pub fn tcp(&self) -> Option<&Arc<TcpNal>> {
-        self.tcp.as_ref()
+        match &self.transport {
+            Transport::Tcp(t) => Some(t),
+            Transport::Udp(_) => None,
+        }
+    }
+
+    /// The UDP transport, for its counters, if the job runs over UDP.
+    pub fn udp(&self) -> Option<&Arc<UdpNal>> {
+        match &self.transport {
+            Transport::Udp(u) => Some(u),
+            Transport::Tcp(_) => None,
+        }
     }
 
     /// Wait until every rank has called `barrier` (through the rendezvous

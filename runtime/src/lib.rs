@@ -33,6 +33,7 @@ pub use env::{JobEnv, JobOptions, NalKind};
 pub use error::RuntimeError;
 pub use job::{
     join, join_pmi, join_with, join_with_pmi, pmi_job_key, process_id, rank_of, singleton, Job,
+    Transport,
 };
 
 /// Install a `tracing` subscriber that prints to stderr, filtered by the

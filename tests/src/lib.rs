@@ -21,13 +21,28 @@ pub fn run_job(
     progress: ProgressMode,
     backend: Backend,
 ) -> LaunchOutcome {
+    let options = JobOptions {
+        progress,
+        backend,
+        ..JobOptions::default()
+    };
+    run_job_with(program, ranks, args, options)
+}
+
+/// Run `program` on `ranks` processes with the given transport options
+/// (the bootstrap timeout is set to 60 s), capturing output, killed after
+/// 240 s.
+pub fn run_job_with(
+    program: &str,
+    ranks: u32,
+    args: &[&str],
+    options: JobOptions,
+) -> LaunchOutcome {
     let mut spec = LaunchSpec::new(ranks, program);
     spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
-        progress,
-        backend,
         timeout: Duration::from_secs(60),
-        ..JobOptions::default()
+        ..options
     };
     spec.output = Output::Capture;
     spec.timeout = Some(Duration::from_secs(240));

@@ -3,9 +3,11 @@
 
 use super::wire::HEADER_LEN;
 
-/// A peer, as numbered by the driver (rank-like). The driver maps peer ids
-/// to socket addresses and back.
-pub type PeerId = u32;
+/// A peer, as numbered by the driver. The socket driver uses the Portals
+/// process id packed into 64 bits (`nid << 32 | pid`), so every process of a
+/// job numbers its peers the same way without agreeing on a table. The
+/// driver maps peer ids to socket addresses and back.
+pub type PeerId = u64;
 
 /// Identifies one incoming message: the sending peer and the message's index
 /// in that peer's stream to this endpoint (0, 1, 2, … in send order).

@@ -15,12 +15,12 @@
 //! | 6   | 1 | flags (bit 0: [`FLAG_ACK_REQ`], answer with an ack now) |
 //! | 7   | 1 | SACK length in 64-bit words (0..=[`MAX_SACK_WORDS`]) |
 //! | 8   | 8 | job key |
-//! | 16  | 4 | source peer id |
-//! | 20  | 4 | destination peer id |
-//! | 24  | 8 | cumulative ack: every sequence number below it was received |
-//! | 32  | 4 | window: the sender of this datagram accepts sequence numbers in `[cum_ack, cum_ack + window)` |
-//! | 36  | 4 | reserved, zero |
-//! | 40  | 8·n | SACK: bit `i` (word `i / 64`, bit `i % 64`) set = sequence number `cum_ack + 1 + i` was received |
+//! | 16  | 8 | source peer id |
+//! | 24  | 8 | destination peer id |
+//! | 32  | 8 | cumulative ack: every sequence number below it was received |
+//! | 40  | 4 | window: the sender of this datagram accepts sequence numbers in `[cum_ack, cum_ack + window)` |
+//! | 44  | 4 | reserved, zero |
+//! | 48  | 8·n | SACK: bit `i` (word `i / 64`, bit `i % 64`) set = sequence number `cum_ack + 1 + i` was received |
 //!
 //! Frame bodies (after the SACK):
 //!
@@ -44,6 +44,7 @@
 //! and never panics; the endpoint checks the rest (job key, peer ids, windows,
 //! message ids, offsets).
 
+use super::types::PeerId;
 use bitvec::array::BitArray;
 use bitvec::order::Lsb0;
 
@@ -54,7 +55,7 @@ pub const VERSION: u8 = 1;
 /// Size of the opaque upper-layer header carried by every message.
 pub const HEADER_LEN: usize = 88;
 /// Length of the common header, without the SACK bitmap.
-pub const COMMON_LEN: usize = 40;
+pub const COMMON_LEN: usize = 48;
 /// Largest SACK bitmap, in 64-bit words.
 pub const MAX_SACK_WORDS: usize = 8;
 /// Largest SACK bitmap, in bits (and so the largest receive window).
@@ -280,9 +281,9 @@ pub struct Datagram<'a> {
     /// Job key; must match the receiver's.
     pub job_key: u64,
     /// Sending peer's id.
-    pub src: u32,
+    pub src: PeerId,
     /// Intended receiver's id.
-    pub dst: u32,
+    pub dst: PeerId,
     /// The piggy-backed acknowledgment.
     pub ack: AckInfo,
     /// The frame.
@@ -355,8 +356,8 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
         return Err(WireError::Reserved);
     }
     let job_key = r.u64()?;
-    let src = r.u32()?;
-    let dst = r.u32()?;
+    let src = r.u64()?;
+    let dst = r.u64()?;
     let cum_ack = r.u64()?;
     let window = r.u32()?;
     if window > MAX_WINDOW {
@@ -505,9 +506,9 @@ pub struct HeaderFields<'s> {
     /// Job key.
     pub job_key: u64,
     /// Sending peer's id.
-    pub src: u32,
+    pub src: PeerId,
     /// Receiving peer's id.
-    pub dst: u32,
+    pub dst: PeerId,
     /// Cumulative ack.
     pub cum_ack: u64,
     /// Advertised window.
@@ -589,8 +590,8 @@ fn write_common(w: &mut Writer<'_>, h: &HeaderFields<'_>, kind: Kind) -> Result<
     // `words <= MAX_SACK_WORDS` because the bitmap has that many words.
     w.u8(words as u8)?;
     w.u64(h.job_key)?;
-    w.u32(h.src)?;
-    w.u32(h.dst)?;
+    w.u64(h.src)?;
+    w.u64(h.dst)?;
     w.u64(h.cum_ack)?;
     w.u32(h.window)?;
     w.u32(0)?;
@@ -956,13 +957,13 @@ mod tests {
         bad[7] = 9;
         assert_eq!(decode(&bad), Err(WireError::Reserved));
         let mut bad = good.clone();
-        bad[36] = 1;
+        bad[44] = 1;
         assert_eq!(decode(&bad), Err(WireError::Reserved));
         let mut bad = good.clone();
         bad.push(0);
         assert_eq!(decode(&bad), Err(WireError::Trailing));
         let mut bad = good;
-        bad[32..36].copy_from_slice(&(MAX_WINDOW + 1).to_le_bytes());
+        bad[40..44].copy_from_slice(&(MAX_WINDOW + 1).to_le_bytes());
         assert_eq!(decode(&bad), Err(WireError::Invalid("window")));
     }
 

@@ -64,8 +64,8 @@ pub struct MsgSpec {
 impl MsgSpec {
     pub fn header(&self) -> [u8; HEADER_LEN] {
         let mut h = [0u8; HEADER_LEN];
-        h[0..4].copy_from_slice(&self.src.to_le_bytes());
-        h[4..8].copy_from_slice(&self.dst.to_le_bytes());
+        h[0..4].copy_from_slice(&(self.src as u32).to_le_bytes());
+        h[4..8].copy_from_slice(&(self.dst as u32).to_le_bytes());
         h[8..16].copy_from_slice(&self.no.to_le_bytes());
         h[16..24].copy_from_slice(&self.total.to_le_bytes());
         h[24..32].copy_from_slice(&self.seed.to_le_bytes());
@@ -78,8 +78,8 @@ impl MsgSpec {
         let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
         let spec = MsgSpec {
-            src: u32_at(0),
-            dst: u32_at(4),
+            src: u64::from(u32_at(0)),
+            dst: u64::from(u32_at(4)),
             no: u64_at(8),
             total: u64_at(16),
             seed: u64_at(24),
@@ -97,7 +97,7 @@ impl MsgSpec {
     }
 
     pub fn token(&self) -> u64 {
-        (u64::from(self.dst) << 48) | self.no
+        (self.dst << 48) | self.no
     }
 }
 

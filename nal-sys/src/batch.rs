@@ -1,0 +1,449 @@
+//! Batched datagram I/O: `recvmmsg` and `sendmmsg` on a non-blocking UDP
+//! socket, so that one system call moves many datagrams.
+//!
+//! Both batches own their buffers and their `mmsghdr`/`iovec` arrays, which
+//! are re-pointed at the buffers on every call: nothing is allocated after
+//! construction.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+
+/// Datagrams received by one [`RecvBatch::recv`] call.
+pub struct RecvBatch {
+    cap: usize,
+    buf: Vec<u8>,
+    addrs: Vec<libc::sockaddr_storage>,
+    lens: Vec<usize>,
+    truncated: Vec<bool>,
+    count: usize,
+    iov: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers inside `iov` and `hdrs` point into this struct's
+// own vectors and are rewritten before every use; between calls they are
+// never dereferenced, so moving the batch to another thread is harmless.
+unsafe impl Send for RecvBatch {}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("slots", &self.lens.len())
+            .field("cap", &self.cap)
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+impl RecvBatch {
+    /// Room for `slots` datagrams of up to `cap` bytes each (both at least 1).
+    pub fn new(slots: usize, cap: usize) -> Self {
+        let slots = slots.max(1);
+        let cap = cap.max(1);
+        RecvBatch {
+            cap,
+            buf: vec![0; slots * cap],
+            // SAFETY: sockaddr_storage is plain old data; all-zero is a
+            // valid (AF_UNSPEC) value.
+            addrs: vec![unsafe { std::mem::zeroed() }; slots],
+            lens: vec![0; slots],
+            truncated: vec![false; slots],
+            count: 0,
+            iov: Vec::with_capacity(slots),
+            // SAFETY: mmsghdr is plain old data; all-zero (null pointers,
+            // zero lengths) is a valid value that is overwritten before use.
+            hdrs: vec![unsafe { std::mem::zeroed() }; slots],
+        }
+    }
+
+    /// Receive as many waiting datagrams as fit, without blocking. Returns
+    /// how many arrived (0 when none is waiting).
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.count = 0;
+        let slots = self.lens.len();
+        self.iov.clear();
+        for chunk in self.buf.chunks_exact_mut(self.cap) {
+            self.iov.push(libc::iovec {
+                iov_base: chunk.as_mut_ptr().cast(),
+                iov_len: chunk.len(),
+            });
+        }
+        for i in 0..slots {
+            let h = &mut self.hdrs[i];
+            h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_hdr.msg_iov = &mut self.iov[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = std::ptr::null_mut();
+            h.msg_hdr.msg_controllen = 0;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        // SAFETY: `hdrs` holds `slots` initialised headers whose name and
+        // iovec pointers point into `addrs`, `iov` and `buf`, all live and
+        // unaliased for the duration of the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                slots as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        for i in 0..n {
+            let h = &self.hdrs[i];
+            self.lens[i] = (h.msg_len as usize).min(self.cap);
+            self.truncated[i] = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+        }
+        self.count = n;
+        Ok(n)
+    }
+
+    /// Number of datagrams from the last `recv`.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when the last `recv` got nothing.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Datagram `i` of the last `recv`: its bytes, its source address (if
+    /// IPv4 or IPv6), and whether it was longer than the slot (then the
+    /// bytes are only its beginning).
+    pub fn get(&self, i: usize) -> Option<(&[u8], Option<SocketAddr>, bool)> {
+        if i >= self.count {
+            return None;
+        }
+        let start = i * self.cap;
+        let data = &self.buf[start..start + self.lens[i]];
+        Some((data, sockaddr_to_std(&self.addrs[i]), self.truncated[i]))
+    }
+}
+
+/// Datagrams queued for one `sendmmsg` call.
+pub struct SendBatch {
+    cap: usize,
+    buf: Vec<u8>,
+    lens: Vec<usize>,
+    addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)>,
+    /// Slots `[sent, count)` are queued.
+    count: usize,
+    sent: usize,
+    iov: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: as for `RecvBatch`: the raw pointers are rewritten before every
+// call and never dereferenced in between.
+unsafe impl Send for SendBatch {}
+
+impl std::fmt::Debug for SendBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendBatch")
+            .field("slots", &self.lens.len())
+            .field("cap", &self.cap)
+            .field("queued", &(self.count - self.sent))
+            .finish()
+    }
+}
+
+/// What [`SendBatch::flush`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flushed {
+    /// Datagrams the kernel took.
+    pub sent: usize,
+    /// Datagrams the kernel refused with an error other than "would block";
+    /// they are dropped from the batch (the reliability protocol above
+    /// treats them like losses).
+    pub failed: usize,
+    /// The socket's send buffer is full: what is left stays queued until
+    /// the socket is writable.
+    pub blocked: bool,
+}
+
+impl SendBatch {
+    /// Room for `slots` datagrams of up to `cap` bytes each (both at least 1).
+    pub fn new(slots: usize, cap: usize) -> Self {
+        let slots = slots.max(1);
+        let cap = cap.max(1);
+        SendBatch {
+            cap,
+            buf: vec![0; slots * cap],
+            lens: vec![0; slots],
+            // SAFETY: plain old data, all-zero is valid.
+            addrs: vec![(unsafe { std::mem::zeroed() }, 0); slots],
+            count: 0,
+            sent: 0,
+            iov: Vec::with_capacity(slots),
+            // SAFETY: plain old data, overwritten before use.
+            hdrs: vec![unsafe { std::mem::zeroed() }; slots],
+        }
+    }
+
+    /// Bytes one slot holds.
+    pub fn slot_len(&self) -> usize {
+        self.cap
+    }
+
+    /// No room for another datagram until [`flush`](Self::flush).
+    pub fn is_full(&self) -> bool {
+        self.count == self.lens.len()
+    }
+
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.count == self.sent
+    }
+
+    /// The next free slot, to write a datagram into before
+    /// [`commit`](Self::commit); `None` when full.
+    pub fn slot(&mut self) -> Option<&mut [u8]> {
+        if self.is_full() {
+            return None;
+        }
+        let start = self.count * self.cap;
+        Some(&mut self.buf[start..start + self.cap])
+    }
+
+    /// Queue the first `len` bytes of the slot returned by
+    /// [`slot`](Self::slot) for `dst`. Ignored when full.
+    pub fn commit(&mut self, len: usize, dst: SocketAddr) {
+        if self.is_full() {
+            return;
+        }
+        let i = self.count;
+        self.lens[i] = len.min(self.cap);
+        self.addrs[i] = std_to_sockaddr(dst);
+        self.count += 1;
+    }
+
+    /// Copy `data` (truncated to a slot) into the batch for `dst`. Returns
+    /// false when full.
+    pub fn push(&mut self, data: &[u8], dst: SocketAddr) -> bool {
+        let Some(slot) = self.slot() else {
+            return false;
+        };
+        let n = data.len().min(slot.len());
+        slot[..n].copy_from_slice(&data[..n]);
+        self.commit(n, dst);
+        true
+    }
+
+    /// Number of datagrams queued.
+    pub fn queued_len(&self) -> usize {
+        self.count - self.sent
+    }
+
+    /// The bytes and destination of queued datagram `i` (0 = oldest queued).
+    pub fn queued(&self, i: usize) -> Option<(&[u8], SocketAddr)> {
+        let k = self.sent + i;
+        if k >= self.count {
+            return None;
+        }
+        let start = k * self.cap;
+        let dst = sockaddr_to_std(&self.addrs[k].0)?;
+        Some((&self.buf[start..start + self.lens[k]], dst))
+    }
+
+    /// Drop the most recently queued datagram (not yet flushed).
+    pub fn pop_last(&mut self) {
+        if self.count > self.sent {
+            self.count -= 1;
+        }
+    }
+
+    /// Send what is queued without blocking.
+    pub fn flush(&mut self, fd: RawFd) -> Flushed {
+        let mut out = Flushed::default();
+        while self.sent < self.count {
+            let first = self.sent;
+            let n = self.count - first;
+            self.iov.clear();
+            for k in first..self.count {
+                let start = k * self.cap;
+                self.iov.push(libc::iovec {
+                    iov_base: self.buf[start..].as_mut_ptr().cast(),
+                    iov_len: self.lens[k],
+                });
+            }
+            for j in 0..n {
+                let k = first + j;
+                let h = &mut self.hdrs[j];
+                h.msg_hdr.msg_name = (&mut self.addrs[k].0 as *mut libc::sockaddr_storage).cast();
+                h.msg_hdr.msg_namelen = self.addrs[k].1;
+                h.msg_hdr.msg_iov = &mut self.iov[j];
+                h.msg_hdr.msg_iovlen = 1;
+                h.msg_hdr.msg_control = std::ptr::null_mut();
+                h.msg_hdr.msg_controllen = 0;
+                h.msg_hdr.msg_flags = 0;
+                h.msg_len = 0;
+            }
+            // SAFETY: the first `n` headers are initialised and point into
+            // `addrs`, `iov` and `buf`, live and unaliased during the call.
+            let r =
+                unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock => {
+                        out.blocked = true;
+                        return out;
+                    }
+                    // ENOBUFS and friends on loopback mean the datagram is
+                    // lost, exactly like a drop on the wire; ECONNREFUSED
+                    // reports an earlier datagram's ICMP error. Skip one and
+                    // carry on.
+                    _ => {
+                        out.failed += 1;
+                        self.sent += 1;
+                        continue;
+                    }
+                }
+            }
+            self.sent += r as usize;
+            out.sent += r as usize;
+        }
+        self.count = 0;
+        self.sent = 0;
+        out
+    }
+}
+
+fn sockaddr_to_std(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match s.ss_family as i32 {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, which
+            // fits in (and is no more aligned than) sockaddr_storage.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+fn std_to_sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: plain old data, all-zero is valid.
+    let mut s: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_in fits in sockaddr_storage, which is at
+            // least as aligned; we write through a pointer to our own local.
+            let p = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
+            p.sin_family = libc::AF_INET as libc::sa_family_t;
+            p.sin_port = v4.port().to_be();
+            p.sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+            (
+                s,
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let p = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            p.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            p.sin6_port = v6.port().to_be();
+            p.sin6_addr.s6_addr = v6.ip().octets();
+            p.sin6_flowinfo = v6.flowinfo();
+            p.sin6_scope_id = v6.scope_id();
+            (
+                s,
+                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn addresses_round_trip() {
+        for a in [
+            "127.0.0.1:4000".parse::<SocketAddr>().unwrap(),
+            "[::1]:65535".parse().unwrap(),
+            "10.1.2.3:1".parse().unwrap(),
+        ] {
+            let (s, _) = std_to_sockaddr(a);
+            assert_eq!(sockaddr_to_std(&s), Some(a));
+        }
+    }
+
+    #[test]
+    fn batches_move_many_datagrams_per_call_and_flag_truncation() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = rx.local_addr().unwrap();
+        let mut out = SendBatch::new(8, 64);
+        for i in 0..5u8 {
+            assert!(out.push(&[i; 10], dst));
+        }
+        // A datagram written in place, longer than the receiver's slots.
+        let slot = out.slot().unwrap();
+        slot[..40].fill(9);
+        out.commit(40, dst);
+        assert_eq!(out.queued(5).map(|(d, a)| (d.len(), a)), Some((40, dst)));
+        let f = out.flush(tx.as_raw_fd());
+        assert_eq!(
+            f,
+            Flushed {
+                sent: 6,
+                failed: 0,
+                blocked: false
+            }
+        );
+        assert!(out.is_empty());
+
+        let mut inb = RecvBatch::new(4, 32);
+        let mut got = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while got.len() < 6 && std::time::Instant::now() < deadline {
+            let n = inb.recv(rx.as_raw_fd()).unwrap();
+            assert!(n <= 4);
+            for i in 0..n {
+                let (d, from, trunc) = inb.get(i).unwrap();
+                assert_eq!(from, Some(tx.local_addr().unwrap()));
+                got.push((d.to_vec(), trunc));
+            }
+        }
+        assert_eq!(got.len(), 6);
+        for (i, (d, trunc)) in got.iter().take(5).enumerate() {
+            assert_eq!(d, &vec![i as u8; 10]);
+            assert!(!trunc);
+        }
+        assert_eq!(got[5], (vec![9u8; 32], true));
+        assert_eq!(inb.recv(rx.as_raw_fd()).unwrap(), 0, "nothing left");
+    }
+}

@@ -1,0 +1,752 @@
+//! The socket driver: one UDP socket per network interface, the protocol
+//! endpoint behind a lock, and the progress model of `nal-tcp` (a progress
+//! thread that sleeps in the kernel, application threads that drive the
+//! socket themselves while they wait, optimistic sends).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nal_sys::batch::{RecvBatch, SendBatch};
+use nal_sys::{Poller, ProgressMode, Ready};
+use portals::{FailType, Nal, NiCore, Outbound, ProcessId, PtlError, SendToken};
+use slab::Slab;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::config::{fit_windows, UdpConfig};
+use crate::deliver::{out_payload, peer_id, process_id, Deposits, EngineSink};
+use crate::fault::{Fate, FaultInjector};
+use crate::proto::{Endpoint, Event, PeerId, SendError};
+
+/// Poller token of the socket.
+const SOCKET: u64 = 0;
+/// Longest the progress thread sleeps without looking at the clock (it is
+/// woken earlier by traffic, by new timers and at shutdown).
+const PT_SLEEP: Duration = Duration::from_millis(50);
+/// Protocol token of messages whose completion nobody waits for.
+const NO_TOKEN: u64 = u64::MAX;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Counters of a UDP NAL: the protocol's, plus the driver's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdpStats {
+    /// The reliability protocol's counters.
+    pub protocol: crate::proto::Stats,
+    /// Sends that left in the calling thread, without waiting for progress.
+    pub optimistic_sends: u64,
+    /// Datagrams the kernel refused to send (lost; the protocol resends).
+    pub send_errors: u64,
+    /// `recvmmsg` failures other than "nothing to read".
+    pub recv_errors: u64,
+    /// Times the socket's send buffer was full.
+    pub send_blocked: u64,
+    /// Datagrams dropped by fault injection.
+    pub injected_drops: u64,
+    /// Datagrams duplicated by fault injection.
+    pub injected_duplicates: u64,
+    /// Datagrams reordered by fault injection.
+    pub injected_reorders: u64,
+    /// Receive buffer the kernel granted (bytes, as it reports them).
+    pub recv_buffer: usize,
+    /// Receive window in force (datagrams per peer).
+    pub recv_window: u32,
+}
+
+/// A bound UDP socket whose address can be published before the transport
+/// starts (as [`nal_tcp::TcpEndpoint`]'s listener).
+///
+/// [`nal_tcp::TcpEndpoint`]: https://docs.rs/nal-tcp
+#[derive(Debug)]
+pub struct UdpEndpoint {
+    sock: Socket,
+    local: SocketAddr,
+    cfg: UdpConfig,
+    granted: (usize, usize),
+}
+
+impl UdpEndpoint {
+    /// Open and bind the socket.
+    pub fn bind(cfg: UdpConfig) -> io::Result<UdpEndpoint> {
+        cfg.protocol
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let sock = Socket::new(
+            Domain::for_address(cfg.bind),
+            Type::DGRAM,
+            Some(Protocol::UDP),
+        )?;
+        sock.set_nonblocking(true)?;
+        let granted =
+            nal_sys::request_socket_buffers(sock.as_raw_fd(), cfg.recv_buffer, cfg.send_buffer)?;
+        sock.bind(&cfg.bind.into())?;
+        let local = sock
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("socket has no IP address"))?;
+        Ok(UdpEndpoint {
+            sock,
+            local,
+            cfg,
+            granted,
+        })
+    }
+
+    /// The address peers send to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Start serving `core` (use inside [`portals::NetworkInterface::init`]).
+    /// `peers` maps the other processes of the job to their addresses; more
+    /// can be added later with [`UdpNal::add_peer`].
+    pub fn start(
+        self,
+        core: Arc<NiCore>,
+        peers: impl IntoIterator<Item = (ProcessId, SocketAddr)>,
+    ) -> Result<Arc<UdpNal>, PtlError> {
+        UdpNal::start(self, core, peers.into_iter().collect())
+            .map_err(|e| PtlError::Nal(e.to_string()))
+    }
+}
+
+/// Everything the protocol and the socket need, behind one lock.
+struct State {
+    ep: Endpoint,
+    addrs: HashMap<PeerId, SocketAddr>,
+    by_addr: HashMap<SocketAddr, PeerId>,
+    /// Engine tokens of sends in the protocol, by protocol token.
+    tokens: Slab<SendToken>,
+    deposits: Deposits,
+    responses: Vec<Outbound>,
+    rx: RecvBatch,
+    tx: SendBatch,
+    fault: Option<FaultInjector>,
+    /// A datagram fault injection holds back, sent after the next one.
+    held: Option<(Vec<u8>, SocketAddr)>,
+    /// The last pass stopped receiving before the socket was empty.
+    rx_more: bool,
+    /// The socket's send buffer was full; wait for writability.
+    tx_blocked: bool,
+}
+
+struct Counters {
+    optimistic_sends: AtomicU64,
+    send_errors: AtomicU64,
+    recv_errors: AtomicU64,
+    send_blocked: AtomicU64,
+}
+
+struct Inner {
+    core: Arc<NiCore>,
+    cfg: UdpConfig,
+    me: ProcessId,
+    sock: Socket,
+    state: Mutex<State>,
+    /// Polled by application threads waiting in the library.
+    app: Arc<Poller>,
+    /// Polled by the progress thread (thread mode only).
+    pt: Option<Poller>,
+    /// When the progress thread will next look at the clock, in nanoseconds
+    /// since `epoch` (`u64::MAX` while it is not sleeping on a deadline).
+    pt_deadline: AtomicU64,
+    waiters: AtomicUsize,
+    last_leave: AtomicU64,
+    epoch: Instant,
+    shutdown: AtomicBool,
+    park: Mutex<()>,
+    parked: Condvar,
+    counters: Counters,
+    recv_buffer: usize,
+    recv_window: u32,
+}
+
+/// A running UDP NAL. Created by [`UdpEndpoint::start`]; owned by the
+/// network interface (as its `Arc<dyn Nal>`), and optionally by the caller
+/// for [`UdpNal::stats`] and [`UdpNal::add_peer`].
+pub struct UdpNal {
+    inner: Arc<Inner>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for UdpNal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpNal")
+            .field("me", &self.inner.me)
+            .field("progress", &self.inner.cfg.progress)
+            .field("backend", &self.inner.cfg.backend)
+            .finish()
+    }
+}
+
+impl UdpNal {
+    fn start(
+        ep: UdpEndpoint,
+        core: Arc<NiCore>,
+        peers: Vec<(ProcessId, SocketAddr)>,
+    ) -> io::Result<Arc<UdpNal>> {
+        let UdpEndpoint {
+            sock, cfg, granted, ..
+        } = ep;
+        let me = core.id();
+        let mut proto = cfg.protocol.clone();
+        if cfg.size_windows {
+            let senders = peers.iter().filter(|(p, _)| *p != me).count();
+            fit_windows(&mut proto, granted.0, senders);
+        }
+        let recv_window = proto.recv_window;
+        let max_datagram = proto.max_datagram;
+        let endpoint = Endpoint::new(proto, core.job_key(), peer_id(me))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let app = Arc::new(Poller::new(nal_sys::Backend::Epoll)?);
+        let pt = match cfg.progress {
+            ProgressMode::Thread => Some(Poller::new(cfg.backend)?),
+            ProgressMode::Poll => None,
+        };
+        app.register(sock.as_raw_fd(), SOCKET, true)?;
+        if let Some(pt) = &pt {
+            pt.register(sock.as_raw_fd(), SOCKET, true)?;
+        }
+        let waker = app.clone();
+        core.set_waker(Box::new(move || waker.wake()));
+        let fault = cfg
+            .fault
+            .map(|f| FaultInjector::new(f, peer_id(me).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+        let state = State {
+            ep: endpoint,
+            addrs: HashMap::new(),
+            by_addr: HashMap::new(),
+            tokens: Slab::new(),
+            deposits: HashMap::new(),
+            responses: Vec::new(),
+            // One byte more than the largest datagram, so that an oversized
+            // one is seen as such and dropped, not truncated into shape.
+            rx: RecvBatch::new(cfg.batch, max_datagram + 1),
+            tx: SendBatch::new(cfg.batch, max_datagram),
+            fault,
+            held: None,
+            rx_more: false,
+            tx_blocked: false,
+        };
+        let inner = Arc::new(Inner {
+            me,
+            core,
+            cfg,
+            sock,
+            state: Mutex::new(state),
+            app,
+            pt,
+            pt_deadline: AtomicU64::new(u64::MAX),
+            waiters: AtomicUsize::new(0),
+            last_leave: AtomicU64::new(0),
+            epoch: Instant::now(),
+            shutdown: AtomicBool::new(false),
+            park: Mutex::new(()),
+            parked: Condvar::new(),
+            counters: Counters {
+                optimistic_sends: AtomicU64::new(0),
+                send_errors: AtomicU64::new(0),
+                recv_errors: AtomicU64::new(0),
+                send_blocked: AtomicU64::new(0),
+            },
+            recv_buffer: granted.0,
+            recv_window,
+        });
+        {
+            let mut st = lock(&inner.state);
+            for (id, addr) in peers {
+                Inner::add_peer(&mut st, id, addr);
+            }
+        }
+        let thread = if inner.pt.is_some() {
+            let i = inner.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name(format!("ptl-udp-{}", inner.me))
+                    .spawn(move || i.progress_thread())?,
+            )
+        } else {
+            None
+        };
+        Ok(Arc::new(UdpNal {
+            inner,
+            thread: Mutex::new(thread),
+        }))
+    }
+
+    /// Tell the NAL where a process receives. Adding a known process again
+    /// changes nothing.
+    pub fn add_peer(&self, id: ProcessId, addr: SocketAddr) {
+        Inner::add_peer(&mut lock(&self.inner.state), id, addr);
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> UdpStats {
+        let (protocol, fault) = {
+            let st = lock(&self.inner.state);
+            let f = st
+                .fault
+                .as_ref()
+                .map(|f| (f.dropped, f.duplicated, f.reordered))
+                .unwrap_or_default();
+            (st.ep.stats(), f)
+        };
+        let c = &self.inner.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        UdpStats {
+            protocol,
+            optimistic_sends: g(&c.optimistic_sends),
+            send_errors: g(&c.send_errors),
+            recv_errors: g(&c.recv_errors),
+            send_blocked: g(&c.send_blocked),
+            injected_drops: fault.0,
+            injected_duplicates: fault.1,
+            injected_reorders: fault.2,
+            recv_buffer: self.inner.recv_buffer,
+            recv_window: self.inner.recv_window,
+        }
+    }
+}
+
+impl Nal for UdpNal {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn send(&self, msg: Outbound) {
+        let i = &self.inner;
+        if msg.header.dst == i.me {
+            // Self-sends never touch the network (nor the state lock).
+            portals::loopback::deliver_local(&i.core, msg);
+            return;
+        }
+        let mut st = lock(&i.state);
+        i.submit(&mut st, msg);
+        i.settle(&mut st);
+        if st.tx.is_empty() && !st.tx_blocked {
+            i.counters.optimistic_sends.fetch_add(1, Ordering::Relaxed);
+        }
+        i.nudge_progress_thread(&st);
+    }
+
+    fn progress(&self, timeout: Option<Duration>) -> portals::Result<()> {
+        let i = &self.inner;
+        if i.shutdown.load(Ordering::Relaxed) {
+            return Err(PtlError::Shutdown);
+        }
+        i.progress_once(&i.app, timeout)
+            .map_err(|e| PtlError::Nal(e.to_string()))
+    }
+
+    fn wake(&self) {
+        self.inner.app.wake();
+    }
+
+    fn waiter_enter(&self) {
+        self.inner.waiters.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn waiter_leave(&self) {
+        let i = &self.inner;
+        i.last_leave
+            .store(i.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        i.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn shutdown(&self) {
+        let i = &self.inner;
+        i.shutdown.store(true, Ordering::SeqCst);
+        if let Some(pt) = &i.pt {
+            pt.wake();
+        }
+        {
+            let _g = lock(&i.park);
+            i.parked.notify_all();
+        }
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
+        }
+        // Pending sends and deposits are abandoned without touching their
+        // memory: the interface is going away with it. Dropping the
+        // endpoint's borrowed payloads reads nothing.
+        let mut st = lock(&i.state);
+        st.tokens.clear();
+        st.deposits.clear();
+        st.responses.clear();
+        st.held = None;
+    }
+}
+
+impl Inner {
+    fn add_peer(st: &mut State, id: ProcessId, addr: SocketAddr) {
+        let p = peer_id(id);
+        st.ep.add_peer(p);
+        st.addrs.entry(p).or_insert(addr);
+        st.by_addr.entry(addr).or_insert(p);
+    }
+
+    // ----- sending -------------------------------------------------------------
+
+    /// Hand one Portals message to the protocol.
+    fn submit(&self, st: &mut State, msg: Outbound) {
+        let dst = msg.header.dst;
+        tracing::trace!(%dst, op = ?msg.header.op, len = msg.payload.len(), "send");
+        if dst == self.me {
+            portals::loopback::deliver_local(&self.core, msg);
+            return;
+        }
+        let peer = peer_id(dst);
+        if !st.addrs.contains_key(&peer) {
+            tracing::warn!(peer = %dst, "send to a process with no known address");
+            self.fail(msg.token);
+            self.core.with_engine(|e| e.peer_failed(dst));
+            return;
+        }
+        let header = msg.header.encode();
+        let token = match msg.token {
+            Some(t) => st.tokens.insert(t) as u64,
+            None => NO_TOKEN,
+        };
+        let r = st.ep.send(
+            Instant::now(),
+            peer,
+            &header,
+            out_payload(msg.payload),
+            token,
+        );
+        if let Err(e) = r {
+            tracing::debug!(peer = %dst, error = %e, "send refused");
+            let t = (token != NO_TOKEN)
+                .then(|| st.tokens.try_remove(token as usize))
+                .flatten();
+            self.fail(t);
+            if matches!(e, SendError::PeerDead(_)) {
+                self.core.with_engine(|e| e.peer_failed(dst));
+            }
+        }
+    }
+
+    fn fail(&self, token: Option<SendToken>) {
+        if let Some(t) = token {
+            self.core
+                .with_engine(|e| e.send_complete(t, FailType::Unreachable));
+        }
+    }
+
+    /// Send the engine's responses, report the protocol's events to the
+    /// engine, and put every datagram the protocol has on the wire.
+    fn settle(&self, st: &mut State) {
+        loop {
+            for msg in std::mem::take(&mut st.responses) {
+                self.submit(st, msg);
+            }
+            self.events(st);
+            self.transmit(st);
+            self.events(st);
+            if st.responses.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn events(&self, st: &mut State) {
+        while let Some(ev) = st.ep.poll_event() {
+            match ev {
+                Event::SendComplete { token, ok, .. } => {
+                    if token == NO_TOKEN {
+                        continue;
+                    }
+                    if let Some(t) = st.tokens.try_remove(token as usize) {
+                        let fail = if ok {
+                            FailType::Ok
+                        } else {
+                            FailType::Unreachable
+                        };
+                        self.core.with_engine(|e| e.send_complete(t, fail));
+                    }
+                }
+                Event::PeerDead { peer } => {
+                    let p = process_id(peer);
+                    tracing::warn!(peer = %p, "peer declared dead");
+                    self.core.with_engine(|e| e.peer_failed(p));
+                }
+            }
+        }
+    }
+
+    /// Move datagrams from the protocol to the socket until either has
+    /// nothing left.
+    fn transmit(&self, st: &mut State) {
+        let fd = self.sock.as_raw_fd();
+        loop {
+            if !st.tx.is_empty() {
+                let f = st.tx.flush(fd);
+                if f.failed > 0 {
+                    self.counters
+                        .send_errors
+                        .fetch_add(f.failed as u64, Ordering::Relaxed);
+                }
+                if f.blocked {
+                    if !st.tx_blocked {
+                        self.counters.send_blocked.fetch_add(1, Ordering::Relaxed);
+                    }
+                    st.tx_blocked = true;
+                    return;
+                }
+            }
+            st.tx_blocked = false;
+            let produced = self.fill(st);
+            if produced == 0 && st.tx.is_empty() {
+                // Nothing follows a held datagram: send it now rather than
+                // turn a reordering into a loss.
+                match st.held.take() {
+                    Some((d, a)) => {
+                        st.tx.push(&d, a);
+                    }
+                    None => return,
+                }
+            }
+        }
+    }
+
+    /// Fill the send batch from the protocol; returns datagrams produced.
+    fn fill(&self, st: &mut State) -> usize {
+        let now = Instant::now();
+        let State {
+            ep,
+            addrs,
+            tx,
+            fault,
+            held,
+            ..
+        } = st;
+        let mut produced = 0;
+        while let Some(slot) = tx.slot() {
+            let Some((peer, n)) = ep.poll_transmit(now, slot) else {
+                break;
+            };
+            produced += 1;
+            let Some(&addr) = addrs.get(&peer) else {
+                continue;
+            };
+            let fate = fault.as_mut().map_or(Fate::Send, FaultInjector::decide);
+            match fate {
+                Fate::Send => tx.commit(n, addr),
+                Fate::Drop => continue,
+                Fate::Duplicate => {
+                    tx.commit(n, addr);
+                    let last = tx.queued_len().saturating_sub(1);
+                    if let Some(copy) = tx.queued(last).map(|(d, _)| d.to_vec()) {
+                        tx.push(&copy, addr);
+                    }
+                }
+                Fate::Hold => {
+                    let bytes = slot_copy(tx, n);
+                    if let Some((d, a)) = held.replace((bytes, addr)) {
+                        tx.push(&d, a);
+                    }
+                    continue;
+                }
+            }
+            if let Some((d, a)) = held.take() {
+                if !tx.push(&d, a) {
+                    *held = Some((d, a));
+                }
+            }
+        }
+        produced
+    }
+
+    // ----- receiving ------------------------------------------------------------
+
+    /// One progress pass: read datagrams, run expired timers, send. Returns
+    /// whether anything happened.
+    fn drive(&self, st: &mut State) -> bool {
+        let fd = self.sock.as_raw_fd();
+        let mut work = false;
+        st.rx_more = false;
+        for pass in 0..self.cfg.recv_batches_per_pass.max(1) {
+            let n = match st.rx.recv(fd) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.counters.recv_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(error = %e, "recvmmsg failed");
+                    0
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            work = true;
+            let now = Instant::now();
+            {
+                let State {
+                    ep,
+                    by_addr,
+                    deposits,
+                    responses,
+                    rx,
+                    ..
+                } = &mut *st;
+                let mut sink = EngineSink {
+                    core: &self.core,
+                    deposits,
+                    responses,
+                };
+                for k in 0..n {
+                    let Some((data, from, _)) = rx.get(k) else {
+                        break;
+                    };
+                    // A datagram from an unknown address is offered as from
+                    // an unknown peer, so that the protocol counts it.
+                    let peer = from
+                        .and_then(|a| by_addr.get(&a).copied())
+                        .unwrap_or(u64::MAX);
+                    ep.handle_datagram(now, peer, data, &mut sink);
+                }
+            }
+            self.settle(st);
+            if n < self.cfg.batch {
+                break;
+            }
+            if pass + 1 == self.cfg.recv_batches_per_pass.max(1) {
+                st.rx_more = true;
+            }
+        }
+        let now = Instant::now();
+        if st.ep.poll_timeout().is_some_and(|d| d <= now) {
+            let State {
+                ep,
+                deposits,
+                responses,
+                ..
+            } = &mut *st;
+            let mut sink = EngineSink {
+                core: &self.core,
+                deposits,
+                responses,
+            };
+            ep.handle_timeout(now, &mut sink);
+            work = true;
+        }
+        self.settle(st);
+        work
+    }
+
+    /// If the protocol now has a timer earlier than the progress thread's
+    /// wake-up, wake it so that it re-arms (only matters while it sleeps).
+    fn nudge_progress_thread(&self, st: &State) {
+        let Some(pt) = &self.pt else { return };
+        let Some(d) = st.ep.poll_timeout() else {
+            return;
+        };
+        let at = d.saturating_duration_since(self.epoch).as_nanos() as u64;
+        if at < self.pt_deadline.load(Ordering::SeqCst) {
+            pt.wake();
+        }
+    }
+
+    /// How long to sleep at most: `cap`, or less if a protocol timer is due
+    /// sooner. Zero means "do not sleep".
+    fn nap(st: &State, cap: Duration) -> Duration {
+        if st.rx_more || !st.responses.is_empty() {
+            return Duration::ZERO;
+        }
+        match st.ep.poll_timeout() {
+            Some(d) => d.saturating_duration_since(Instant::now()).min(cap),
+            None => cap,
+        }
+    }
+
+    fn progress_once(&self, poller: &Poller, timeout: Option<Duration>) -> io::Result<()> {
+        let Some(cap) = timeout else {
+            // Non-blocking: if another thread is driving the socket right
+            // now, it is doing the work this call would do.
+            let mut st = match self.state.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::WouldBlock) => return Ok(()),
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            };
+            self.drive(&mut st);
+            self.nudge_progress_thread(&st);
+            return Ok(());
+        };
+        let wait = {
+            let mut st = lock(&self.state);
+            if self.drive(&mut st) {
+                self.nudge_progress_thread(&st);
+                return Ok(());
+            }
+            Self::nap(&st, cap)
+        };
+        if !wait.is_zero() {
+            let mut events: Vec<Ready> = Vec::new();
+            poller.poll(&mut events, Some(wait))?;
+        }
+        let mut st = lock(&self.state);
+        self.drive(&mut st);
+        self.nudge_progress_thread(&st);
+        Ok(())
+    }
+
+    // ----- the progress thread --------------------------------------------------
+
+    fn progress_thread(self: Arc<Self>) {
+        let Some(pt) = &self.pt else { return };
+        let mut events: Vec<Ready> = Vec::new();
+        while !self.shutdown.load(Ordering::SeqCst) {
+            if self.stand_aside() {
+                let g = lock(&self.park);
+                let _ = self
+                    .parked
+                    .wait_timeout(g, self.cfg.handback)
+                    .unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            let wait = {
+                let mut st = lock(&self.state);
+                if self.drive(&mut st) {
+                    continue;
+                }
+                let wait = Self::nap(&st, PT_SLEEP);
+                let at = (Instant::now() + wait).saturating_duration_since(self.epoch);
+                self.pt_deadline
+                    .store(at.as_nanos() as u64, Ordering::SeqCst);
+                wait
+            };
+            if !wait.is_zero() {
+                if let Err(e) = pt.poll(&mut events, Some(wait)) {
+                    tracing::error!(error = %e, "progress thread poll failed");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            self.pt_deadline.store(u64::MAX, Ordering::SeqCst);
+        }
+    }
+
+    /// The progress thread leaves the socket to application threads that
+    /// wait in the library, and for `handback` after the last one left.
+    fn stand_aside(&self) -> bool {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        let left = self.last_leave.load(Ordering::Relaxed);
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        left != 0 && now.saturating_sub(left) < self.cfg.handback.as_nanos() as u64
+    }
+}
+
+/// A copy of the first `n` bytes of the batch's free slot (the datagram the
+/// protocol just wrote there, not committed).
+fn slot_copy(tx: &mut SendBatch, n: usize) -> Vec<u8> {
+    tx.slot()
+        .map(|s| s[..n.min(s.len())].to_vec())
+        .unwrap_or_default()
+}

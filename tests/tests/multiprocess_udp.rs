@@ -1,0 +1,169 @@
+//! The portals, MPI and collective suites between real processes over the
+//! UDP transport, unchanged, on a clean loopback and with 5 % of every
+//! process's datagrams dropped (plus duplication and reordering) by the
+//! fault injector. Every job has a timeout.
+
+use std::time::{Duration, Instant};
+
+use nal_tcp::{Backend, ProgressMode};
+use nal_udp::FaultConfig;
+use portals_runtime::{JobOptions, NalKind};
+use portals_tests::{assert_job_ok, run_job_with, LaunchOutcome};
+
+const PTL: &str = env!("CARGO_BIN_EXE_ptl_check");
+const MPI: &str = env!("CARGO_BIN_EXE_mpi_check");
+const COLL: &str = env!("CARGO_BIN_EXE_coll_check");
+
+fn lossy(seed: u64) -> Option<FaultConfig> {
+    Some(FaultConfig {
+        loss: 0.05,
+        dup: 0.01,
+        reorder: 0.02,
+        seed,
+    })
+}
+
+fn options(progress: ProgressMode, backend: Backend, fault: Option<FaultConfig>) -> JobOptions {
+    JobOptions {
+        nal: NalKind::Udp,
+        progress,
+        backend,
+        udp_fault: fault,
+        ..JobOptions::default()
+    }
+}
+
+/// The variants every scenario runs in: clean and lossy, both progress
+/// modes, both back ends of the progress thread.
+fn variants() -> Vec<(String, JobOptions)> {
+    vec![
+        (
+            "thread epoll".into(),
+            options(ProgressMode::Thread, Backend::Epoll, None),
+        ),
+        (
+            "thread io_uring 5% loss".into(),
+            options(ProgressMode::Thread, Backend::IoUring, lossy(21)),
+        ),
+        (
+            "poll 5% loss".into(),
+            options(ProgressMode::Poll, Backend::Epoll, lossy(22)),
+        ),
+    ]
+}
+
+fn run(program: &str, ranks: u32, args: &[&str], o: &JobOptions) -> LaunchOutcome {
+    run_job_with(program, ranks, args, o.clone())
+}
+
+fn assert_ok(out: &LaunchOutcome, ranks: u32, what: &str) {
+    assert_job_ok(out, ranks, "OK ", what)
+}
+
+#[test]
+fn portals_puts_and_gets_up_to_16_mb_over_udp() {
+    for (name, o) in variants() {
+        assert_ok(
+            &run(PTL, 2, &["putget"], &o),
+            2,
+            &format!("putget 2 {name}"),
+        );
+        let four = (4 << 20).to_string();
+        assert_ok(
+            &run(PTL, 4, &["putget", &four], &o),
+            4,
+            &format!("putget 4 {name}"),
+        );
+    }
+}
+
+#[test]
+fn portals_all_to_all_storm_over_udp() {
+    for (name, o) in variants() {
+        assert_ok(
+            &run(PTL, 4, &["storm", "2000"], &o),
+            4,
+            &format!("storm {name}"),
+        );
+    }
+}
+
+#[test]
+fn a_sleeping_target_receives_over_udp_with_a_progress_thread_and_not_without() {
+    for (name, o) in variants() {
+        let mode = match o.progress {
+            ProgressMode::Thread => "thread",
+            ProgressMode::Poll => "poll",
+        };
+        assert_ok(
+            &run(PTL, 2, &["sleepy-target", mode], &o),
+            2,
+            &format!("sleepy-target {name}"),
+        );
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_transfer_over_udp_fails_the_survivor() {
+    for (name, o) in variants() {
+        let t0 = Instant::now();
+        let out = run(PTL, 2, &["die-mid-transfer"], &o);
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{name}: took {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(out.status, 128 + 9, "{name}: {:?}", out.reason);
+        assert!(
+            out.stdout_of(0).contains("survivor saw failure"),
+            "{name}: rank 0 said {:?}",
+            out.stdout_of(0)
+        );
+    }
+}
+
+#[test]
+fn mpi_point_to_point_over_udp() {
+    for (name, o) in variants() {
+        assert_ok(&run(MPI, 2, &["modes"], &o), 2, &format!("modes {name}"));
+        assert_ok(
+            &run(MPI, 2, &["order", "2000", "7"], &o),
+            2,
+            &format!("order {name}"),
+        );
+        assert_ok(
+            &run(MPI, 2, &["flood", "10"], &o),
+            2,
+            &format!("flood {name}"),
+        );
+        assert_ok(&run(MPI, 2, &["misc"], &o), 2, &format!("misc {name}"));
+    }
+    let (name, o) = &variants()[1];
+    assert_ok(&run(MPI, 4, &["modes"], o), 4, &format!("modes 4 {name}"));
+    assert_ok(
+        &run(MPI, 4, &["order", "1000", "8"], o),
+        4,
+        &format!("order 4 {name}"),
+    );
+    assert_ok(&run(MPI, 4, &["ring"], o), 4, &format!("ring {name}"));
+}
+
+#[test]
+fn an_mpi_receive_completes_over_udp_while_the_receiver_computes() {
+    let o = options(ProgressMode::Thread, Backend::Epoll, lossy(23));
+    let out = run(MPI, 2, &["progress"], &o);
+    assert_ok(&out, 2, "progress thread, lossy udp");
+    assert!(out.stdout_of(1).contains("completed while computing"));
+}
+
+#[test]
+fn collectives_over_udp() {
+    for (name, o) in variants() {
+        for n in [2, 3, 4] {
+            let what = format!("coll sizes n={n} {name}");
+            assert_job_ok(&run(COLL, n, &["sizes"], &o), n, "OK sizes", &what);
+        }
+        let what = format!("coll comms n=4 {name}");
+        assert_job_ok(&run(COLL, 4, &["comms"], &o), 4, "OK comms", &what);
+    }
+}
