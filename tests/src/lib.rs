@@ -21,6 +21,26 @@ pub fn run_job(
     progress: ProgressMode,
     backend: Backend,
 ) -> LaunchOutcome {
+    run_job_within(
+        program,
+        ranks,
+        args,
+        progress,
+        backend,
+        Duration::from_secs(240),
+    )
+}
+
+/// [`run_job`] with another limit for the whole job, for jobs that would
+/// hang if the behaviour under test regressed.
+pub fn run_job_within(
+    program: &str,
+    ranks: u32,
+    args: &[&str],
+    progress: ProgressMode,
+    backend: Backend,
+    limit: Duration,
+) -> LaunchOutcome {
     let mut spec = LaunchSpec::new(ranks, program);
     spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
@@ -30,7 +50,7 @@ pub fn run_job(
         ..JobOptions::default()
     };
     spec.output = Output::Capture;
-    spec.timeout = Some(Duration::from_secs(240));
+    spec.timeout = Some(limit);
     launch(&spec).expect("launch")
 }
 
