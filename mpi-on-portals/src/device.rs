@@ -26,21 +26,40 @@
 //!   the data from the sender's read portal.
 //! * Synchronous sends complete on the target's acknowledgment (expected) or
 //!   on the receiver's explicit zero-length put to the ack portal
-//!   (unexpected).
+//!   (unexpected). The explicit acknowledgment lands on a zero-byte
+//!   descriptor of its own, not on the send buffer (docs/ARCHITECTURE.md).
 //!
 //! Extensions, each documented where it lives: the unexpected-buffer pool
 //! grows (up to a cap) instead of dropping messages when all buffers are
-//! full; a final *overflow* entry catches what would otherwise vanish and
-//! turns it into [`MpiError::UnexpectedOverflow`]; a long message received
-//! into a zero-length buffer releases its sender with a zero-length get.
+//! full, and is replenished by an unlink hook on whichever thread filled a
+//! buffer, so also while the application computes; a final *overflow*
+//! entry catches what would otherwise vanish and turns it into
+//! [`MpiError::UnexpectedOverflow`]; a long message received into a
+//! zero-length buffer releases its sender with a zero-length get.
+//!
+//! **Soundness.** A request is complete only when its result is known *and*
+//! it holds nothing in the engine: every wait returns only then, also on
+//! errors (a library-wide error aborts the waited-for request — unlinks its
+//! entry and descriptors, retrying while a transfer uses them — before it is
+//! reported). So a caller never gets back a buffer the engine can still
+//! write or read.
+//!
+//! **Failures.** Peers the transport gave up on are dead: every request
+//! with one of them fails with [`MpiError::PeerFailed`], including the
+//! passive ones the engine cannot fail (a posted receive, a send waiting for
+//! the peer's get or acknowledgment).
 
-use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::collections::{HashSet, VecDeque};
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use portals::{
     AckReq, EqHandle, Event, EventKind, FailType, MdDesc, MdHandle, MdOptions, MeHandle,
-    NetworkInterface, PortalIndex, Position, ProcessId, PtlError, Remote, Threshold, Unlink,
+    NetworkInterface, NiCore, PortalIndex, Position, ProcessId, PtlError, Remote, Threshold,
+    Unlink,
 };
 use portals_runtime::Job;
 use slab::Slab;
@@ -122,14 +141,26 @@ impl MpiConfig {
         get("PTL_MPI_UNEXPECTED_BUFFERS", &mut c.unexpected_buffers)?;
         get("PTL_MPI_UNEXPECTED_MAX", &mut c.unexpected_max)?;
         get("PTL_MPI_EQ_EVENTS", &mut c.eq_events)?;
-        if c.unexpected_buffer < 2 * c.eager_limit.max(1) {
+        c.checked()
+    }
+
+    /// Check the tunables (also those given to
+    /// [`crate::initialize_with_config`]): an unexpected-message buffer must
+    /// hold two eager messages (its high-water mark is the eager limit: a
+    /// smaller buffer would never accept anything); at least one buffer, and
+    /// a cap no lower than the initial count.
+    pub(crate) fn checked(mut self) -> Result<MpiConfig> {
+        if self.unexpected_buffer < 2 * self.eager_limit.max(1) {
             return Err(MpiError::Init(
                 "an unexpected-message buffer must hold at least two eager messages".into(),
             ));
         }
-        c.unexpected_buffers = c.unexpected_buffers.max(1);
-        c.unexpected_max = c.unexpected_max.max(c.unexpected_buffers);
-        Ok(c)
+        if self.eq_events == 0 {
+            return Err(MpiError::Init("event queues need room for events".into()));
+        }
+        self.unexpected_buffers = self.unexpected_buffers.max(1);
+        self.unexpected_max = self.unexpected_max.max(self.unexpected_buffers);
+        Ok(self)
     }
 }
 
@@ -252,8 +283,11 @@ impl Drop for UnexpectedBuffer {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` come from `Box::into_raw` of a boxed slice of
         // exactly `len` bytes in `UnexpectedBuffer::new`, and are freed only
-        // here, once. The device drops the network interface (stopping every
-        // transfer into this memory) before its state.
+        // here, once. The state holding the buffer outlives the network
+        // interface: the device drops its job (the interface, whose transport
+        // shutdown stops every transfer) before its share of the state, and
+        // the interface's unlink hook, which holds the other share, is
+        // dropped with the interface's core.
         unsafe {
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
                 self.ptr, self.len,
@@ -288,6 +322,13 @@ struct State {
     /// Context ids this process does not use: bit i of word i/64. Ids go in
     /// pairs (point-to-point, collective); the world's pair is 0/1.
     free_ctx: [u64; CTX_WORDS],
+    /// Requests with a result whose engine objects could not be unlinked yet
+    /// (a transfer was still using them): retried at every drain.
+    releasing: Vec<ReqId>,
+    /// World ranks the transport gave up on.
+    dead: HashSet<u32>,
+    /// How many entries of the interface's failed-peer list were handled.
+    failures_seen: usize,
 }
 
 /// Words of the context-id bitmap (13 bits of context: 8192 ids).
@@ -298,25 +339,282 @@ pub(crate) const CTX_WORDS: usize = (crate::bits::MAX_CONTEXT as usize + 1) / 64
 // the device mutex.
 unsafe impl Send for State {}
 
-/// The MPI device of one process.
-pub(crate) struct Device {
-    // Declared first so it is dropped first: the interface (and its progress
-    // thread) must be gone before the memory it writes into.
-    job: Job,
-    pub(crate) cfg: MpiConfig,
+/// What the device shares with the unlink hook it installs in the network
+/// interface (which may run on the transport's progress thread): the state
+/// and what the unexpected-buffer pool needs.
+struct Shared {
     st: Mutex<State>,
-    req_eq: EqHandle,
+    /// The hook found the state locked: whoever holds it services the
+    /// unexpected queue when it unlocks.
+    service: AtomicBool,
+    cfg: MpiConfig,
     unexp_eq: EqHandle,
-    mark: MeHandle,
     long_me: MeHandle,
+}
+
+/// The locked state. Unlocking looks at [`Shared::service`], so that work
+/// an unlink hook could not do while the lock was held is done now.
+struct StateGuard<'a> {
+    sh: &'a Shared,
+    core: &'a NiCore,
+    g: ManuallyDrop<MutexGuard<'a, State>>,
+}
+
+impl Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.g
+    }
+}
+
+impl DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.g
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `g` is dropped exactly once, here, and not used after.
+        unsafe { ManuallyDrop::drop(&mut self.g) };
+        self.sh.after_unlock(self.core);
+    }
 }
 
 fn ptl(e: PtlError) -> MpiError {
     MpiError::Portals(e)
 }
 
+impl Shared {
+    fn lock<'a>(&'a self, core: &'a NiCore) -> StateGuard<'a> {
+        StateGuard {
+            sh: self,
+            core,
+            g: ManuallyDrop::new(self.st.lock().unwrap_or_else(|p| p.into_inner())),
+        }
+    }
+
+    fn after_unlock(&self, core: &NiCore) {
+        // Pairs with the fence in `service_unexpected`: either the hook's
+        // try_lock saw the lock free, or this load sees its flag.
+        fence(Ordering::SeqCst);
+        if self.service.load(Ordering::SeqCst) {
+            self.service_unexpected(core);
+        }
+    }
+
+    /// The unlink hook: an unexpected-message buffer filled up and unlinked
+    /// itself, on whichever thread deposited the last message (typically the
+    /// progress thread while the application computes). Handle the
+    /// unexpected queue now — save the arrivals, re-attach drained buffers,
+    /// grow the pool — so that the next messages find room without waiting
+    /// for an MPI call. Never blocks: if the state is locked, its holder
+    /// does it on unlock.
+    fn on_unlink_hook(&self, core: &NiCore) {
+        self.service.store(true, Ordering::SeqCst);
+        self.service_unexpected(core);
+    }
+
+    fn service_unexpected(&self, core: &NiCore) {
+        loop {
+            fence(Ordering::SeqCst);
+            let mut g = match self.st.try_lock() {
+                Ok(g) => g,
+                // The holder sees `service` when it unlocks.
+                Err(TryLockError::WouldBlock) => return,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            };
+            self.service.store(false, Ordering::SeqCst);
+            let took = self.drain_unexpected(core, &mut g);
+            drop(g);
+            if took {
+                // A prober sleeping on the queue finds it empty now: wake it
+                // to look at the saved messages.
+                core.wake_sleepers();
+            }
+            fence(Ordering::SeqCst);
+            if !self.service.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    /// Handle every event of the unexpected queue (no sends, no progress:
+    /// safe inside an unlink hook). True if there was any.
+    fn drain_unexpected(&self, core: &NiCore, st: &mut State) -> bool {
+        let mut took = false;
+        loop {
+            match core.with_engine(|e| e.eq_get(self.unexp_eq)) {
+                Ok(Some(ev)) => {
+                    took = true;
+                    if let Err(e) = self.on_unexpected(core, st, &ev) {
+                        st.fatal.get_or_insert(e);
+                    }
+                }
+                Ok(None) => return took,
+                Err(PtlError::EqDropped { dropped }) => {
+                    took = true;
+                    st.fatal
+                        .get_or_insert(MpiError::EventQueueOverflow(dropped));
+                }
+                Err(e) => {
+                    st.fatal.get_or_insert(ptl(e));
+                    return took;
+                }
+            }
+        }
+    }
+
+    // ----- unexpected buffers -------------------------------------------
+
+    fn add_buffer(&self, core: &NiCore, st: &mut State) -> Result<()> {
+        if st.bufs.len() >= self.cfg.unexpected_buffers {
+            st.stats.buffers_grown += 1;
+        }
+        st.bufs
+            .push(UnexpectedBuffer::new(self.cfg.unexpected_buffer));
+        let i = st.bufs.len() - 1;
+        self.attach_buffer(core, st, i)
+    }
+
+    /// Link buffer `i` at the end of the short-unexpected entries (just in
+    /// front of the long-unexpected entry).
+    fn attach_buffer(&self, core: &NiCore, st: &mut State, i: usize) -> Result<()> {
+        let Some(b) = st.bufs.get_mut(i) else {
+            return Err(MpiError::InvalidBuffer("no such unexpected buffer"));
+        };
+        let me = core
+            .with_engine(|e| {
+                e.me_insert(
+                    self.long_me,
+                    ProcessId::ANY,
+                    bits::encode(PROTO_SHORT, 0, 0, 0),
+                    !bits::PROTO_MASK,
+                    Unlink::Unlink,
+                    Position::Before,
+                )
+            })
+            .map_err(ptl)?;
+        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::ACK_DISABLE)
+            .max_size(self.cfg.eager_limit as u64)
+            .eq(self.unexp_eq)
+            .user_ptr(i as u64);
+        // SAFETY: the buffer's memory lives as long as the state, which
+        // outlives the interface (see `UnexpectedBuffer`'s drop); nobody else
+        // writes it, and the library reads only regions whose Put event it
+        // has seen.
+        let md = match unsafe { core.md_attach_raw(me, &desc, b.ptr, b.len, Unlink::Unlink) } {
+            Ok(md) => md,
+            Err(e) => {
+                let _ = core.with_engine(|en| en.me_unlink(me));
+                return Err(ptl(e));
+            }
+        };
+        b.md = Some(md);
+        b.pending = 0;
+        Ok(())
+    }
+
+    /// A message from buffer `i` has been received (copied out) or dropped.
+    fn release(&self, core: &NiCore, st: &mut State, i: usize) -> Result<()> {
+        let Some(b) = st.bufs.get_mut(i) else {
+            return Ok(());
+        };
+        b.pending = b.pending.saturating_sub(1);
+        if b.pending == 0 && b.md.is_none() {
+            st.stats.buffers_recycled += 1;
+            self.attach_buffer(core, st, i)?;
+        }
+        Ok(())
+    }
+
+    fn on_unexpected(&self, core: &NiCore, st: &mut State, ev: &Event) -> Result<()> {
+        let tag = ev.md.user_ptr;
+        match ev.kind {
+            EventKind::Put if ev.fail == FailType::Ok => {
+                let buf = if tag == LONG_UNEXPECTED || tag == OVERFLOW {
+                    None
+                } else {
+                    let i = tag as usize;
+                    if let Some(b) = st.bufs.get_mut(i) {
+                        b.pending += 1;
+                    }
+                    Some(i)
+                };
+                if tag == OVERFLOW && ev.mlength < ev.rlength {
+                    let f = bits::decode(ev.match_bits);
+                    let e = MpiError::UnexpectedOverflow {
+                        sender: f.src as i32,
+                        tag: f.tag as i32,
+                        bytes: ev.rlength as usize,
+                    };
+                    st.fatal.get_or_insert(e.clone());
+                    return Err(e);
+                }
+                st.saved.push_back(Unexpected {
+                    bits: ev.match_bits,
+                    initiator: ev.initiator,
+                    hdr_data: ev.hdr_data,
+                    rlength: ev.rlength,
+                    mlength: ev.mlength,
+                    offset: ev.offset,
+                    buf,
+                });
+            }
+            // A message whose sender died half-way: it never happened.
+            EventKind::Put => {}
+            EventKind::Unlink => {
+                let i = tag as usize;
+                if let Some(b) = st.bufs.get_mut(i) {
+                    b.md = None;
+                    if b.pending == 0 {
+                        st.stats.buffers_recycled += 1;
+                        self.attach_buffer(core, st, i)?;
+                    }
+                }
+                // Keep at least two buffers able to take messages, growing
+                // the pool if the application falls behind.
+                let linked = st.bufs.iter().filter(|b| b.md.is_some()).count();
+                if linked < 2 && st.bufs.len() < self.cfg.unexpected_max {
+                    tracing::debug!(
+                        buffers = st.bufs.len() + 1,
+                        "growing the unexpected-message pool"
+                    );
+                    self.add_buffer(core, st)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The MPI device of one process.
+pub(crate) struct Device {
+    // Declared first so it is dropped first: the interface (and its progress
+    // thread) must be gone before the memory it writes into.
+    job: Job,
+    pub(crate) cfg: MpiConfig,
+    sh: Arc<Shared>,
+    req_eq: EqHandle,
+    unexp_eq: EqHandle,
+    mark: MeHandle,
+}
+
+/// A request's engine objects are all unlinked.
+fn released(r: &Req) -> bool {
+    r.me.is_none() && r.md.is_none() && r.ack_md.is_none()
+}
+
+/// A request is complete: it has its result and holds nothing in the engine,
+/// so the buffer it was given may be used (or freed) again.
+fn complete(r: &Req) -> bool {
+    r.result.is_some() && released(r)
+}
+
 impl Device {
     pub(crate) fn new(job: Job, cfg: MpiConfig) -> Result<Device> {
+        let cfg = cfg.checked()?;
         let ni = job.ni();
         let req_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
         let unexp_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
@@ -372,9 +670,7 @@ impl Device {
             Unlink::Retain,
         )
         .map_err(ptl)?;
-        let dev = Device {
-            job,
-            cfg,
+        let sh = Arc::new(Shared {
             st: Mutex::new(State {
                 reqs: Slab::new(),
                 next_gen: 1,
@@ -390,18 +686,36 @@ impl Device {
                     f[0] &= !0b11; // the world's pair
                     f
                 },
+                releasing: Vec::new(),
+                dead: HashSet::new(),
+                failures_seen: 0,
             }),
+            service: AtomicBool::new(false),
+            cfg: cfg.clone(),
+            unexp_eq,
+            long_me,
+        });
+        {
+            let mut st = sh.lock(ni.core());
+            for _ in 0..cfg.unexpected_buffers {
+                sh.add_buffer(ni.core(), &mut st)?;
+            }
+        }
+        // Full buffers are replaced as soon as they unlink, whoever makes
+        // progress (seed 001 recycles them at the next MPI call; with a
+        // progress thread that call may be far away).
+        let hook = sh.clone();
+        ni.core()
+            .set_unlink_hook(unexp_eq, Box::new(move |core| hook.on_unlink_hook(core)))
+            .map_err(ptl)?;
+        let dev = Device {
+            job,
+            cfg,
+            sh,
             req_eq,
             unexp_eq,
             mark,
-            long_me,
         };
-        {
-            let mut st = dev.lock();
-            for _ in 0..dev.cfg.unexpected_buffers {
-                dev.add_buffer(&mut st)?;
-            }
-        }
         // No message may reach a process before its entries exist.
         dev.job
             .barrier()
@@ -413,167 +727,118 @@ impl Device {
         self.job.ni()
     }
 
+    fn core(&self) -> &NiCore {
+        self.job.ni().core()
+    }
+
     pub(crate) fn job(&self) -> &Job {
         &self.job
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> StateGuard<'_> {
+        self.sh.lock(self.core())
     }
 
-    // ----- unexpected buffers -------------------------------------------
-
-    fn add_buffer(&self, st: &mut State) -> Result<()> {
-        if st.bufs.len() >= self.cfg.unexpected_buffers {
-            st.stats.buffers_grown += 1;
+    /// Drive the transport once, without blocking, if it needs calls to make
+    /// progress (polling mode); free otherwise. Called without the state
+    /// lock, so that an unlink hook run by this progress can take it.
+    fn poll(&self) {
+        if let Err(e) = self.ni().poll() {
+            self.lock().fatal.get_or_insert(ptl(e));
         }
-        st.bufs
-            .push(UnexpectedBuffer::new(self.cfg.unexpected_buffer));
-        let i = st.bufs.len() - 1;
-        self.attach_buffer(st, i)
-    }
-
-    /// Link buffer `i` at the end of the short-unexpected entries (just in
-    /// front of the long-unexpected entry).
-    fn attach_buffer(&self, st: &mut State, i: usize) -> Result<()> {
-        let ni = self.ni();
-        let me = ni
-            .me_insert(
-                self.long_me,
-                ProcessId::ANY,
-                bits::encode(PROTO_SHORT, 0, 0, 0),
-                !bits::PROTO_MASK,
-                Unlink::Unlink,
-                Position::Before,
-            )
-            .map_err(ptl)?;
-        let b = &mut st.bufs[i];
-        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::ACK_DISABLE)
-            .max_size(self.cfg.eager_limit as u64)
-            .eq(self.unexp_eq)
-            .user_ptr(i as u64);
-        // SAFETY: the buffer's memory lives until the device's state is
-        // dropped, after the interface; nobody else writes it, and the
-        // library reads only regions whose Put event it has seen.
-        let md =
-            unsafe { ni.md_attach_raw(me, &desc, b.ptr, b.len, Unlink::Unlink) }.map_err(ptl)?;
-        b.md = Some(md);
-        b.pending = 0;
-        Ok(())
-    }
-
-    /// A message from buffer `i` has been received (copied out).
-    fn release(&self, st: &mut State, i: usize) -> Result<()> {
-        let b = &mut st.bufs[i];
-        b.pending = b.pending.saturating_sub(1);
-        if b.pending == 0 && b.md.is_none() {
-            st.stats.buffers_recycled += 1;
-            self.attach_buffer(st, i)?;
-        }
-        Ok(())
     }
 
     // ----- events ---------------------------------------------------------
 
     /// Take every queued event and act on it, unexpected messages first so
-    /// that a receive posted by a request event sees them.
-    fn drain(&self, st: &mut State) -> Result<()> {
+    /// that a receive posted by a request event sees them; then learn of
+    /// failed peers, and retry releasing what a transfer held. Never fails:
+    /// an error that concerns one request becomes its result, one that
+    /// concerns the library is kept in `fatal` (and reported by every wait
+    /// once the waited-for request has let go of its buffer).
+    fn drain(&self, st: &mut State) {
+        // Read before the events: whatever the transport delivered before
+        // giving up on a peer is queued by then, and handled first.
+        let failures = self.ni().failed_peer_count();
         loop {
-            let unexpected = self.take_event(st, self.unexp_eq)?;
+            let unexpected = self.take_event(st, self.unexp_eq);
             if let Some(ev) = &unexpected {
-                self.on_unexpected(st, ev)?;
+                if let Err(e) = self.sh.on_unexpected(self.core(), st, ev) {
+                    st.fatal.get_or_insert(e);
+                }
             }
-            let request = self.take_event(st, self.req_eq)?;
+            let request = self.take_event(st, self.req_eq);
             if let Some(ev) = &request {
-                self.on_request(st, ev)?;
+                self.on_request(st, ev);
             }
             if unexpected.is_none() && request.is_none() {
-                return Ok(());
+                break;
+            }
+        }
+        if failures > st.failures_seen {
+            self.on_peer_failures(st);
+        }
+        if !st.releasing.is_empty() {
+            for id in std::mem::take(&mut st.releasing) {
+                self.finish(st, id);
             }
         }
     }
 
-    /// The next event of `eq`; an overflow is fatal.
-    fn take_event(&self, st: &mut State, eq: EqHandle) -> Result<Option<Event>> {
-        match self.ni().eq_get(eq) {
-            Ok(ev) => Ok(ev),
-            Err(PtlError::EqDropped { dropped }) => {
-                self.fail(st, MpiError::EventQueueOverflow(dropped))
+    /// The next event of `eq`; an overflow is fatal (and reported once, so
+    /// the kept events follow).
+    fn take_event(&self, st: &mut State, eq: EqHandle) -> Option<Event> {
+        loop {
+            match self.ni().eq_get(eq) {
+                Ok(ev) => return ev,
+                Err(PtlError::EqDropped { dropped }) => {
+                    st.fatal
+                        .get_or_insert(MpiError::EventQueueOverflow(dropped));
+                }
+                Err(e) => {
+                    st.fatal.get_or_insert(ptl(e));
+                    return None;
+                }
             }
-            Err(e) => Err(ptl(e)),
         }
     }
 
-    fn fail<T>(&self, st: &mut State, e: MpiError) -> Result<T> {
-        st.fatal.get_or_insert(e.clone());
-        Err(e)
-    }
-
-    fn on_unexpected(&self, st: &mut State, ev: &Event) -> Result<()> {
-        let tag = ev.md.user_ptr;
-        match ev.kind {
-            EventKind::Put if ev.fail == FailType::Ok => {
-                let buf = if tag == LONG_UNEXPECTED || tag == OVERFLOW {
-                    None
-                } else {
-                    let i = tag as usize;
-                    if let Some(b) = st.bufs.get_mut(i) {
-                        b.pending += 1;
-                    }
-                    Some(i)
-                };
-                if tag == OVERFLOW && ev.mlength < ev.rlength {
-                    let f = bits::decode(ev.match_bits);
-                    return self.fail(
-                        st,
-                        MpiError::UnexpectedOverflow {
-                            sender: f.src as i32,
-                            tag: f.tag as i32,
-                            bytes: ev.rlength as usize,
-                        },
-                    );
-                }
-                st.saved.push_back(Unexpected {
-                    bits: ev.match_bits,
-                    initiator: ev.initiator,
-                    hdr_data: ev.hdr_data,
-                    rlength: ev.rlength,
-                    mlength: ev.mlength,
-                    offset: ev.offset,
-                    buf,
-                });
+    /// The transport gave up on some peers: they are dead to MPI. Fail every
+    /// request that involves one of them and waits for it — a posted receive
+    /// from it, a send waiting for its acknowledgment or its get — instead of
+    /// waiting forever. (Operations waiting for an acknowledgment or reply
+    /// the engine fails itself.) A receive from any source is left alone:
+    /// another process may still send.
+    fn on_peer_failures(&self, st: &mut State) {
+        let failed = self.ni().failed_peers();
+        for p in failed.get(st.failures_seen..).unwrap_or(&[]) {
+            if let Some(r) = self.job.rank_of(*p) {
+                tracing::warn!(rank = r, "the transport gave up on a peer");
+                st.dead.insert(r);
             }
-            // A message whose sender died half-way: it never happened.
-            EventKind::Put => {}
-            EventKind::Unlink => {
-                let i = tag as usize;
-                if let Some(b) = st.bufs.get_mut(i) {
-                    b.md = None;
-                    if b.pending == 0 {
-                        st.stats.buffers_recycled += 1;
-                        self.attach_buffer(st, i)?;
-                    }
-                }
-                // Keep at least two buffers able to take messages, growing
-                // the pool if the application falls behind.
-                let linked = st.bufs.iter().filter(|b| b.md.is_some()).count();
-                if linked < 2 && st.bufs.len() < self.cfg.unexpected_max {
-                    tracing::debug!(
-                        buffers = st.bufs.len() + 1,
-                        "growing the unexpected-message pool"
-                    );
-                    self.add_buffer(st)?;
-                }
-            }
-            _ => {}
         }
-        Ok(())
+        st.failures_seen = failed.len();
+        let victims: Vec<ReqId> = st
+            .reqs
+            .iter()
+            .filter(|(_, r)| r.result.is_none() && st.dead.contains(&r.peer))
+            .map(|(i, r)| ReqId {
+                idx: i as u32,
+                gen: r.gen,
+            })
+            .collect();
+        for id in victims {
+            if let Some(r) = st.reqs.get_mut(id.idx as usize) {
+                r.result = Some(Err(dead_peer(r.peer)));
+            }
+            self.finish(st, id);
+        }
     }
 
-    fn on_request(&self, st: &mut State, ev: &Event) -> Result<()> {
+    fn on_request(&self, st: &mut State, ev: &Event) {
         let id = ReqId::from_user_ptr(ev.md.user_ptr);
         let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
-            return Ok(()); // a late event of a finished request
+            return; // a late event of a finished request
         };
         if ev.kind == EventKind::Unlink {
             if r.md == Some(ev.md_handle) {
@@ -582,16 +847,50 @@ impl Device {
             if r.ack_md == Some(ev.md_handle) {
                 r.ack_md = None;
             }
-            return Ok(());
+            if r.result.is_some() {
+                self.finish(st, id);
+            }
+            return;
         }
+        if r.result.is_some() {
+            // Decided already (failed, aborted): later events change nothing.
+            return;
+        }
+        if let Err(e) = self.on_request_event(st, id, ev) {
+            if let Some(r) = st.reqs.get_mut(id.idx as usize) {
+                r.result.get_or_insert(Err(e));
+            }
+        }
+        if st
+            .reqs
+            .get(id.idx as usize)
+            .is_some_and(|r| r.result.is_some())
+        {
+            self.finish(st, id);
+        }
+    }
+
+    /// Advance request `id` (live, no result yet) by event `ev`.
+    fn on_request_event(&self, st: &mut State, id: ReqId, ev: &Event) -> Result<()> {
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return Ok(());
+        };
         if ev.fail != FailType::Ok {
             let why = format!("{:?} on {:?}", ev.fail, ev.kind);
-            let peer = r.peer as i32;
-            r.result = Some(Err(MpiError::PeerFailed { rank: peer, why }));
-            return self.finish(st, id);
+            let rank = if r.peer == u32::MAX {
+                self.job.rank_of(ev.initiator).unwrap_or(u32::MAX)
+            } else {
+                r.peer
+            };
+            r.result = Some(Err(MpiError::PeerFailed {
+                rank: rank as i32,
+                why,
+            }));
+            return Ok(());
         }
         match (r.kind, ev.kind) {
-            (Kind::SendShort | Kind::Control, EventKind::Sent) => {
+            (Kind::SendShort | Kind::Control, EventKind::Sent)
+            | (Kind::Control, EventKind::Reply) => {
                 r.result = Some(Ok(Status::new(
                     -1,
                     -1,
@@ -605,8 +904,10 @@ impl Device {
             (Kind::SendLong, EventKind::Ack) => r.acked = Some(ev.mlength),
             (Kind::SendLong, EventKind::Get) => r.got = true,
             (Kind::Recv, EventKind::Put) => {
-                st_stats_expected(&mut st.stats);
-                let r = &mut st.reqs[id.idx as usize];
+                st.stats.expected += 1;
+                let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+                    return Ok(());
+                };
                 let f = bits::decode(ev.match_bits);
                 let st_ = Status::new(
                     f.src as i32,
@@ -646,47 +947,81 @@ impl Device {
             }
             _ => {}
         }
-        let r = &mut st.reqs[id.idx as usize];
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return Ok(());
+        };
         if r.result.is_none() {
-            let complete = match r.kind {
+            let done = match r.kind {
                 Kind::SendSync => r.sent && r.acked.is_some(),
                 Kind::SendLong => r.sent && matches!(r.acked, Some(n) if n > 0 || r.got),
                 _ => false,
             };
-            if complete {
+            if done {
                 r.result = Some(Ok(Status::new(-1, -1, 0, 0)));
             }
-        }
-        if st.reqs[id.idx as usize].result.is_some() {
-            self.finish(st, id)?;
         }
         Ok(())
     }
 
-    /// A request has its result: release what it still holds in the engine
-    /// before anyone can see it done (the user's buffer must be free).
-    fn finish(&self, st: &mut State, id: ReqId) -> Result<()> {
+    /// Request `id` has its result: unlink what it still holds in the engine
+    /// so that the user's buffer is free before anyone can see it complete.
+    /// What a transfer still uses is retried at the next drain (the request
+    /// stays incomplete meanwhile). A detached request is forgotten once
+    /// released.
+    fn finish(&self, st: &mut State, id: ReqId) {
         let ni = self.ni();
-        let r = &mut st.reqs[id.idx as usize];
+        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+            return;
+        };
         // Unlinking the entry also unlinks a descriptor attached to it; the
         // explicit descriptor unlinks then find nothing, which is fine.
-        if let Some(me) = r.me.take() {
+        if let Some(me) = r.me {
             match ni.me_unlink(me) {
-                Ok(_) | Err(PtlError::InvalidHandle { .. }) => {}
-                Err(e) => return Err(ptl(e)),
+                Ok(_) | Err(PtlError::InvalidHandle { .. }) => r.me = None,
+                Err(e) => tracing::trace!(error = %e, "request entry still in use"),
             }
         }
-        for md in [r.md.take(), r.ack_md.take()].into_iter().flatten() {
-            match ni.md_unlink(md) {
-                Ok(_) | Err(PtlError::InvalidHandle { .. }) => {}
-                Err(e) => return Err(ptl(e)),
+        for slot in [&mut r.md, &mut r.ack_md] {
+            if let Some(md) = *slot {
+                match ni.md_unlink(md) {
+                    Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
+                    Err(e) => tracing::trace!(error = %e, "request descriptor still in use"),
+                }
             }
+        }
+        if !released(r) {
+            if !st.releasing.contains(&id) {
+                st.releasing.push(id);
+            }
+            return;
         }
         if r.detached {
+            if let Err(e) = r.result.as_ref().unwrap_or(&Ok(Status::cancelled())) {
+                tracing::warn!(error = %e, "a request nobody waits for failed");
+            }
             let r = st.reqs.remove(id.idx as usize);
             st.bsend_used = st.bsend_used.saturating_sub(r.bsend_len);
         }
-        Ok(())
+    }
+
+    /// Give request `id` the result `e` unless it has one, and release it.
+    fn abort(&self, st: &mut State, id: ReqId, e: MpiError) {
+        if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
+            r.result.get_or_insert(Err(e));
+            self.finish(st, id);
+        }
+    }
+
+    /// A request that was just created failed with `e` while being started.
+    /// If it holds nothing in the engine any more, forget it and return the
+    /// error; otherwise it is returned (its result is the error) and the
+    /// caller's wait reports the error once the engine has let go.
+    fn fail_started(&self, st: &mut State, id: ReqId, e: MpiError) -> Result<ReqId> {
+        self.abort(st, id, e.clone());
+        match Self::take_result(st, id) {
+            Some(_) => Err(e),
+            None => Ok(id),
+        }
     }
 
     fn new_req(&self, st: &mut State, kind: Kind, peer: u32) -> ReqId {
@@ -729,6 +1064,9 @@ impl Device {
     /// Start a send of `len` bytes at `data` from `src_rank` (in the
     /// communicator with context `ctx`) to world rank `dst`.
     ///
+    /// An error is returned only if nothing of the send reached the engine;
+    /// a send that fails later reports its error through the request.
+    ///
     /// # Safety
     /// `data..data+len` must stay valid and unmodified until the request
     /// completes (or, with `owned`, is the owned vector's buffer).
@@ -747,6 +1085,9 @@ impl Device {
     ) -> Result<ReqId> {
         let mut st = self.lock();
         self.check(&st)?;
+        if st.dead.contains(&dst) {
+            return Err(dead_peer(dst));
+        }
         let ni = self.ni();
         let target = portals_runtime::process_id(dst);
         let long = len > self.cfg.eager_limit;
@@ -756,6 +1097,12 @@ impl Device {
             (_, true) => Kind::SendLong,
         };
         let id = self.new_req(&mut st, kind, dst);
+        // The request owns the memory from now on, so that it lives as long
+        // as anything in the engine may read it.
+        if let Some(rq) = st.reqs.get_mut(id.idx as usize) {
+            rq.owned = owned;
+            rq.detached = detached;
+        }
         let up = id.user_ptr();
         let proto = if long { PROTO_LONG } else { PROTO_SHORT };
         let remote = Remote::new(target, RECV_PT, bits::encode(proto, ctx, src_rank, tag));
@@ -783,11 +1130,12 @@ impl Device {
                 Kind::SendSync => {
                     // The explicit acknowledgment lands on a zero-byte
                     // descriptor of its own: the send buffer never accepts
-                    // incoming data.
+                    // incoming data (see docs/ARCHITECTURE.md).
                     let ack_bits = Self::unique_bits(&mut st);
                     let me = ni
                         .me_attach(ACK_PT, target, ack_bits, 0, Unlink::Unlink, Position::After)
                         .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
                     let ack_md = ni
                         .md_attach(
                             me,
@@ -799,6 +1147,7 @@ impl Device {
                             Unlink::Unlink,
                         )
                         .map_err(ptl)?;
+                    st.reqs[id.idx as usize].ack_md = Some(ack_md);
                     // SAFETY: as above.
                     let md = unsafe {
                         ni.md_bind_raw(
@@ -809,10 +1158,7 @@ impl Device {
                         )
                     }
                     .map_err(ptl)?;
-                    let rq = &mut st.reqs[id.idx as usize];
-                    rq.me = Some(me);
-                    rq.ack_md = Some(ack_md);
-                    rq.md = Some(md);
+                    st.reqs[id.idx as usize].md = Some(md);
                     ni.put(md, AckReq::Ack, &remote, ack_bits).map_err(ptl)
                 }
                 Kind::SendLong => {
@@ -827,6 +1173,7 @@ impl Device {
                             Position::After,
                         )
                         .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
                     // Threshold 3: the put, its acknowledgment, and the get
                     // of an unexpected receiver (§3.3). OP_GET only: the
                     // buffer is never written.
@@ -844,24 +1191,22 @@ impl Device {
                         )
                     }
                     .map_err(ptl)?;
-                    let rq = &mut st.reqs[id.idx as usize];
-                    rq.me = Some(me);
-                    rq.md = Some(md);
+                    st.reqs[id.idx as usize].md = Some(md);
                     ni.put(md, AckReq::Ack, &remote, read_bits).map_err(ptl)
                 }
-                _ => unreachable!("send kinds only"),
+                _ => Err(MpiError::InvalidBuffer("not a send")),
             }
         })();
         if let Err(e) = r {
-            let _ = self.finish(&mut st, id);
-            st.reqs.remove(id.idx as usize);
-            return Err(e);
+            return self.fail_started(&mut st, id, e);
         }
-        let rq = &mut st.reqs[id.idx as usize];
-        rq.owned = owned;
-        rq.detached = detached;
-        if detached && rq.result.is_some() {
-            self.finish(&mut st, id)?;
+        if detached
+            && st
+                .reqs
+                .get(id.idx as usize)
+                .is_some_and(|r| r.result.is_some())
+        {
+            self.finish(&mut st, id);
         }
         Ok(id)
     }
@@ -874,14 +1219,17 @@ impl Device {
     /// Detach the buffered-send space, waiting until it is unused.
     pub(crate) fn buffer_detach(&self) -> Result<usize> {
         loop {
+            self.poll();
             {
                 let mut st = self.lock();
-                self.drain(&mut st)?;
+                self.drain(&mut st);
                 if st.bsend_used == 0 {
                     return Ok(std::mem::take(&mut st.bsend_attached));
                 }
+                // Buffered sends own their copies: giving up is safe.
+                self.check(&st)?;
             }
-            self.block()?;
+            self.block();
         }
     }
 
@@ -894,9 +1242,10 @@ impl Device {
         tag: u32,
         data: &[u8],
     ) -> Result<()> {
+        self.poll();
         {
             let mut st = self.lock();
-            self.drain(&mut st)?;
+            self.drain(&mut st);
             let free = st.bsend_attached.saturating_sub(st.bsend_used);
             if data.len() > free {
                 return Err(MpiError::BufferSpace {
@@ -946,6 +1295,10 @@ impl Device {
     /// Post a receive into `buf..buf+len` for context `ctx` from
     /// communicator rank `src` (world rank `src_world`), or any source.
     ///
+    /// An error is returned only if nothing of the receive is left in the
+    /// engine; a receive that fails later reports its error through the
+    /// request.
+    ///
     /// # Safety
     /// The buffer must stay valid and otherwise untouched until the request
     /// completes or is cancelled.
@@ -959,17 +1312,46 @@ impl Device {
     ) -> Result<ReqId> {
         let mut st = self.lock();
         self.check(&st)?;
-        self.drain(&mut st)?;
+        self.drain(&mut st);
         let recv = bits::receive(ctx, src.map(|s| s.0), tag);
         let id = self.new_req(&mut st, Kind::Recv, src.map_or(u32::MAX, |s| s.1));
         // 1. Messages already here, oldest first.
         if let Some(pos) = st.saved.iter().position(|u| bits::accepts(recv, u.bits)) {
-            let u = st.saved.remove(pos).expect("position is valid");
-            // SAFETY: forwarded from our caller.
-            unsafe { self.take_unexpected(&mut st, id, u, buf, len)? };
-            return Ok(id);
+            if let Some(u) = st.saved.remove(pos) {
+                // SAFETY: forwarded from our caller.
+                if let Err(e) = unsafe { self.take_unexpected(&mut st, id, u, buf, len) } {
+                    return self.fail_started(&mut st, id, e);
+                }
+                return Ok(id);
+            }
         }
-        // 2. An inactive entry in front of the mark...
+        // A specific source that died sends nothing more.
+        if let Some((_, w)) = src {
+            if st.dead.contains(&w) {
+                return self.fail_started(&mut st, id, dead_peer(w));
+            }
+        }
+        // SAFETY: forwarded from our caller.
+        match unsafe { self.post_recv(&mut st, id, recv, src, buf, len) } {
+            Ok(()) => Ok(id),
+            Err(e) => self.fail_started(&mut st, id, e),
+        }
+    }
+
+    /// Steps 2 and 3 of posting a receive (§3.4): an inactive entry in front
+    /// of the mark, activated only if nothing arrived meanwhile.
+    ///
+    /// # Safety
+    /// As for [`Device::irecv`].
+    unsafe fn post_recv(
+        &self,
+        st: &mut State,
+        id: ReqId,
+        recv: (u64, u64),
+        src: Option<(u32, u32)>,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<()> {
         let ni = self.ni();
         let match_id = src.map_or(ProcessId::ANY, |s| portals_runtime::process_id(s.1));
         let me = ni
@@ -982,34 +1364,36 @@ impl Device {
                 Position::Before,
             )
             .map_err(ptl)?;
+        st.reqs[id.idx as usize].me = Some(me);
         let up = id.user_ptr();
         let inactive = MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
             .threshold(Threshold::Count(0))
             .eq(self.req_eq)
             .user_ptr(up);
         // SAFETY: by this function's contract; the request unlinks the
-        // descriptor before it completes or is dropped.
+        // descriptor before it completes.
         let md =
             unsafe { ni.md_attach_raw(me, &inactive, buf, len, Unlink::Unlink) }.map_err(ptl)?;
-        st.reqs[id.idx as usize].me = Some(me);
         st.reqs[id.idx as usize].md = Some(md);
-        // 3. ...activated only if nothing arrived meanwhile.
+        // ...activated only if nothing arrived meanwhile.
         let active = MdDesc {
             threshold: Threshold::Count(1),
             ..inactive
         };
         loop {
             match ni.md_update(md, Some(&active), Some(self.unexp_eq)) {
-                Ok(_) => return Ok(id),
+                Ok(_) => return Ok(()),
                 Err(PtlError::MdNoUpdate) => {}
                 Err(e) => return Err(ptl(e)),
             }
             // Look at what arrived (waiting for a deposit in progress).
             let before = st.saved.len();
             match ni.eq_wait(self.unexp_eq, Some(Duration::from_secs(60))) {
-                Ok(ev) => self.on_unexpected(&mut st, &ev)?,
+                Ok(ev) => self.sh.on_unexpected(self.core(), st, &ev)?,
                 Err(PtlError::EqDropped { dropped }) => {
-                    return self.fail(&mut st, MpiError::EventQueueOverflow(dropped))
+                    let e = MpiError::EventQueueOverflow(dropped);
+                    st.fatal.get_or_insert(e.clone());
+                    return Err(e);
                 }
                 Err(e) => return Err(ptl(e)),
             }
@@ -1019,14 +1403,17 @@ impl Device {
                 .skip(before)
                 .position(|u| bits::accepts(recv, u.bits))
             {
-                let u = st.saved.remove(before + pos).expect("position is valid");
+                // The descriptor is inactive, so nothing uses it: this
+                // unlink succeeds.
+                ni.me_unlink(me).map_err(ptl)?;
                 let r = &mut st.reqs[id.idx as usize];
                 r.me = None;
                 r.md = None;
-                ni.me_unlink(me).map_err(ptl)?;
-                // SAFETY: forwarded from our caller.
-                unsafe { self.take_unexpected(&mut st, id, u, buf, len)? };
-                return Ok(id);
+                if let Some(u) = st.saved.remove(before + pos) {
+                    // SAFETY: forwarded from our caller.
+                    unsafe { self.take_unexpected(st, id, u, buf, len)? };
+                }
+                return Ok(());
             }
         }
     }
@@ -1052,7 +1439,9 @@ impl Device {
             (PROTO_SHORT, Some(i)) => {
                 let n = n.min(u.mlength as usize);
                 if n > 0 {
-                    let b = &st.bufs[i];
+                    let Some(b) = st.bufs.get(i) else {
+                        return Err(MpiError::InvalidBuffer("no such unexpected buffer"));
+                    };
                     let end = u.offset as usize + n;
                     if end > b.len {
                         return Err(MpiError::InvalidBuffer(
@@ -1066,33 +1455,13 @@ impl Device {
                     // the two allocations are distinct.
                     unsafe { std::ptr::copy_nonoverlapping(b.ptr.add(u.offset as usize), buf, n) };
                 }
-                self.release(st, i)?;
+                self.sh.release(self.core(), st, i)?;
                 st.stats.unexpected_short += 1;
                 if u.hdr_data != 0 {
                     st.stats.sync_acks += 1;
                     // Synchronous send, received late: acknowledge
                     // explicitly (Fig. 5).
-                    let peer = self.job.rank_of(u.initiator).unwrap_or(u32::MAX);
-                    let cid = self.new_req(st, Kind::Control, peer);
-                    st.reqs[cid.idx as usize].detached = true;
-                    let md = ni
-                        .md_bind(
-                            &MdDesc::default()
-                                .threshold(Threshold::Count(1))
-                                .eq(self.req_eq)
-                                .user_ptr(cid.user_ptr()),
-                            Vec::new(),
-                            Unlink::Unlink,
-                        )
-                        .map_err(ptl)?;
-                    st.reqs[cid.idx as usize].md = Some(md);
-                    ni.put(
-                        md,
-                        AckReq::NoAck,
-                        &Remote::new(u.initiator, ACK_PT, u.hdr_data),
-                        0,
-                    )
-                    .map_err(ptl)?;
+                    self.control(st, u.initiator, ACK_PT, u.hdr_data, false);
                 }
                 let r = &mut st.reqs[id.idx as usize];
                 r.status = Some(status);
@@ -1147,6 +1516,42 @@ impl Device {
         }
     }
 
+    /// A library message nobody waits for: a zero-length put to `pt` of
+    /// `to` (an explicit synchronous-send acknowledgment), or with `get` a
+    /// zero-length get from it (releasing a long send whose data will never
+    /// be fetched). A failure is logged: the message it answers is already
+    /// handled.
+    fn control(&self, st: &mut State, to: ProcessId, pt: PortalIndex, bits: u64, get: bool) {
+        let peer = self.job.rank_of(to).unwrap_or(u32::MAX);
+        let cid = self.new_req(st, Kind::Control, peer);
+        if let Some(r) = st.reqs.get_mut(cid.idx as usize) {
+            r.detached = true;
+        }
+        let ni = self.ni();
+        let r = (|| -> Result<()> {
+            let md = ni
+                .md_bind(
+                    &MdDesc::default()
+                        .threshold(Threshold::Count(1))
+                        .eq(self.req_eq)
+                        .user_ptr(cid.user_ptr()),
+                    Vec::new(),
+                    Unlink::Unlink,
+                )
+                .map_err(ptl)?;
+            st.reqs[cid.idx as usize].md = Some(md);
+            let remote = Remote::new(to, pt, bits);
+            if get {
+                ni.get(md, &remote).map_err(ptl)
+            } else {
+                ni.put(md, AckReq::NoAck, &remote, 0).map_err(ptl)
+            }
+        })();
+        if let Err(e) = r {
+            self.abort(st, cid, e);
+        }
+    }
+
     /// Look for a message matching the receive without receiving it.
     pub(crate) fn iprobe(
         &self,
@@ -1154,9 +1559,10 @@ impl Device {
         src: Option<u32>,
         tag: Option<u32>,
     ) -> Result<Option<Status>> {
+        self.poll();
         let mut st = self.lock();
+        self.drain(&mut st);
         self.check(&st)?;
-        self.drain(&mut st)?;
         let recv = bits::receive(ctx, src, tag);
         Ok(st
             .saved
@@ -1174,29 +1580,55 @@ impl Device {
     }
 
     /// Wait until a matching message is here.
-    pub(crate) fn probe(&self, ctx: u16, src: Option<u32>, tag: Option<u32>) -> Result<Status> {
+    pub(crate) fn probe(
+        &self,
+        ctx: u16,
+        src: Option<(u32, u32)>,
+        tag: Option<u32>,
+    ) -> Result<Status> {
         loop {
-            if let Some(s) = self.iprobe(ctx, src, tag)? {
+            if let Some(s) = self.iprobe(ctx, src.map(|s| s.0), tag)? {
                 return Ok(s);
             }
-            self.block()?;
+            if let Some((_, w)) = src {
+                if self.lock().dead.contains(&w) {
+                    return Err(dead_peer(w));
+                }
+            }
+            self.block();
         }
     }
 
     // ----- completion --------------------------------------------------------
 
-    /// Sleep until some event arrives (or a short slice passes), then handle
-    /// it.
-    fn block(&self) -> Result<()> {
+    /// Sleep until some event arrives (or a short slice passes). Drives the
+    /// transport meanwhile in polling mode.
+    fn block(&self) {
         // Only wait for news here; events are taken under the device lock so
         // that several threads never reorder them.
         match self
             .ni()
             .eq_block(&[self.req_eq, self.unexp_eq], Some(WAIT_SLICE))
         {
-            Ok(_) | Err(PtlError::Timeout) => Ok(()),
-            Err(e) => Err(ptl(e)),
+            Ok(_) | Err(PtlError::Timeout) => {}
+            Err(e) => {
+                self.lock().fatal.get_or_insert(ptl(e));
+                std::thread::sleep(WAIT_SLICE);
+            }
         }
+    }
+
+    /// The result of `id` if it is complete (and then forget it). After a
+    /// fatal error, the request is aborted: its engine objects are unlinked
+    /// (this may take several calls while a transfer finishes) and it
+    /// completes with the error.
+    fn settled(&self, st: &mut State, id: ReqId) -> Option<Completed> {
+        if let Some(c) = Self::take_result(st, id) {
+            return Some(c);
+        }
+        let e = st.fatal.clone()?;
+        self.abort(st, id, e);
+        Self::take_result(st, id)
     }
 
     /// The result of `id` if it is complete (and then forget it).
@@ -1206,9 +1638,24 @@ impl Device {
 
     /// Like [`Device::test`], also handing back the request's owned memory.
     pub(crate) fn test_owned(&self, id: ReqId) -> Result<Option<Completed>> {
+        self.poll();
         let mut st = self.lock();
-        self.drain(&mut st)?;
-        Ok(Self::take_result(&mut st, id))
+        self.drain(&mut st);
+        Ok(self.settled(&mut st, id))
+    }
+
+    /// True if `id` is complete (or gone), without consuming it.
+    pub(crate) fn is_complete(&self, id: ReqId) -> bool {
+        self.poll();
+        let mut st = self.lock();
+        self.drain(&mut st);
+        if let Some(e) = st.fatal.clone() {
+            self.abort(&mut st, id, e);
+        }
+        st.reqs
+            .get(id.idx as usize)
+            .filter(|r| r.gen == id.gen)
+            .is_none_or(complete)
     }
 
     /// This process's free context ids.
@@ -1233,35 +1680,63 @@ impl Device {
         )))
     }
 
-    /// Give a context pair back.
+    /// Give a context pair back. Unexpected messages still saved for it are
+    /// dropped first — a communicator that reuses the ids must not receive
+    /// them — and their senders released: a synchronous sender gets its
+    /// acknowledgment, a long sender a zero-length get, so neither waits
+    /// forever for a receive that cannot come any more.
     pub(crate) fn release_context_pair(&self, id: u16) {
         let id = id as usize & !1;
-        if id == 0 {
+        if id == 0 || id > crate::bits::MAX_CONTEXT as usize {
             return;
         }
+        self.poll();
         let mut st = self.lock();
+        self.drain(&mut st);
+        let mut stale = Vec::new();
+        st.saved.retain(|u| {
+            let mine = bits::decode(u.bits).ctx as usize & !1 == id;
+            if mine {
+                stale.push(*u);
+            }
+            !mine
+        });
+        for u in stale {
+            tracing::debug!(
+                context = id,
+                bytes = u.rlength,
+                "dropping an unreceived message of a freed communicator"
+            );
+            if let Some(i) = u.buf {
+                if let Err(e) = self.sh.release(self.core(), &mut st, i) {
+                    st.fatal.get_or_insert(e);
+                }
+            }
+            if u.hdr_data != 0 {
+                let long = bits::decode(u.bits).proto == PROTO_LONG;
+                let pt = if long { READ_PT } else { ACK_PT };
+                self.control(&mut st, u.initiator, pt, u.hdr_data, long);
+            }
+        }
         st.free_ctx[id / 64] |= 0b11 << (id % 64);
     }
 
     /// The protocol counters.
     pub(crate) fn stats(&self) -> MpiStats {
+        self.poll();
         let mut st = self.lock();
-        let _ = self.drain(&mut st);
+        self.drain(&mut st);
         st.stats
     }
 
-    /// Process queued events without consuming any request.
-    pub(crate) fn test_peek(&self) -> Result<()> {
-        let mut st = self.lock();
-        self.drain(&mut st)
-    }
-
     fn take_result(st: &mut State, id: ReqId) -> Option<Completed> {
-        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+        let Some(r) = st.reqs.get(id.idx as usize).filter(|r| r.gen == id.gen) else {
             // Completed and forgotten already (its scope settled it).
             return Some((Err(MpiError::StaleRequest), None));
         };
-        r.result.as_ref()?;
+        if !complete(r) {
+            return None;
+        }
         let r = st.reqs.remove(id.idx as usize);
         r.result.map(|res| (res, r.owned))
     }
@@ -1271,7 +1746,9 @@ impl Device {
         self.wait_owned(id).map(|(s, _)| s)
     }
 
-    /// Wait for `id`; its status and owned memory.
+    /// Wait for `id`; its status and owned memory. Returns only once the
+    /// request holds nothing in the engine: after success, after its own
+    /// failure, and after a fatal error of the library alike.
     pub(crate) fn wait_owned(
         &self,
         id: ReqId,
@@ -1280,7 +1757,7 @@ impl Device {
             if let Some((r, owned)) = self.test_owned(id)? {
                 return r.map(|s| (s, owned));
             }
-            self.block()?;
+            self.block();
         }
     }
 
@@ -1292,24 +1769,36 @@ impl Device {
             ));
         }
         loop {
+            self.poll();
             {
                 let mut st = self.lock();
-                self.drain(&mut st)?;
+                self.drain(&mut st);
                 for (i, id) in ids.iter().enumerate() {
                     if let Some((r, _)) = Self::take_result(&mut st, *id) {
                         return Ok((i, r));
                     }
                 }
+                if let Some(e) = st.fatal.clone() {
+                    for id in ids {
+                        self.abort(&mut st, *id, e.clone());
+                    }
+                    for (i, id) in ids.iter().enumerate() {
+                        if let Some((r, _)) = Self::take_result(&mut st, *id) {
+                            return Ok((i, r));
+                        }
+                    }
+                }
             }
-            self.block()?;
+            self.block();
         }
     }
 
     /// Cancel a pending receive. True if it was cancelled (false: it
     /// completed, or is completing, normally).
     pub(crate) fn cancel(&self, id: ReqId) -> Result<bool> {
+        self.poll();
         let mut st = self.lock();
-        self.drain(&mut st)?;
+        self.drain(&mut st);
         let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
             return Ok(false);
         };
@@ -1331,13 +1820,13 @@ impl Device {
         }
     }
 
-    /// Forget a request whose owner went away: cancel a receive, or let a
-    /// send finish on its own (the buffer it reads must stay valid, so for
-    /// borrowed buffers the caller waits instead).
+    /// Forget a request whose owner went away: it finishes on its own (the
+    /// memory it uses must stay valid, so for borrowed buffers the caller
+    /// completes it first).
     pub(crate) fn detach(&self, id: ReqId) {
         let mut st = self.lock();
         if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
-            if r.result.is_some() {
+            if complete(r) {
                 st.reqs.remove(id.idx as usize);
             } else {
                 r.detached = true;
@@ -1345,17 +1834,92 @@ impl Device {
         }
     }
 
-    /// True if `id` has no result yet.
+    /// True if `id` is not complete yet.
     pub(crate) fn pending(&self, id: ReqId) -> bool {
         let st = self.lock();
         st.reqs
             .get(id.idx as usize)
-            .is_some_and(|r| r.gen == id.gen && r.result.is_none())
+            .is_some_and(|r| r.gen == id.gen && !complete(r))
+    }
+
+    /// Finalize's first half: complete the requests nobody waits for
+    /// (buffered and owned sends, acknowledgments) while driving progress,
+    /// so that a peer waiting for them (a get of our data, an explicit
+    /// acknowledgment) is served before this process leaves. A request whose
+    /// peer died fails; after a fatal error nothing more can complete.
+    pub(crate) fn complete_detached(&self) {
+        let mut next_note = Instant::now() + Duration::from_secs(10);
+        loop {
+            self.poll();
+            {
+                let mut st = self.lock();
+                self.drain(&mut st);
+                let left = st.reqs.iter().filter(|(_, r)| r.detached).count();
+                if left == 0 || st.fatal.is_some() {
+                    return;
+                }
+                if Instant::now() >= next_note {
+                    tracing::warn!(
+                        requests = left,
+                        "finalize is waiting for sends no receive has matched yet"
+                    );
+                    next_note = Instant::now() + Duration::from_secs(10);
+                }
+            }
+            self.block();
+        }
+    }
+
+    /// True if the transport gave up on some peer (a job with a dead rank
+    /// cannot hold a barrier).
+    pub(crate) fn peers_failed(&self) -> bool {
+        let mut st = self.lock();
+        self.drain(&mut st);
+        !st.dead.is_empty()
+    }
+
+    /// Finalize's second half: the job-wide barrier, while driving progress
+    /// if the transport needs calls for it (polling mode), so that a peer
+    /// still finishing its own requests with us is served.
+    pub(crate) fn final_barrier(&self) -> Result<()> {
+        let barrier = || {
+            self.job
+                .barrier()
+                .map_err(|e| MpiError::Init(format!("finalize barrier: {e}")))
+        };
+        if self.ni().nal().progresses_alone() {
+            return barrier();
+        }
+        std::thread::scope(|s| {
+            let helper = std::thread::Builder::new()
+                .name("mpi-finalize".into())
+                .spawn_scoped(s, barrier);
+            match helper {
+                Ok(h) => {
+                    while !h.is_finished() {
+                        self.poll();
+                        {
+                            let mut st = self.lock();
+                            self.drain(&mut st);
+                        }
+                        self.block();
+                    }
+                    h.join()
+                        .unwrap_or_else(|_| Err(MpiError::Init("finalize barrier panicked".into())))
+                }
+                // No thread: a plain barrier (nothing moves meanwhile).
+                Err(_) => barrier(),
+            }
+        })
     }
 }
 
-fn st_stats_expected(s: &mut MpiStats) {
-    s.expected += 1;
+/// The error of an operation with a peer the transport gave up on.
+fn dead_peer(rank: u32) -> MpiError {
+    MpiError::PeerFailed {
+        rank: rank as i32,
+        why: "the transport gave up on it (connection lost or refused)".into(),
+    }
 }
 
 /// A finished request: its result and the memory it owned.

@@ -35,7 +35,11 @@ pub enum MpiError {
         /// Bytes free.
         free: usize,
     },
-    /// The peer is gone or unreachable: the operation cannot complete.
+    /// The peer is gone or unreachable: the operation cannot complete. Also
+    /// reported to operations that only wait for the peer (a receive posted
+    /// for it, a send waiting for it to fetch the data or acknowledge a
+    /// synchronous send) once the transport gives up on it; the peer stays
+    /// failed for the rest of the job.
     #[error("communication with rank {rank} failed: {why}")]
     PeerFailed {
         /// World rank of the peer.
@@ -44,8 +48,11 @@ pub enum MpiError {
         why: String,
     },
     /// Unexpected messages arrived faster than they were received and
-    /// overflowed every unexpected-message buffer; data was lost. Raise
-    /// `PTL_MPI_UNEXPECTED_BUFFERS` or post receives earlier.
+    /// overflowed every unexpected-message buffer, after the pool had grown
+    /// to its cap; data was lost (the sender's short send had completed, so
+    /// nobody can resend it). Raise `PTL_MPI_UNEXPECTED_MAX` (or the buffer
+    /// size) or post receives earlier. Fatal: every later call reports it,
+    /// each wait only after its own request has let go of its buffer.
     #[error("unexpected-message buffers overflowed: {bytes} bytes from rank {sender} (tag {tag}) were dropped")]
     UnexpectedOverflow {
         /// Sender's rank.

@@ -341,8 +341,7 @@ pub trait Source {
     /// [`Source::probe`] with a tag.
     fn probe_with_tag(&self, tag: Tag) -> Result<Status> {
         let c = self.comm();
-        c.dev
-            .probe(c.ctx, self.source()?.map(|s| s.0), recv_tag(tag)?)
+        c.dev.probe(c.ctx, self.source()?, recv_tag(tag)?)
     }
 
     /// Describe a waiting message if there is one (`MPI_Iprobe`).

@@ -142,12 +142,12 @@ impl<'a> Request<'a> {
     }
 
     /// True if the operation has completed (without consuming the request).
+    ///
+    /// Drives the transport in polling mode, so a loop on it finishes. After
+    /// a fatal error of the library the request is aborted and reported
+    /// complete; [`Request::wait`] then returns the error.
     pub fn is_complete(&self) -> Result<bool> {
-        // Draining events is what makes completion visible.
-        Ok(!self.dev.pending(self.id) || {
-            self.dev.test_peek()?;
-            !self.dev.pending(self.id)
-        })
+        Ok(self.dev.is_complete(self.id))
     }
 
     /// Cancel a pending receive (`MPI_Cancel`). True if it was cancelled;

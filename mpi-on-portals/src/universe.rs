@@ -19,13 +19,18 @@ pub enum Threading {
     /// Several threads call MPI, one at a time.
     Serialized,
     /// Any thread calls MPI at any time. Always provided here: the device
-    /// serialises its state and the Portals engine is thread-safe.
+    /// serialises its state (waits release it) and the Portals engine is
+    /// thread-safe; tested with several threads per rank, each on its own
+    /// duplicated communicator.
     Multiple,
 }
 
-/// The MPI environment. Dropping it finalizes: every rank waits for the
-/// others (so nobody tears down while messages to it are in flight), then the
-/// network interface is shut down.
+/// The MPI environment. Dropping it finalizes: the sends nobody waits for
+/// any more (buffered sends, dropped owned requests) are completed, then
+/// every rank waits for the others (so nobody tears down while messages to
+/// it are in flight) — driving the transport meanwhile in polling mode, so a
+/// peer still fetching data from this rank is served — then the network
+/// interface is shut down. If a rank died, the closing barrier is skipped.
 pub struct Universe {
     dev: Arc<Device>,
 }
@@ -57,6 +62,8 @@ pub fn initialize_with_threading(_requested: Threading) -> Result<(Universe, Thr
 
 /// Initialize with explicit tunables instead of the `PTL_MPI_*` environment.
 pub fn initialize_with_config(cfg: MpiConfig) -> Result<Universe> {
+    // Before joining the job: a rank that fails here leaves nobody waiting.
+    let cfg = cfg.checked()?;
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(MpiError::Init(
             "MPI is already initialized in this process".into(),
@@ -128,8 +135,14 @@ impl Universe {
 
 impl Drop for Universe {
     fn drop(&mut self) {
-        // Finalize: nobody leaves before everybody is done sending to it.
-        if let Err(e) = self.dev.job().barrier() {
+        // Finalize. First the sends nobody waits for (buffered, owned,
+        // acknowledgments): a peer may be waiting to fetch their data.
+        self.dev.complete_detached();
+        // Then nobody leaves before everybody is done with it — unless a
+        // rank died: it will never join, and its survivors must not hang.
+        if self.dev.peers_failed() {
+            tracing::warn!("finalize without the closing barrier: some rank failed");
+        } else if let Err(e) = self.dev.final_barrier() {
             tracing::warn!(error = %e, "finalize barrier failed");
         }
         // Then let a PMI launcher know this process is done with it.

@@ -489,6 +489,10 @@ impl Nal for TcpNal {
         self.inner.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
+    fn progresses_alone(&self) -> bool {
+        self.inner.pt.is_some()
+    }
+
     fn shutdown(&self) {
         self.inner.shutdown.store(true, Ordering::SeqCst);
         if let Some(pt) = &self.inner.pt {

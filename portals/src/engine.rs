@@ -80,8 +80,12 @@ pub struct NiStatus {
     /// Requests that matched no entry of their portal's match list.
     pub dropped_no_match: u64,
     /// Requests that matched at least one entry, but every matching entry's
-    /// descriptor rejected them (inactive, wrong operation, too long without
-    /// truncation, longer than `max_size`).
+    /// descriptor rejected them: inactive (threshold used up, unlinking, or
+    /// exhausted by its high-water mark — which a descriptor whose
+    /// `max_size` exceeds its length is from the start), wrong operation, or
+    /// longer than the space left without `TRUNCATE`. A message longer than
+    /// `max_size` is *not* rejected for that alone: the high-water mark only
+    /// decides when the descriptor stops accepting (seed 001 §5).
     pub dropped_rejected: u64,
     /// Messages with a malformed or foreign header: undecodable, wrong job
     /// key, addressed to another process, a portal index outside the table,
@@ -345,6 +349,13 @@ pub struct Engine {
     status: NiStatus,
     /// Set whenever an event is queued; cleared by [`Engine::take_posted`].
     posted: bool,
+    /// Peers the transport gave up on, in the order it did, each once.
+    failed_peers: Vec<ProcessId>,
+    /// Descriptors posting to this queue report their automatic unlinks
+    /// through [`Engine::take_watched_unlink`].
+    unlink_watch: Option<EqKey>,
+    /// A watched descriptor unlinked itself since the last take.
+    watched_unlinked: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -395,6 +406,9 @@ impl Engine {
             acl: AccessControl::new(limits.ac_entries as usize),
             status: NiStatus::default(),
             posted: false,
+            failed_peers: Vec::new(),
+            unlink_watch: None,
+            watched_unlinked: false,
         })
     }
 
@@ -427,6 +441,33 @@ impl Engine {
     /// sleepers only when there is news).
     pub fn take_posted(&mut self) -> bool {
         std::mem::take(&mut self.posted)
+    }
+
+    /// Watch the descriptors that post their events to `eq` (`None`: stop
+    /// watching): when one of them unlinks itself (threshold used up or
+    /// high-water mark crossed), [`Engine::take_watched_unlink`] says so
+    /// once. [`crate::NiCore::set_unlink_hook`] builds on it to let a
+    /// library re-supply buffers from whichever thread made progress.
+    pub fn watch_unlinks(&mut self, eq: Option<EqHandle>) -> Result<()> {
+        self.unlink_watch = match eq {
+            Some(h) => Some(self.eq_key(h)?),
+            None => None,
+        };
+        Ok(())
+    }
+
+    /// True if a watched descriptor unlinked itself since the last call
+    /// (see [`Engine::watch_unlinks`]).
+    pub fn take_watched_unlink(&mut self) -> bool {
+        std::mem::take(&mut self.watched_unlinked)
+    }
+
+    /// The peers the transport gave up on ([`Engine::peer_failed`]), in the
+    /// order it did, each listed once. The list only grows: a transport may
+    /// still reach such a peer later (a new connection), but a layer that
+    /// needs every message delivered (MPI) must treat it as dead.
+    pub fn failed_peers(&self) -> &[ProcessId] {
+        &self.failed_peers
     }
 
     /// Number of operations and transfers in progress (for diagnostics and
@@ -875,8 +916,7 @@ impl Engine {
         let d = &mut self.mds[k];
         d.desc = *new;
         d.eq = new_eq;
-        d.exhausted = d.desc.options.contains(MdOptions::MAX_SIZE)
-            && d.local_offset.saturating_add(d.desc.max_size) > d.length;
+        d.check_high_water_mark();
         Ok(old)
     }
 
@@ -965,6 +1005,9 @@ impl Engine {
             hdr_data: 0,
             fail: FailType::Ok,
         };
+        if d.eq.is_some() && d.eq == self.unlink_watch {
+            self.watched_unlinked = true;
+        }
         self.post(k, EventKind::Unlink, &info);
         self.cancel_awaiting(k);
         let d = &mut self.mds[k];
@@ -1494,7 +1537,16 @@ impl Engine {
     /// completes with a failure event. Sends still queued must be completed
     /// by the transport with [`Engine::send_complete`], and deposits in
     /// progress with [`Engine::recv_abort`].
+    ///
+    /// The peer is also added to [`Engine::failed_peers`], so that a layer
+    /// waiting passively for the peer (a posted receive, a send waiting for
+    /// the peer to fetch its data) can learn of the failure too.
     pub fn peer_failed(&mut self, peer: ProcessId) {
+        if !self.failed_peers.contains(&peer) {
+            self.failed_peers.push(peer);
+            // Wake sleepers so they can look at the list.
+            self.posted = true;
+        }
         let victims: Vec<OpKey> = self
             .ops
             .iter()

@@ -46,7 +46,66 @@ use crate::nal::{Nal, NiCore};
 use crate::ni::{NetworkInterface, NiConfig};
 use crate::types::{FailType, ProcessId};
 
-type Registry = Mutex<HashMap<ProcessId, Weak<NiCore>>>;
+type Registry = Mutex<HashMap<ProcessId, Entry>>;
+
+/// An interface on the network: its core, and the gate its shutdown closes.
+#[derive(Clone)]
+struct Entry {
+    core: Weak<NiCore>,
+    gate: Arc<Gate>,
+}
+
+/// Counts the deliveries that read or write an interface's descriptor
+/// memory, so that its shutdown can wait for them: once
+/// [`Nal::shutdown`] returns, the owner of memory attached with
+/// `md_attach_raw` may free it (see that function's contract), so no other
+/// thread may still be copying into or out of it.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    idle: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    closed: bool,
+    busy: usize,
+}
+
+/// Permission to touch an interface's memory; dropping it lets a waiting
+/// shutdown go on.
+struct Pass(Arc<Gate>);
+
+impl Gate {
+    /// A pass, unless the interface is shutting down.
+    fn enter(gate: &Arc<Gate>) -> Option<Pass> {
+        let mut s = gate.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.closed {
+            return None;
+        }
+        s.busy += 1;
+        Some(Pass(gate.clone()))
+    }
+
+    /// Refuse new passes and wait until every pass given out is dropped.
+    fn close(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.closed = true;
+        while s.busy > 0 {
+            s = self.idle.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.busy -= 1;
+        if s.busy == 0 {
+            self.0.idle.notify_all();
+        }
+    }
+}
 
 /// A set of interfaces that can reach each other. Cloning gives another
 /// handle to the same network.
@@ -74,12 +133,22 @@ impl LoopbackNetwork {
         let peers = self.peers.clone();
         NetworkInterface::init(config, move |core| {
             let mut map = peers.lock().map_err(|_| PtlError::Shutdown)?;
-            if map.get(&core.id()).is_some_and(|w| w.strong_count() > 0) {
+            if map
+                .get(&core.id())
+                .is_some_and(|e| e.core.strong_count() > 0)
+            {
                 return Err(PtlError::InvalidArgument(
                     "process id already in use on this loopback network",
                 ));
             }
-            map.insert(core.id(), Arc::downgrade(&core));
+            let gate = Arc::new(Gate::default());
+            map.insert(
+                core.id(),
+                Entry {
+                    core: Arc::downgrade(&core),
+                    gate: gate.clone(),
+                },
+            );
             drop(map);
             let signal = Arc::new(Signal::default());
             let s = signal.clone();
@@ -89,6 +158,7 @@ impl LoopbackNetwork {
                 me: Arc::downgrade(&core),
                 id: core.id(),
                 signal,
+                gate,
             });
             Ok(nal)
         })
@@ -124,10 +194,20 @@ struct LoopbackNal {
     me: Weak<NiCore>,
     id: ProcessId,
     signal: Arc<Signal>,
+    gate: Arc<Gate>,
 }
 
-/// Messages waiting for delivery, each with the core that sent it.
-type Queue = VecDeque<(Weak<NiCore>, Outbound)>;
+/// The interface a message comes from: its core, and its gate (none for a
+/// process sending to itself through [`deliver_local`], whose caller keeps
+/// the interface alive).
+#[derive(Clone)]
+struct Source {
+    core: Weak<NiCore>,
+    gate: Option<Arc<Gate>>,
+}
+
+/// Messages waiting for delivery, each with the interface that sent it.
+type Queue = VecDeque<(Source, Outbound)>;
 
 thread_local! {
     /// Messages produced while delivering (acks, replies), delivered by the
@@ -139,12 +219,15 @@ thread_local! {
 /// produces, synchronously. Transports use it for self-sends, which never
 /// touch the network.
 pub fn deliver_local(core: &Arc<NiCore>, msg: Outbound) {
-    let me = Arc::downgrade(core);
+    let me = Source {
+        core: Arc::downgrade(core),
+        gate: None,
+    };
     let mut queue = VecDeque::new();
-    queue.push_back((me.clone(), msg));
+    queue.push_back((me, msg));
     while let Some((from, m)) = queue.pop_front() {
         let target = if m.header.dst == core.id() {
-            Some(core.clone())
+            Some((core.clone(), None))
         } else {
             None
         };
@@ -153,19 +236,64 @@ pub fn deliver_local(core: &Arc<NiCore>, msg: Outbound) {
 }
 
 impl LoopbackNal {
-    fn lookup(&self, id: ProcessId) -> Option<Arc<NiCore>> {
+    fn lookup(&self, id: ProcessId) -> Option<(Arc<NiCore>, Option<Arc<Gate>>)> {
         let map = self.peers.lock().ok()?;
-        map.get(&id).and_then(Weak::upgrade)
+        let e = map.get(&id)?;
+        Some((e.core.upgrade()?, Some(e.gate.clone())))
+    }
+
+    fn source(&self) -> Source {
+        Source {
+            core: self.me.clone(),
+            gate: Some(self.gate.clone()),
+        }
     }
 }
 
-/// Deliver one message from `from` and complete its send token.
-fn deliver(from: &Weak<NiCore>, target: Option<Arc<NiCore>>, msg: Outbound, out: &mut Queue) {
+/// Deliver one message from `from` and complete its send token. `target` is
+/// the destination's core and gate, if it is on the network.
+fn deliver(
+    from: &Source,
+    target: Option<(Arc<NiCore>, Option<Arc<Gate>>)>,
+    msg: Outbound,
+    out: &mut Queue,
+) {
     let Outbound {
         header,
         payload,
         token,
     } = msg;
+    // The payload may be descriptor memory of the source interface (a reply
+    // comes out of the responder's memory): hold its gate while reading, so
+    // that a concurrent shutdown waits for the copy.
+    let source_pass = match (&payload, &from.gate) {
+        (Payload::Region(_), Some(g)) => match Gate::enter(g) {
+            Some(p) => Some(p),
+            None => {
+                // The source is shutting down and its memory may be gone:
+                // the message is lost with it.
+                if let Some(me) = from.core.upgrade() {
+                    if let Some(tok) = token {
+                        me.with_engine(|e| e.send_complete(tok, FailType::Unreachable));
+                    }
+                }
+                if let Some((t, _)) = &target {
+                    t.with_engine(|e| e.peer_failed(header.src));
+                }
+                return;
+            }
+        },
+        _ => None,
+    };
+    // Likewise the destination's memory, written below.
+    let (target, target_pass) = match target {
+        Some((t, Some(g))) => match Gate::enter(&g) {
+            Some(p) => (Some(t), Some(p)),
+            None => (None, None),
+        },
+        Some((t, None)) => (Some(t), None),
+        None => (None, None),
+    };
     // Raw pointers, not slices: when a process puts to itself the source
     // and destination may be the same memory.
     let (src, src_len): (*const u8, usize) = match &payload {
@@ -189,24 +317,36 @@ fn deliver(from: &Weak<NiCore>, target: Option<Arc<NiCore>>, msg: Outbound, out:
                     unsafe { std::ptr::copy(src, region.as_ptr(), n) };
                 }
                 if let Some(resp) = t.with_engine(|e| e.recv_complete(token)) {
-                    out.push_back((Arc::downgrade(t), resp));
+                    out.push_back((responder(t, &target_pass), resp));
                 }
             }
             RecvAction::Discard(_) => {}
             RecvAction::Respond { response, .. } => {
-                out.push_back((Arc::downgrade(t), response));
+                out.push_back((responder(t, &target_pass), response));
             }
         },
     }
+    // Both memories are untouched from here on.
+    drop(target_pass);
+    drop(source_pass);
     if let Some(tok) = token {
-        if let Some(me) = from.upgrade() {
+        if let Some(me) = from.core.upgrade() {
             me.with_engine(|e| e.send_complete(tok, fail));
         }
     }
     if target.is_none() {
-        if let Some(me) = from.upgrade() {
+        if let Some(me) = from.core.upgrade() {
             me.with_engine(|e| e.peer_failed(header.dst));
         }
+    }
+}
+
+/// The source of a response sent by `t`, which was reached through `pass`
+/// (none: a process talking to itself).
+fn responder(t: &Arc<NiCore>, pass: &Option<Pass>) -> Source {
+    Source {
+        core: Arc::downgrade(t),
+        gate: pass.as_ref().map(|p| p.0.clone()),
     }
 }
 
@@ -228,13 +368,13 @@ impl Nal for LoopbackNal {
         if !outermost {
             PENDING.with(|p| {
                 if let Some(q) = p.borrow_mut().as_mut() {
-                    q.push_back((self.me.clone(), msg));
+                    q.push_back((self.source(), msg));
                 }
             });
             return;
         }
         let mut queue = VecDeque::new();
-        queue.push_back((self.me.clone(), msg));
+        queue.push_back((self.source(), msg));
         while let Some((from, m)) = queue.pop_front() {
             let target = self.lookup(m.header.dst);
             deliver(&from, target, m, &mut queue);
@@ -258,11 +398,21 @@ impl Nal for LoopbackNal {
         self.signal.wake();
     }
 
+    fn progresses_alone(&self) -> bool {
+        // Delivery happens inside `send`.
+        true
+    }
+
+    /// Leave the network, then wait until no other thread is still copying
+    /// into or out of this interface's memory (a delivery that started
+    /// before), so that memory attached with `md_attach_raw` may be freed as
+    /// soon as the interface is dropped.
     fn shutdown(&self) {
         if let Ok(mut map) = self.peers.lock() {
-            if map.get(&self.id).is_some_and(|w| w.ptr_eq(&self.me)) {
+            if map.get(&self.id).is_some_and(|e| e.core.ptr_eq(&self.me)) {
                 map.remove(&self.id);
             }
         }
+        self.gate.close();
     }
 }

@@ -28,7 +28,9 @@ bitflags::bitflags! {
         /// length` the descriptor is exhausted (inactive), so with messages
         /// of at most `max_size` bytes each accepted message fits whole
         /// (`PTL_MD_MAX_SIZE`; seed 001 §5). A longer message is not refused
-        /// for its size alone: the usual fit/truncate rule decides.
+        /// for its size alone: the usual fit/truncate rule decides. The rule
+        /// holds from creation on: a descriptor whose `max_size` exceeds its
+        /// length never accepts anything (Portals 3.3).
         const MAX_SIZE = 1 << 5;
         /// Also generate the `*Start` events (in Portals 3.3 these are on by
         /// default; here they are opt-in).
@@ -206,7 +208,7 @@ pub(crate) struct Acceptance {
 impl MemoryDescriptor {
     pub(crate) fn new(mem: Memory, desc: MdDesc, eq: Option<EqKey>, unlink: Unlink) -> Self {
         let length = mem.len() as u64;
-        MemoryDescriptor {
+        let mut d = MemoryDescriptor {
             mem,
             length,
             desc,
@@ -218,7 +220,19 @@ impl MemoryDescriptor {
             exhausted: false,
             io: Vec::new(),
             awaiting: 0,
-        }
+        };
+        d.check_high_water_mark();
+        d
+    }
+
+    /// Apply the high-water mark to the current offset and description: the
+    /// descriptor is exhausted once `local_offset + max_size > length`. The
+    /// same rule at creation (Portals 3.3: a descriptor whose `max_size`
+    /// exceeds its length is inactive from the start), after each deposit,
+    /// and after `md_update`.
+    pub(crate) fn check_high_water_mark(&mut self) {
+        self.exhausted = self.desc.options.contains(MdOptions::MAX_SIZE)
+            && self.local_offset.saturating_add(self.desc.max_size) > self.length;
     }
 
     /// Usable for new operations: linked, threshold left, high-water mark
@@ -268,10 +282,8 @@ impl MemoryDescriptor {
         if !self.desc.options.contains(MdOptions::MANAGE_REMOTE) {
             self.local_offset += mlength;
         }
-        if self.desc.options.contains(MdOptions::MAX_SIZE)
-            && self.local_offset.saturating_add(self.desc.max_size) > self.length
-        {
-            self.exhausted = true;
+        if !self.exhausted {
+            self.check_high_water_mark();
         }
     }
 

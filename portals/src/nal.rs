@@ -50,9 +50,23 @@ pub trait Nal: Send + Sync + 'static {
 
     /// Stop background threads and close the transport. Called once, when
     /// the network interface is dropped; pending sends are abandoned without
-    /// touching their memory.
+    /// touching their memory. When it returns, the transport no longer reads
+    /// or writes any descriptor memory of this interface.
     fn shutdown(&self) {}
+
+    /// True if the transport moves data without being called: it has a
+    /// progress thread, or delivers synchronously inside `send`. False (the
+    /// default, always correct) if it needs [`Nal::progress`] calls: then
+    /// non-blocking library calls such as a test for completion must drive
+    /// it ([`crate::NetworkInterface::poll`]).
+    fn progresses_alone(&self) -> bool {
+        false
+    }
 }
+
+/// A function run by [`NiCore::with_engine`] after a watched descriptor
+/// unlinked itself (see [`NiCore::set_unlink_hook`]).
+pub type UnlinkHook = Box<dyn Fn(&NiCore) + Send + Sync>;
 
 /// The part of a network interface shared with its transport: the engine
 /// behind a mutex, plus the bookkeeping that lets an event wake sleeping
@@ -73,6 +87,7 @@ pub struct NiCore {
     park: Mutex<()>,
     parked: Condvar,
     waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
+    unlink_hook: OnceLock<UnlinkHook>,
 }
 
 impl std::fmt::Debug for NiCore {
@@ -96,6 +111,7 @@ impl NiCore {
             park: Mutex::new(()),
             parked: Condvar::new(),
             waker: OnceLock::new(),
+            unlink_hook: OnceLock::new(),
         }
     }
 
@@ -124,18 +140,63 @@ impl NiCore {
     }
 
     /// Run `f` on the engine. If `f` queued events and some thread sleeps
-    /// waiting for events, wake it.
+    /// waiting for events, wake it. If a watched descriptor unlinked itself,
+    /// run the unlink hook (after the engine lock is released).
     #[inline]
     pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        let (r, posted) = {
+        let (r, posted, unlinked) = {
             let mut e = self.lock();
             let r = f(&mut e);
-            (r, e.take_posted())
+            (r, e.take_posted(), e.take_watched_unlink())
         };
         if posted && self.sleepers.load(Ordering::SeqCst) > 0 {
             self.wake_sleepers();
         }
+        if unlinked {
+            if let Some(h) = self.unlink_hook.get() {
+                h(self);
+            }
+        }
         r
+    }
+
+    /// Install `hook`, to run whenever a descriptor that posts its events to
+    /// `eq` unlinks itself (threshold used up, high-water mark crossed), on
+    /// the thread whose call caused it — the transport's progress thread, or
+    /// an application thread driving progress — right after the engine lock
+    /// is released. This lets a library replace consumed receive buffers
+    /// while the application computes (seed 001's unexpected-message buffers
+    /// are the use case) instead of at its next call.
+    ///
+    /// The hook runs while the transport may hold locks of its own: it must
+    /// not block on anything an application thread can hold while calling
+    /// into the interface (use `try_lock`), and must not send or drive
+    /// progress; engine calls through [`NiCore::with_engine`] are fine. It
+    /// is never run while the engine lock is held. One hook per interface;
+    /// a second call fails with `InvalidArgument`.
+    pub fn set_unlink_hook(&self, eq: crate::EqHandle, hook: UnlinkHook) -> Result<()> {
+        self.unlink_hook
+            .set(hook)
+            .map_err(|_| crate::PtlError::InvalidArgument("an unlink hook is already set"))?;
+        self.with_engine(|e| e.watch_unlinks(Some(eq)))
+    }
+
+    /// Attach a descriptor over caller memory to a match entry, for code
+    /// that only holds the core (an unlink hook); see
+    /// [`crate::NetworkInterface::md_attach_raw`].
+    ///
+    /// # Safety
+    /// As for [`crate::NetworkInterface::md_attach_raw`].
+    pub unsafe fn md_attach_raw(
+        &self,
+        me: crate::MeHandle,
+        desc: &crate::MdDesc,
+        ptr: *mut u8,
+        len: usize,
+        unlink: crate::Unlink,
+    ) -> Result<crate::MdHandle> {
+        crate::ni::check_raw(ptr, len)?;
+        self.with_engine(|e| e.md_attach_mem(me, desc, crate::md::Memory::Raw { ptr, len }, unlink))
     }
 
     /// Wake every thread sleeping in a blocking wait of this interface.

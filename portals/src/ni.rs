@@ -135,6 +135,30 @@ impl NetworkInterface {
         self.nal.progress(None)
     }
 
+    /// Make progress once without blocking if the transport needs calls to
+    /// make progress (polling mode); do nothing (cheaply) if it progresses
+    /// alone ([`Nal::progresses_alone`]). Non-blocking calls of a layer above
+    /// — a test for completion, a probe — call this first, so that a loop of
+    /// them finishes in polling mode too.
+    pub fn poll(&self) -> Result<()> {
+        if self.nal.progresses_alone() {
+            return Ok(());
+        }
+        self.nal.progress(None)
+    }
+
+    /// The peers the transport gave up on, in order, each once (see
+    /// [`Engine::failed_peers`]).
+    pub fn failed_peers(&self) -> Vec<ProcessId> {
+        self.core.with_engine(|e| e.failed_peers().to_vec())
+    }
+
+    /// How many peers the transport gave up on: cheap to poll, so a layer
+    /// can call [`NetworkInterface::failed_peers`] only when it changed.
+    pub fn failed_peer_count(&self) -> usize {
+        self.core.with_engine(|e| e.failed_peers().len())
+    }
+
     // ----- event queues --------------------------------------------------
 
     /// Allocate an event queue of `capacity` events (`PtlEQAlloc`).
@@ -352,9 +376,8 @@ impl NetworkInterface {
         len: usize,
         unlink: Unlink,
     ) -> Result<MdHandle> {
-        check_raw(ptr, len)?;
-        self.core
-            .with_engine(|e| e.md_attach_mem(me, desc, Memory::Raw { ptr, len }, unlink))
+        // SAFETY: forwarded from our caller.
+        unsafe { self.core.md_attach_raw(me, desc, ptr, len, unlink) }
     }
 
     /// Bind a descriptor over caller memory, for zero-copy sends and gets.
@@ -467,7 +490,7 @@ impl NetworkInterface {
     }
 }
 
-fn check_raw(ptr: *mut u8, len: usize) -> Result<()> {
+pub(crate) fn check_raw(ptr: *mut u8, len: usize) -> Result<()> {
     if ptr.is_null() && len > 0 {
         return Err(PtlError::InvalidArgument(
             "null pointer with a non-zero length",

@@ -479,7 +479,9 @@ impl Pair {
                     mem,
                     local: 0,
                     threshold: spec.threshold,
-                    exhausted: false,
+                    // Portals 3.3: a high-water mark beyond the length makes
+                    // the descriptor inactive from the start.
+                    exhausted: spec.max_size.is_some_and(|x| x > spec.len as u64),
                     me: Some(me),
                     parked: false,
                 }));

@@ -431,6 +431,34 @@ fn high_water_mark_exhausts_and_messages_overflow_to_the_next_md() {
 }
 
 #[test]
+fn high_water_mark_beyond_the_length_is_inactive_from_attach() {
+    // Portals 3.3: max_size > length means offset 0 + max_size > length, so
+    // the descriptor is exhausted before it accepts anything; md_update
+    // applies the same rule (both must agree).
+    let p = pair();
+    let (_, small) = p.post(1, 0, put_desc().max_size(16), 8, Unlink::Retain);
+    let (_, fits) = p.post(1, 0, put_desc().max_size(1), 8, Unlink::Retain);
+    p.put(b"abc", 1, AckReq::NoAck, 0, 0);
+    let ev = p.tev().expect("put event");
+    assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, fits));
+    assert_eq!(p.target.status().dropped_rejected, 0);
+    let snap = p.target.md_update(small, None, None).unwrap();
+    assert_eq!(snap.local_offset, 0, "the oversized-mark MD took nothing");
+    // Re-describing it with a mark that fits makes it active.
+    p.target
+        .md_update(small, Some(&put_desc().max_size(4).eq(p.teq)), None)
+        .unwrap();
+    p.put(b"xy", 1, AckReq::NoAck, 0, 0);
+    assert_eq!(p.tev().expect("put event").md_handle, small);
+    // And back: a mark beyond the length deactivates it again.
+    p.target
+        .md_update(small, Some(&put_desc().max_size(9).eq(p.teq)), None)
+        .unwrap();
+    p.put(b"z", 1, AckReq::NoAck, 0, 0);
+    assert_eq!(p.tev().expect("put event").md_handle, fits);
+}
+
+#[test]
 fn get_reads_target_memory_into_the_initiator() {
     let p = pair();
     let me = p
@@ -900,6 +928,80 @@ fn put_to_a_missing_process_fails_the_send() {
     );
     assert!(p.iev().is_none());
     assert_eq!(p.init.core().with_engine(|e| e.in_progress()), (0, 0));
+}
+
+#[test]
+fn failed_peers_are_listed_once_in_order() {
+    let p = pair();
+    assert!(p.init.failed_peers().is_empty());
+    let (a, b) = (ProcessId::new(5, 5), ProcessId::new(6, 6));
+    for dst in [a, b, a] {
+        let src = p.source(b"x");
+        p.init
+            .put(src, AckReq::NoAck, &Remote::new(dst, PT, 1), 0)
+            .unwrap();
+    }
+    assert_eq!(p.init.failed_peers(), vec![a, b]);
+    assert_eq!(p.init.failed_peer_count(), 2);
+    assert!(p.target.failed_peers().is_empty());
+}
+
+#[test]
+fn the_unlink_hook_runs_for_watched_descriptors_only() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let p = pair();
+    let other = p.target.eq_alloc(8).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let (teq, target_id) = (p.teq, p.target.id());
+    p.target
+        .core()
+        .set_unlink_hook(
+            teq,
+            Box::new(move |core| {
+                // Runs without the engine lock: engine calls work.
+                assert_eq!(core.with_engine(|e| e.id()), target_id);
+                c.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+    assert!(matches!(
+        p.target.core().set_unlink_hook(teq, Box::new(|_| {})),
+        Err(PtlError::InvalidArgument(_))
+    ));
+    // An entry whose descriptor posts elsewhere: no call when it unlinks.
+    let me = p
+        .target
+        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Unlink, Position::After)
+        .unwrap();
+    p.target
+        .md_attach(
+            me,
+            &put_desc().threshold(Threshold::Count(1)).eq(other),
+            vec![0; 8],
+            Unlink::Unlink,
+        )
+        .unwrap();
+    p.put(b"a", 1, AckReq::NoAck, 0, 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    // A watched one: a put that does not use it up, then one that does.
+    p.post(
+        1,
+        0,
+        put_desc().threshold(Threshold::Count(2)),
+        8,
+        Unlink::Unlink,
+    );
+    p.put(b"b", 1, AckReq::NoAck, 0, 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    p.put(b"c", 1, AckReq::NoAck, 0, 0);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "once, on the unlink");
+    let kinds: Vec<_> = std::iter::from_fn(|| p.tev()).map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![EventKind::Put, EventKind::Put, EventKind::Unlink]
+    );
 }
 
 #[test]

@@ -21,12 +21,32 @@ pub fn run_job(
     progress: ProgressMode,
     backend: Backend,
 ) -> LaunchOutcome {
+    run_job_within(
+        program,
+        ranks,
+        args,
+        progress,
+        backend,
+        Duration::from_secs(240),
+    )
+}
+
+/// [`run_job`] with another limit for the whole job, for jobs that would
+/// hang if the behaviour under test regressed.
+pub fn run_job_within(
+    program: &str,
+    ranks: u32,
+    args: &[&str],
+    progress: ProgressMode,
+    backend: Backend,
+    limit: Duration,
+) -> LaunchOutcome {
     let options = JobOptions {
         progress,
         backend,
         ..JobOptions::default()
     };
-    run_job_with(program, ranks, args, options)
+    run_job_limited(program, ranks, args, options, limit)
 }
 
 /// Run `program` on `ranks` processes with the given transport options
@@ -38,6 +58,17 @@ pub fn run_job_with(
     args: &[&str],
     options: JobOptions,
 ) -> LaunchOutcome {
+    run_job_limited(program, ranks, args, options, Duration::from_secs(240))
+}
+
+/// [`run_job_with`] with another limit for the whole job.
+pub fn run_job_limited(
+    program: &str,
+    ranks: u32,
+    args: &[&str],
+    options: JobOptions,
+    limit: Duration,
+) -> LaunchOutcome {
     let mut spec = LaunchSpec::new(ranks, program);
     spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
@@ -45,7 +76,7 @@ pub fn run_job_with(
         ..options
     };
     spec.output = Output::Capture;
-    spec.timeout = Some(Duration::from_secs(240));
+    spec.timeout = Some(limit);
     launch(&spec).expect("launch")
 }
 

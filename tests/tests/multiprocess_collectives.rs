@@ -11,6 +11,10 @@ fn run(program: &str, ranks: u32, args: &[&str]) -> LaunchOutcome {
 
 const CHECK: &str = env!("CARGO_BIN_EXE_coll_check");
 
+fn run_poll(ranks: u32, args: &[&str]) -> LaunchOutcome {
+    run_job(CHECK, ranks, args, ProgressMode::Poll, Backend::Epoll)
+}
+
 #[test]
 fn every_collective_at_every_size_on_1_to_4_ranks() {
     for n in 1..=4 {
@@ -38,4 +42,36 @@ fn splits_dups_groups_and_interleaving_with_point_to_point() {
             &format!("comms n={n}"),
         );
     }
+}
+
+#[test]
+fn every_collective_in_polling_mode_on_3_ranks() {
+    assert_ok(&run_poll(3, &["sizes"]), 3, "OK sizes", "sizes poll n=3");
+}
+
+#[test]
+fn product_min_logical_bitwise_and_commutative_user_reductions() {
+    for n in 1..=4 {
+        assert_ok(&run(CHECK, n, &["ops"]), n, "OK ops", &format!("ops n={n}"));
+    }
+    assert_ok(&run(CHECK, 7, &["ops"]), 7, "OK ops", "ops n=7");
+    assert_ok(&run_poll(3, &["ops"]), 3, "OK ops", "ops poll n=3");
+}
+
+#[test]
+fn context_ids_run_out_cleanly_are_reused_and_never_match_stale_messages() {
+    for n in [1, 2, 3] {
+        assert_ok(
+            &run(CHECK, n, &["contexts"]),
+            n,
+            "OK contexts",
+            &format!("contexts n={n}"),
+        );
+    }
+    assert_ok(
+        &run_poll(2, &["contexts"]),
+        2,
+        "OK contexts",
+        "contexts poll n=2",
+    );
 }

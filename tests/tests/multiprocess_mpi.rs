@@ -2,7 +2,9 @@
 //! both progress modes. Every job has a timeout.
 
 use nal_tcp::{Backend, ProgressMode};
-use portals_tests::{assert_job_ok, run_job, LaunchOutcome};
+use std::time::Duration;
+
+use portals_tests::{assert_job_ok, run_job, run_job_within, LaunchOutcome};
 
 fn run(ranks: u32, args: &[&str], progress: ProgressMode) -> LaunchOutcome {
     run_job(
@@ -88,4 +90,79 @@ fn a_posted_receive_completes_while_the_receiver_computes() {
         2,
         "progress poll",
     );
+}
+
+#[test]
+fn loops_of_test_probe_is_complete_and_test_all_finish_in_both_modes() {
+    // Each loop has a 30 s deadline inside the program: in polling mode the
+    // non-blocking calls must drive the transport themselves.
+    for p in [ProgressMode::Poll, ProgressMode::Thread] {
+        assert_ok(&run(2, &["spin"], p), 2, &format!("spin {p:?}"));
+    }
+}
+
+#[test]
+fn wait_any_wait_all_and_owned_sends() {
+    for p in MODES {
+        assert_ok(&run(2, &["requests"], p), 2, &format!("requests {p:?}"));
+    }
+}
+
+#[test]
+fn threading_multiple_four_threads_on_duplicated_communicators() {
+    for p in MODES {
+        assert_ok(&run(2, &["threads"], p), 2, &format!("threads {p:?}"));
+    }
+}
+
+#[test]
+fn a_dead_peer_fails_passive_waits_with_peer_failed() {
+    // recv: a posted receive from the dead rank; long: a long send whose
+    // receiver acknowledged zero bytes and died before its get; sync: a
+    // synchronous send never matched.
+    for (case, p) in [
+        ("recv", ProgressMode::Thread),
+        ("recv", ProgressMode::Poll),
+        ("long", ProgressMode::Thread),
+        ("long", ProgressMode::Poll),
+        ("sync", ProgressMode::Thread),
+    ] {
+        // A regression hangs: bound the job well below the default.
+        let out = run_job_within(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            2,
+            &["death", case],
+            p,
+            Backend::Epoll,
+            Duration::from_secs(90),
+        );
+        assert_ok(&out, 2, &format!("death {case} {p:?}"));
+        let survivor = if case == "recv" { 1 } else { 0 };
+        assert!(
+            out.stdout_of(survivor).contains("PeerFailed after"),
+            "death {case} {p:?}: the survivor did not report the failure"
+        );
+    }
+}
+
+#[test]
+fn a_failed_receive_leaves_no_descriptor_over_its_buffer() {
+    for p in MODES {
+        assert_ok(&run(2, &["overflow"], p), 2, &format!("overflow {p:?}"));
+    }
+}
+
+#[test]
+fn more_than_10_mb_of_unexpected_messages_while_the_receiver_sleeps() {
+    for p in MODES {
+        let out = run(2, &["sleepflood"], p);
+        assert_ok(&out, 2, &format!("sleepflood {p:?}"));
+    }
+}
+
+#[test]
+fn finalize_completes_detached_sends_while_driving_progress() {
+    for p in [ProgressMode::Poll, ProgressMode::Thread] {
+        assert_ok(&run(2, &["finalize"], p), 2, &format!("finalize {p:?}"));
+    }
 }

@@ -26,6 +26,9 @@ pub(crate) const BCAST_LONG: usize = 512 << 10;
 /// All-reductions of at least this many bytes use Rabenseifner's algorithm
 /// (commutative operations only).
 pub(crate) const ALLREDUCE_LONG: usize = 64 << 10;
+/// Reductions to one root of at least this many bytes use Rabenseifner's
+/// reduce-scatter + gather (commutative operations only).
+pub(crate) const REDUCE_LONG: usize = 64 << 10;
 /// Gathers and scatters of at most this many bytes in total use binomial
 /// trees; larger ones go directly to or from the root.
 pub(crate) const TREE_MAX: usize = 64 << 10;
@@ -270,10 +273,15 @@ fn bcast_scatter_allgather(c: &Coll, root: usize, buf: &mut [u8]) -> Result<()> 
 
 // ----- reduce ----------------------------------------------------------------
 
-/// Reduce into `acc` at `root` along a binomial tree: ⌈log₂ n⌉ (α + mβ + mγ).
+/// Reduce into `acc` at `root`. Short vectors and non-commutative
+/// operations go along a binomial tree: ⌈log₂ n⌉ (α + mβ + mγ).
 /// Commutative operations reduce towards the root directly; others towards
 /// rank 0 in rank order (every partial result covers a contiguous block of
-/// ranks), then move to the root.
+/// ranks), then move to the root. Long vectors with a commutative operation
+/// use Rabenseifner's reduce-scatter + gather: ≈ (2 log₂ p + p) α + 2 m β +
+/// m γ, where p is the largest power of two ≤ n (see
+/// [`reduce_scatter_gather`]), so every rank moves and combines about m
+/// bytes instead of m log₂ n.
 pub(crate) fn reduce<T: Equivalence, O: Operation<T> + ?Sized>(
     c: &Coll,
     root: usize,
@@ -283,6 +291,12 @@ pub(crate) fn reduce<T: Equivalence, O: Operation<T> + ?Sized>(
     let n = c.n();
     if n == 1 {
         return Ok(());
+    }
+    if std::mem::size_of_val(acc) >= REDUCE_LONG
+        && op.is_commutative()
+        && acc.len() >= largest_pow2_le(n)
+    {
+        return reduce_scatter_gather(c, root, acc, op);
     }
     let commutative = op.is_commutative();
     let top = if commutative { root } else { 0 };
@@ -313,6 +327,85 @@ pub(crate) fn reduce<T: Equivalence, O: Operation<T> + ?Sized>(
         }
     }
     Ok(())
+}
+
+/// One step of recursive halving: the partner (among the survivors), the
+/// block indices sent, and the block indices kept.
+type HalvingStep = (usize, Range<usize>, Range<usize>);
+
+/// The recursive-halving schedule of survivor `nr` among `pof2` ranks: per
+/// step its partner (among the survivors), the range of block indices it
+/// sends and the range it keeps (and combines into); and the block it ends
+/// with, fully reduced. Blocks are the `pof2` near-equal parts of the
+/// vector.
+fn halving_schedule(nr: usize, pof2: usize) -> (Vec<HalvingStep>, usize) {
+    let (mut send_idx, mut recv_idx, mut last_idx) = (0, 0, pof2);
+    let mut steps = Vec::new();
+    let mut mask = 1;
+    while mask < pof2 {
+        let partner = nr ^ mask;
+        let half = pof2 / (mask * 2);
+        let (s, r) = if nr < partner {
+            send_idx = recv_idx + half;
+            (send_idx..last_idx, recv_idx..send_idx)
+        } else {
+            recv_idx = send_idx + half;
+            (send_idx..recv_idx, recv_idx..last_idx)
+        };
+        steps.push((partner, s, r));
+        send_idx = recv_idx;
+        mask <<= 1;
+        if mask < pof2 {
+            last_idx = recv_idx + pof2 / mask;
+        }
+    }
+    (steps, recv_idx)
+}
+
+/// Rabenseifner's reduce for a commutative operation: fold onto the largest
+/// power of two p ≤ n (the first 2·(n−p) ranks pair up, one of each pair
+/// sits out); reduce-scatter by recursive halving, after which each of the
+/// p survivors holds one p-th of the result; then every survivor sends its
+/// block straight to the root. Cost ≈ (2 log₂ p + p) α + 2 m β + m γ.
+fn reduce_scatter_gather<T: Equivalence, O: Operation<T> + ?Sized>(
+    c: &Coll,
+    root: usize,
+    acc: &mut [T],
+    op: &O,
+) -> Result<()> {
+    let count = acc.len();
+    let (pof2, rem, newrank) = fold(c, acc, op, TAG_REDUCE)?;
+    // Block b is elements bounds[b]..bounds[b + 1].
+    let bounds: Vec<usize> = (0..=pof2)
+        .map(|b| b * (count / pof2) + b.min(count % pof2))
+        .collect();
+    let span = |r: Range<usize>| bounds[r.start]..bounds[r.end];
+    let mut held = None;
+    if let Some(nr) = newrank {
+        let (steps, block) = halving_schedule(nr, pof2);
+        let mut tmp = vec![T::zeroed(); count];
+        for (partner, s, r) in steps {
+            let dst = unfold_rank(partner, rem);
+            let (s, r) = (span(s), span(r));
+            let rlen = r.len();
+            c.sendrecv(dst, &acc[s], dst, &mut tmp[..rlen], TAG_REDUCE)?;
+            op.apply(&tmp[..rlen], &mut acc[r]);
+        }
+        held = Some(span(block..block + 1));
+    }
+    if c.me() == root {
+        let mut reqs = Reqs::new(c);
+        let from = (0..pof2).filter(|&v| Some(v) != newrank).map(|v| {
+            let b = halving_schedule(v, pof2).1;
+            (unfold_rank(v, rem), span(b..b + 1))
+        });
+        post_recvs(c, TAG_REDUCE, from, acc, &mut reqs)?;
+        reqs.wait_all()
+    } else if let Some(r) = held {
+        c.send(root, TAG_REDUCE, &acc[r])
+    } else {
+        Ok(())
+    }
 }
 
 // ----- all-reduce ------------------------------------------------------------
@@ -493,16 +586,18 @@ pub(crate) fn gather<T: Equivalence>(
     if n * std::mem::size_of_val(send) > TREE_MAX {
         return match recv {
             Some(out) => {
-                let reqs = post_recvs(
+                out[root * blk..(root + 1) * blk].copy_from_slice(send);
+                let mut reqs = Reqs::new(c);
+                post_recvs(
                     c,
                     TAG_GATHER,
                     (0..n)
                         .filter(|&r| r != root)
                         .map(|r| (r, r * blk..(r + 1) * blk)),
                     out,
+                    &mut reqs,
                 )?;
-                out[root * blk..(root + 1) * blk].copy_from_slice(send);
-                wait_recvs(c, reqs)
+                reqs.wait_all()
             }
             None => c.send(root, TAG_GATHER, send),
         };
@@ -589,25 +684,78 @@ pub(crate) fn scatter<T: Equivalence>(
     Ok(())
 }
 
-type Pending = Vec<(crate::device::ReqId, usize)>;
+/// Requests of a collective on buffers it borrows. Every way out of the
+/// collective completes them: [`Reqs::wait_all`], or — on an early return
+/// with an error — dropping the set, which cancels the receives and waits
+/// for everything, so no buffer is given back while the engine may still
+/// use it.
+struct Reqs<'a> {
+    dev: &'a crate::device::Device,
+    /// Request, expected length (receives), and whether it is a receive.
+    live: Vec<(crate::device::ReqId, usize, bool)>,
+}
 
-/// Post receives from `(rank, range)` pairs into `out`.
+impl<'a> Reqs<'a> {
+    fn new(c: &'a Coll) -> Self {
+        Reqs {
+            dev: &c.c.dev,
+            live: Vec::new(),
+        }
+    }
+
+    /// Wait for every request; the first error, once all are complete.
+    fn wait_all(mut self) -> Result<()> {
+        let mut first = None;
+        for (id, len, is_recv) in std::mem::take(&mut self.live) {
+            match self.dev.wait(id) {
+                Ok(s) if !is_recv || s.count_bytes() == len => {}
+                Ok(_) => {
+                    first.get_or_insert(MpiError::InvalidBuffer(
+                        "collective message of the wrong size (mismatched calls?)",
+                    ));
+                }
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Reqs<'_> {
+    fn drop(&mut self) {
+        for (id, _, is_recv) in self.live.drain(..) {
+            if is_recv {
+                let _ = self.dev.cancel(id);
+            }
+            if let Err(e) = self.dev.wait(id) {
+                tracing::debug!(error = %e, "a request of a failed collective failed too");
+            }
+        }
+    }
+}
+
+/// Post receives from `(rank, range)` pairs into `out`, adding them to
+/// `reqs`.
 fn post_recvs<T: Equivalence>(
     c: &Coll,
     tag: u32,
     from: impl Iterator<Item = (usize, Range<usize>)>,
     out: &mut [T],
-) -> Result<Pending> {
-    let mut reqs = Vec::new();
+    reqs: &mut Reqs,
+) -> Result<()> {
+    let n = out.len();
     let base = bytes_mut(out).as_mut_ptr();
     let size = std::mem::size_of::<T>();
     for (r, range) in from {
-        if range.end > out.len() {
+        if range.end > n {
             return Err(MpiError::InvalidBuffer("partition outside its buffer"));
         }
         let len = range.len() * size;
         // SAFETY: the ranges are disjoint parts of `out` (checked by the
-        // callers' partitions), which stays borrowed until `wait_recvs`.
+        // callers' partitions), which stays borrowed as long as `reqs`, and
+        // `reqs` completes every request before it goes away.
         let id = unsafe {
             c.c.dev.irecv(
                 c.c.coll_ctx,
@@ -617,27 +765,9 @@ fn post_recvs<T: Equivalence>(
                 len,
             )?
         };
-        reqs.push((id, len));
+        reqs.live.push((id, len, true));
     }
-    Ok(reqs)
-}
-
-fn wait_recvs(c: &Coll, reqs: Pending) -> Result<()> {
-    let mut first = None;
-    for (id, len) in reqs {
-        match c.c.dev.wait(id) {
-            Ok(s) if s.count_bytes() == len => {}
-            Ok(_) => {
-                first.get_or_insert(MpiError::InvalidBuffer(
-                    "collective message of the wrong size (mismatched calls?)",
-                ));
-            }
-            Err(e) => {
-                first.get_or_insert(e);
-            }
-        }
-    }
-    first.map_or(Ok(()), Err)
+    Ok(())
 }
 
 /// Gather blocks of different sizes to `root`: direct sends.
@@ -650,22 +780,24 @@ pub(crate) fn gather_v<T: Equivalence>(
     match recv {
         Some((out, counts, displs)) => {
             let me = c.me();
-            let reqs = post_recvs(
+            let mine = displs[me]..displs[me] + counts[me];
+            if mine.len() != send.len() || mine.end > out.len() {
+                return Err(MpiError::InvalidBuffer(
+                    "the root's own count differs from its send buffer",
+                ));
+            }
+            out[mine].copy_from_slice(send);
+            let mut reqs = Reqs::new(c);
+            post_recvs(
                 c,
                 TAG_GATHER,
                 (0..c.n())
                     .filter(|&r| r != me)
                     .map(|r| (r, displs[r]..displs[r] + counts[r])),
                 out,
+                &mut reqs,
             )?;
-            let mine = displs[me]..displs[me] + counts[me];
-            if mine.len() != send.len() {
-                return Err(MpiError::InvalidBuffer(
-                    "the root's own count differs from its send buffer",
-                ));
-            }
-            out[mine].copy_from_slice(send);
-            wait_recvs(c, reqs)
+            reqs.wait_all()
         }
         None => c.send(root, TAG_GATHER, send),
     }
@@ -767,17 +899,19 @@ pub(crate) fn all_to_all<T: Equivalence>(
     }
     let per_rank = std::mem::size_of_val(send) / n.max(1);
     if per_rank <= ALLTOALL_SHORT {
-        let reqs = post_recvs(
+        let mut reqs = Reqs::new(c);
+        post_recvs(
             c,
             TAG_ALLTOALL,
             (1..n).map(|i| (me + n - i) % n).map(|r| (r, recv_range(r))),
             recv,
+            &mut reqs,
         )?;
-        let mut sends = Vec::new();
         for i in 1..n {
             let dst = (me + i) % n;
             let b = bytes(&send[send_range(dst)]);
-            // SAFETY: `send` stays borrowed until the sends are waited for.
+            // SAFETY: `send` stays borrowed as long as `reqs`, which
+            // completes every request before it goes away.
             let id = unsafe {
                 c.c.dev.isend(
                     c.c.coll_ctx,
@@ -791,13 +925,9 @@ pub(crate) fn all_to_all<T: Equivalence>(
                     false,
                 )?
             };
-            sends.push(id);
+            reqs.live.push((id, 0, false));
         }
-        let r = wait_recvs(c, reqs);
-        for id in sends {
-            c.c.dev.wait(id)?;
-        }
-        return r;
+        return reqs.wait_all();
     }
     for i in 1..n {
         let dst = (me + i) % n;
@@ -856,7 +986,32 @@ pub(crate) fn scan<T: Equivalence, O: Operation<T> + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::{halving_schedule, split};
+
+    #[test]
+    fn halving_leaves_every_block_with_exactly_one_survivor() {
+        for pof2 in [1usize, 2, 4, 8, 16, 64] {
+            let mut owners = vec![None; pof2];
+            for nr in 0..pof2 {
+                let (steps, block) = halving_schedule(nr, pof2);
+                assert_eq!(steps.len(), pof2.trailing_zeros() as usize);
+                assert!(owners[block].replace(nr).is_none(), "block {block} twice");
+                // Each step keeps half of what the previous one kept, and
+                // ends on the final block; partners mirror each other.
+                let mut kept = 0..pof2;
+                for (partner, s, r) in &steps {
+                    assert_eq!(s.len(), r.len());
+                    assert!(r.start >= kept.start && r.end <= kept.end);
+                    assert!(s.start >= kept.start && s.end <= kept.end);
+                    let theirs = halving_schedule(*partner, pof2).0;
+                    let mirror = theirs.iter().find(|t| t.0 == nr).expect("partner step");
+                    assert_eq!((&mirror.1, &mirror.2), (r, s));
+                    kept = r.clone();
+                }
+                assert_eq!(kept, block..block + 1);
+            }
+        }
+    }
 
     #[test]
     fn split_handles_empty_and_ordered_ranges() {

@@ -369,6 +369,245 @@ fn comms(world: &SimpleCommunicator) -> R<()> {
     Ok(())
 }
 
+/// Reductions with the other predefined operations (product, min,
+/// logical and bitwise) and a commutative user closure, on vectors of 1, 3
+/// and 70 000 elements (the last takes the long paths: Rabenseifner's
+/// all-reduce and reduce-scatter + gather reduce), to every root.
+fn ops(comm: &SimpleCommunicator) -> R<()> {
+    let (me, n) = (comm.rank(), comm.size());
+    for len in [1usize, 3, 70_000] {
+        let ctx = format!("n={n} len={len}");
+        // Small values (|x| <= 3), so that products of up to 7 stay exact.
+        let val = |r: i32, i: usize| ((r as i64 + 1) * (i as i64 % 5 + 1)) % 7 - 3;
+        let all: Vec<Vec<i64>> = (0..n)
+            .map(|r| (0..len).map(|i| val(r, i)).collect())
+            .collect();
+        let mine = &all[me as usize];
+        let fold = |f: &dyn Fn(i64, i64) -> i64| -> Vec<i64> {
+            (0..len)
+                .map(|i| all.iter().map(|v| v[i]).reduce(f).unwrap_or(0))
+                .collect()
+        };
+        let prod = fold(&|a, b| a.wrapping_mul(b));
+        let min = fold(&|a, b| a.min(b));
+        let checks: [(&str, &dyn Operation<i64>, Vec<i64>); 2] = [
+            ("product", &SystemOperation::product(), prod),
+            ("min", &SystemOperation::min(), min),
+        ];
+        for (name, op, want) in checks.iter() {
+            let mut r = vec![0i64; len];
+            comm.all_reduce_into(&mine[..], &mut r[..], *op)
+                .map_err(e)?;
+            ensure(r == *want, || format!("{ctx}: all_reduce {name}"))?;
+            for root in 0..n {
+                let p = comm.process_at_rank(root);
+                if me == root {
+                    let mut r = vec![0i64; len];
+                    p.reduce_into_root(&mine[..], &mut r[..], *op).map_err(e)?;
+                    ensure(r == *want, || format!("{ctx}: reduce {name} to {root}"))?;
+                } else {
+                    p.reduce_into(&mine[..], *op).map_err(e)?;
+                }
+            }
+        }
+        // A commutative user closure: addition of residues mod a prime.
+        let m = 1_000_003i64;
+        let sum_mod = UserOperation::commutative(move |a: &[i64], b: &mut [i64]| {
+            for (x, y) in a.iter().zip(b.iter_mut()) {
+                *y = (*x + *y).rem_euclid(m);
+            }
+        });
+        let want = fold(&|a, b| (a + b).rem_euclid(m));
+        let res: Vec<i64> = mine.iter().map(|x| x.rem_euclid(m)).collect();
+        let want: Vec<i64> = want.iter().map(|x| x.rem_euclid(m)).collect();
+        let mut r = vec![0i64; len];
+        comm.all_reduce_into(&res[..], &mut r[..], &sum_mod)
+            .map_err(e)?;
+        ensure(r == want, || format!("{ctx}: all_reduce user commutative"))?;
+        for root in 0..n {
+            let p = comm.process_at_rank(root);
+            if me == root {
+                let mut r = vec![0i64; len];
+                p.reduce_into_root(&res[..], &mut r[..], &sum_mod)
+                    .map_err(e)?;
+                ensure(r == want, || {
+                    format!("{ctx}: reduce user commutative to {root}")
+                })?;
+            } else {
+                p.reduce_into(&res[..], &sum_mod).map_err(e)?;
+            }
+        }
+        // Floating point: min and an exact product.
+        let f: Vec<f64> = mine.iter().map(|&x| x as f64 * 0.5).collect();
+        let mut fr = vec![0f64; len];
+        comm.all_reduce_into(&f[..], &mut fr[..], SystemOperation::min())
+            .map_err(e)?;
+        ensure(
+            fr.iter()
+                .zip(&fold(&|a, b| a.min(b)))
+                .all(|(a, &b)| *a == b as f64 * 0.5),
+            || format!("{ctx}: all_reduce f64 min"),
+        )?;
+        comm.all_reduce_into(&f[..], &mut fr[..], SystemOperation::product())
+            .map_err(e)?;
+        ensure(
+            fr.iter()
+                .zip(&fold(&|a, b| a * b))
+                .all(|(a, &b)| *a == b as f64 * 0.5f64.powi(n)),
+            || format!("{ctx}: all_reduce f64 product"),
+        )?;
+        // Logical and bitwise operations on integers: rank r's element i is
+        // true unless r + i is a multiple of 4.
+        let truthy = |r: i32, i: usize| (r as usize + i) & 3 != 0;
+        let li: Vec<i32> = (0..len)
+            .map(|i| if truthy(me, i) { me + i as i32 } else { 0 })
+            .collect();
+        let lall: Vec<Vec<bool>> = (0..n)
+            .map(|r| (0..len).map(|i| truthy(r, i)).collect())
+            .collect();
+        let lfold = |f: &dyn Fn(bool, bool) -> bool| -> Vec<bool> {
+            (0..len)
+                .map(|i| lall.iter().map(|v| v[i]).reduce(f).unwrap_or(false))
+                .collect()
+        };
+        // Compared as truth values: with one process MPI copies the input.
+        let truth = |v: &[i32]| -> Vec<bool> { v.iter().map(|&x| x != 0).collect() };
+        for (name, op, want) in [
+            (
+                "logical_and",
+                SystemOperation::logical_and(),
+                lfold(&|a, b| a && b),
+            ),
+            (
+                "logical_or",
+                SystemOperation::logical_or(),
+                lfold(&|a, b| a || b),
+            ),
+            (
+                "logical_xor",
+                SystemOperation::logical_xor(),
+                lfold(&|a, b| a != b),
+            ),
+        ] {
+            let mut r = vec![0i32; len];
+            comm.all_reduce_into(&li[..], &mut r[..], op).map_err(e)?;
+            ensure(truth(&r) == want, || format!("{ctx}: all_reduce {name}"))?;
+            let p = comm.process_at_rank(n - 1);
+            if me == n - 1 {
+                let mut r = vec![0i32; len];
+                p.reduce_into_root(&li[..], &mut r[..], op).map_err(e)?;
+                ensure(truth(&r) == want, || format!("{ctx}: reduce {name}"))?;
+            } else {
+                p.reduce_into(&li[..], op).map_err(e)?;
+            }
+        }
+        let bits = |r: i32, i: usize| (0x9e37_79b9u32.wrapping_mul(r as u32 + 1) >> (i % 7)) | 1;
+        let bi: Vec<u32> = (0..len).map(|i| bits(me, i)).collect();
+        for (name, op, f) in [
+            (
+                "bitwise_and",
+                SystemOperation::bitwise_and(),
+                (|a, b| a & b) as fn(u32, u32) -> u32,
+            ),
+            ("bitwise_xor", SystemOperation::bitwise_xor(), |a, b| a ^ b),
+        ] {
+            let want: Vec<u32> = (0..len)
+                .map(|i| (0..n).map(|r| bits(r, i)).reduce(f).unwrap_or(0))
+                .collect();
+            let mut r = vec![0u32; len];
+            comm.all_reduce_into(&bi[..], &mut r[..], op).map_err(e)?;
+            ensure(r == want, || format!("{ctx}: all_reduce {name}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The context id of a communicator, from its debug form.
+fn context_of(c: &SimpleCommunicator) -> R<u32> {
+    let d = format!("{c:?}");
+    d.split("context: ")
+        .nth(1)
+        .and_then(|t| {
+            t.trim_end_matches(|ch: char| !ch.is_ascii_digit())
+                .parse()
+                .ok()
+        })
+        .ok_or_else(|| format!("no context id in {d}"))
+}
+
+/// Context ids: a freed communicator's unreceived messages never reach the
+/// communicator that reuses its id; the 13-bit space runs out with a clear
+/// error (4095 duplicates of the world) and a freed id is reused.
+fn contexts(world: &SimpleCommunicator) -> R<()> {
+    let (me, n) = (world.rank(), world.size());
+    // 1. Stale messages.
+    let a = world.duplicate().map_err(e)?;
+    let ctx_a = context_of(&a)?;
+    if n > 1 {
+        if me == 0 {
+            // A short and a long message nobody will receive; the long
+            // sender is released when the receiver frees the communicator.
+            a.process_at_rank(1)
+                .send_with_tag(&[7u8; 16][..], 7)
+                .map_err(e)?;
+            drop(
+                a.process_at_rank(1)
+                    .immediate_send_owned(vec![8u8; 1 << 20], 8)
+                    .map_err(e)?,
+            );
+        } else if me == 1 {
+            // Both are here, unexpected.
+            a.process_at_rank(0).probe_with_tag(7).map_err(e)?;
+            a.process_at_rank(0).probe_with_tag(8).map_err(e)?;
+        }
+    }
+    world.barrier().map_err(e)?;
+    drop(a);
+    let b = world.duplicate().map_err(e)?;
+    ensure(context_of(&b)? == ctx_a, || {
+        format!("the freed context {ctx_a} was not reused")
+    })?;
+    ensure(
+        b.any_process().immediate_probe().map_err(e)?.is_none(),
+        || "a message of the freed communicator matched its successor".into(),
+    )?;
+    b.barrier().map_err(e)?;
+    drop(b);
+    // 2. Exhaustion: the world holds pair 0; 4095 pairs remain.
+    let mut held = Vec::new();
+    let err = loop {
+        match world.duplicate() {
+            Ok(c) => held.push(c),
+            Err(x) => break x,
+        }
+        ensure(held.len() <= 4095, || "more than 4095 duplicates".into())?;
+    };
+    ensure(matches!(err, MpiError::NoContext(_)), || {
+        format!("exhaustion gave {err:?}")
+    })?;
+    ensure(held.len() == 4095, || {
+        format!("exhausted after {} duplicates", held.len())
+    })?;
+    let freed = held.remove(1234);
+    let id = context_of(&freed)?;
+    drop(freed);
+    let again = world.duplicate().map_err(e)?;
+    ensure(context_of(&again)? == id, || {
+        format!(
+            "context {id} freed, {} given",
+            context_of(&again).unwrap_or(0)
+        )
+    })?;
+    again.barrier().map_err(e)?;
+    ensure(
+        matches!(world.duplicate(), Err(MpiError::NoContext(_))),
+        || "a duplicate beyond the space succeeded".into(),
+    )?;
+    drop(held);
+    drop(again);
+    world.duplicate().map_err(e)?.barrier().map_err(e)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let scenario = args.get(1).cloned().unwrap_or_default();
@@ -383,6 +622,8 @@ fn main() {
     let r = match scenario.as_str() {
         "sizes" => sizes(&world),
         "comms" => comms(&world),
+        "ops" => ops(&world),
+        "contexts" => contexts(&world),
         other => Err(format!("unknown scenario {other:?}")),
     };
     portals_tests::finish(&scenario, world.rank(), r);

@@ -4,9 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use mpi_on_portals::request::{scope, wait_all};
+use mpi_on_portals::request::{scope, test_all, wait_all, wait_any};
 use mpi_on_portals::traits::*;
-use mpi_on_portals::{MpiError, Status, Universe, ANY_TAG};
+use mpi_on_portals::{
+    MpiConfig, MpiError, SimpleCommunicator, Status, SystemOperation, Threading, Universe, ANY_TAG,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -448,21 +450,24 @@ fn progress(u: &Universe, expect_progress: bool) -> R<()> {
         p.send_with_tag(&1u8, CTRL).map_err(e)?;
     } else {
         let mut buf = vec![0u8; LEN];
-        let completed_early = scope(|sc| -> R<bool> {
+        let ni = u.network_interface();
+        let (completed_early, moved) = scope(|sc| -> R<(bool, bool)> {
             let req = p.immediate_receive_into(sc, &mut buf[..]).map_err(e)?;
             p.send_with_tag(&1u8, CTRL).map_err(e)?;
             // Compute for a while: no MPI call at all.
+            let before = ni.status().accepted;
             let t = Instant::now();
             let mut x = 0u64;
             while t.elapsed() < Duration::from_millis(1500) {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             }
             std::hint::black_box(x);
+            let moved = ni.status().accepted != before;
             match req.test().map_err(e)? {
-                Ok(_) => Ok(true),
+                Ok(_) => Ok((true, moved)),
                 Err(req) => {
                     req.wait().map_err(e)?;
-                    Ok(false)
+                    Ok((false, moved))
                 }
             }
         })?;
@@ -474,9 +479,497 @@ fn progress(u: &Universe, expect_progress: bool) -> R<()> {
             })?;
             println!("progress: 8 MB receive completed while computing");
         } else {
-            ensure(!completed_early, || {
-                "polling mode completed without MPI calls".into()
+            // Without a progress thread nothing arrives between MPI calls
+            // (the first `test` may then finish it: it drives progress).
+            ensure(!moved, || {
+                "polling mode accepted a message without MPI calls".into()
             })?;
+        }
+    }
+    Ok(())
+}
+
+/// Spin on non-blocking calls only — `test`, `immediate_probe`,
+/// `is_complete`, `test_all` — each loop bounded by a deadline: in polling
+/// mode they must drive progress themselves.
+fn spin(u: &Universe) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    let eager = u.config().eager_limit;
+    let long = pattern(4 * eager + 3, 21);
+    let deadline = |what: &str, t: Instant| -> R<()> {
+        ensure(t.elapsed() < Duration::from_secs(30), || {
+            format!("{what}: no completion within 30 s of non-blocking calls")
+        })
+    };
+    if me == 0 {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&long[..], 1).map_err(e)?;
+        p.send_with_tag(&pattern(100, 22)[..], 2).map_err(e)?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&7u64, 3).map_err(e)?;
+        p.send_with_tag(&pattern(eager * 2, 23)[..], 4).map_err(e)?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+    } else {
+        // 1. A long receive completed by a loop on test().
+        let mut buf = vec![0u8; long.len()];
+        scope(|sc| -> R<()> {
+            let mut req = p
+                .immediate_receive_into_with_tag(sc, &mut buf[..], 1)
+                .map_err(e)?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            let t = Instant::now();
+            loop {
+                match req.test().map_err(e)? {
+                    Ok(s) => {
+                        return ensure(s.count_bytes() == long.len(), || format!("{s:?}"));
+                    }
+                    Err(r) => req = r,
+                }
+                deadline("test", t)?;
+            }
+        })?;
+        ensure(buf == long, || {
+            "long message via test() arrived wrong".into()
+        })?;
+        // 2. A probe loop.
+        let t = Instant::now();
+        let s = loop {
+            if let Some(s) = p.immediate_probe_with_tag(2).map_err(e)? {
+                break s;
+            }
+            deadline("immediate_probe", t)?;
+        };
+        ensure(s.message_len() == 100, || format!("probe {s:?}"))?;
+        let (v, _) = p.receive_vec_with_tag::<u8>(2).map_err(e)?;
+        ensure(v == pattern(100, 22), || "probed message".into())?;
+        // 3. is_complete and test_all loops over two receives.
+        let mut seven = 0u64;
+        let mut big = vec![0u8; eager * 2];
+        scope(|sc| -> R<()> {
+            let a = p
+                .immediate_receive_into_with_tag(sc, std::slice::from_mut(&mut seven), 3)
+                .map_err(e)?;
+            let b = p
+                .immediate_receive_into_with_tag(sc, &mut big[..], 4)
+                .map_err(e)?;
+            ensure(!a.is_complete().map_err(e)?, || {
+                "a receive was complete before its message was sent".into()
+            })?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            let t = Instant::now();
+            while !a.is_complete().map_err(e)? {
+                deadline("is_complete", t)?;
+            }
+            let mut reqs = vec![a, b];
+            let t = Instant::now();
+            let st = loop {
+                if let Some(st) = test_all(&mut reqs).map_err(e)? {
+                    break st;
+                }
+                deadline("test_all", t)?;
+            };
+            ensure(
+                st.len() == 2 && st[0].tag() == 3 && st[1].tag() == 4,
+                || format!("test_all statuses {st:?}"),
+            )
+        })?;
+        ensure(seven == 7 && big == pattern(eager * 2, 23), || {
+            "test_all data".into()
+        })?;
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// wait_any, owned sends (waited for and dropped), and wait_all.
+fn requests(u: &Universe) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    let eager = u.config().eager_limit;
+    let long: Vec<u64> = (0..(eager / 8) * 3 + 5).map(|i| i as u64 * 3 + 1).collect();
+    if me == 0 {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&20u32, 2).map_err(e)?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&30u32, 3).map_err(e)?;
+        p.send_with_tag(&10u32, 1).map_err(e)?;
+        // Owned sends, waited for: the vector comes back, untouched.
+        let (back, _) = p
+            .immediate_send_owned(long.clone(), 5)
+            .map_err(e)?
+            .wait()
+            .map_err(e)?;
+        ensure(back == long, || "owned send returned other data".into())?;
+        let v = long.clone();
+        let vp = v.as_ptr();
+        let (back, _) = p.immediate_send_owned(v, 6).map_err(e)?.wait().map_err(e)?;
+        ensure(back.as_ptr() == vp, || {
+            "owned send did not hand its own buffer back".into()
+        })?;
+        // Owned send dropped: it finishes on its own (the receiver fetches
+        // it later while this rank waits for something else).
+        drop(p.immediate_send_owned(long.clone(), 7).map_err(e)?);
+        let mut back = vec![0u8; eager * 2];
+        p.send_with_tag(&pattern(long.len() * 8, 8)[..], 8)
+            .map_err(e)?;
+        p.receive_into_with_tag(&mut back[..], 9).map_err(e)?;
+        ensure(back == pattern(eager * 2, 9), || "wait_all send".into())?;
+    } else {
+        let mut got = [0u32; 3];
+        let [g1, g2, g3] = &mut got;
+        scope(|sc| -> R<()> {
+            let mut reqs = vec![
+                p.immediate_receive_into_with_tag(sc, std::slice::from_mut(g1), 1)
+                    .map_err(e)?,
+                p.immediate_receive_into_with_tag(sc, std::slice::from_mut(g2), 2)
+                    .map_err(e)?,
+                p.immediate_receive_into_with_tag(sc, std::slice::from_mut(g3), 3)
+                    .map_err(e)?,
+            ];
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            // Only tag 2 is on its way: it must be the one.
+            let (i, s) = wait_any(&mut reqs).map_err(e)?;
+            ensure(i == 1 && s.tag() == 2 && reqs.len() == 2, || {
+                format!("wait_any returned {i} {s:?}")
+            })?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            // Tags 1 and 3 remain, at indices 0 and 1; the index returned
+            // names the request that completed.
+            let mut left = vec![1, 3];
+            while !reqs.is_empty() {
+                let (i, s) = wait_any(&mut reqs).map_err(e)?;
+                ensure(i < left.len() && left.remove(i) == s.tag(), || {
+                    format!("wait_any index {i} does not name tag {}", s.tag())
+                })?;
+            }
+            Ok(())
+        })?;
+        ensure(got == [10, 20, 30], || format!("wait_any data {got:?}"))?;
+        for tag in [5, 6, 7] {
+            let mut v = vec![0u64; long.len()];
+            let s = p.receive_into_with_tag(&mut v[..], tag).map_err(e)?;
+            ensure(v == long && s.count_bytes() == long.len() * 8, || {
+                format!("owned send {tag} arrived wrong")
+            })?;
+        }
+        // wait_all over a receive and a send at once.
+        let mut inc = vec![0u8; long.len() * 8];
+        let out = pattern(eager * 2, 9);
+        let st = scope(|sc| -> R<Vec<Status>> {
+            let r = p
+                .immediate_receive_into_with_tag(sc, &mut inc[..], 8)
+                .map_err(e)?;
+            let s = p.immediate_send_with_tag(sc, &out[..], 9).map_err(e)?;
+            wait_all(vec![r, s]).map_err(e)
+        })?;
+        ensure(st.len() == 2 && st[0].tag() == 8, || format!("{st:?}"))?;
+        ensure(inc == pattern(long.len() * 8, 8), || "wait_all data".into())?;
+    }
+    Ok(())
+}
+
+/// `Threading::Multiple`: four threads per rank, each on its own duplicate
+/// of the world, exchange messages of every protocol and run collectives at
+/// the same time.
+fn threads(u: &Universe) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    let eager = u.config().eager_limit;
+    let comms: Vec<SimpleCommunicator> = (0..4)
+        .map(|_| w.duplicate())
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
+    if me > 1 {
+        // Extra ranks join the duplications only.
+        return Ok(());
+    }
+    let sizes = [0usize, 8, 1000, eager + 1, 3 * eager];
+    std::thread::scope(|s| -> R<()> {
+        let workers: Vec<_> = comms
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                s.spawn(move || -> R<()> {
+                    let p = c.process_at_rank(1 - me);
+                    for round in 0..120usize {
+                        let len = sizes[(round + k) % sizes.len()];
+                        let seed = (k as u64) << 40 | round as u64;
+                        let tag = (round % 5) as i32;
+                        let mut buf = vec![0u8; len];
+                        if me == 0 {
+                            if round % 3 == 0 {
+                                p.synchronous_send_with_tag(&pattern(len, seed)[..], tag)
+                            } else {
+                                p.send_with_tag(&pattern(len, seed)[..], tag)
+                            }
+                            .map_err(e)?;
+                            let s = c
+                                .any_process()
+                                .receive_into_with_tag(&mut buf[..], tag)
+                                .map_err(e)?;
+                            ensure(s.source_rank() == 1 && buf == pattern(len, !seed), || {
+                                format!("thread {k} round {round}: wrong reply")
+                            })?;
+                        } else {
+                            let s = p.receive_into_with_tag(&mut buf[..], tag).map_err(e)?;
+                            ensure(s.count_bytes() == len && buf == pattern(len, seed), || {
+                                format!("thread {k} round {round}: wrong message")
+                            })?;
+                            p.send_with_tag(&pattern(len, !seed)[..], tag).map_err(e)?;
+                        }
+                        if round % 20 == 0 {
+                            let mut sum = 0u64;
+                            c.all_reduce_into(&(k as u64 + 1), &mut sum, SystemOperation::sum())
+                                .map_err(e)?;
+                            let n = c.size() as u64;
+                            ensure(sum == n * (k as u64 + 1), || {
+                                format!("thread {k}: all_reduce {sum}")
+                            })?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in workers {
+            h.join().map_err(|_| "a thread panicked".to_string())??;
+        }
+        Ok(())
+    })
+}
+
+/// A rank dies in the middle of an exchange; the survivor's wait fails
+/// with `PeerFailed` within a bounded time instead of hanging. `case`:
+/// `recv` (a posted receive from the dead rank), `long` (a long send whose
+/// receiver got the envelope, acknowledged zero bytes, and died before
+/// fetching the data), `sync` (a synchronous send received unexpected by a
+/// rank that died before matching it).
+fn death(u: &Universe, case: &str) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    let eager = u.config().eager_limit;
+    let die = |why: &str| -> ! {
+        println!("OK death rank {me} ({why})");
+        std::process::exit(0)
+    };
+    let expect_failure = |r: Result<(), MpiError>, t: Instant| -> R<()> {
+        match r {
+            Err(MpiError::PeerFailed { rank, .. }) => {
+                ensure(rank == 1 - me, || format!("PeerFailed names rank {rank}"))?;
+                ensure(t.elapsed() < Duration::from_secs(60), || {
+                    format!("the failure took {:?} to show", t.elapsed())
+                })?;
+                println!("death {case}: PeerFailed after {:?}", t.elapsed());
+                Ok(())
+            }
+            other => Err(format!("{case}: expected PeerFailed, got {other:?}")),
+        }
+    };
+    match (case, me) {
+        ("recv", 0) => {
+            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+            die("after the peer posted its receive");
+        }
+        ("recv", _) => {
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            let mut buf = [0u8; 16];
+            let t = Instant::now();
+            expect_failure(p.receive_into_with_tag(&mut buf[..], 5).map(|_| ()), t)?;
+            // The dead rank cannot be received from any more.
+            let t = Instant::now();
+            expect_failure(p.receive_into_with_tag(&mut buf[..], 6).map(|_| ()), t)
+        }
+        ("long" | "sync", 1) => {
+            // Let the message arrive unexpected, then die without matching.
+            p.probe_with_tag(5).map_err(e)?;
+            std::thread::sleep(Duration::from_millis(100));
+            die("after the message arrived unexpected");
+        }
+        ("long", _) => {
+            let data = pattern(eager * 4, 3);
+            let t = Instant::now();
+            expect_failure(p.send_with_tag(&data[..], 5), t)
+        }
+        ("sync", _) => {
+            let t = Instant::now();
+            expect_failure(p.synchronous_send_with_tag(&[1u8, 2, 3][..], 5), t)
+        }
+        _ => Err(format!("unknown death case {case:?}")),
+    }
+}
+
+/// Configuration of the `overflow` scenario: one tiny unexpected buffer
+/// that cannot grow.
+fn overflow_config() -> MpiConfig {
+    MpiConfig {
+        eager_limit: 4096,
+        unexpected_buffer: 8192,
+        unexpected_buffers: 1,
+        unexpected_max: 1,
+        ..MpiConfig::default()
+    }
+}
+
+/// Rank 1 sits in `receive_into` while rank 0 floods it past its unexpected
+/// buffers: the receive fails (the library lost messages). Its buffer must
+/// be out of the engine when it returns: a message that would have matched
+/// it, sent afterwards, must not be written into it.
+fn overflow(u: &Universe) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    if me == 0 {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        std::thread::sleep(Duration::from_millis(200));
+        let junk = pattern(4096, 5);
+        for _ in 0..40 {
+            p.send_with_tag(&junk[..], 1).map_err(e)?;
+        }
+        // Long after the receiver gave up (it notices the loss within
+        // milliseconds): this matches its old receive.
+        std::thread::sleep(Duration::from_millis(1500));
+        p.send_with_tag(&pattern(64, 6)[..], 99).map_err(e)?;
+    } else {
+        let mut buf = [0u8; 64];
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+        match p.receive_into_with_tag(&mut buf[..], 99) {
+            Err(MpiError::UnexpectedOverflow { .. }) => {}
+            other => return Err(format!("expected UnexpectedOverflow, got {other:?}")),
+        }
+        // The call returned: the buffer is ours again.
+        buf.fill(0xee);
+        std::thread::sleep(Duration::from_millis(2500));
+        // Let a polling transport move what arrived meanwhile.
+        let _ = u.stats();
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = u.stats();
+        ensure(buf.iter().all(|&b| b == 0xee), || {
+            "the buffer was written after its failed receive returned".into()
+        })?;
+        ensure(
+            matches!(
+                p.receive_into_with_tag(&mut buf[..], 99),
+                Err(MpiError::UnexpectedOverflow { .. })
+            ),
+            || "later calls do not report the loss".into(),
+        )?;
+    }
+    Ok(())
+}
+
+/// More than 10 MB of 8 KB messages arrive while the receiver makes no MPI
+/// call at all; then it receives them all, in order. The unexpected pool
+/// must be replenished without MPI calls (with a progress thread) or the
+/// transport must hold the messages back (polling).
+fn sleepflood(u: &Universe) -> R<()> {
+    const N: usize = 1400;
+    const LEN: usize = 8192;
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    if me == 0 {
+        for i in 0..N {
+            let mut m = pattern(LEN, i as u64);
+            m[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            p.send_with_tag(&m[..], (i % 3) as i32).map_err(e)?;
+        }
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+    } else {
+        let threaded = u.network_interface().nal().progresses_alone();
+        let ni = u.network_interface();
+        let t = Instant::now();
+        if threaded {
+            // No MPI call until every message is in (the NI counts them).
+            while ni.status().accepted < N as u64 {
+                ensure(t.elapsed() < Duration::from_secs(120), || {
+                    format!("only {} messages arrived", ni.status().accepted)
+                })?;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        let mut buf = vec![0u8; LEN];
+        for i in 0..N {
+            let s = p.receive_into(&mut buf[..]).map_err(e)?;
+            let mut want = pattern(LEN, i as u64);
+            want[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            ensure(s.tag() == (i % 3) as i32 && buf == want, || {
+                format!("message {i}: out of order or wrong ({s:?})")
+            })?;
+        }
+        let st = u.stats();
+        println!("sleepflood: {N} messages, {st:?}");
+        if threaded {
+            ensure(st.buffers_grown > 0, || {
+                format!("the pool did not grow while the receiver slept: {st:?}")
+            })?;
+        }
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// A rank finalizes right after starting sends nobody waits for (a buffered
+/// long send, a dropped owned long send); the receiver posts its receives
+/// only later. Finalize must complete them — serving the receiver's gets,
+/// also in polling mode — before its closing barrier.
+fn finalize(u: &Universe) -> R<()> {
+    let w = u.world();
+    let me = w.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let p = w.process_at_rank(1 - me);
+    let eager = u.config().eager_limit;
+    let a = pattern(eager * 8, 31);
+    let b: Vec<u8> = pattern(eager * 5 + 1, 32);
+    if me == 0 {
+        u.buffer_attach(a.len() + 1024);
+        p.buffered_send_with_tag(&a[..], 1).map_err(e)?;
+        drop(p.immediate_send_owned(b.clone(), 2).map_err(e)?);
+        // Now finalize (when `u` is dropped by the caller).
+    } else {
+        // Let rank 0 reach finalize first.
+        std::thread::sleep(Duration::from_millis(1000));
+        for (tag, want) in [(1, &a), (2, &b)] {
+            let mut buf = vec![0u8; want.len()];
+            scope(|sc| -> R<()> {
+                let mut req = p
+                    .immediate_receive_into_with_tag(sc, &mut buf[..], tag)
+                    .map_err(e)?;
+                let t = Instant::now();
+                loop {
+                    match req.test().map_err(e)? {
+                        Ok(_) => return Ok(()),
+                        Err(r) => req = r,
+                    }
+                    ensure(t.elapsed() < Duration::from_secs(30), || {
+                        format!("tag {tag}: the finalizing sender never delivered")
+                    })?;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            })?;
+            ensure(buf == *want, || format!("tag {tag}: wrong data"))?;
         }
     }
     Ok(())
@@ -512,7 +1005,20 @@ fn ring(u: &Universe) -> R<()> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let scenario = args.get(1).cloned().unwrap_or_default();
-    let u = match mpi_on_portals::initialize() {
+    let init = match scenario.as_str() {
+        "threads" => {
+            mpi_on_portals::initialize_with_threading(Threading::Multiple).and_then(|(u, level)| {
+                if level == Threading::Multiple {
+                    Ok(u)
+                } else {
+                    Err(MpiError::Init(format!("provided {level:?}")))
+                }
+            })
+        }
+        "overflow" => mpi_on_portals::initialize_with_config(overflow_config()),
+        _ => mpi_on_portals::initialize(),
+    };
+    let u = match init {
         Ok(u) => u,
         Err(x) => {
             eprintln!("initialize failed: {x}");
@@ -527,6 +1033,13 @@ fn main() {
         "misc" => misc(&u),
         "progress" => progress(&u, args.get(2).map(String::as_str) != Some("poll")),
         "ring" => ring(&u),
+        "spin" => spin(&u),
+        "requests" => requests(&u),
+        "threads" => threads(&u),
+        "death" => death(&u, args.get(2).map_or("", String::as_str)),
+        "overflow" => overflow(&u),
+        "sleepflood" => sleepflood(&u),
+        "finalize" => finalize(&u),
         other => Err(format!("unknown scenario {other:?}")),
     };
     portals_tests::finish(&scenario, u.world().rank(), r);
