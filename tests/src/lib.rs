@@ -21,13 +21,31 @@ pub fn run_job(
     progress: ProgressMode,
     backend: Backend,
 ) -> LaunchOutcome {
+    run_job_with(
+        program,
+        ranks,
+        args,
+        JobOptions {
+            progress,
+            backend,
+            ..JobOptions::default()
+        },
+    )
+}
+
+/// Like [`run_job`], with every transport option given; the bootstrap
+/// timeout is set to a minute.
+pub fn run_job_with(
+    program: &str,
+    ranks: u32,
+    args: &[&str],
+    options: JobOptions,
+) -> LaunchOutcome {
     let mut spec = LaunchSpec::new(ranks, program);
     spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
-        progress,
-        backend,
         timeout: Duration::from_secs(60),
-        ..JobOptions::default()
+        ..options
     };
     spec.output = Output::Capture;
     spec.timeout = Some(Duration::from_secs(240));
