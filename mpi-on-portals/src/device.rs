@@ -93,7 +93,7 @@ pub struct MpiConfig {
     /// (`PTL_MPI_EAGER`).
     ///
     /// The default, 64 KiB, was chosen by measurement (2 ranks, TCP,
-    /// progress thread, `examples/pingpong` with `PTL_MPI_EAGER` varied,
+    /// progress thread, `mpi-on-portals/examples/pingpong` with `PTL_MPI_EAGER` varied,
     /// medians of 3 runs): the short protocol's half round trip beats the
     /// long one's at every size, by 17–20 % at 32–64 KiB (9.5 vs 11.7 µs,
     /// 15.2 vs 18.1 µs) and by ~10 % at 128–256 KiB. Above 64 KiB the long

@@ -2,8 +2,18 @@
 //! key; the acceptor accepts, or rejects a duplicate connection.
 //!
 //! Layout (32 bytes, little-endian): magic `"PTLH"`, version (u16), kind
-//! (u8), reason (u8), job key (u64), source nid/pid (2 × u32), destination
+//! (u8), flags (u8), job key (u64), source nid/pid (2 × u32), destination
 //! nid/pid (2 × u32).
+//!
+//! The same 32-byte message doubles as the transport's own control frame
+//! once a connection carries Portals traffic: a liveness probe
+//! ([`Kind::Ping`]) and its answer ([`Kind::Pong`]). Portals headers start
+//! with `"PTL3"`, so the magic tells the two apart.
+//!
+//! Flags (bit 0, [`FLAG_ANSWERS_PROBES`]): the sender has a progress thread,
+//! so it answers a probe promptly whatever its application does; a peer
+//! that does not set it (polling mode, or an older build that sends 0) is
+//! never declared dead for staying silent.
 //!
 //! The job key travels in clear, as it does in every Portals header; the
 //! handshake keeps processes of other jobs (and stray connections) from ever
@@ -13,8 +23,15 @@ use portals::ProcessId;
 
 /// Encoded size of a handshake message.
 pub(crate) const LEN: usize = 32;
-const MAGIC: [u8; 4] = *b"PTLH";
+/// The first bytes of every handshake or control message.
+pub(crate) const MAGIC: [u8; 4] = *b"PTLH";
 const VERSION: u16 = 1;
+// A control message travels in the head of an outgoing frame, which has
+// room for a Portals header.
+const _: () = assert!(LEN <= portals::wire::HEADER_LEN);
+
+/// Handshake flag: the sender answers liveness probes promptly.
+pub(crate) const FLAG_ANSWERS_PROBES: u8 = 1;
 
 /// What a handshake message says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,12 +43,19 @@ pub(crate) enum Kind {
     /// Acceptor → initiator: a connection for this pair already exists or is
     /// being set up by the side that wins ties; use that one.
     Duplicate = 3,
+    /// Either side, on an established connection: "are you there?". The
+    /// receiver answers with a `Pong`.
+    Ping = 4,
+    /// The answer to a `Ping`.
+    Pong = 5,
 }
 
 /// A handshake message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Handshake {
     pub(crate) kind: Kind,
+    /// `FLAG_*` bits; unknown bits are ignored.
+    pub(crate) flags: u8,
     pub(crate) job_key: u64,
     pub(crate) src: ProcessId,
     pub(crate) dst: ProcessId,
@@ -54,6 +78,7 @@ impl Handshake {
         b[0..4].copy_from_slice(&MAGIC);
         b[4..6].copy_from_slice(&VERSION.to_le_bytes());
         b[6] = self.kind as u8;
+        b[7] = self.flags;
         b[8..16].copy_from_slice(&self.job_key.to_le_bytes());
         b[16..20].copy_from_slice(&self.src.nid.to_le_bytes());
         b[20..24].copy_from_slice(&self.src.pid.to_le_bytes());
@@ -74,6 +99,8 @@ impl Handshake {
             1 => Kind::Hello,
             2 => Kind::Accept,
             3 => Kind::Duplicate,
+            4 => Kind::Ping,
+            5 => Kind::Pong,
             k => return Err(HandshakeError::Kind(k)),
         };
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -81,6 +108,7 @@ impl Handshake {
         key.copy_from_slice(&b[8..16]);
         Ok(Handshake {
             kind,
+            flags: b[7],
             job_key: u64::from_le_bytes(key),
             src: ProcessId::new(u32_at(16), u32_at(20)),
             dst: ProcessId::new(u32_at(24), u32_at(28)),
@@ -103,6 +131,7 @@ mod tests {
     fn round_trips_and_rejects_garbage() {
         let h = Handshake {
             kind: Kind::Hello,
+            flags: FLAG_ANSWERS_PROBES,
             job_key: 0xfeed_beef,
             src: ProcessId::new(1, 2),
             dst: ProcessId::new(3, 4),
@@ -118,6 +147,19 @@ mod tests {
         let mut bad = b;
         bad[6] = 0;
         assert_eq!(Handshake::decode(&bad), Err(HandshakeError::Kind(0)));
+        for kind in [Kind::Accept, Kind::Duplicate, Kind::Ping, Kind::Pong] {
+            let h = Handshake {
+                kind,
+                flags: 0,
+                ..h
+            };
+            assert_eq!(Handshake::decode(&h.encode()), Ok(h));
+        }
+    }
+
+    #[test]
+    fn control_frames_never_look_like_portals_headers() {
+        assert_ne!(MAGIC, portals::wire::MAGIC);
     }
 
     #[test]

@@ -31,7 +31,13 @@
 //!   [`portals::FailType::Unreachable`], deposits in progress abort, and
 //!   operations waiting for an acknowledgment or reply from that peer fail.
 //!   The next send to the peer connects again. A malformed frame closes only
-//!   its connection.
+//!   its connection. A new connection from a peer that still has one
+//!   replaces it the same way: the peer gave the old one up, so what was in
+//!   flight on it fails; a message is never continued on another
+//!   connection. A peer with a progress thread that stays silent for
+//!   [`TcpConfig::peer_timeout`] (stopped, hung) is declared failed too;
+//!   kernel keepalive ([`TcpConfig::keepalive`]) and `TCP_USER_TIMEOUT`
+//!   cover dead hosts and unacknowledged data.
 
 #![warn(missing_docs)]
 
@@ -87,8 +93,57 @@ pub struct TcpConfig {
     pub read_budget: usize,
     /// A payload remainder at least this large is read from the socket
     /// straight into the memory descriptor instead of through the
-    /// connection's buffer.
+    /// connection's buffer. Shorter payloads (and the part of a payload that
+    /// arrived in the same read as its header) are copied once from that
+    /// buffer: one `read` then serves several small messages, which costs
+    /// less than the copy (see `docs/ARCHITECTURE.md`, nal-tcp).
     pub direct_read_min: usize,
+    /// Bytes written to one connection before the writing thread moves on
+    /// to other connections and events; the rest of the queue is written on
+    /// the next pass. Keeps one large transfer to a fast reader from
+    /// starving the other peers (their acknowledgments, replies, incoming
+    /// requests). 0 means no limit.
+    pub write_budget: usize,
+    /// Kernel keepalive (`SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`,
+    /// `TCP_KEEPCNT`): finds a dead host or a broken path on an idle
+    /// connection. `None` turns keepalive off. The kernel answers probes for
+    /// a process that is stopped, so this does not detect a hung or stopped
+    /// peer; [`peer_timeout`](Self::peer_timeout) does.
+    pub keepalive: Option<Keepalive>,
+    /// Declare a peer failed when it has sent nothing for this long, not
+    /// even the answer to a liveness probe (sent after half this time of
+    /// silence). Operations in flight to it then fail instead of waiting
+    /// forever; the next send connects again. Applies only to peers that
+    /// run a progress thread (they say so in the handshake): a peer in
+    /// [`ProgressMode::Poll`] legitimately stays silent while it computes.
+    /// `None` never declares a peer dead for silence (a debugger stopping a
+    /// process for long is the usual reason to turn it off).
+    pub peer_timeout: Option<Duration>,
+}
+
+/// TCP keepalive timing (see [`TcpConfig::keepalive`]). With the defaults a
+/// peer host that vanished is noticed after about `idle + count × interval`
+/// = 30 s of silence, the same as [`TcpConfig::user_timeout`] for
+/// unacknowledged data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle time before the first probe (`TCP_KEEPIDLE`); default 15 s.
+    pub idle: Duration,
+    /// Time between probes (`TCP_KEEPINTVL`); default 5 s.
+    pub interval: Duration,
+    /// Unanswered probes before the connection fails (`TCP_KEEPCNT`);
+    /// default 3.
+    pub count: u32,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive {
+            idle: Duration::from_secs(15),
+            interval: Duration::from_secs(5),
+            count: 3,
+        }
+    }
 }
 
 impl Default for TcpConfig {
@@ -106,6 +161,9 @@ impl Default for TcpConfig {
             handback: Duration::from_micros(200),
             read_budget: 1 << 20,
             direct_read_min: 16 << 10,
+            write_budget: 1 << 20,
+            keepalive: Some(Keepalive::default()),
+            peer_timeout: Some(Duration::from_secs(30)),
         }
     }
 }

@@ -24,7 +24,7 @@ use slab::Slab;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use crate::handshake::{self, Handshake, Kind};
-use crate::{ConnectMode, ProgressMode, TcpConfig};
+use crate::{ConnectMode, Keepalive, ProgressMode, TcpConfig};
 use nal_sys::{Poller, Ready};
 
 const LISTENER: u64 = 0;
@@ -40,6 +40,11 @@ const HOUSEKEEPING: Duration = Duration::from_millis(10);
 /// Delay before connecting again after the peer refused our connection as a
 /// duplicate and its own has not arrived.
 const DUPLICATE_RETRY: Duration = Duration::from_millis(200);
+/// Housekeeping that comes this long after the previous run assumes nobody
+/// was reading the sockets meanwhile (polling mode without library calls,
+/// or this process was stopped): a peer's silence over that time proves
+/// nothing, so its liveness clock restarts.
+const DEAF_GAP: Duration = Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -63,6 +68,16 @@ pub struct TcpStats {
     pub connects_failed: u64,
     /// Connections closed because a frame header did not decode.
     pub malformed_frames: u64,
+    /// Liveness probes sent to silent peers (see
+    /// [`TcpConfig::peer_timeout`](crate::TcpConfig::peer_timeout)).
+    pub probes_sent: u64,
+    /// Connections closed because the peer stayed silent past
+    /// [`TcpConfig::peer_timeout`](crate::TcpConfig::peer_timeout).
+    pub peers_timed_out: u64,
+    /// Times a connection's writer stopped at
+    /// [`TcpConfig::write_budget`](crate::TcpConfig::write_budget) with data
+    /// left, to let other connections go first.
+    pub writes_deferred: u64,
     /// Messages written whole by the thread that sent them (optimistic).
     pub optimistic_sends: u64,
     /// Bytes written to sockets.
@@ -80,6 +95,9 @@ struct Stats {
     connections_lost: AtomicU64,
     connects_failed: AtomicU64,
     malformed_frames: AtomicU64,
+    probes_sent: AtomicU64,
+    peers_timed_out: AtomicU64,
+    writes_deferred: AtomicU64,
     optimistic_sends: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
@@ -170,6 +188,14 @@ struct Conn {
     rx_again: AtomicBool,
     /// The receive side has been torn down (tokens aborted, deregistered).
     reaped: AtomicBool,
+    /// When bytes last arrived (nanoseconds since `Inner::epoch`).
+    heard: AtomicU64,
+    /// When a liveness probe was last sent (same clock; 0: never).
+    probed: AtomicU64,
+    /// The peer said in the handshake that it answers probes promptly.
+    answers_probes: AtomicBool,
+    /// The token is on `Inner::flush_later`.
+    flush_deferred: AtomicBool,
 }
 
 impl Conn {
@@ -259,16 +285,44 @@ impl RxBuf {
 // ----- peers -------------------------------------------------------------------
 
 struct OutMsg {
+    /// The frame's head: a Portals header, or a control message in the
+    /// first `handshake::LEN` bytes.
     hdr: [u8; HEADER_LEN],
+    /// How much of `hdr` is sent.
+    head_len: usize,
     payload: Payload,
     token: Option<SendToken>,
-    /// Bytes of header + payload already written.
+    /// Bytes of head + payload already written. A message with `written >
+    /// 0` is bound to the connection it started on: its rest must never go
+    /// out on another one (the peer would read payload bytes as a header).
     written: usize,
 }
 
 impl OutMsg {
+    fn portals(msg: Outbound) -> OutMsg {
+        OutMsg {
+            hdr: msg.header.encode(),
+            head_len: HEADER_LEN,
+            payload: msg.payload,
+            token: msg.token,
+            written: 0,
+        }
+    }
+
+    fn control(h: &Handshake) -> OutMsg {
+        let mut hdr = [0u8; HEADER_LEN];
+        hdr[..handshake::LEN].copy_from_slice(&h.encode());
+        OutMsg {
+            hdr,
+            head_len: handshake::LEN,
+            payload: Payload::None,
+            token: None,
+            written: 0,
+        }
+    }
+
     fn total(&self) -> usize {
-        HEADER_LEN + self.payload.len()
+        self.head_len + self.payload.len()
     }
 
     /// The unwritten part as up to two slices.
@@ -281,10 +335,10 @@ impl OutMsg {
             Payload::Region(r) => unsafe { r.as_slice() },
             Payload::Owned(v) => v,
         };
-        if self.written < HEADER_LEN {
-            (&self.hdr[self.written..], body)
+        if self.written < self.head_len {
+            (&self.hdr[self.written..self.head_len], body)
         } else {
-            (&[], &body[self.written - HEADER_LEN..])
+            (&[], &body[self.written - self.head_len..])
         }
     }
 }
@@ -323,6 +377,9 @@ struct Inner {
     /// Connections that need a look without a new readiness edge (read
     /// budget exhausted, closed by the send side).
     dirty: Mutex<Vec<u64>>,
+    /// Connections whose writer stopped at the write budget with data
+    /// queued: the socket is still writable, so no edge will come.
+    flush_later: Mutex<Vec<u64>>,
     waiters: AtomicUsize,
     /// Nanoseconds since `epoch` at which the last waiter left.
     last_leave: AtomicU64,
@@ -387,6 +444,7 @@ impl TcpNal {
             conns: Mutex::new(Slab::new()),
             next_gen: AtomicU64::new(1),
             dirty: Mutex::new(Vec::new()),
+            flush_later: Mutex::new(Vec::new()),
             waiters: AtomicUsize::new(0),
             last_leave: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -440,10 +498,18 @@ impl TcpNal {
             connections_lost: g(&s.connections_lost),
             connects_failed: g(&s.connects_failed),
             malformed_frames: g(&s.malformed_frames),
+            probes_sent: g(&s.probes_sent),
+            peers_timed_out: g(&s.peers_timed_out),
+            writes_deferred: g(&s.writes_deferred),
             optimistic_sends: g(&s.optimistic_sends),
             bytes_sent: g(&s.bytes_sent),
             bytes_received: g(&s.bytes_received),
         }
+    }
+
+    /// The configuration the transport runs with.
+    pub fn config(&self) -> &TcpConfig {
+        &self.inner.cfg
     }
 
     /// The number of connections currently established.
@@ -583,6 +649,10 @@ impl Inner {
             rx: Mutex::new(Rx::new()),
             rx_again: AtomicBool::new(false),
             reaped: AtomicBool::new(false),
+            heard: AtomicU64::new(self.now_ns()),
+            probed: AtomicU64::new(0),
+            answers_probes: AtomicBool::new(false),
+            flush_deferred: AtomicBool::new(false),
         });
         entry.insert(conn.clone());
         drop(conns);
@@ -593,19 +663,19 @@ impl Inner {
     }
 
     fn tune(&self, s: &Socket) -> io::Result<()> {
-        s.set_nonblocking(true)?;
-        s.set_nodelay(self.cfg.nodelay)?;
-        if let Some(n) = self.cfg.send_buffer {
-            s.set_send_buffer_size(n)?;
+        tune(&self.cfg, s)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The handshake flags this process sends.
+    fn flags(&self) -> u8 {
+        match self.cfg.progress {
+            ProgressMode::Thread => handshake::FLAG_ANSWERS_PROBES,
+            ProgressMode::Poll => 0,
         }
-        if let Some(n) = self.cfg.recv_buffer {
-            s.set_recv_buffer_size(n)?;
-        }
-        if let Some(t) = self.cfg.user_timeout {
-            s.set_tcp_user_timeout(Some(t))?;
-        }
-        s.set_keepalive(true)?;
-        Ok(())
     }
 
     // ----- sending ---------------------------------------------------------
@@ -624,12 +694,7 @@ impl Inner {
             return;
         };
         let mut tx = lock(&peer.tx);
-        tx.queue.push_back(OutMsg {
-            hdr: msg.header.encode(),
-            payload: msg.payload,
-            token: msg.token,
-            written: 0,
-        });
+        tx.queue.push_back(OutMsg::portals(msg));
         tracing::trace!(%dst, queued = tx.queue.len(), conn = tx.conn.is_some(), pending = tx.pending.is_some(), "queued");
         match tx.conn.clone() {
             Some(conn) if tx.queue.len() == 1 => {
@@ -655,27 +720,43 @@ impl Inner {
         }
     }
 
-    /// Write as much of the peer's queue as the socket takes. Completes the
-    /// tokens of messages written whole.
+    /// Write as much of the peer's queue as the socket takes, up to the
+    /// write budget (the rest is left for the next progress pass). Completes
+    /// the tokens of messages written whole.
     fn flush(&self, peer: &Peer, tx: &mut Tx, conn: &Arc<Conn>) {
+        let mut budget = match self.cfg.write_budget {
+            0 => usize::MAX,
+            n => n,
+        };
         loop {
             if tx.queue.is_empty() {
                 return;
             }
+            if budget == 0 {
+                bump(&self.stats.writes_deferred, 1);
+                self.defer_flush(conn);
+                return;
+            }
+            // Offer at most the budget: a socket drained by a fast reader
+            // takes a whole multi-megabyte message in one call.
             let mut iov: [IoSlice<'_>; MAX_IOV] = [IoSlice::new(&[]); MAX_IOV];
             let mut n = 0;
-            for m in tx.queue.iter() {
+            let mut offer = budget;
+            'gather: for m in tx.queue.iter() {
                 if n + 2 > MAX_IOV {
                     break;
                 }
                 let (a, b) = m.remaining();
-                if !a.is_empty() {
-                    iov[n] = IoSlice::new(a);
-                    n += 1;
-                }
-                if !b.is_empty() {
-                    iov[n] = IoSlice::new(b);
-                    n += 1;
+                for part in [a, b] {
+                    if offer == 0 {
+                        break 'gather;
+                    }
+                    if !part.is_empty() {
+                        let part = &part[..part.len().min(offer)];
+                        offer -= part.len();
+                        iov[n] = IoSlice::new(part);
+                        n += 1;
+                    }
                 }
             }
             let r = conn
@@ -685,6 +766,7 @@ impl Inner {
                 Ok(mut w) => {
                     tracing::trace!(peer = %peer.id, wrote = w, queued = tx.queue.len(), "flush");
                     bump(&self.stats.bytes_sent, w as u64);
+                    budget = budget.saturating_sub(w);
                     while w > 0 {
                         let Some(front) = tx.queue.front_mut() else {
                             break;
@@ -714,6 +796,49 @@ impl Inner {
                     return;
                 }
             }
+        }
+    }
+
+    /// Have the next progress pass go on writing `conn`'s queue, and wake
+    /// whoever drives progress in case it sleeps.
+    fn defer_flush(&self, conn: &Conn) {
+        if conn.flush_deferred.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        lock(&self.flush_later).push(conn.token);
+        for p in self.pollers() {
+            p.wake();
+        }
+    }
+
+    /// Go on writing a connection left at its write budget.
+    fn flush_deferred(&self, conn: &Arc<Conn>) {
+        conn.flush_deferred.store(false, Ordering::SeqCst);
+        if conn.state() != ConnState::Established {
+            return;
+        }
+        let Some(peer) = conn.peer().and_then(|p| self.peer(p)) else {
+            return;
+        };
+        let mut tx = lock(&peer.tx);
+        if tx.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            self.flush(&peer, &mut tx, conn);
+        }
+    }
+
+    /// Queue a control message (probe, answer) to `peer` on `conn`, after
+    /// whatever is queued already.
+    fn send_control(&self, peer: &Peer, tx: &mut Tx, conn: &Arc<Conn>, kind: Kind) {
+        let h = Handshake {
+            kind,
+            flags: self.flags(),
+            job_key: self.job_key,
+            src: self.me,
+            dst: peer.id,
+        };
+        tx.queue.push_back(OutMsg::control(&h));
+        if tx.queue.len() == 1 {
+            self.flush(peer, tx, conn);
         }
     }
 
@@ -830,6 +955,19 @@ impl Inner {
                 self.service_rx(&c);
             }
         }
+        let later = std::mem::take(&mut *lock(&self.flush_later));
+        for t in later {
+            if let Some(c) = self.conn(t) {
+                self.flush_deferred(&c);
+            }
+        }
+        // Work left over for the next pass comes with no readiness edge:
+        // look at the sockets, but do not sleep.
+        let timeout = if lock(&self.dirty).is_empty() && lock(&self.flush_later).is_empty() {
+            timeout
+        } else {
+            None
+        };
         EVENTS.with(|ev| -> io::Result<()> {
             let mut events = ev.borrow_mut();
             if !poller.poll(&mut events, timeout)? {
@@ -884,6 +1022,7 @@ impl Inner {
                 }
                 let hello = Handshake {
                     kind: Kind::Hello,
+                    flags: self.flags(),
                     job_key: self.job_key,
                     src: self.me,
                     dst: pid,
@@ -1000,6 +1139,7 @@ impl Inner {
                 Ok(n) => {
                     tracing::trace!(token = conn.token, read = n, "read");
                     bump(&self.stats.bytes_received, n as u64);
+                    conn.heard.store(self.now_ns(), Ordering::Relaxed);
                     budget = budget.saturating_sub(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -1070,7 +1210,25 @@ impl Inner {
                     rx.phase = Phase::Header;
                 }
                 Phase::Header => {
-                    if rx.buf.len() < HEADER_LEN {
+                    let b = rx.buf.bytes();
+                    if b.len() >= 4 && b[..4] == handshake::MAGIC {
+                        // A control message of the transport itself.
+                        if b.len() < handshake::LEN {
+                            return true;
+                        }
+                        let mut m = [0u8; handshake::LEN];
+                        m.copy_from_slice(&b[..handshake::LEN]);
+                        rx.buf.consume(handshake::LEN);
+                        if !self.on_control(conn, rx.peer, &m) {
+                            tracing::warn!(peer = ?conn.peer(), "bad control message; closing the connection");
+                            bump(&self.stats.malformed_frames, 1);
+                            self.core.with_engine(|e| e.note_bad_header());
+                            self.broken(conn, rx, "bad control message");
+                            return false;
+                        }
+                        continue;
+                    }
+                    if b.len() < HEADER_LEN {
                         return true;
                     }
                     let h = match Header::decode(rx.buf.bytes()) {
@@ -1199,6 +1357,36 @@ impl Inner {
         };
     }
 
+    /// A control message on an established connection; false if it is
+    /// malformed or not from the connection's peer.
+    fn on_control(
+        &self,
+        conn: &Arc<Conn>,
+        from: Option<ProcessId>,
+        b: &[u8; handshake::LEN],
+    ) -> bool {
+        let Ok(h) = Handshake::decode(b) else {
+            return false;
+        };
+        if h.job_key != self.job_key || Some(h.src) != from || h.dst != self.me {
+            return false;
+        }
+        match h.kind {
+            Kind::Ping => {
+                if let Some(peer) = self.peer(h.src) {
+                    let mut tx = lock(&peer.tx);
+                    if let Some(c) = tx.conn.clone().filter(|c| Arc::ptr_eq(c, conn)) {
+                        self.send_control(&peer, &mut tx, &c, Kind::Pong);
+                    }
+                }
+                true
+            }
+            // Arriving was the point (`heard` is already up to date).
+            Kind::Pong => true,
+            Kind::Hello | Kind::Accept | Kind::Duplicate => false,
+        }
+    }
+
     /// Handle a handshake message; false closes the connection.
     fn on_handshake(&self, conn: &Arc<Conn>, b: &[u8; handshake::LEN]) -> bool {
         let reject = |why: &str| {
@@ -1216,6 +1404,10 @@ impl Inner {
         if h.dst != self.me || !h.src.is_concrete() || h.src == self.me {
             return reject("wrong process id");
         }
+        conn.answers_probes.store(
+            h.flags & handshake::FLAG_ANSWERS_PROBES != 0,
+            Ordering::Relaxed,
+        );
         match (conn.initiated, h.kind) {
             (false, Kind::Hello) => self.on_hello(conn, h.src),
             (true, Kind::Accept | Kind::Duplicate) => {
@@ -1246,6 +1438,7 @@ impl Inner {
             } else {
                 Kind::Accept
             },
+            flags: self.flags(),
             job_key: self.job_key,
             src: self.me,
             dst: from,
@@ -1259,13 +1452,13 @@ impl Inner {
             return false;
         }
         // This connection wins: drop any other one to this peer. Data never
-        // flows before the handshake completes, so nothing is lost.
+        // flows on a pending connection, so closing it loses nothing.
         if let Some(old) = tx.pending.take() {
             self.close(&old);
         }
-        if let Some(old) = tx.conn.take() {
-            // The peer connected again, so it lost the old connection.
-            self.close(&old);
+        if let Some(old) = tx.conn.clone() {
+            // The peer connected again, so it gave the old connection up.
+            self.supersede(&old, &peer, &mut tx);
         }
         *lock(&conn.state) = ConnState::Established;
         *lock(&conn.deadline) = None;
@@ -1274,6 +1467,21 @@ impl Inner {
         bump(&self.stats.connections_accepted, 1);
         self.flush(&peer, &mut tx, conn);
         true
+    }
+
+    /// A new connection replaces `old`, the established one to `peer`.
+    ///
+    /// The peer only connects again after giving the old connection up, so
+    /// this is that connection's loss, handled as if its end had been seen
+    /// first (which of the two events a poll reports first must not change
+    /// the outcome): queued sends fail, and so do operations awaiting an
+    /// answer, whose request or answer may have died with it. In particular
+    /// a message partly written to the old connection is never continued on
+    /// the new one, where the peer would read its payload as a header; the
+    /// peer aborted its partial deposit when the old connection ended.
+    fn supersede(&self, old: &Arc<Conn>, peer: &Peer, tx: &mut Tx) {
+        tracing::debug!(peer = %peer.id, token = old.token, queued = tx.queue.len(), "connection replaced");
+        self.lose(old, peer, tx);
     }
 
     /// Initiator side: the acceptor's answer.
@@ -1296,8 +1504,8 @@ impl Inner {
             }
             return false;
         }
-        if let Some(old) = tx.conn.take() {
-            self.close(&old);
+        if let Some(old) = tx.conn.clone() {
+            self.supersede(&old, &peer, &mut tx);
         }
         *lock(&conn.state) = ConnState::Established;
         *lock(&conn.deadline) = None;
@@ -1307,9 +1515,10 @@ impl Inner {
         true
     }
 
-    /// Connection deadlines and reconnects, at most every `HOUSEKEEPING`.
+    /// Connection deadlines, reconnects and peer liveness, at most every
+    /// `HOUSEKEEPING`.
     fn housekeeping(&self) {
-        let now_ns = self.epoch.elapsed().as_nanos() as u64;
+        let now_ns = self.now_ns();
         let due = self.next_housekeeping.load(Ordering::Relaxed);
         if now_ns < due
             || self
@@ -1351,6 +1560,64 @@ impl Inner {
                 }
             }
         }
+        // `due` is when the previous run scheduled this one (0: first run).
+        let deaf = due != 0
+            && now_ns.saturating_sub(due) + HOUSEKEEPING.as_nanos() as u64
+                > DEAF_GAP.as_nanos() as u64;
+        self.check_liveness(now_ns, deaf);
+    }
+
+    /// Probe peers that have been silent for half the peer timeout, and
+    /// declare failed those silent for all of it. Only peers that answer
+    /// probes (they have a progress thread) are judged. After a `deaf`
+    /// stretch (nobody read the sockets) every clock restarts instead.
+    fn check_liveness(&self, now_ns: u64, deaf: bool) {
+        let Some(limit) = self.cfg.peer_timeout else {
+            return;
+        };
+        let limit = (limit.as_nanos() as u64).max(1);
+        let watched: Vec<Arc<Conn>> = lock(&self.conns)
+            .iter()
+            .filter(|(_, c)| {
+                c.answers_probes.load(Ordering::Relaxed) && c.state() == ConnState::Established
+            })
+            .map(|(_, c)| c.clone())
+            .collect();
+        for c in watched {
+            if deaf {
+                c.heard.fetch_max(now_ns, Ordering::Relaxed);
+                continue;
+            }
+            let heard = c.heard.load(Ordering::Relaxed);
+            let silent = now_ns.saturating_sub(heard);
+            let timed_out = silent >= limit;
+            let probe =
+                !timed_out && silent >= limit / 2 && c.probed.load(Ordering::Relaxed) <= heard;
+            if !timed_out && !probe {
+                continue;
+            }
+            let Some(peer) = c.peer().and_then(|p| self.peer(p)) else {
+                continue;
+            };
+            let mut tx = lock(&peer.tx);
+            if !tx.conn.as_ref().is_some_and(|x| Arc::ptr_eq(x, &c)) {
+                continue;
+            }
+            if timed_out {
+                tracing::warn!(
+                    peer = %peer.id,
+                    silent_ms = silent / 1_000_000,
+                    "peer silent past the peer timeout; declaring it failed"
+                );
+                bump(&self.stats.peers_timed_out, 1);
+                self.lose(&c, &peer, &mut tx);
+            } else {
+                tracing::debug!(peer = %peer.id, silent_ms = silent / 1_000_000, "probing a silent peer");
+                c.probed.store(now_ns, Ordering::Relaxed);
+                bump(&self.stats.probes_sent, 1);
+                self.send_control(&peer, &mut tx, &c, Kind::Ping);
+            }
+        }
     }
 
     fn close_all(&self) {
@@ -1371,5 +1638,109 @@ impl Inner {
         }
         lock(&self.conns).clear();
         let _ = SockRef::from(&self.listener).shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Socket options every connection gets.
+fn tune(cfg: &TcpConfig, s: &Socket) -> io::Result<()> {
+    s.set_nonblocking(true)?;
+    s.set_nodelay(cfg.nodelay)?;
+    if let Some(n) = cfg.send_buffer {
+        s.set_send_buffer_size(n)?;
+    }
+    if let Some(n) = cfg.recv_buffer {
+        s.set_recv_buffer_size(n)?;
+    }
+    if let Some(t) = cfg.user_timeout {
+        s.set_tcp_user_timeout(Some(t))?;
+    }
+    match cfg.keepalive {
+        Some(Keepalive {
+            idle,
+            interval,
+            count,
+        }) => {
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(idle)
+                .with_interval(interval)
+                .with_retries(count);
+            s.set_tcp_keepalive(&ka)?;
+        }
+        None => s.set_keepalive(false)?,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_get_the_configured_keepalive_and_buffers() {
+        let cfg = TcpConfig {
+            send_buffer: Some(256 << 10),
+            recv_buffer: Some(128 << 10),
+            keepalive: Some(Keepalive {
+                idle: Duration::from_secs(7),
+                interval: Duration::from_secs(3),
+                count: 4,
+            }),
+            user_timeout: Some(Duration::from_secs(9)),
+            ..TcpConfig::default()
+        };
+        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        tune(&cfg, &s).unwrap();
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.keepalive_time().unwrap(), Duration::from_secs(7));
+        assert_eq!(s.keepalive_interval().unwrap(), Duration::from_secs(3));
+        assert_eq!(s.keepalive_retries().unwrap(), 4);
+        assert_eq!(s.tcp_user_timeout().unwrap(), Some(Duration::from_secs(9)));
+        // Linux doubles the request (the other half pays for bookkeeping)
+        // and caps it at net.core.[rw]mem_max.
+        let (snd, rcv) = (s.send_buffer_size().unwrap(), s.recv_buffer_size().unwrap());
+        assert!(snd >= (256 << 10).min(wmem_max()), "SO_SNDBUF {snd}");
+        assert!(rcv >= (128 << 10).min(rmem_max()), "SO_RCVBUF {rcv}");
+        assert!(s.nodelay().unwrap());
+
+        let off = TcpConfig {
+            keepalive: None,
+            ..TcpConfig::default()
+        };
+        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        tune(&off, &s).unwrap();
+        assert!(!s.keepalive().unwrap());
+    }
+
+    fn sysctl(path: &str) -> usize {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn wmem_max() -> usize {
+        sysctl("/proc/sys/net/core/wmem_max")
+    }
+
+    fn rmem_max() -> usize {
+        sysctl("/proc/sys/net/core/rmem_max")
+    }
+
+    #[test]
+    fn a_control_message_in_the_queue_is_written_whole_and_alone() {
+        let h = Handshake {
+            kind: Kind::Ping,
+            flags: 0,
+            job_key: 1,
+            src: ProcessId::new(0, 1),
+            dst: ProcessId::new(0, 2),
+        };
+        let mut m = OutMsg::control(&h);
+        assert_eq!(m.total(), handshake::LEN);
+        let (a, b) = m.remaining();
+        assert_eq!(a, &h.encode()[..]);
+        assert!(b.is_empty());
+        m.written = 10;
+        assert_eq!(m.remaining().0, &h.encode()[10..]);
     }
 }

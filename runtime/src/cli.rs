@@ -60,7 +60,8 @@ enum ConnectArg {
 /// Every rank gets its rank, the job size, a fresh job key and the address of
 /// a rendezvous server in its environment (PTL_RANK, PTL_SIZE, PTL_JOB_KEY,
 /// PTL_BOOTSTRAP, plus PTL_NAL, PTL_PROGRESS, PTL_BACKEND, PTL_CONNECT,
-/// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US for the options below).
+/// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US, PTL_SNDBUF, PTL_RCVBUF
+/// for the options below).
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
 /// The first rank that fails (non-zero exit status or a signal) fails the
 /// job: the other ranks are terminated and ptlrun exits with that rank's
@@ -121,6 +122,14 @@ struct Args {
     /// Spin window of a thread waiting in the library, in microseconds.
     #[arg(long, value_name = "MICROSECONDS", default_value_t = 50)]
     wait_spin: u64,
+    /// SO_SNDBUF of every connection, in bytes (K, M, G: KiB, MiB, GiB);
+    /// default: the kernel's autotuning (sets PTL_SNDBUF).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes_arg)]
+    sndbuf: Option<usize>,
+    /// SO_RCVBUF of every connection, in bytes (K, M, G: KiB, MiB, GiB);
+    /// default: the kernel's autotuning (sets PTL_RCVBUF).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes_arg)]
+    rcvbuf: Option<usize>,
     /// Do not prefix output lines with the rank.
     #[arg(long)]
     no_prefix: bool,
@@ -131,6 +140,11 @@ struct Args {
         value_name = "PROGRAM ARGS"
     )]
     command: Vec<OsString>,
+}
+
+fn parse_bytes_arg(s: &str) -> Result<usize, String> {
+    crate::env::parse_bytes(s)
+        .ok_or_else(|| format!("{s:?} is not a positive number of bytes (suffix K, M, G allowed)"))
 }
 
 fn parse_key(s: &str) -> Result<u64, String> {
@@ -186,6 +200,8 @@ pub fn main() -> ExitCode {
         timeout: Duration::from_secs(args.bootstrap_timeout.max(1)),
         wait_spin: Duration::from_micros(args.wait_spin),
         udp_fault: args.udp_fault,
+        send_buffer: args.sndbuf,
+        recv_buffer: args.rcvbuf,
     };
     let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
     spec.args = command.collect();

@@ -14,6 +14,8 @@
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank | `60` |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
+//! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
+//! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
 //! | `PTL_JOB_SECRET` | under a PMI launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
 //!
 //! A process started by a PMI launcher (MPICH's `mpiexec.hydra`, Slurm's
@@ -57,6 +59,10 @@ pub const WAIT_SPIN_US: &str = "PTL_WAIT_SPIN_US";
 pub const UDP_FAULT: &str = "PTL_UDP_FAULT";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
+/// Socket send buffer of each connection, in bytes.
+pub const SNDBUF: &str = "PTL_SNDBUF";
+/// Socket receive buffer of each connection, in bytes.
+pub const RCVBUF: &str = "PTL_RCVBUF";
 
 /// Where [`JobOptions::from_lookup`] and [`JobEnv::from_lookup`] read a
 /// variable: `std::env::var_os` for the process environment.
@@ -101,6 +107,13 @@ pub struct JobOptions {
     pub wait_spin: Duration,
     /// UDP only: faults injected into outgoing datagrams (tests).
     pub udp_fault: Option<FaultConfig>,
+    /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
+    /// Linux doubles the request and caps it at `net.core.wmem_max`; a
+    /// set size also turns the kernel's autotuning off.
+    pub send_buffer: Option<usize>,
+    /// `SO_RCVBUF` of each connection (`None`: the kernel's autotuning);
+    /// capped at `net.core.rmem_max`.
+    pub recv_buffer: Option<usize>,
 }
 
 impl Default for JobOptions {
@@ -114,6 +127,8 @@ impl Default for JobOptions {
             timeout: Duration::from_secs(60),
             wait_spin: Duration::from_micros(50),
             udp_fault: None,
+            send_buffer: None,
+            recv_buffer: None,
         }
     }
 }
@@ -121,7 +136,7 @@ impl Default for JobOptions {
 impl JobOptions {
     /// The environment variables that carry these options to a process.
     pub fn to_env(&self) -> Vec<(&'static str, String)> {
-        let mut v = vec![
+        let mut env = vec![
             (NAL, self.nal.name().into()),
             (
                 PROGRESS,
@@ -152,9 +167,15 @@ impl JobOptions {
             (WAIT_SPIN_US, self.wait_spin.as_micros().to_string()),
         ];
         if let Some(f) = &self.udp_fault {
-            v.push((UDP_FAULT, f.to_string()));
+            env.push((UDP_FAULT, f.to_string()));
         }
-        v
+        if let Some(n) = self.send_buffer {
+            env.push((SNDBUF, n.to_string()));
+        }
+        if let Some(n) = self.recv_buffer {
+            env.push((RCVBUF, n.to_string()));
+        }
+        env
     }
 
     /// Read the options from the environment; unset variables keep their
@@ -216,6 +237,12 @@ impl JobOptions {
                     .map_err(|_| bad(UDP_FAULT, "expected loss=P,dup=P,reorder=P,seed=N"))?,
             );
         }
+        if let Some(v) = var(get, SNDBUF)? {
+            o.send_buffer = Some(parse_bytes(&v).ok_or_else(|| bad(SNDBUF, BYTES))?);
+        }
+        if let Some(v) = var(get, RCVBUF)? {
+            o.recv_buffer = Some(parse_bytes(&v).ok_or_else(|| bad(RCVBUF, BYTES))?);
+        }
         Ok(o)
     }
 }
@@ -267,6 +294,24 @@ impl JobEnv {
     }
 }
 
+const BYTES: &str = "expected a positive number of bytes, optionally with K, M or G";
+
+/// A positive byte count: digits with an optional `K`, `M` or `G` (powers
+/// of 1024, either case). Used for `PTL_SNDBUF`, `PTL_RCVBUF` and the
+/// matching `ptlrun` options.
+pub fn parse_bytes(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (digits, shift) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: usize = digits.parse().ok()?;
+    let n = n.checked_mul(1usize << shift)?;
+    (n > 0).then_some(n)
+}
+
 fn var(get: Lookup<'_>, name: &'static str) -> Result<Option<String>, RuntimeError> {
     get(name)
         .map(|v| v.into_string().map_err(|_| bad(name, "not valid UTF-8")))
@@ -281,5 +326,58 @@ fn bad(var: &'static str, why: &str) -> RuntimeError {
     RuntimeError::Env {
         var,
         why: why.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::ffi::OsString;
+
+    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let m: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn socket_buffer_sizes_parse_and_round_trip_through_the_environment() {
+        let get = lookup(&[(SNDBUF, "4M"), (RCVBUF, "262144")]);
+        let o = JobOptions::from_lookup(&get).unwrap();
+        assert_eq!(o.send_buffer, Some(4 << 20));
+        assert_eq!(o.recv_buffer, Some(256 << 10));
+        // What ptlrun exports is what the rank reads back.
+        let env: Vec<(String, String)> = o
+            .to_env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let back = JobOptions::from_lookup(&|k| {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| OsString::from(v))
+        })
+        .unwrap();
+        assert_eq!(back, o);
+        // Unset: the kernel decides, and nothing is exported.
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!((d.send_buffer, d.recv_buffer), (None, None));
+        assert!(d.to_env().iter().all(|(k, _)| *k != SNDBUF && *k != RCVBUF));
+    }
+
+    #[test]
+    fn bad_socket_buffer_sizes_are_named_errors() {
+        for v in ["", "0", "-1", "4X", "1T", "99999999999999999999G"] {
+            let err = JobOptions::from_lookup(&lookup(&[(RCVBUF, v)])).unwrap_err();
+            assert!(
+                matches!(err, RuntimeError::Env { var: RCVBUF, .. }),
+                "{v:?}: {err}"
+            );
+        }
+        assert_eq!(parse_bytes("64k"), Some(64 << 10));
+        assert_eq!(parse_bytes("1G"), Some(1 << 30));
     }
 }

@@ -368,6 +368,8 @@ fn bring_up(
                 progress: o.progress,
                 backend: o.backend,
                 connect: o.connect,
+                send_buffer: o.send_buffer,
+                recv_buffer: o.recv_buffer,
                 ..TcpConfig::default()
             };
             let ep = TcpEndpoint::bind(cfg)?;

@@ -1,5 +1,6 @@
 //! MPI point-to-point between real processes, through the launcher, over
-//! both progress modes. Every job has a timeout.
+//! both progress modes; a subset also on the io_uring back end. Every job
+//! has a timeout.
 
 use nal_tcp::{Backend, ProgressMode};
 use std::time::Duration;
@@ -7,12 +8,16 @@ use std::time::Duration;
 use portals_tests::{assert_job_ok, run_job, run_job_within, LaunchOutcome};
 
 fn run(ranks: u32, args: &[&str], progress: ProgressMode) -> LaunchOutcome {
+    run_on(ranks, args, progress, Backend::Epoll)
+}
+
+fn run_on(ranks: u32, args: &[&str], progress: ProgressMode, backend: Backend) -> LaunchOutcome {
     run_job(
         env!("CARGO_BIN_EXE_mpi_check"),
         ranks,
         args,
         progress,
-        Backend::Epoll,
+        backend,
     )
 }
 
@@ -165,4 +170,29 @@ fn finalize_completes_detached_sends_while_driving_progress() {
     for p in [ProgressMode::Poll, ProgressMode::Thread] {
         assert_ok(&run(2, &["finalize"], p), 2, &format!("finalize {p:?}"));
     }
+}
+
+/// The protocol mix (every send mode, ordering, unexpected-buffer recycling,
+/// probe/cancel/truncation) with the progress thread waiting in io_uring,
+/// and the same in polling mode on that back end.
+#[test]
+fn a_subset_on_the_io_uring_back_end_in_both_progress_modes() {
+    for p in MODES {
+        for (ranks, args) in [
+            (2, &["modes"][..]),
+            (4, &["order", "1000", "6"][..]),
+            (2, &["flood", "5"][..]),
+            (2, &["misc"][..]),
+        ] {
+            assert_ok(
+                &run_on(ranks, args, p, Backend::IoUring),
+                ranks,
+                &format!("io_uring {p:?} {args:?}"),
+            );
+        }
+    }
+    // Progress independence needs the progress thread, here in io_uring.
+    let out = run_on(2, &["progress"], ProgressMode::Thread, Backend::IoUring);
+    assert_ok(&out, 2, "progress thread io_uring");
+    assert!(out.stdout_of(1).contains("completed while computing"));
 }

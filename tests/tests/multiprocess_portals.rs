@@ -1,16 +1,20 @@
-//! Portals traffic between real processes started by the launcher, over
-//! both progress modes and both poller back ends. Every job has a timeout.
+//! Portals traffic between real processes started by the launcher. Every
+//! scenario runs in both progress modes on both poller back ends (in
+//! polling mode the back end only picks the poller nobody waits in, but the
+//! suite is the same). Every job has a timeout.
 
 use std::time::{Duration, Instant};
 
 use nal_tcp::{Backend, ProgressMode};
-use portals_tests::{assert_job_ok, run_job, LaunchOutcome};
+use portals_runtime::JobOptions;
+use portals_tests::{assert_job_ok, run_job, run_job_with, LaunchOutcome};
 
 fn modes() -> Vec<(ProgressMode, Backend)> {
     vec![
         (ProgressMode::Thread, Backend::Epoll),
         (ProgressMode::Thread, Backend::IoUring),
         (ProgressMode::Poll, Backend::Epoll),
+        (ProgressMode::Poll, Backend::IoUring),
     ]
 }
 
@@ -37,9 +41,9 @@ fn puts_and_gets_up_to_16_mb_between_two_processes() {
 }
 
 #[test]
-fn puts_and_gets_between_four_processes() {
+fn puts_and_gets_up_to_16_mb_between_four_processes() {
     for (p, b) in modes() {
-        let out = run(4, &["putget", &(4 << 20).to_string()], p, b);
+        let out = run(4, &["putget", &(16 << 20).to_string()], p, b);
         assert_ok(&out, 4, &format!("putget 4 {p:?} {b:?}"));
     }
 }
@@ -99,4 +103,24 @@ fn the_launcher_propagates_a_failing_rank_and_its_status() {
         .output
         .iter()
         .any(|l| l.stderr && l.text.contains("unknown scenario")));
+}
+
+#[test]
+fn socket_buffer_sizes_reach_every_rank_transport() {
+    let options = JobOptions {
+        send_buffer: Some(256 << 10),
+        recv_buffer: Some(128 << 10),
+        ..JobOptions::default()
+    };
+    let out = run_job_with(
+        env!("CARGO_BIN_EXE_ptl_check"),
+        2,
+        &[
+            "sockbuf",
+            &(256 << 10).to_string(),
+            &(128 << 10).to_string(),
+        ],
+        options,
+    );
+    assert_ok(&out, 2, "sockbuf");
 }

@@ -348,6 +348,22 @@ fn die_mid_transfer(job: &Job) -> R<()> {
     }
 }
 
+/// The socket buffer sizes given to the launcher reached the transport
+/// (`expect_snd`, `expect_rcv`: the sizes asked for), and traffic flows
+/// with them.
+fn sockbuf(job: &Job, expect_snd: usize, expect_rcv: usize) -> R<()> {
+    let tcp = job.tcp().ok_or("not a TCP job")?;
+    let cfg = tcp.config();
+    if cfg.send_buffer != Some(expect_snd) || cfg.recv_buffer != Some(expect_rcv) {
+        return Err(format!(
+            "transport has send {:?} / receive {:?} buffers, expected {expect_snd} / {expect_rcv}",
+            cfg.send_buffer, cfg.recv_buffer
+        ));
+    }
+    println!("socket buffers {expect_snd} / {expect_rcv}");
+    putget(job, 1 << 20)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let scenario = args.get(1).cloned().unwrap_or_default();
@@ -365,6 +381,7 @@ fn main() {
         "storm" => storm(&job, arg(2, 2000)),
         "sleepy-target" => sleepy_target(&job, args.get(2).map(String::as_str) != Some("poll")),
         "die-mid-transfer" => die_mid_transfer(&job),
+        "sockbuf" => sockbuf(&job, arg(2, 0), arg(3, 0)),
         other => Err(format!("unknown scenario {other:?}")),
     };
     portals_tests::finish(&scenario, job.rank() as i32, r);

@@ -2,7 +2,7 @@
 //! counter with puts. Each side posts one match entry whose descriptor
 //! accepts puts, and blocks in `eq_wait` for the next one.
 //!
-//! Run: `cargo run --release -p portals --example pingpong -- 10000`
+//! Run: `cargo run --release -p portals --example ptl_pingpong -- 10000`
 
 use std::sync::Arc;
 use std::time::Instant;
