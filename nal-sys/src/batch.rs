@@ -171,6 +171,9 @@ pub struct Flushed {
     /// The socket's send buffer is full: what is left stays queued until
     /// the socket is writable.
     pub blocked: bool,
+    /// A send reported an error the network sent back for an earlier
+    /// datagram (ICMP unreachable); read it with [`read_error_queue`].
+    pub icmp: bool,
 }
 
 impl SendBatch {
@@ -267,6 +270,7 @@ impl SendBatch {
     /// Send what is queued without blocking.
     pub fn flush(&mut self, fd: RawFd) -> Flushed {
         let mut out = Flushed::default();
+        let mut icmp_retries = 0;
         while self.sent < self.count {
             let first = self.sent;
             let n = self.count - first;
@@ -302,6 +306,14 @@ impl SendBatch {
                         out.blocked = true;
                         return out;
                     }
+                    // An error reported for an *earlier* datagram (with
+                    // IP_RECVERR, the kernel fails the next call once per
+                    // ICMP error); this batch was not sent. Try again.
+                    _ if is_icmp_error(&e) && icmp_retries < 8 => {
+                        icmp_retries += 1;
+                        out.icmp = true;
+                        continue;
+                    }
                     // ENOBUFS and friends on loopback mean the datagram is
                     // lost, exactly like a drop on the wire; ECONNREFUSED
                     // reports an earlier datagram's ICMP error. Skip one and
@@ -320,6 +332,104 @@ impl SendBatch {
         self.sent = 0;
         out
     }
+}
+
+/// Errors the kernel reports on a UDP socket because the network answered
+/// an earlier datagram with ICMP.
+pub fn is_icmp_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN)
+    )
+}
+
+/// Ask the kernel to queue the ICMP errors that come back for this UDP
+/// socket's datagrams (`IP_RECVERR`/`IPV6_RECVERR`), with the address each
+/// failed datagram was sent to, for [`read_error_queue`].
+pub fn enable_error_queue(fd: RawFd, ipv6: bool) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    let (level, opt) = if ipv6 {
+        (libc::SOL_IPV6, libc::IPV6_RECVERR)
+    } else {
+        (libc::SOL_IP, libc::IP_RECVERR)
+    };
+    // SAFETY: passes a pointer to a live c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Drain the socket's error queue: for each queued error, the address the
+/// failed datagram was sent to and the error (`ECONNREFUSED` for ICMP port
+/// unreachable: no process receives at that address). Never blocks.
+pub fn read_error_queue(fd: RawFd, out: &mut Vec<(SocketAddr, i32)>) -> io::Result<()> {
+    // The failed datagram's own bytes come back too; its beginning is enough.
+    let mut data = [0u8; 64];
+    let mut control = [0u64; 64];
+    for _ in 0..1024 {
+        // SAFETY: plain old data, all-zero is valid.
+        let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr().cast(),
+            iov_len: data.len(),
+        };
+        // SAFETY: plain old data; the pointers are set below.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
+        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: `msg` points at live buffers (`name`, `data` through
+        // `iov`, `control`) of the sizes it states.
+        let r = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(()),
+                io::ErrorKind::Interrupted => continue,
+                _ => Err(e),
+            };
+        }
+        let Some(addr) = sockaddr_to_std(&name) else {
+            continue;
+        };
+        // SAFETY: the CMSG macros walk the control buffer the kernel just
+        // filled, within `msg_controllen`; each header they return points
+        // inside it.
+        let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+        while !cmsg.is_null() {
+            // SAFETY: non-null headers from CMSG_FIRSTHDR/NXTHDR are valid.
+            let c = unsafe { &*cmsg };
+            let ours = (c.cmsg_level == libc::SOL_IP && c.cmsg_type == libc::IP_RECVERR)
+                || (c.cmsg_level == libc::SOL_IPV6 && c.cmsg_type == libc::IPV6_RECVERR);
+            if ours {
+                // SAFETY: IP_RECVERR control data starts with a
+                // sock_extended_err; read it unaligned, as control data
+                // need not be aligned for it.
+                let ee = unsafe {
+                    std::ptr::read_unaligned(
+                        libc::CMSG_DATA(cmsg).cast::<libc::sock_extended_err>(),
+                    )
+                };
+                out.push((addr, ee.ee_errno as i32));
+            }
+            // SAFETY: as above.
+            cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
+        }
+    }
+    Ok(())
 }
 
 fn sockaddr_to_std(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -420,8 +530,7 @@ mod tests {
             f,
             Flushed {
                 sent: 6,
-                failed: 0,
-                blocked: false
+                ..Flushed::default()
             }
         );
         assert!(out.is_empty());
@@ -445,5 +554,33 @@ mod tests {
         }
         assert_eq!(got[5], (vec![9u8; 32], true));
         assert_eq!(inb.recv(rx.as_raw_fd()).unwrap(), 0, "nothing left");
+    }
+
+    #[test]
+    fn port_unreachable_comes_back_with_the_dead_address() {
+        let gone = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dead = gone.local_addr().unwrap();
+        drop(gone);
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        enable_error_queue(tx.as_raw_fd(), false).unwrap();
+        let mut out = SendBatch::new(4, 64);
+        out.push(b"anyone?", dead);
+        assert_eq!(out.flush(tx.as_raw_fd()).sent, 1);
+        let mut errs = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while errs.is_empty() && std::time::Instant::now() < deadline {
+            read_error_queue(tx.as_raw_fd(), &mut errs).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(errs, vec![(dead, libc::ECONNREFUSED)]);
+        // The pending error is reported once more by the next send, which
+        // the batch retries instead of dropping a datagram.
+        let live = UdpSocket::bind("127.0.0.1:0").unwrap();
+        out.push(b"hello", live.local_addr().unwrap());
+        let f = out.flush(tx.as_raw_fd());
+        assert_eq!((f.sent, f.failed), (1, 0), "{f:?}");
+        let mut b = [0u8; 8];
+        let (n, _) = live.recv_from(&mut b).unwrap();
+        assert_eq!(&b[..n], b"hello");
     }
 }

@@ -41,6 +41,15 @@ pub struct UdpConfig {
     /// How long the progress thread keeps standing aside after the last
     /// application thread left a wait (as in `nal-tcp`).
     pub handback: Duration,
+    /// Declare a peer dead as soon as the network answers a datagram to it
+    /// with ICMP "port unreachable" (the process is gone, its port closed),
+    /// rather than after the retransmission bound. Turn off where ICMP can
+    /// be forged by someone outside the job, or arrives for transient
+    /// reasons.
+    pub icmp_peer_death: bool,
+    /// How long closing the transport waits at most for the peers to
+    /// acknowledge what was sent (see [`crate::UdpNal`]'s shutdown).
+    pub linger: Duration,
     /// Inject faults into outgoing datagrams (tests; `PTL_UDP_FAULT`).
     pub fault: Option<FaultConfig>,
 }
@@ -63,6 +72,8 @@ impl Default for UdpConfig {
             batch: 32,
             recv_batches_per_pass: 8,
             handback: Duration::from_micros(200),
+            icmp_peer_death: true,
+            linger: Duration::from_secs(5),
             fault: None,
         }
     }

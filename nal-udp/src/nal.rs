@@ -48,6 +48,8 @@ pub struct UdpStats {
     pub recv_errors: u64,
     /// Times the socket's send buffer was full.
     pub send_blocked: u64,
+    /// Peers declared dead because their port was unreachable.
+    pub icmp_deaths: u64,
     /// Datagrams dropped by fault injection.
     pub injected_drops: u64,
     /// Datagrams duplicated by fault injection.
@@ -87,6 +89,9 @@ impl UdpEndpoint {
         let granted =
             nal_sys::request_socket_buffers(sock.as_raw_fd(), cfg.recv_buffer, cfg.send_buffer)?;
         sock.bind(&cfg.bind.into())?;
+        if cfg.icmp_peer_death {
+            nal_sys::batch::enable_error_queue(sock.as_raw_fd(), cfg.bind.is_ipv6())?;
+        }
         let local = sock
             .local_addr()?
             .as_socket()
@@ -142,6 +147,7 @@ struct Counters {
     send_errors: AtomicU64,
     recv_errors: AtomicU64,
     send_blocked: AtomicU64,
+    icmp_deaths: AtomicU64,
 }
 
 struct Inner {
@@ -255,6 +261,7 @@ impl UdpNal {
                 send_errors: AtomicU64::new(0),
                 recv_errors: AtomicU64::new(0),
                 send_blocked: AtomicU64::new(0),
+                icmp_deaths: AtomicU64::new(0),
             },
             recv_buffer: granted.0,
             recv_window,
@@ -306,6 +313,7 @@ impl UdpNal {
             send_errors: g(&c.send_errors),
             recv_errors: g(&c.recv_errors),
             send_blocked: g(&c.send_blocked),
+            icmp_deaths: g(&c.icmp_deaths),
             injected_drops: fault.0,
             injected_duplicates: fault.1,
             injected_reorders: fault.2,
@@ -362,6 +370,7 @@ impl Nal for UdpNal {
 
     fn shutdown(&self) {
         let i = &self.inner;
+        i.linger();
         i.shutdown.store(true, Ordering::SeqCst);
         if let Some(pt) = &i.pt {
             pt.wake();
@@ -488,6 +497,9 @@ impl Inner {
         loop {
             if !st.tx.is_empty() {
                 let f = st.tx.flush(fd);
+                if f.icmp {
+                    self.read_icmp(st);
+                }
                 if f.failed > 0 {
                     self.counters
                         .send_errors
@@ -575,6 +587,13 @@ impl Inner {
         for pass in 0..self.cfg.recv_batches_per_pass.max(1) {
             let n = match st.rx.recv(fd) {
                 Ok(n) => n,
+                Err(e) if nal_sys::batch::is_icmp_error(&e) => {
+                    // Reported for an earlier datagram; the receive itself
+                    // did not happen. Learn which peer is gone, read again.
+                    self.read_icmp(st);
+                    work = true;
+                    continue;
+                }
                 Err(e) => {
                     self.counters.recv_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(error = %e, "recvmmsg failed");
@@ -640,6 +659,41 @@ impl Inner {
         work
     }
 
+    /// Read the ICMP errors queued on the socket. "Port unreachable" for a
+    /// peer's address means no process receives there any more: the peer
+    /// is declared dead at once, as a TCP reset would tell, instead of after
+    /// the retransmission bound.
+    fn read_icmp(&self, st: &mut State) {
+        let mut errs = Vec::new();
+        if let Err(e) = nal_sys::batch::read_error_queue(self.sock.as_raw_fd(), &mut errs) {
+            tracing::debug!(error = %e, "reading the socket's error queue failed");
+        }
+        for (addr, errno) in errs {
+            if errno != libc::ECONNREFUSED {
+                continue;
+            }
+            let Some(&peer) = st.by_addr.get(&addr) else {
+                continue;
+            };
+            let State {
+                ep,
+                deposits,
+                responses,
+                ..
+            } = &mut *st;
+            let mut sink = EngineSink {
+                core: &self.core,
+                deposits,
+                responses,
+            };
+            if ep.declare_dead(peer, &mut sink) {
+                self.counters.icmp_deaths.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(peer = %process_id(peer), %addr, "port unreachable: peer declared dead");
+            }
+        }
+        self.events(st);
+    }
+
     /// If the protocol now has a timer earlier than the progress thread's
     /// wake-up, wake it so that it re-arms (only matters while it sleeps).
     fn nudge_progress_thread(&self, st: &State) {
@@ -694,6 +748,29 @@ impl Inner {
         self.drive(&mut st);
         self.nudge_progress_thread(&st);
         Ok(())
+    }
+
+    /// Before the socket closes, keep driving it until every message sent
+    /// has been acknowledged, for at most [`UdpConfig::linger`]: an eager
+    /// send is reported complete when its payload is copied, so the process
+    /// may be about to exit with datagrams still to retransmit (TCP's
+    /// kernel does this after `close`; here nobody would).
+    fn linger(&self) {
+        let until = Instant::now() + self.cfg.linger;
+        loop {
+            let left = lock(&self.state).ep.unfinished_sends();
+            if left == 0 {
+                break;
+            }
+            if Instant::now() >= until {
+                tracing::warn!(unfinished = left, "closing with unacknowledged sends");
+                break;
+            }
+            if let Err(e) = self.progress_once(&self.app, Some(Duration::from_millis(1))) {
+                tracing::debug!(error = %e, "progress while lingering failed");
+                break;
+            }
+        }
     }
 
     // ----- the progress thread --------------------------------------------------

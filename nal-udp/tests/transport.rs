@@ -517,50 +517,60 @@ fn a_header_claiming_another_sender_is_counted_and_dropped() {
 
 #[test]
 fn a_dead_peer_fails_pending_operations_in_bounded_time() {
-    for cfg in configs() {
-        let fast = |mut c: UdpConfig| {
-            c.protocol.rto_max = Duration::from_millis(100);
-            c.protocol.max_retransmits = 4;
-            c
-        };
-        // The target never makes progress (polling mode, never called).
-        let idle = UdpConfig {
-            progress: ProgressMode::Poll,
-            ..UdpConfig::default()
-        };
-        let mut nodes = job_with(&[fast(cfg.clone()), fast(idle)]);
-        let b = nodes.pop().unwrap();
-        let a = nodes.pop().unwrap();
-        let aeq = a.ni.eq_alloc(16).unwrap();
-        let big =
-            a.ni.md_bind(&MdDesc::default().eq(aeq), vec![1; 8 << 20], Unlink::Retain)
+    // With ICMP: the closed port answers at once. Without: the protocol's
+    // retransmission bound decides (shortened here).
+    for icmp in [true, false] {
+        for cfg in configs() {
+            let fast = |mut c: UdpConfig| {
+                c.protocol.rto_max = Duration::from_millis(100);
+                c.protocol.max_retransmits = 4;
+                c.icmp_peer_death = icmp;
+                c
+            };
+            // The target never makes progress (polling mode, never called).
+            let idle = UdpConfig {
+                progress: ProgressMode::Poll,
+                ..UdpConfig::default()
+            };
+            let mut nodes = job_with(&[fast(cfg.clone()), fast(idle)]);
+            let b = nodes.pop().unwrap();
+            let a = nodes.pop().unwrap();
+            let aeq = a.ni.eq_alloc(16).unwrap();
+            let big =
+                a.ni.md_bind(&MdDesc::default().eq(aeq), vec![1; 8 << 20], Unlink::Retain)
+                    .unwrap();
+            drop(b);
+            let died = Instant::now();
+            a.ni.put(big, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
                 .unwrap();
-        drop(b);
-        let died = Instant::now();
-        a.ni.put(big, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
-            .unwrap();
-        let mut failed = Vec::new();
-        while failed.len() < 2 {
+            let mut failed = Vec::new();
+            while failed.len() < 2 {
+                let ev =
+                    a.ni.eq_wait(aeq, Some(Duration::from_secs(20)))
+                        .expect("failure event");
+                assert_ne!(ev.fail, FailType::Ok, "{cfg:?}: {ev:?}");
+                failed.push(ev.kind);
+            }
+            failed.sort_by_key(|k| format!("{k:?}"));
+            assert_eq!(failed, vec![EventKind::Ack, EventKind::Sent], "{cfg:?}");
+            assert!(died.elapsed() < Duration::from_secs(20));
+            let st = a.nal.stats();
+            assert_eq!(st.protocol.peers_dead, 1);
+            assert_eq!(st.icmp_deaths, u64::from(icmp), "{st:?}");
+            if !icmp {
+                assert!(st.protocol.rto_expiries >= 4, "{st:?}");
+            }
+            // Later operations to it fail at once.
+            let again =
+                a.ni.md_bind(&MdDesc::default().eq(aeq), vec![3; 8], Unlink::Retain)
+                    .unwrap();
+            a.ni.put(again, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
+                .unwrap();
             let ev =
-                a.ni.eq_wait(aeq, Some(Duration::from_secs(20)))
-                    .expect("failure event");
-            assert_ne!(ev.fail, FailType::Ok, "{cfg:?}: {ev:?}");
-            failed.push(ev.kind);
+                a.ni.eq_wait(aeq, Some(Duration::from_secs(5)))
+                    .expect("event");
+            assert_eq!((ev.md_handle, ev.fail), (again, FailType::Unreachable));
         }
-        failed.sort_by_key(|k| format!("{k:?}"));
-        assert_eq!(failed, vec![EventKind::Ack, EventKind::Sent], "{cfg:?}");
-        assert!(died.elapsed() < Duration::from_secs(20));
-        assert_eq!(a.nal.stats().protocol.peers_dead, 1);
-        // Later operations to it fail at once.
-        let again =
-            a.ni.md_bind(&MdDesc::default().eq(aeq), vec![3; 8], Unlink::Retain)
-                .unwrap();
-        a.ni.put(again, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
-            .unwrap();
-        let ev =
-            a.ni.eq_wait(aeq, Some(Duration::from_secs(5)))
-                .expect("event");
-        assert_eq!((ev.md_handle, ev.fail), (again, FailType::Unreachable));
     }
 }
 

@@ -458,6 +458,36 @@ impl Job {
     /// for applications' inner loops). Fails after [`finalize`](Self::finalize)
     /// in a PMI job.
     pub fn barrier(&self) -> Result<(), RuntimeError> {
+        let nal = self.ni.nal();
+        if nal.progresses_alone() {
+            return self.coordinator_barrier();
+        }
+        // Polling mode: nothing moves unless someone calls the transport,
+        // and over UDP the other ranks may still need this process to
+        // retransmit or acknowledge. Keep driving it (sleeping in the
+        // kernel between datagrams) while the barrier runs beside.
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let fence = s.spawn(|| {
+                let r = self.coordinator_barrier();
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                r
+            });
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if nal
+                    .progress(Some(std::time::Duration::from_millis(1)))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            fence
+                .join()
+                .unwrap_or_else(|_| Err(RuntimeError::Portals(portals::PtlError::Shutdown)))
+        })
+    }
+
+    fn coordinator_barrier(&self) -> Result<(), RuntimeError> {
         match &self.coordinator {
             Coordinator::Alone => Ok(()),
             Coordinator::Rendezvous(k) => k

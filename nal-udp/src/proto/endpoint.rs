@@ -273,6 +273,37 @@ impl Endpoint {
         }
     }
 
+    /// Declare `peer` dead now, on the driver's authority, without waiting
+    /// for the retransmission bound: the network said it is gone (an ICMP
+    /// "port unreachable" for its address means no process receives there
+    /// any more). Does what the retransmission bound would: reports
+    /// [`Event::PeerDead`], fails its sends, aborts its receives through
+    /// `sink`. Returns false if the peer is unknown or already dead.
+    pub fn declare_dead(&mut self, peer: PeerId, sink: &mut impl Sink) -> bool {
+        let sink: &mut dyn Sink = sink;
+        let Some(&i) = self.index.get(&peer) else {
+            return false;
+        };
+        if self.peers[i].dead {
+            return false;
+        }
+        let (peers, mut ctx) = self.ctx();
+        peers[i].kill(&mut ctx, sink);
+        true
+    }
+
+    /// Messages to live peers that are not yet acknowledged (eager) or
+    /// completed (large), whether or not their completion was reported. A
+    /// driver shutting down lingers until this is zero, so that data it
+    /// reported as sent is not lost with its socket.
+    pub fn unfinished_sends(&self) -> usize {
+        self.peers
+            .iter()
+            .filter(|p| !p.dead)
+            .map(Peer::live_messages)
+            .sum()
+    }
+
     /// Next event for the driver.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
