@@ -483,7 +483,7 @@ impl Job {
             }
             fence
                 .join()
-                .unwrap_or_else(|_| Err(RuntimeError::Portals(portals::PtlError::Shutdown)))
+                .unwrap_or(Err(RuntimeError::Portals(portals::PtlError::Shutdown)))
         })
     }
 
