@@ -110,6 +110,11 @@ struct Args {
     /// `loss=0.05,dup=0.01,reorder=0.02,seed=7` (for testing).
     #[arg(long, value_name = "SPEC")]
     udp_fault: Option<nal_udp::FaultConfig>,
+    /// UDP only: largest datagram in bytes, headers included (1472 for a
+    /// 1500-byte Ethernet MTU, 8972 for 9000; default 65000, which fits
+    /// loopback and is IP-fragmented elsewhere).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(512..=65507))]
+    udp_max_datagram: Option<u16>,
     /// IP address the ranks' transports listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -200,6 +205,7 @@ pub fn main() -> ExitCode {
         timeout: Duration::from_secs(args.bootstrap_timeout.max(1)),
         wait_spin: Duration::from_micros(args.wait_spin),
         udp_fault: args.udp_fault,
+        udp_max_datagram: args.udp_max_datagram.map(usize::from),
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
     };

@@ -13,6 +13,7 @@
 //! | `PTL_BIND` | IP address the transport listens on | `127.0.0.1` |
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank | `60` |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
+//! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
@@ -57,6 +58,8 @@ pub const BOOTSTRAP_TIMEOUT: &str = "PTL_BOOTSTRAP_TIMEOUT";
 pub const WAIT_SPIN_US: &str = "PTL_WAIT_SPIN_US";
 /// UDP fault injection.
 pub const UDP_FAULT: &str = "PTL_UDP_FAULT";
+/// UDP datagram size.
+pub const UDP_MAX_DATAGRAM: &str = "PTL_UDP_MAX_DATAGRAM";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 /// Socket send buffer of each connection, in bytes.
@@ -107,6 +110,8 @@ pub struct JobOptions {
     pub wait_spin: Duration,
     /// UDP only: faults injected into outgoing datagrams (tests).
     pub udp_fault: Option<FaultConfig>,
+    /// UDP only: largest datagram (`None`: the protocol's default).
+    pub udp_max_datagram: Option<usize>,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -127,6 +132,7 @@ impl Default for JobOptions {
             timeout: Duration::from_secs(60),
             wait_spin: Duration::from_micros(50),
             udp_fault: None,
+            udp_max_datagram: None,
             send_buffer: None,
             recv_buffer: None,
         }
@@ -168,6 +174,9 @@ impl JobOptions {
         ];
         if let Some(f) = &self.udp_fault {
             env.push((UDP_FAULT, f.to_string()));
+        }
+        if let Some(n) = self.udp_max_datagram {
+            env.push((UDP_MAX_DATAGRAM, n.to_string()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -236,6 +245,16 @@ impl JobOptions {
                 v.parse()
                     .map_err(|_| bad(UDP_FAULT, "expected loss=P,dup=P,reorder=P,seed=N"))?,
             );
+        }
+        if let Some(v) = var(get, UDP_MAX_DATAGRAM)? {
+            let n: usize = v
+                .parse()
+                .ok()
+                .filter(|n| {
+                    (nal_udp::proto::MIN_DATAGRAM..=nal_udp::proto::MAX_UDP_PAYLOAD).contains(n)
+                })
+                .ok_or_else(|| bad(UDP_MAX_DATAGRAM, "expected bytes in 512..=65507"))?;
+            o.udp_max_datagram = Some(n);
         }
         if let Some(v) = var(get, SNDBUF)? {
             o.send_buffer = Some(parse_bytes(&v).ok_or_else(|| bad(SNDBUF, BYTES))?);

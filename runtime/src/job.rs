@@ -381,13 +381,22 @@ fn bring_up(
             })?
         }
         NalKind::Udp => {
-            let cfg = UdpConfig {
+            let mut cfg = UdpConfig {
                 bind: SocketAddr::new(o.bind, 0),
                 progress: o.progress,
                 backend: o.backend,
                 fault: o.udp_fault,
                 ..UdpConfig::default()
             };
+            if let Some(n) = o.udp_max_datagram {
+                cfg.protocol.max_datagram = n;
+            }
+            if let Some(n) = o.recv_buffer {
+                cfg.recv_buffer = n;
+            }
+            if let Some(n) = o.send_buffer {
+                cfg.send_buffer = n;
+            }
             let ep = UdpEndpoint::bind(cfg)?;
             let peers = exchange(ep.local_addr())?;
             NetworkInterface::init(ni_cfg, |core| {

@@ -49,6 +49,19 @@ fn split_job(
     port: u16,
     program: &[&str],
 ) -> (Output, Output) {
+    split_job_on(a_prefix, b_prefix, a_addr, b_addr, port, &[], program)
+}
+
+/// [`split_job`] with extra launcher options (`--nal udp`, ...).
+fn split_job_on(
+    a_prefix: &[&str],
+    b_prefix: &[&str],
+    a_addr: &str,
+    b_addr: &str,
+    port: u16,
+    extra: &[&str],
+    program: &[&str],
+) -> (Output, Output) {
     let rv = format!("{a_addr}:{port}");
     let key = "5eed1234";
     let mut a_args = vec![
@@ -65,6 +78,7 @@ fn split_job(
         "--timeout",
         "180",
     ];
+    a_args.extend_from_slice(extra);
     a_args.extend_from_slice(program);
     let mut b_args = vec![
         "-n",
@@ -82,6 +96,7 @@ fn split_job(
         "--timeout",
         "180",
     ];
+    b_args.extend_from_slice(extra);
     b_args.extend_from_slice(program);
     let a = spawn(a_prefix, &a_args);
     let b = spawn(b_prefix, &b_args);
@@ -363,9 +378,20 @@ fn jobs_across_network_namespaces() {
         &[MPI, "order", "400", "9"],
         &[COLL, "sizes"],
     ];
-    for (i, program) in programs.iter().enumerate() {
-        let (a, b) = split_job(&ea, &eb, &ns.a_ip, &ns.b_ip, 7000 + i as u16, program);
-        assert_job_ok(&a, &b, &format!("{program:?} across namespaces"));
+    // TCP; UDP with datagrams sized for the veth's 1500-byte MTU; UDP with
+    // the loopback-sized default (IP fragments on the wire).
+    let transports: [&[&str]; 3] = [
+        &["--nal", "tcp"],
+        &["--nal", "udp", "--udp-max-datagram", "1472"],
+        &["--nal", "udp"],
+    ];
+    let mut port = 7000;
+    for nal in transports {
+        for program in programs {
+            port += 1;
+            let (a, b) = split_job_on(&ea, &eb, &ns.a_ip, &ns.b_ip, port, nal, program);
+            assert_job_ok(&a, &b, &format!("{nal:?} {program:?} across namespaces"));
+        }
     }
     drop(ns);
     // Nothing is left behind.
