@@ -10,8 +10,8 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, TryLockError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use crate::handshake::{self, Handshake, Kind};
 use crate::{ConnectMode, Keepalive, ProgressMode, TcpConfig};
+use nal_sys::gate::ProgressGate;
 use nal_sys::{Poller, Ready};
 
 const LISTENER: u64 = 0;
@@ -380,14 +381,10 @@ struct Inner {
     /// Connections whose writer stopped at the write budget with data
     /// queued: the socket is still writable, so no edge will come.
     flush_later: Mutex<Vec<u64>>,
-    waiters: AtomicUsize,
-    /// Nanoseconds since `epoch` at which the last waiter left.
-    last_leave: AtomicU64,
+    /// Progress thread vs. waiting application threads; stop flag.
+    gate: ProgressGate,
     epoch: Instant,
     next_housekeeping: AtomicU64,
-    shutdown: AtomicBool,
-    park: Mutex<()>,
-    parked: Condvar,
     stats: Stats,
 }
 
@@ -420,6 +417,7 @@ impl TcpNal {
         peers: impl IntoIterator<Item = (ProcessId, SocketAddr)>,
     ) -> io::Result<Arc<TcpNal>> {
         let cfg = ep.cfg.clone();
+        let gate = ProgressGate::new(cfg.handback);
         // Application threads always wait in epoll (see `Backend`).
         let app = Arc::new(Poller::new(nal_sys::Backend::Epoll)?);
         let pt = match cfg.progress {
@@ -445,13 +443,9 @@ impl TcpNal {
             next_gen: AtomicU64::new(1),
             dirty: Mutex::new(Vec::new()),
             flush_later: Mutex::new(Vec::new()),
-            waiters: AtomicUsize::new(0),
-            last_leave: AtomicU64::new(0),
+            gate,
             epoch: Instant::now(),
             next_housekeeping: AtomicU64::new(0),
-            shutdown: AtomicBool::new(false),
-            park: Mutex::new(()),
-            parked: Condvar::new(),
             stats: Stats::default(),
         });
         for (id, addr) in peers {
@@ -531,7 +525,7 @@ impl Nal for TcpNal {
     }
 
     fn progress(&self, timeout: Option<Duration>) -> portals::Result<()> {
-        if self.inner.shutdown.load(Ordering::Relaxed) {
+        if self.inner.gate.is_stopped() {
             return Err(PtlError::Shutdown);
         }
         self.inner
@@ -544,15 +538,11 @@ impl Nal for TcpNal {
     }
 
     fn waiter_enter(&self) {
-        self.inner.waiters.fetch_add(1, Ordering::SeqCst);
+        self.inner.gate.enter();
     }
 
     fn waiter_leave(&self) {
-        self.inner.last_leave.store(
-            self.inner.epoch.elapsed().as_nanos() as u64,
-            Ordering::Relaxed,
-        );
-        self.inner.waiters.fetch_sub(1, Ordering::SeqCst);
+        self.inner.gate.leave();
     }
 
     fn progresses_alone(&self) -> bool {
@@ -560,13 +550,9 @@ impl Nal for TcpNal {
     }
 
     fn shutdown(&self) {
-        self.inner.shutdown.store(true, Ordering::SeqCst);
+        self.inner.gate.stop();
         if let Some(pt) = &self.inner.pt {
             pt.wake();
-        }
-        {
-            let _g = lock(&self.inner.park);
-            self.inner.parked.notify_all();
         }
         if let Some(t) = lock(&self.thread).take() {
             let _ = t.join();
@@ -920,13 +906,9 @@ impl Inner {
 
     fn progress_thread(self: Arc<Self>) {
         let Some(pt) = &self.pt else { return };
-        while !self.shutdown.load(Ordering::SeqCst) {
-            if self.stand_aside() {
-                let g = lock(&self.park);
-                let _ = self
-                    .parked
-                    .wait_timeout(g, self.cfg.handback)
-                    .unwrap_or_else(|p| p.into_inner());
+        while !self.gate.is_stopped() {
+            if self.gate.stand_aside() {
+                self.gate.park();
                 continue;
             }
             if let Err(e) = self.progress_once(pt, Some(PT_SLEEP)) {
@@ -934,17 +916,6 @@ impl Inner {
                 std::thread::sleep(PT_SLEEP);
             }
         }
-    }
-
-    /// The progress thread leaves the sockets to application threads that
-    /// wait in the library, and for `handback` after the last one left.
-    fn stand_aside(&self) -> bool {
-        if self.waiters.load(Ordering::SeqCst) > 0 {
-            return true;
-        }
-        let left = self.last_leave.load(Ordering::Relaxed);
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        left != 0 && now.saturating_sub(left) < self.cfg.handback.as_nanos() as u64
     }
 
     fn progress_once(&self, poller: &Poller, timeout: Option<Duration>) -> io::Result<()> {

@@ -7,12 +7,13 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nal_sys::batch::{RecvBatch, SendBatch};
+use nal_sys::gate::ProgressGate;
 use nal_sys::{Poller, ProgressMode, Ready};
 use portals::{FailType, Nal, NiCore, Outbound, ProcessId, PtlError, SendToken};
 use slab::Slab;
@@ -142,6 +143,27 @@ struct State {
     tx_blocked: bool,
 }
 
+impl State {
+    /// The endpoint, a sink into the engine, and what receiving reads,
+    /// borrowed apart so that the endpoint can call the sink.
+    fn split<'a>(
+        &'a mut self,
+        core: &'a NiCore,
+    ) -> (
+        &'a mut Endpoint,
+        EngineSink<'a>,
+        &'a RecvBatch,
+        &'a HashMap<SocketAddr, PeerId>,
+    ) {
+        let sink = EngineSink {
+            core,
+            deposits: &mut self.deposits,
+            responses: &mut self.responses,
+        };
+        (&mut self.ep, sink, &self.rx, &self.by_addr)
+    }
+}
+
 struct Counters {
     optimistic_sends: AtomicU64,
     send_errors: AtomicU64,
@@ -163,12 +185,9 @@ struct Inner {
     /// When the progress thread will next look at the clock, in nanoseconds
     /// since `epoch` (`u64::MAX` while it is not sleeping on a deadline).
     pt_deadline: AtomicU64,
-    waiters: AtomicUsize,
-    last_leave: AtomicU64,
+    /// Progress thread vs. waiting application threads; stop flag.
+    gate: ProgressGate,
     epoch: Instant,
-    shutdown: AtomicBool,
-    park: Mutex<()>,
-    parked: Condvar,
     counters: Counters,
     recv_buffer: usize,
     recv_window: u32,
@@ -202,6 +221,7 @@ impl UdpNal {
             sock, cfg, granted, ..
         } = ep;
         let me = core.id();
+        let handback = cfg.handback;
         let mut proto = cfg.protocol.clone();
         if cfg.size_windows {
             let senders = peers.iter().filter(|(p, _)| *p != me).count();
@@ -250,12 +270,8 @@ impl UdpNal {
             app,
             pt,
             pt_deadline: AtomicU64::new(u64::MAX),
-            waiters: AtomicUsize::new(0),
-            last_leave: AtomicU64::new(0),
+            gate: ProgressGate::new(handback),
             epoch: Instant::now(),
-            shutdown: AtomicBool::new(false),
-            park: Mutex::new(()),
-            parked: Condvar::new(),
             counters: Counters {
                 optimistic_sends: AtomicU64::new(0),
                 send_errors: AtomicU64::new(0),
@@ -346,7 +362,7 @@ impl Nal for UdpNal {
 
     fn progress(&self, timeout: Option<Duration>) -> portals::Result<()> {
         let i = &self.inner;
-        if i.shutdown.load(Ordering::Relaxed) {
+        if i.gate.is_stopped() {
             return Err(PtlError::Shutdown);
         }
         i.progress_once(&i.app, timeout)
@@ -358,26 +374,23 @@ impl Nal for UdpNal {
     }
 
     fn waiter_enter(&self) {
-        self.inner.waiters.fetch_add(1, Ordering::SeqCst);
+        self.inner.gate.enter();
     }
 
     fn waiter_leave(&self) {
-        let i = &self.inner;
-        i.last_leave
-            .store(i.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        i.waiters.fetch_sub(1, Ordering::SeqCst);
+        self.inner.gate.leave();
+    }
+
+    fn progresses_alone(&self) -> bool {
+        self.inner.pt.is_some()
     }
 
     fn shutdown(&self) {
         let i = &self.inner;
         i.linger();
-        i.shutdown.store(true, Ordering::SeqCst);
+        i.gate.stop();
         if let Some(pt) = &i.pt {
             pt.wake();
-        }
-        {
-            let _g = lock(&i.park);
-            i.parked.notify_all();
         }
         if let Some(t) = lock(&self.thread).take() {
             let _ = t.join();
@@ -606,19 +619,7 @@ impl Inner {
             work = true;
             let now = Instant::now();
             {
-                let State {
-                    ep,
-                    by_addr,
-                    deposits,
-                    responses,
-                    rx,
-                    ..
-                } = &mut *st;
-                let mut sink = EngineSink {
-                    core: &self.core,
-                    deposits,
-                    responses,
-                };
+                let (ep, mut sink, rx, by_addr) = st.split(&self.core);
                 for k in 0..n {
                     let Some((data, from, _)) = rx.get(k) else {
                         break;
@@ -641,17 +642,7 @@ impl Inner {
         }
         let now = Instant::now();
         if st.ep.poll_timeout().is_some_and(|d| d <= now) {
-            let State {
-                ep,
-                deposits,
-                responses,
-                ..
-            } = &mut *st;
-            let mut sink = EngineSink {
-                core: &self.core,
-                deposits,
-                responses,
-            };
+            let (ep, mut sink, _, _) = st.split(&self.core);
             ep.handle_timeout(now, &mut sink);
             work = true;
         }
@@ -675,17 +666,7 @@ impl Inner {
             let Some(&peer) = st.by_addr.get(&addr) else {
                 continue;
             };
-            let State {
-                ep,
-                deposits,
-                responses,
-                ..
-            } = &mut *st;
-            let mut sink = EngineSink {
-                core: &self.core,
-                deposits,
-                responses,
-            };
+            let (ep, mut sink, _, _) = st.split(&self.core);
             if ep.declare_dead(peer, &mut sink) {
                 self.counters.icmp_deaths.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(peer = %process_id(peer), %addr, "port unreachable: peer declared dead");
@@ -778,13 +759,9 @@ impl Inner {
     fn progress_thread(self: Arc<Self>) {
         let Some(pt) = &self.pt else { return };
         let mut events: Vec<Ready> = Vec::new();
-        while !self.shutdown.load(Ordering::SeqCst) {
-            if self.stand_aside() {
-                let g = lock(&self.park);
-                let _ = self
-                    .parked
-                    .wait_timeout(g, self.cfg.handback)
-                    .unwrap_or_else(|p| p.into_inner());
+        while !self.gate.is_stopped() {
+            if self.gate.stand_aside() {
+                self.gate.park();
                 continue;
             }
             let wait = {
@@ -806,17 +783,6 @@ impl Inner {
             }
             self.pt_deadline.store(u64::MAX, Ordering::SeqCst);
         }
-    }
-
-    /// The progress thread leaves the socket to application threads that
-    /// wait in the library, and for `handback` after the last one left.
-    fn stand_aside(&self) -> bool {
-        if self.waiters.load(Ordering::SeqCst) > 0 {
-            return true;
-        }
-        let left = self.last_leave.load(Ordering::Relaxed);
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        left != 0 && now.saturating_sub(left) < self.cfg.handback.as_nanos() as u64
     }
 }
 
