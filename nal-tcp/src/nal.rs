@@ -1067,8 +1067,16 @@ impl Inner {
             return;
         }
         let mut budget = self.cfg.read_budget;
+        // A read that returned less than it asked for emptied the socket:
+        // what arrives later raises a new readiness edge, so a second read
+        // that would only say EAGAIN is skipped (one system call less per
+        // message on the latency path).
+        let mut drained = false;
         loop {
             if !self.process_buffered(conn, rx) {
+                return;
+            }
+            if drained {
                 return;
             }
             if budget == 0 {
@@ -1083,23 +1091,26 @@ impl Inner {
                     // SAFETY: the region is lent to this connection until its
                     // token completes, and only the holder of `rx` writes it.
                     let dst = unsafe { region.as_mut_slice() };
-                    Some(((&conn.sock).read(&mut dst[*filled..]), filled))
+                    let want = dst.len() - *filled;
+                    Some(((&conn.sock).read(&mut dst[*filled..]), filled, want))
                 }
                 _ => None,
             };
-            let r = match direct {
-                Some((r, filled)) => {
+            let (r, want) = match direct {
+                Some((r, filled, want)) => {
                     if let Ok(n) = r {
                         *filled += n;
                     }
-                    r
+                    (r, want)
                 }
                 None => {
-                    let r = (&conn.sock).read(rx.buf.space());
+                    let space = rx.buf.space();
+                    let want = space.len();
+                    let r = (&conn.sock).read(space);
                     if let Ok(n) = r {
                         rx.buf.end += n;
                     }
-                    r
+                    (r, want)
                 }
             };
             match r {
@@ -1112,6 +1123,7 @@ impl Inner {
                     bump(&self.stats.bytes_received, n as u64);
                     conn.heard.store(self.now_ns(), Ordering::Relaxed);
                     budget = budget.saturating_sub(n);
+                    drained = n < want;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Drained; anything still buffered was handled above.
