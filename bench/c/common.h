@@ -34,15 +34,18 @@ struct opts {
     double total_us;      /* -T comb work per point in us */
 };
 
-/* Defaults a benchmark passes to parse_opts. Sizes are given as min/max. */
+/* Defaults a benchmark passes to parse_opts. Sizes are given as min/max.
+ * any_ranks: 1 if the benchmark runs on any number of ranks (collectives),
+ * 0 if it needs exactly 2. */
 struct defaults {
     long min_size, max_size, iters, warmup;
     int window;
+    int any_ranks;
 };
 
 int parse_opts(int argc, char **argv, const struct defaults *d, struct opts *o,
                const char *usage_extra);
-/* MPI_Init, check for exactly 2 ranks, parse the options (exit 1 on bad
+/* MPI_Init, check for exactly 2 ranks (unless d->any_ranks), parse the options (exit 1 on bad
  * ones, after MPI_Finalize), cap the repetitions at MAX_REPS. Returns the rank. */
 int bench_init(int *argc, char ***argv, const char *name, const struct defaults *d,
                struct opts *o, const char *usage_extra);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Run one peer MPI benchmark with 2 ranks on this host (loopback).
+# Run one peer MPI benchmark on this host (loopback), 2 ranks by default.
 #
-#   bench/c/run_peer.sh <impl> <bench> [bench args...]
+#   bench/c/run_peer.sh [-n RANKS] <impl> <bench> [bench args...]
 #
 # impl:
 #   openmpi-tcp  Open MPI, ob1 PML, TCP BTL over lo (--mca btl tcp,self)
@@ -11,23 +11,41 @@
 #                traffic through UCX too, which picks shared memory (sysv + cma)
 #   mpich-net    MPICH with UCX restricted to TCP on lo (UCX_TLS=tcp,self,
 #                UCX_NET_DEVICES=lo; MPIR_CVAR_NOLOCAL=1 too): MPICH's network path
-# bench: latency bandwidth bibw msgrate overlap comb matchlist
+# bench: latency bandwidth bibw msgrate overlap comb matchlist (2 ranks);
+#        allreduce bcast (any number of ranks)
 #
-# Environment: NP (ranks, default 2), PEER_TIMEOUT (seconds, default 300),
-# PEER_BIND (core|none, default core: each rank bound to one core).
+# -n RANKS (or NP in the environment): number of ranks, default 2.
+# Environment: PEER_TIMEOUT (seconds, default 300), PEER_BIND (core|none;
+# default core, each rank bound to one core, or none when there are more
+# ranks than CPUs: oversubscribed ranks share the CPUs).
 # Output: JSON lines on stdout, each tagged with "impl".
 set -euo pipefail
 
-if [ $# -lt 2 ]; then
+usage() {
     sed -n '2,21p' "$0" >&2
     exit 2
+}
+np=${NP:-2}
+if [ "${1:-}" = -n ]; then
+    [ $# -ge 2 ] || usage
+    np=$2
+    shift 2
 fi
+case $np in
+'' | *[!0-9]* | 0) echo "run_peer.sh: bad rank count '$np'" >&2; exit 2 ;;
+esac
+[ $# -ge 2 ] || usage
 impl=$1 bench=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
-np=${NP:-2}
 tmo=${PEER_TIMEOUT:-300}
-bind=${PEER_BIND:-core}
+if [ -n "${PEER_BIND:-}" ]; then
+    bind=$PEER_BIND
+elif [ "$np" -gt "$(nproc)" ]; then
+    bind=none
+else
+    bind=core
+fi
 
 case $impl in
 openmpi*) exe=$here/build/openmpi/$bench ;;
@@ -40,13 +58,14 @@ if [ ! -x "$exe" ]; then
 fi
 export PTL_BENCH_IMPL=$impl
 
+# exec: the caller's signal reaches `timeout`, which passes it on to the job.
 ompi() {
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        timeout "$tmo" mpiexec.openmpi --oversubscribe -n "$np" --bind-to "$bind" \
+        exec timeout "$tmo" mpiexec.openmpi --oversubscribe -n "$np" --bind-to "$bind" \
         --mca pml ob1 "$@" "$exe" "${args[@]}"
 }
 mpich() {
-    timeout "$tmo" env "$@" mpiexec.mpich -n "$np" -bind-to "$bind" "$exe" "${args[@]}"
+    exec timeout "$tmo" env "$@" mpiexec.mpich -n "$np" -bind-to "$bind" "$exe" "${args[@]}"
 }
 args=("$@")
 

@@ -7,7 +7,7 @@
 #
 # IMPLS default: openmpi-tcp openmpi-sm mpich mpich-net raw raw-unpinned
 # (raw-unpinned: ptl-bench raw latency --no-pin). BENCHES (env)
-# defaults to all seven C benchmarks (comb runs both methods). Before every
+# defaults to all nine C benchmarks on 2 ranks (comb runs both methods). Before every
 # program the script waits (up to IDLE_WAIT seconds, default 60) for the two
 # CPUs to be >= 90 % idle, since other work on a 2-core machine wrecks
 # latency numbers; a point measured on a busy machine is still recorded.
@@ -18,7 +18,7 @@ out=${1:-results.jsonl}
 shift || true
 impls=("$@")
 [ ${#impls[@]} -gt 0 ] || impls=(openmpi-tcp openmpi-sm mpich mpich-net raw raw-unpinned)
-benches=(${BENCHES:-latency bandwidth bibw msgrate overlap comb matchlist})
+benches=(${BENCHES:-latency bandwidth bibw msgrate overlap comb matchlist allreduce bcast})
 
 idle_pct() {
     local a b

@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use crate::impls::{Impl, Progress, PEERS};
 use crate::machine::{now_utc, Machine};
 use crate::params::{Bench, CombMethod, Params, Preset};
@@ -29,6 +29,8 @@ pub struct CompareOpts {
     pub reps: usize,
     /// Benchmarks to run.
     pub benches: Vec<Bench>,
+    /// Rank counts of the collective benchmarks (each one a run of its own).
+    pub ranks: Vec<usize>,
     /// Exactly these implementations (no detection); `None` for all that work.
     pub impls: Option<Vec<Impl>>,
     /// NALs for the project variants; `None`: `tcp`, plus `udp` if a probe job works.
@@ -137,7 +139,8 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
 }
 
-/// The benchmark runs of a comparison: COMB once per method.
+/// The benchmark runs of a comparison: COMB once per method, the
+/// collectives once per rank count.
 pub fn plan_params(opts: &CompareOpts) -> Vec<Params> {
     let mut v = Vec::new();
     for &b in &opts.benches {
@@ -149,6 +152,12 @@ pub fn plan_params(opts: &CompareOpts) -> Vec<Params> {
                 q.method = m;
                 v.push(q);
             }
+        } else if b.is_collective() {
+            for &n in &opts.ranks {
+                let mut q = p.clone();
+                q.ranks = n;
+                v.push(q);
+            }
         } else {
             v.push(p);
         }
@@ -156,21 +165,20 @@ pub fn plan_params(opts: &CompareOpts) -> Vec<Params> {
     v
 }
 
-fn run_name(p: &Params) -> String {
-    if p.bench == Bench::Comb {
-        format!("comb-{}", p.method.name())
-    } else {
-        p.bench.name().to_string()
-    }
-}
-
 /// Run the comparison.
 pub fn compare(opts: &CompareOpts, report: &dyn Fn(Progressed)) -> Result<Results> {
     let started = now_utc();
     let t0 = Instant::now();
     let machine = Machine::detect();
-    let (impls, skipped) = select_impls(opts, report)?;
     let plan = plan_params(opts);
+    for p in &plan {
+        p.validate()
+            .map_err(|e| BenchError::Invalid(format!("{}: {e}", p.run_name())))?;
+    }
+    let (mut impls, skipped) = select_impls(opts, report)?;
+    // Only the implementations that have one of the planned benchmarks
+    // (no raw floor in a collectives-only run).
+    impls.retain(|i| plan.iter().any(|p| i.supports(p.bench)));
     let rounds = opts.rounds.max(1);
     let total: usize = plan
         .iter()
@@ -180,7 +188,7 @@ pub fn compare(opts: &CompareOpts, report: &dyn Fn(Progressed)) -> Result<Result
     let mut runs = Vec::new();
     let mut failures = Vec::new();
     for p in &plan {
-        let name = run_name(p);
+        let name = p.run_name();
         let list: Vec<&Impl> = impls.iter().filter(|i| i.supports(p.bench)).collect();
         let mut broken: HashSet<String> = HashSet::new();
         for round in 0..rounds {

@@ -1,14 +1,15 @@
-//! The MPI-level benchmarks on `mpi-on-portals`, run inside both ranks of a
-//! two-rank job. Each mirrors its C peer in `bench/c/` call for call (the C
-//! file is named in each function's documentation), with the same iteration
-//! scaling, warm-up, repetitions and output fields, so the numbers compare.
-//! Rank 0 emits the records.
+//! The MPI-level benchmarks on `mpi-on-portals`, run inside every rank of a
+//! job: two ranks, or [`Params::ranks`] for the collectives. Each mirrors
+//! its C peer in `bench/c/` call for call (the C file is named in each
+//! function's documentation), with the same iteration scaling, warm-up,
+//! repetitions and output fields, so the numbers compare. Rank 0 emits the
+//! records.
 
 use std::time::Instant;
 
 use mpi_on_portals::request::{self, Request};
 use mpi_on_portals::traits::*;
-use mpi_on_portals::{Process, Rank, SimpleCommunicator, Tag};
+use mpi_on_portals::{Process, Rank, SimpleCommunicator, SystemOperation, Tag};
 
 use crate::error::{BenchError, Result};
 use crate::params::{scale_iters, Bench, CombMethod, Params};
@@ -35,15 +36,16 @@ impl Ctx<'_> {
     }
 }
 
-/// Run benchmark `p` as this rank of a two-rank MPI job; rank 0 passes
-/// every record to `emit`.
+/// Run benchmark `p` as this rank of an MPI job of `p.ranks` ranks (2 for
+/// all but the collectives); rank 0 passes every record to `emit`.
 pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
     let universe = mpi_on_portals::initialize()?;
     let world = universe.world();
-    if world.size() != 2 {
+    if usize::try_from(world.size()).ok() != Some(p.ranks) {
         return Err(BenchError::Invalid(format!(
-            "{} needs exactly 2 ranks, not {}",
+            "{} was asked for {} ranks but runs on {}",
             p.bench,
+            p.ranks,
             world.size()
         )));
     }
@@ -59,6 +61,7 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         Bench::Overlap => overlap(&c, p, &mut out),
         Bench::Comb => comb(&c, p, &mut out),
         Bench::Matchlist => matchlist(&c, p, &mut out),
+        Bench::Allreduce | Bench::Bcast => collective(&c, p, &mut out),
     }
 }
 
@@ -69,6 +72,24 @@ fn send_then_receive(peer: &Process, sbuf: &[u8], rbuf: &mut [u8]) -> Result<()>
     Ok(())
 }
 
+/// `reps` repetitions of a barrier and `warm + iters` runs of `body`
+/// (`time_reps` in `bench/c/common.c`); each repetition's seconds for the
+/// last `iters` runs.
+fn timed_reps(
+    c: &Ctx,
+    reps: usize,
+    warm: usize,
+    iters: usize,
+    mut body: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    let mut secs = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        c.world.barrier()?;
+        secs.push(timed(warm, iters, &mut body)?);
+    }
+    Ok(secs)
+}
+
 /// `reps` repetitions of a barrier and `warm + iters` round trips; each
 /// repetition's half round trip in µs.
 fn half_rtt_reps(
@@ -76,15 +97,13 @@ fn half_rtt_reps(
     reps: usize,
     warm: usize,
     iters: usize,
-    mut round_trip: impl FnMut() -> Result<()>,
+    round_trip: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
-    let mut vals = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        c.world.barrier()?;
-        let secs = timed(warm, iters, &mut round_trip)?;
-        vals.push(secs * 1e6 / (2.0 * iters as f64));
-    }
-    Ok(vals)
+    let secs = timed_reps(c, reps, warm, iters, round_trip)?;
+    Ok(secs
+        .into_iter()
+        .map(|s| s * 1e6 / (2.0 * iters as f64))
+        .collect())
 }
 
 /// `bench/c/latency.c`: ping-pong, half round trip.
@@ -123,46 +142,45 @@ fn stream(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Res
         let w = p.window_for(n);
         let iters = scale_iters(p.iters, n, 65536, 2);
         let warm = scale_iters(p.warmup, n, 65536, 1);
-        let mut vals = Vec::with_capacity(p.reps);
-        for _ in 0..p.reps {
-            c.world.barrier()?;
-            let secs = timed(warm, iters, || {
-                request::scope(|s| -> Result<()> {
-                    let mut reqs = Vec::with_capacity(2 * w);
-                    if bidir || c.rank == 1 {
-                        for chunk in rbuf.chunks_mut(ns).take(w) {
-                            reqs.push(peer.immediate_receive_into_with_tag(
-                                s,
-                                &mut chunk[..n],
-                                TAG_DATA,
-                            )?);
-                        }
-                    }
-                    if bidir || c.rank == 0 {
-                        for _ in 0..w {
-                            reqs.push(peer.immediate_send_with_tag(s, &sbuf[..n], TAG_DATA)?);
-                        }
-                    }
-                    request::wait_all(reqs)?;
-                    Ok(())
-                })?;
-                if !bidir {
-                    let ack = 0i32;
-                    if c.rank == 0 {
-                        peer.receive_with_tag::<i32>(TAG_ACK)?;
-                    } else {
-                        peer.send_with_tag(&ack, TAG_ACK)?;
+        let secs = timed_reps(c, p.reps, warm, iters, || {
+            request::scope(|s| -> Result<()> {
+                let mut reqs = Vec::with_capacity(2 * w);
+                if bidir || c.rank == 1 {
+                    for chunk in rbuf.chunks_mut(ns).take(w) {
+                        reqs.push(peer.immediate_receive_into_with_tag(
+                            s,
+                            &mut chunk[..n],
+                            TAG_DATA,
+                        )?);
                     }
                 }
+                if bidir || c.rank == 0 {
+                    for _ in 0..w {
+                        reqs.push(peer.immediate_send_with_tag(s, &sbuf[..n], TAG_DATA)?);
+                    }
+                }
+                request::wait_all(reqs)?;
                 Ok(())
             })?;
-            let msgs = (iters * w) as f64;
-            vals.push(match p.bench {
+            if !bidir {
+                let ack = 0i32;
+                if c.rank == 0 {
+                    peer.receive_with_tag::<i32>(TAG_ACK)?;
+                } else {
+                    peer.send_with_tag(&ack, TAG_ACK)?;
+                }
+            }
+            Ok(())
+        })?;
+        let msgs = (iters * w) as f64;
+        let mut vals: Vec<f64> = secs
+            .into_iter()
+            .map(|secs| match p.bench {
                 Bench::Msgrate => msgs / secs,
                 Bench::Bibw => 2.0 * n as f64 * msgs / secs / 1e6,
                 _ => n as f64 * msgs / secs / 1e6,
-            });
-        }
+            })
+            .collect();
         out(Record::of_values(p.bench, c.label, n, iters, &mut vals)?.with("window", w))?;
     }
     Ok(())
@@ -550,6 +568,45 @@ fn matchlist(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> 
                     .with("posted", len),
             )?;
         }
+    }
+    Ok(())
+}
+
+/// `bench/c/collectives.c` (allreduce, bcast): per repetition a barrier,
+/// warm-up calls, then `iters` calls back to back; each rank's average time
+/// per call; the repetition's value is the maximum of these averages over
+/// the ranks (a max-reduction to rank 0, as OSU does). `all_reduce_into`
+/// sums `size / 8` doubles (every send element 1.0); `broadcast_into` sends
+/// `size` bytes from rank 0.
+fn collective(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
+    let max = p.max_size();
+    let send = vec![1.0f64; max / 8];
+    let mut recv = vec![0.0f64; max / 8];
+    let mut buf = vec![0x5au8; max];
+    let root = c.world.process_at_rank(0);
+    let ranks = c.world.size();
+    for &n in &p.sizes {
+        let iters = scale_iters(p.iters, n, 8192, 10);
+        let warm = scale_iters(p.warmup, n, 8192, 2);
+        let secs = if p.bench == Bench::Allreduce {
+            let k = n / 8;
+            timed_reps(c, p.reps, warm, iters, || {
+                Ok(c.world
+                    .all_reduce_into(&send[..k], &mut recv[..k], SystemOperation::sum())?)
+            })?
+        } else {
+            timed_reps(c, p.reps, warm, iters, || {
+                Ok(root.broadcast_into(&mut buf[..n])?)
+            })?
+        };
+        let mine: Vec<f64> = secs.iter().map(|s| s * 1e6 / iters as f64).collect();
+        let mut vals = vec![0.0f64; mine.len()];
+        if c.rank == 0 {
+            root.reduce_into_root(&mine[..], &mut vals[..], SystemOperation::max())?;
+        } else {
+            root.reduce_into(&mine[..], SystemOperation::max())?;
+        }
+        out(Record::of_values(p.bench, c.label, n, iters, &mut vals)?.with("ranks", ranks))?;
     }
     Ok(())
 }

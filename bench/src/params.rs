@@ -28,11 +28,15 @@ pub enum Bench {
     Comb,
     /// Latency behind N posted receives.
     Matchlist,
+    /// `all_reduce` (`MPI_Allreduce`, sum of doubles) latency on N ranks.
+    Allreduce,
+    /// `broadcast` (`MPI_Bcast` from rank 0) latency on N ranks.
+    Bcast,
 }
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 7] = [
+    pub const ALL: [Bench; 9] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -40,7 +44,13 @@ impl Bench {
         Bench::Overlap,
         Bench::Comb,
         Bench::Matchlist,
+        Bench::Allreduce,
+        Bench::Bcast,
     ];
+
+    /// The collective benchmarks: they run on any number of ranks
+    /// ([`Params::ranks`]); the others need exactly two.
+    pub const COLLECTIVES: [Bench; 2] = [Bench::Allreduce, Bench::Bcast];
 
     /// The name used in records, file names and C program names.
     pub fn name(self) -> &'static str {
@@ -52,6 +62,8 @@ impl Bench {
             Bench::Overlap => "overlap",
             Bench::Comb => "comb",
             Bench::Matchlist => "matchlist",
+            Bench::Allreduce => "allreduce",
+            Bench::Bcast => "bcast",
         }
     }
 
@@ -60,10 +72,24 @@ impl Bench {
         Bench::ALL.into_iter().find(|b| b.name() == s)
     }
 
+    /// Parse a benchmark name or the group `collectives` (allreduce and
+    /// bcast).
+    pub fn parse_group(s: &str) -> Option<Vec<Bench>> {
+        if s == "collectives" {
+            return Some(Bench::COLLECTIVES.to_vec());
+        }
+        Bench::from_name(s).map(|b| vec![b])
+    }
+
+    /// Whether this is a collective benchmark (any number of ranks).
+    pub fn is_collective(self) -> bool {
+        Bench::COLLECTIVES.contains(&self)
+    }
+
     /// Unit of the benchmark's `value`.
     pub fn unit(self) -> &'static str {
         match self {
-            Bench::Latency | Bench::Matchlist => "us",
+            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast => "us",
             Bench::Bandwidth | Bench::Bibw => "MB/s",
             Bench::Msgrate => "msg/s",
             Bench::Overlap | Bench::Comb => "%",
@@ -72,7 +98,10 @@ impl Bench {
 
     /// True if a larger value is better.
     pub fn higher_is_better(self) -> bool {
-        !matches!(self, Bench::Latency | Bench::Matchlist)
+        !matches!(
+            self,
+            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast
+        )
     }
 }
 
@@ -142,7 +171,18 @@ pub struct Params {
     pub total_us: f64,
     /// Byte cap for the distinct receive buffers of one window.
     pub mem_cap: usize,
+    /// Ranks of the job: any number for the collective benchmarks, 2 for
+    /// the others.
+    #[serde(default = "two")]
+    pub ranks: usize,
 }
+
+fn two() -> usize {
+    2
+}
+
+/// Most ranks a collective run may ask for (the machine is one host).
+pub const MAX_RANKS: usize = 64;
 
 /// Powers of two from `min` to `max` (with 0 first if `min` is 0).
 pub fn pow2_sizes(min: usize, max: usize) -> Vec<usize> {
@@ -208,6 +248,7 @@ impl Params {
             method: CombMethod::Poll,
             total_us: 500_000.0,
             mem_cap: 256 << 20,
+            ranks: 2,
         };
         match (bench, preset) {
             (Bench::Latency, Preset::Full) => {
@@ -283,6 +324,18 @@ impl Params {
                     Preset::Smoke => (2, 1, vec![1, 10]),
                 };
             }
+            (Bench::Allreduce | Bench::Bcast, Preset::Full) => {
+                p.sizes = pow2_sizes(8, 1 << 20);
+                (p.iters, p.warmup) = (1000, 100);
+            }
+            (Bench::Allreduce | Bench::Bcast, Preset::Quick) => {
+                p.sizes = vec![8, 64, 1 << 10, 16 << 10, 128 << 10, 1 << 20];
+                (p.iters, p.warmup) = (200, 20);
+            }
+            (Bench::Allreduce | Bench::Bcast, Preset::Smoke) => {
+                p.sizes = vec![8, 1 << 10];
+                (p.iters, p.warmup) = (2, 1);
+            }
         }
         p.reps = match preset {
             Preset::Full => 5,
@@ -315,7 +368,30 @@ impl Params {
         if self.bench == Bench::Matchlist && self.posted.is_empty() {
             return Err("matchlist needs at least one list length".into());
         }
+        if self.bench.is_collective() {
+            if !(1..=MAX_RANKS).contains(&self.ranks) {
+                return Err(format!("{} runs on 1 to {MAX_RANKS} ranks", self.bench));
+            }
+        } else if self.ranks != 2 {
+            return Err(format!("{} runs on exactly 2 ranks", self.bench));
+        }
+        if self.bench == Bench::Allreduce && self.sizes.iter().any(|s| s % 8 != 0) {
+            return Err("allreduce sizes must be multiples of 8 (doubles)".into());
+        }
         Ok(())
+    }
+
+    /// Name of this run in progress messages and failures: the benchmark,
+    /// with the COMB method (`comb-poll`) or the ranks of a collective
+    /// (`allreduce-4ranks`).
+    pub fn run_name(&self) -> String {
+        if self.bench == Bench::Comb {
+            format!("comb-{}", self.method.name())
+        } else if self.bench.is_collective() {
+            format!("{}-{}ranks", self.bench, self.ranks)
+        } else {
+            self.bench.name().to_string()
+        }
     }
 
     /// Largest message size (at least 1: buffers are never empty).
@@ -417,6 +493,20 @@ mod tests {
             m.windows(2).any(|w| w[0] == "-n" && w[1] == "1,10"),
             "{m:?}"
         );
+        let mut a = Params::preset(Bench::Allreduce, Preset::Quick);
+        a.ranks = 4;
+        assert_eq!(a.validate(), Ok(()));
+        a.sizes = vec![12];
+        assert!(a.validate().is_err());
+        let mut l = Params::preset(Bench::Latency, Preset::Smoke);
+        l.ranks = 4;
+        assert!(l.validate().is_err());
+        assert_eq!(
+            Bench::parse_group("collectives"),
+            Some(Bench::COLLECTIVES.to_vec())
+        );
+        assert_eq!(Bench::parse_group("bcast"), Some(vec![Bench::Bcast]));
+        assert_eq!(Bench::parse_group("nope"), None);
         let bw = Params::preset(Bench::Bandwidth, Preset::Full);
         assert_eq!(bw.window_for(16 << 20), 16);
         assert_eq!(bw.window_for(1024), 64);

@@ -20,7 +20,7 @@ use crate::stats::Summary;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// Benchmark name: `latency`, `bandwidth`, `bibw`, `msgrate`, `overlap`,
-    /// `comb`, `matchlist`.
+    /// `comb`, `matchlist`, `allreduce`, `bcast`.
     pub bench: String,
     /// Implementation / transport label, e.g. `openmpi-tcp`, `mpich`, `raw-tcp-busy`.
     #[serde(rename = "impl")]

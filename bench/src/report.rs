@@ -2,12 +2,13 @@
 //! file ([`Results`]) so that no number is typed by hand:
 //!
 //! - `results/<name>.md`: the tables of one comparison;
-//! - `results/<name>-<plot>.svg`: latency, bandwidth and overlap % against size;
+//! - `results/<name>-<plot>.svg`: latency, bandwidth, overlap % and the
+//!   collectives' latency (one plot per rank count) against size;
 //! - `docs/PERFORMANCE.md`: machine, command, goals, plots, tables, and a
 //!   section for the human reading of the numbers, which is kept when the
 //!   document is regenerated.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
@@ -143,6 +144,12 @@ fn heading(bench: &str) -> String {
         Some(Bench::Overlap) => "overlap % = 100·(1 − wait/transfer), by compute factor",
         Some(Bench::Comb) => "CPU availability while 100 KB messages stream in (COMB)",
         Some(Bench::Matchlist) => "half round trip behind N posted receives",
+        Some(Bench::Allreduce) => {
+            "all_reduce, sum of size/8 doubles: average per call, max over the ranks, by rank count"
+        }
+        Some(Bench::Bcast) => {
+            "broadcast of size bytes from rank 0: average per call, max over the ranks, by rank count"
+        }
         None => "",
     };
     let dir = match b {
@@ -342,9 +349,24 @@ pub fn goals(res: &Results) -> String {
     }
 }
 
+/// The records of `bench` that `keep` accepts, grouped by [`point_key`]
+/// (keys in sorted order).
+fn by_key<'r>(
+    res: &'r Results,
+    bench: &str,
+    keep: impl Fn(&Record) -> bool,
+) -> BTreeMap<String, Vec<&'r Record>> {
+    let mut groups: BTreeMap<String, Vec<&Record>> = BTreeMap::new();
+    for r in bench_records(res, bench).into_iter().filter(|r| keep(r)) {
+        groups.entry(point_key(r)).or_default().push(r);
+    }
+    groups
+}
+
 /// The charts of a results file: latency, bandwidth, bidirectional
-/// bandwidth against size, and overlap % against size for each compute
-/// factor. Returns (file stem suffix, chart).
+/// bandwidth against size, overlap % against size for each compute factor,
+/// and the collectives' latency against size for each rank count. Returns
+/// (file stem suffix, chart).
 pub fn charts(res: &Results) -> Vec<(String, Chart)> {
     let series_of = |recs: &[&Record], res: &Results| -> Vec<Series> {
         columns(res, recs)
@@ -394,16 +416,10 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
             ));
         }
     }
-    let factors: BTreeSet<String> = bench_records(res, "overlap")
-        .iter()
-        .filter(|r| r.extra_f64("compute_factor").is_some_and(|f| f > 0.0))
-        .map(|r| point_key(r))
-        .collect();
-    for key in factors {
-        let recs: Vec<&Record> = bench_records(res, "overlap")
-            .into_iter()
-            .filter(|r| point_key(r) == key)
-            .collect();
+    let overlap = by_key(res, "overlap", |r| {
+        r.extra_f64("compute_factor").is_some_and(|f| f > 0.0)
+    });
+    for (key, recs) in overlap {
         out.push((
             format!("overlap-{key}"),
             Chart {
@@ -417,6 +433,23 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                 series: series_of(&recs, res),
             },
         ));
+    }
+    for (b, what) in [
+        (Bench::Allreduce, "all_reduce (sum of doubles)"),
+        (Bench::Bcast, "broadcast from rank 0"),
+    ] {
+        for (key, recs) in by_key(res, b.name(), |_| true) {
+            out.push((
+                format!("{}-{}", b.name(), key.replace(' ', "")),
+                Chart {
+                    title: format!("{what}, {key}"),
+                    y_desc: "us per call (max over ranks)".into(),
+                    log_y: true,
+                    y_range: None,
+                    series: series_of(&recs, res),
+                },
+            ));
+        }
     }
     out
 }
@@ -673,6 +706,13 @@ mod tests {
                 runs.push(rec("overlap", imp, size, 0.0).with("compute_factor", 0.0));
                 runs.push(rec("bandwidth", imp, size, 1000.0));
             }
+            for ranks in [2, 4] {
+                for size in [8u64, 1 << 20] {
+                    runs.push(
+                        rec("allreduce", imp, size, 10.0 * ranks as f64).with("ranks", ranks),
+                    );
+                }
+            }
             runs.push(
                 rec("comb", imp, 100 << 10, 91.0)
                     .with("method", "poll")
@@ -711,6 +751,9 @@ mod tests {
         assert!(t.contains("mpi-tcp-thread / openmpi-tcp"), "{t}");
         assert!(t.contains("| 1M | x2 |"), "{t}");
         assert!(!t.contains("| x0 |"), "{t}");
+        assert!(t.contains("### allreduce: all_reduce"), "{t}");
+        assert!(t.contains("| 8 | 4 ranks | 40.0 | 40.0 |"), "{t}");
+        assert!(t.contains("| 1M | 2 ranks | 1.00 |"), "{t}");
         let g = goals(&res);
         assert!(
             g.contains("MPI latency over TCP") && g.contains("met"),
@@ -727,10 +770,13 @@ mod tests {
             files.iter().any(|f| f.ends_with("t-latency.svg")),
             "{files:?}"
         );
-        assert!(
-            files.iter().any(|f| f.ends_with("t-overlap-x2.svg")),
-            "{files:?}"
-        );
+        for f in [
+            "t-overlap-x2.svg",
+            "t-allreduce-2ranks.svg",
+            "t-allreduce-4ranks.svg",
+        ] {
+            assert!(files.iter().any(|p| p.ends_with(f)), "{f}: {files:?}");
+        }
         let text = std::fs::read_to_string(&doc).expect("doc");
         assert!(text.contains("](../results/t-latency.svg)"), "{text}");
         assert!(text.contains("To be written after the measured run"));

@@ -83,9 +83,11 @@ impl Results {
 }
 
 /// What distinguishes two points of one benchmark and size: the overlap
-/// compute factor, the COMB method and work interval, the match-list length.
+/// compute factor, the COMB method and work interval, the match-list length,
+/// the ranks of a collective.
 pub fn point_key(r: &Record) -> String {
     match r.bench.as_str() {
+        "allreduce" | "bcast" => format!("{} ranks", r.extra_f64("ranks").unwrap_or(2.0)),
         "overlap" => format!("x{}", r.extra_f64("compute_factor").unwrap_or(0.0)),
         "comb" => format!(
             "{} {}us",
@@ -174,6 +176,8 @@ mod tests {
         assert!(agg[0].extra.get("round").is_none());
         assert_eq!(point_key(&agg[2]), "x2");
         assert_eq!(point_key(&agg[3]), "x0");
+        let coll = Record::point("bcast", "mpich", 8, 1.0).with("ranks", 4);
+        assert_eq!(point_key(&coll), "4 ranks");
         for r in &agg {
             r.check().expect("sane");
         }

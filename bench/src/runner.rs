@@ -1,7 +1,8 @@
 //! Running one benchmark on one implementation and collecting its records:
-//! raw sockets in this process, portals-rs as a two-rank job that
-//! re-executes this program (`ptl-bench rank ...`) under the runtime's
-//! launcher, and the C peers through `bench/c/run_peer.sh`.
+//! raw sockets in this process, portals-rs as a job of [`Params::ranks`]
+//! ranks (two, or N for the collectives) that re-executes this program
+//! (`ptl-bench rank ...`) under the runtime's launcher, and the C peers
+//! through `bench/c/run_peer.sh -n N`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -44,7 +45,8 @@ pub struct Runner {
     pub peer_dir: PathBuf,
     /// Longest one run (one implementation, one benchmark) may take.
     pub timeout: Duration,
-    /// Bind each rank to its own CPU (`--bind-to core`), as the peers do.
+    /// Bind each rank to its own CPU (`--bind-to core`), as the peers do;
+    /// only when there are no more ranks than CPUs (see [`Runner::binds`]).
     pub bind: bool,
 }
 
@@ -60,6 +62,15 @@ impl Runner {
             timeout: Duration::from_secs(900),
             bind: true,
         })
+    }
+
+    /// Whether a job of `ranks` ranks is bound to cores: when binding is on
+    /// and every rank can have a CPU of its own. Oversubscribed jobs (4
+    /// ranks on 2 CPUs) run unbound on both sides, as `mpiexec --bind-to
+    /// none` does, so that the scheduler can move a rank off a CPU whose
+    /// other rank is busy.
+    pub fn binds(&self, ranks: usize) -> bool {
+        self.bind && crate::cpu::allowed_cpus().is_ok_and(|c| ranks <= c.len())
     }
 
     /// Run `p` on `imp`; the records it printed (rank 0 for jobs).
@@ -90,14 +101,16 @@ impl Runner {
         label: &str,
         p: &Params,
     ) -> Result<Vec<Record>> {
-        let what = format!("{label} {}", p.bench);
+        let what = format!("{label} {}", p.run_name());
         let job = RankJob {
             level,
             label: label.to_string(),
             params: p.clone(),
         };
         let arg = serde_json::to_string(&job).map_err(|e| BenchError::Invalid(e.to_string()))?;
-        let mut spec = LaunchSpec::new(2, &self.exe);
+        let ranks = u32::try_from(p.ranks)
+            .map_err(|_| BenchError::Invalid(format!("{} ranks", p.ranks)))?;
+        let mut spec = LaunchSpec::new(ranks, &self.exe);
         spec.args = vec![OsString::from(RANK_SUBCOMMAND), OsString::from(arg)];
         spec.options = JobOptions {
             progress: match progress {
@@ -111,10 +124,7 @@ impl Runner {
         // this build's runtime does not know is passed through untouched.
         spec.env = vec![
             (portals_runtime::env::NAL.to_string(), nal.to_string()),
-            (
-                BIND_ENV.to_string(),
-                if self.bind { "core" } else { "none" }.to_string(),
-            ),
+            (BIND_ENV.to_string(), self.bind_value(p.ranks).to_string()),
         ];
         spec.output = Output::Capture;
         spec.timeout = Some(self.timeout);
@@ -141,29 +151,147 @@ impl Runner {
     }
 
     fn run_peer(&self, name: &str, p: &Params) -> Result<Vec<Record>> {
-        let what = format!("{name} {}", p.bench);
+        let what = format!("{name} {}", p.run_name());
         let script = self.peer_dir.join("run_peer.sh");
-        let out = Command::new("bash")
-            .arg(&script)
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script)
+            .arg("-n")
+            .arg(p.ranks.to_string())
             .arg(name)
             .arg(p.bench.name())
             .args(p.c_args())
             .env("PEER_TIMEOUT", self.timeout.as_secs().max(1).to_string())
-            .env("PEER_BIND", if self.bind { "core" } else { "none" })
-            .output()
+            .env("PEER_BIND", self.bind_value(p.ranks));
+        // A collective prints one record per size; a job that then hangs
+        // in MPI_Finalize (MPICH 4.0.2 over UCX 1.13 TCP with more than two
+        // ranks does, often) is stopped after a grace period and its
+        // records are kept, marked `stopped_after_output`.
+        let expected = p.bench.is_collective().then_some(p.sizes.len());
+        let out = run_stopping_after(cmd, expected, FINALIZE_GRACE)
             .map_err(|e| BenchError::io(format!("running {}", script.display()), e))?;
-        if !out.status.success() {
+        if !out.stopped && !out.status.success() {
             return Err(BenchError::Run {
                 what,
-                why: format!(
-                    "{}{}",
-                    out.status,
-                    tail(&String::from_utf8_lossy(&out.stderr))
-                ),
+                why: format!("{}{}", out.status, tail(&out.stderr)),
             });
         }
-        parse_records(&String::from_utf8_lossy(&out.stdout), &what)
+        let recs = parse_records(&out.stdout, &what)?;
+        Ok(if out.stopped {
+            recs.into_iter()
+                .map(|r| r.with("stopped_after_output", true))
+                .collect()
+        } else {
+            recs
+        })
     }
+
+    /// `core` or `none`: the value of [`BIND_ENV`] and `PEER_BIND`.
+    fn bind_value(&self, ranks: usize) -> &'static str {
+        if self.binds(ranks) {
+            "core"
+        } else {
+            "none"
+        }
+    }
+}
+
+/// How long a peer job may take to exit after printing all its records.
+pub const FINALIZE_GRACE: Duration = Duration::from_secs(10);
+
+/// What a command run by [`run_stopping_after`] printed, and how it ended.
+struct Captured {
+    stdout: String,
+    stderr: String,
+    status: std::process::ExitStatus,
+    /// Stopped (SIGTERM) after printing every expected record.
+    stopped: bool,
+}
+
+/// Run `cmd` to its end, capturing its output; once it has printed
+/// `expected` record lines (lines starting with `{`), give it `grace` to
+/// exit, then send it SIGTERM (`run_peer.sh` execs `timeout`, which passes
+/// the signal on to the whole MPI job).
+fn run_stopping_after(
+    mut cmd: Command,
+    expected: Option<usize>,
+    grace: Duration,
+) -> std::io::Result<Captured> {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (Some(out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(std::io::Error::other("no pipes to the child"));
+    };
+    let errs = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdout = String::new();
+    let mut records = 0;
+    let mut deadline: Option<Instant> = None;
+    let mut stopped = false;
+    loop {
+        let line = match deadline {
+            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
+        };
+        match line {
+            Ok(l) => {
+                if l.trim_start().starts_with('{') {
+                    records += 1;
+                }
+                stdout.push_str(&l);
+                stdout.push('\n');
+                if deadline.is_none() && expected.is_some_and(|n| records >= n) {
+                    deadline = Some(Instant::now() + grace);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if child.try_wait()?.is_none() {
+                    let pid = libc::pid_t::try_from(child.id())
+                        .map_err(|_| std::io::Error::other("child pid out of range"))?;
+                    // SAFETY: kill(2) with the pid of our own child, which
+                    // has not been reaped yet (try_wait just saw it running).
+                    unsafe { libc::kill(pid, libc::SIGTERM) };
+                    stopped = true;
+                }
+                // The pipe closes once the job's processes are gone.
+                let rest: Vec<String> = rx.iter().collect();
+                for l in rest {
+                    stdout.push_str(&l);
+                    stdout.push('\n');
+                }
+                break;
+            }
+        }
+    }
+    let status = child.wait()?;
+    Ok(Captured {
+        stdout,
+        stderr: errs.join().unwrap_or_default(),
+        status,
+        stopped,
+    })
 }
 
 /// `bench/c` in the source tree this program was built from.

@@ -1,6 +1,7 @@
 //! Smoke test of the C peer benchmarks (`bench/c/`): build them and run one
-//! tiny point per MPI variant, and every program once, when the MPI
-//! compilers are installed; skipped with a message otherwise.
+//! tiny point per MPI variant, every program once, and the collectives on 4
+//! ranks, when the MPI compilers are installed; skipped with a message
+//! otherwise.
 
 mod common;
 
@@ -44,5 +45,17 @@ fn c_peers_build_and_run() {
         let text: Vec<String> = recs.iter().map(|r| r.to_line()).collect();
         let recs = records(&text.join("\n"), b.name(), &[usable[0]]);
         assert!(!recs.is_empty(), "{first} {b} printed nothing");
+    }
+    // The collectives on 4 ranks (oversubscribed on a 2-CPU machine).
+    for b in Bench::COLLECTIVES {
+        let mut p = Params::preset(b, Preset::Smoke);
+        p.ranks = 4;
+        let recs = runner
+            .run(&first, &p)
+            .unwrap_or_else(|e| panic!("{first} {b} on 4 ranks: {e}"));
+        let text: Vec<String> = recs.iter().map(|r| r.to_line()).collect();
+        let recs = records(&text.join("\n"), b.name(), &[usable[0]]);
+        assert_eq!(recs.len(), p.sizes.len(), "{first} {b}");
+        assert!(recs.iter().all(|r| r.extra_f64("ranks") == Some(4.0)));
     }
 }

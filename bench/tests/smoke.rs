@@ -90,6 +90,42 @@ fn comb_smoke() {
 }
 
 #[test]
+fn collectives_smoke() {
+    let out = ptl_bench(&["collectives", "--smoke", "--ranks", "2,4"], T);
+    let (ar, bc): (Vec<&str>, Vec<&str>) = out
+        .stdout
+        .lines()
+        .partition(|l| l.contains("\"allreduce\""));
+    for (bench, lines) in [("allreduce", ar), ("bcast", bc)] {
+        let recs = records(&lines.join("\n"), bench, &MPI);
+        // one record per size and rank count
+        covers(&recs, &MPI, &[8, 1024], 2);
+        for i in MPI {
+            let ranks: Vec<f64> = recs
+                .iter()
+                .filter(|r| r.implementation == i)
+                .filter_map(|r| r.extra_f64("ranks"))
+                .collect();
+            assert_eq!(ranks, vec![2.0, 2.0, 4.0, 4.0], "{bench} {i}");
+        }
+    }
+    // allreduce over doubles: sizes must be multiples of 8
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ptl-bench"))
+        .args([
+            "collectives",
+            "--smoke",
+            "--op",
+            "allreduce",
+            "--sizes",
+            "12",
+        ])
+        .output()
+        .expect("run ptl-bench");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("multiples of 8"));
+}
+
+#[test]
 fn raw_smoke() {
     let out = ptl_bench(
         &["raw", "--smoke", "--transport", "tcp", "--mode", "busy"],
@@ -125,7 +161,9 @@ fn compare_and_report_smoke() {
             "--rounds",
             "2",
             "--benches",
-            "latency,overlap",
+            "latency,overlap,bcast",
+            "--ranks",
+            "4",
             "--impls",
             "raw-tcp-busy,mpi-tcp-thread,mpi-tcp-poll",
             "--name",
@@ -145,9 +183,19 @@ fn compare_and_report_smoke() {
     }
     // medians over 2 rounds
     assert!(res.records.iter().all(|r| r.reps == 2), "{:?}", res.records);
-    for f in ["t.md", "t-latency.svg", "t-overlap-x1.svg"] {
+    for f in [
+        "t.md",
+        "t-latency.svg",
+        "t-overlap-x1.svg",
+        "t-bcast-4ranks.svg",
+    ] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
+    let bcast: Vec<_> = res.records.iter().filter(|r| r.bench == "bcast").collect();
+    assert_eq!(bcast.len(), 4, "{bcast:?}"); // 2 sizes × 2 project variants
+    assert!(bcast.iter().all(|r| r.extra_f64("ranks") == Some(4.0)));
+    let md = std::fs::read_to_string(out_dir.join("t.md")).expect("md");
+    assert!(md.contains("| 8 | 4 ranks |"), "{md}");
     let text = std::fs::read_to_string(&doc).expect("doc");
     assert!(text.contains("mpi-tcp-thread") && text.contains("reading:begin"));
     // report regenerates from the JSON alone

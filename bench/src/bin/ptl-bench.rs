@@ -5,6 +5,7 @@
 //! ```text
 //! ptl-bench latency --quick                      # portals + MPI level, thread and poll
 //! ptl-bench overlap --impls mpi-tcp-thread,openmpi-tcp --sizes 256K,1M
+//! ptl-bench collectives --ranks 2,4 --quick          # all_reduce and broadcast
 //! ptl-bench raw latency --transport tcp --mode busy
 //! ptl-bench compare --quick                      # everything, interleaved, into results/
 //! ptl-bench report results/compare.json --doc docs/PERFORMANCE.md
@@ -19,7 +20,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use portals_bench::compare::{compare, CompareOpts, Progressed};
 use portals_bench::impls::{Impl, Level, Progress, RawTransport};
-use portals_bench::params::{parse_size, Bench, CombMethod, Params, Preset};
+use portals_bench::params::{parse_size, Bench, CombMethod, Params, Preset, MAX_RANKS};
 use portals_bench::raw::PollMode;
 use portals_bench::record::Record;
 use portals_bench::report::{report, results_markdown, write_plots};
@@ -27,8 +28,8 @@ use portals_bench::runner::{build_peers, rank_main, Runner, RANK_SUBCOMMAND};
 use portals_bench::{BenchError, Result};
 
 /// Benchmarks of portals-rs (Portals and MPI level) side by side with raw
-/// sockets, Open MPI and MPICH. Project runs are two-process jobs started
-/// through the portals-rs runtime, ranks bound to cores.
+/// sockets, Open MPI and MPICH. Project runs are two-process jobs (N for the
+/// collectives) started through the portals-rs runtime, ranks bound to cores.
 #[derive(Debug, Parser)]
 #[command(name = "ptl-bench", version, about, long_about = None)]
 struct Cli {
@@ -64,6 +65,18 @@ enum Cmd {
     },
     /// Latency of a message that matches after N posted receives.
     Matchlist(BenchArgs),
+    /// all_reduce (sum of doubles) and broadcast latency, 8 B – 1 MB, on N
+    /// ranks (MPI level): average per call, max over the ranks.
+    Collectives {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Which collective.
+        #[arg(long, value_enum, default_value = "both")]
+        op: OpArg,
+        /// Rank counts, comma separated; each is a job of its own.
+        #[arg(long, value_delimiter = ',', default_value = "2", value_parser = parse_ranks)]
+        ranks: Vec<usize>,
+    },
     /// The raw-socket floor: TCP/UDP ping-pong and TCP stream.
     Raw(RawArgs),
     /// Everything, interleaved and repeated, against raw sockets and the C
@@ -91,6 +104,23 @@ enum MethodArg {
     Poll,
     Pww,
     Both,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OpArg {
+    Allreduce,
+    Bcast,
+    Both,
+}
+
+impl OpArg {
+    fn benches(self) -> Vec<Bench> {
+        match self {
+            OpArg::Allreduce => vec![Bench::Allreduce],
+            OpArg::Bcast => vec![Bench::Bcast],
+            OpArg::Both => Bench::COLLECTIVES.to_vec(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -294,9 +324,12 @@ struct CompareArgs {
     /// Repetitions inside each run.
     #[arg(long, default_value_t = 1)]
     reps: usize,
-    /// Benchmarks (default: all).
+    /// Benchmarks (default: all); `collectives` = allreduce,bcast.
     #[arg(long, value_delimiter = ',', value_parser = parse_bench)]
-    benches: Vec<Bench>,
+    benches: Vec<BenchGroup>,
+    /// Rank counts of the collective benchmarks.
+    #[arg(long, value_delimiter = ',', default_value = "2,4", value_parser = parse_ranks)]
+    ranks: Vec<usize>,
     /// Exactly these implementations (no detection).
     #[arg(long, value_delimiter = ',')]
     impls: Vec<String>,
@@ -332,13 +365,25 @@ struct CompareArgs {
     peer_dir: Option<PathBuf>,
 }
 
-fn parse_bench(s: &str) -> std::result::Result<Bench, String> {
-    Bench::from_name(s).ok_or_else(|| {
+/// A benchmark name or a group of them (`collectives`).
+#[derive(Debug, Clone)]
+struct BenchGroup(Vec<Bench>);
+
+fn parse_bench(s: &str) -> std::result::Result<BenchGroup, String> {
+    Bench::parse_group(s).map(BenchGroup).ok_or_else(|| {
         format!(
-            "unknown benchmark '{s}' ({})",
+            "unknown benchmark '{s}' ({}, collectives)",
             Bench::ALL.map(|b| b.name()).join(", ")
         )
     })
+}
+
+fn parse_ranks(s: &str) -> std::result::Result<usize, String> {
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_RANKS).contains(n))
+        .ok_or_else(|| format!("bad rank count '{s}' (1 to {MAX_RANKS})"))
 }
 
 /// Where records go: stdout or a file (appended).
@@ -382,6 +427,10 @@ fn bar(len: u64) -> ProgressBar {
 
 /// Run `params` on each implementation in turn, with a progress bar.
 fn run_list(impls: &[Impl], params: &[Params], knobs: &Knobs) -> Result<()> {
+    for p in params {
+        p.validate()
+            .map_err(|e| BenchError::Invalid(format!("{}: {e}", p.run_name())))?;
+    }
     let runner = knobs.runner()?;
     if impls.iter().any(|i| matches!(i, Impl::Peer(_))) {
         build_peers(&runner.peer_dir)?;
@@ -515,8 +564,15 @@ fn compare_cmd(a: &CompareArgs) -> Result<()> {
         benches: if a.benches.is_empty() {
             Bench::ALL.to_vec()
         } else {
-            a.benches.clone()
+            let mut v: Vec<Bench> = Vec::new();
+            for b in a.benches.iter().flat_map(|g| g.0.iter().copied()) {
+                if !v.contains(&b) {
+                    v.push(b);
+                }
+            }
+            v
         },
+        ranks: a.ranks.clone(),
         impls: if a.impls.is_empty() {
             None
         } else {
@@ -605,6 +661,17 @@ fn run(cli: Cli) -> Result<()> {
             bench_cmd(Bench::Comb, &args, &ps)
         }
         Cmd::Matchlist(a) => bench_cmd(Bench::Matchlist, &a, &[a.knobs.params(Bench::Matchlist)]),
+        Cmd::Collectives { args, op, ranks } => {
+            let mut ps = Vec::new();
+            for b in op.benches() {
+                for &n in &ranks {
+                    let mut p = args.knobs.params(b);
+                    p.ranks = n;
+                    ps.push(p);
+                }
+            }
+            bench_cmd(Bench::Allreduce, &args, &ps)
+        }
         Cmd::Raw(a) => raw_cmd(&a),
         Cmd::Compare(a) => compare_cmd(&a),
         Cmd::Report { results, doc } => {
