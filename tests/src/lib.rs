@@ -1,6 +1,8 @@
 //! Shared pieces of the multi-process tests: launching a test program as a
 //! job and checking what it reported. The integration tests themselves live
-//! in `tests/tests/`; the programs they launch in `src/bin/`.
+//! in `tests/tests/`; the programs they launch in `src/bin/`. Also the
+//! transport conformance suite ([`conformance`]), which the transports' own
+//! tests build on.
 
 use std::time::Duration;
 
@@ -9,6 +11,7 @@ pub use portals_runtime::launch::LaunchOutcome;
 use portals_runtime::launch::{launch, LaunchSpec, Output};
 use portals_runtime::JobOptions;
 
+pub mod conformance;
 pub mod hydra;
 
 /// Launch `ranks` copies of `program args` on this host with the given

@@ -40,20 +40,9 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// Two launchers, one with ranks 0..2 and the rendezvous, one with 2..4.
+/// Two launchers, one with ranks 0..2 and the rendezvous, one with 2..4,
+/// both with the launcher options `extra` (`--nal udp`, ...).
 fn split_job(
-    a_prefix: &[&str],
-    b_prefix: &[&str],
-    a_addr: &str,
-    b_addr: &str,
-    port: u16,
-    program: &[&str],
-) -> (Output, Output) {
-    split_job_on(a_prefix, b_prefix, a_addr, b_addr, port, &[], program)
-}
-
-/// [`split_job`] with extra launcher options (`--nal udp`, ...).
-fn split_job_on(
     a_prefix: &[&str],
     b_prefix: &[&str],
     a_addr: &str,
@@ -122,7 +111,15 @@ fn assert_job_ok(a: &Output, b: &Output, what: &str) {
 #[test]
 fn two_launchers_on_one_host_form_one_job() {
     let port = free_port();
-    let (a, b) = split_job(&[], &[], "127.0.0.1", "127.0.0.1", port, &[MPI, "modes"]);
+    let (a, b) = split_job(
+        &[],
+        &[],
+        "127.0.0.1",
+        "127.0.0.1",
+        port,
+        &[],
+        &[MPI, "modes"],
+    );
     assert_job_ok(&a, &b, "mpi modes across two launchers");
 }
 
@@ -389,7 +386,7 @@ fn jobs_across_network_namespaces() {
     for nal in transports {
         for program in programs {
             port += 1;
-            let (a, b) = split_job_on(&ea, &eb, &ns.a_ip, &ns.b_ip, port, nal, program);
+            let (a, b) = split_job(&ea, &eb, &ns.a_ip, &ns.b_ip, port, nal, program);
             assert_job_ok(&a, &b, &format!("{nal:?} {program:?} across namespaces"));
         }
     }

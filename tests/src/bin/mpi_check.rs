@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use mpi_on_portals::request::{scope, test_all, wait_all, wait_any};
 use mpi_on_portals::traits::*;
 use mpi_on_portals::{
-    MpiConfig, MpiError, SimpleCommunicator, Status, SystemOperation, Threading, Universe, ANY_TAG,
+    MpiConfig, MpiError, Process, Rank, SimpleCommunicator, Status, SystemOperation, Threading,
+    Universe, ANY_TAG,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -28,6 +29,14 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// Rank `me` of the pair (0, 1) that the two-rank scenarios run between,
+/// and the other rank; `None` on the other ranks, which take part in the
+/// job only.
+fn pair(w: &SimpleCommunicator) -> Option<(Rank, Process<'_>)> {
+    let me = w.rank();
+    (me <= 1).then(|| (me, w.process_at_rank(1 - me)))
 }
 
 fn ensure(cond: bool, what: impl FnOnce() -> String) -> R<()> {
@@ -290,11 +299,9 @@ fn order(u: &Universe, count: usize, seed: u64) -> R<()> {
 /// space, in bursts the receiver drains: buffers must be recycled.
 fn flood(u: &Universe, bursts: usize) -> R<()> {
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     const PER_BURST: usize = 400; // 400 x 8 KB = 3.2 MB of data per burst
     if me == 0 {
         let data = pattern(8192, 7);
@@ -342,11 +349,9 @@ fn flood(u: &Universe, bursts: usize) -> R<()> {
 /// Probe before receive, cancel, and truncation.
 fn misc(u: &Universe) -> R<()> {
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     let eager = u.config().eager_limit;
     if me == 0 {
         // Probe: wait for the receiver's nothing-yet check.
@@ -436,11 +441,9 @@ fn misc(u: &Universe) -> R<()> {
 fn progress(u: &Universe, expect_progress: bool) -> R<()> {
     const LEN: usize = 8 << 20;
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     let data = pattern(LEN, 11);
     if me == 0 {
         p.receive_with_tag::<u8>(CTRL).map_err(e)?; // receive is posted
@@ -494,11 +497,9 @@ fn progress(u: &Universe, expect_progress: bool) -> R<()> {
 /// mode they must drive progress themselves.
 fn spin(u: &Universe) -> R<()> {
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     let eager = u.config().eager_limit;
     let long = pattern(4 * eager + 3, 21);
     let deadline = |what: &str, t: Instant| -> R<()> {
@@ -589,11 +590,9 @@ fn spin(u: &Universe) -> R<()> {
 /// wait_any, owned sends (waited for and dropped), and wait_all.
 fn requests(u: &Universe) -> R<()> {
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     let eager = u.config().eager_limit;
     let long: Vec<u64> = (0..(eager / 8) * 3 + 5).map(|i| i as u64 * 3 + 1).collect();
     if me == 0 {
@@ -755,11 +754,9 @@ fn threads(u: &Universe) -> R<()> {
 /// rank that died before matching it).
 fn death(u: &Universe, case: &str) -> R<()> {
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     let eager = u.config().eager_limit;
     let die = |why: &str| -> ! {
         println!("OK death rank {me} ({why})");
@@ -829,11 +826,9 @@ fn overflow_config() -> MpiConfig {
 /// it, sent afterwards, must not be written into it.
 fn overflow(u: &Universe) -> R<()> {
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     if me == 0 {
         p.receive_with_tag::<u8>(CTRL).map_err(e)?;
         std::thread::sleep(Duration::from_millis(200));
@@ -881,11 +876,9 @@ fn sleepflood(u: &Universe) -> R<()> {
     const N: usize = 1400;
     const LEN: usize = 8192;
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     if me == 0 {
         for i in 0..N {
             let mut m = pattern(LEN, i as u64);
@@ -935,11 +928,9 @@ fn sleepflood(u: &Universe) -> R<()> {
 /// also in polling mode — before its closing barrier.
 fn finalize(u: &Universe) -> R<()> {
     let w = u.world();
-    let me = w.rank();
-    if me > 1 {
+    let Some((me, p)) = pair(&w) else {
         return Ok(());
-    }
-    let p = w.process_at_rank(1 - me);
+    };
     let eager = u.config().eager_limit;
     let a = pattern(eager * 8, 31);
     let b: Vec<u8> = pattern(eager * 5 + 1, 32);
