@@ -283,9 +283,9 @@ impl Drop for UnexpectedBuffer {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` come from `Box::into_raw` of a boxed slice of
         // exactly `len` bytes in `UnexpectedBuffer::new`, and are freed only
-        // here, once. The state holding the buffer outlives the network
+        // here, once. The pool holding the buffer outlives the network
         // interface: the device drops its job (the interface, whose transport
-        // shutdown stops every transfer) before its share of the state, and
+        // shutdown stops every transfer) before its share of the pool, and
         // the interface's unlink hook, which holds the other share, is
         // dropped with the interface's core.
         unsafe {
@@ -309,11 +309,58 @@ impl UnexpectedBuffer {
     }
 }
 
+/// The unexpected-message buffers (see [`Shared::pool`]).
+#[derive(Default)]
+struct Pool {
+    bufs: Vec<UnexpectedBuffer>,
+    /// Buffers added by the unlink hook while the state was locked (counted
+    /// into [`MpiStats::buffers_grown`]).
+    grown_early: u64,
+}
+
+// SAFETY: the pool's raw pointers are to memory it owns (see
+// `UnexpectedBuffer`); all access is under its mutex.
+unsafe impl Send for Pool {}
+
+thread_local! {
+    /// This thread holds a pool lock: an unlink hook it runs (from an engine
+    /// call made under that lock) must not take it again.
+    static IN_POOL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The locked pool; marks the thread as holding it.
+struct PoolGuard<'a>(MutexGuard<'a, Pool>);
+
+impl<'a> PoolGuard<'a> {
+    fn new(g: MutexGuard<'a, Pool>) -> Self {
+        IN_POOL.with(|c| c.set(true));
+        PoolGuard(g)
+    }
+}
+
+impl Deref for PoolGuard<'_> {
+    type Target = Pool;
+    fn deref(&self) -> &Pool {
+        &self.0
+    }
+}
+
+impl DerefMut for PoolGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Pool {
+        &mut self.0
+    }
+}
+
+impl Drop for PoolGuard<'_> {
+    fn drop(&mut self) {
+        IN_POOL.with(|c| c.set(false));
+    }
+}
+
 struct State {
     reqs: Slab<Req>,
     next_gen: u32,
     saved: VecDeque<Unexpected>,
-    bufs: Vec<UnexpectedBuffer>,
     next_bits: u64,
     fatal: Option<MpiError>,
     bsend_attached: usize,
@@ -334,9 +381,8 @@ struct State {
 /// Words of the context-id bitmap (13 bits of context: 8192 ids).
 pub(crate) const CTX_WORDS: usize = (crate::bits::MAX_CONTEXT as usize + 1) / 64;
 
-// SAFETY: `State` holds raw pointers only to memory it owns (unexpected
-// buffers) or that a live request's borrow keeps alive; all access is under
-// the device mutex.
+// SAFETY: `State` holds raw pointers only to memory that a live request's
+// borrow keeps alive; all access is under the device mutex.
 unsafe impl Send for State {}
 
 /// What the device shares with the unlink hook it installs in the network
@@ -347,6 +393,13 @@ struct Shared {
     /// The hook found the state locked: whoever holds it services the
     /// unexpected queue when it unlocks.
     service: AtomicBool,
+    /// The unexpected-message buffers. A lock of their own, taken after the
+    /// state's (never before) and held only around engine calls, so that
+    /// the unlink hook can add room even while an application thread holds
+    /// the state: that thread may be preempted by the very progress thread
+    /// that keeps depositing (both run on one core when ranks are bound),
+    /// and a hook that could only defer would let every buffer fill up.
+    pool: Mutex<Pool>,
     cfg: MpiConfig,
     unexp_eq: EqHandle,
     long_me: MeHandle,
@@ -412,16 +465,53 @@ impl Shared {
     /// does it on unlock.
     fn on_unlink_hook(&self, core: &NiCore) {
         self.service.store(true, Ordering::SeqCst);
-        self.service_unexpected(core);
+        if !self.service_unexpected(core) {
+            self.make_room(core);
+        }
     }
 
-    fn service_unexpected(&self, core: &NiCore) {
+    /// The state is busy and its unlink events wait for its holder: make
+    /// sure meanwhile that at least two buffers can take messages, growing
+    /// the pool (up to its cap) if not. Which buffers are still linked is
+    /// asked of the engine, as their unlink events are not handled yet.
+    fn make_room(&self, core: &NiCore) {
+        if IN_POOL.with(|c| c.get()) {
+            return;
+        }
+        let mut pool = self.pool();
+        let linked = pool
+            .bufs
+            .iter()
+            .filter_map(|b| b.md)
+            .filter(|&md| core.with_engine(|e| e.md_update(md, None, None)).is_ok())
+            .count();
+        if linked < 2 && pool.bufs.len() < self.cfg.unexpected_max {
+            tracing::debug!(
+                buffers = pool.bufs.len() + 1,
+                "growing the unexpected-message pool while the state is busy"
+            );
+            pool.grown_early += 1;
+            if let Err(e) = self.add_buffer(core, &mut pool) {
+                // The state's holder sees the same failure when it grows
+                // the pool itself; nothing to report from here.
+                tracing::warn!(error = %e, "could not grow the unexpected-message pool");
+            }
+        }
+    }
+
+    fn pool(&self) -> PoolGuard<'_> {
+        PoolGuard::new(self.pool.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Handle the unexpected queue if the state is free; false if it was
+    /// locked (its holder does it on unlock).
+    fn service_unexpected(&self, core: &NiCore) -> bool {
         loop {
             fence(Ordering::SeqCst);
             let mut g = match self.st.try_lock() {
                 Ok(g) => g,
                 // The holder sees `service` when it unlocks.
-                Err(TryLockError::WouldBlock) => return,
+                Err(TryLockError::WouldBlock) => return false,
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
             };
             self.service.store(false, Ordering::SeqCst);
@@ -434,7 +524,7 @@ impl Shared {
             }
             fence(Ordering::SeqCst);
             if !self.service.load(Ordering::SeqCst) {
-                return;
+                return true;
             }
         }
     }
@@ -467,20 +557,19 @@ impl Shared {
 
     // ----- unexpected buffers -------------------------------------------
 
-    fn add_buffer(&self, core: &NiCore, st: &mut State) -> Result<()> {
-        if st.bufs.len() >= self.cfg.unexpected_buffers {
-            st.stats.buffers_grown += 1;
-        }
-        st.bufs
+    /// Add a buffer to the pool and link it; the caller counts it as grown
+    /// if it is beyond the initial set.
+    fn add_buffer(&self, core: &NiCore, pool: &mut Pool) -> Result<()> {
+        pool.bufs
             .push(UnexpectedBuffer::new(self.cfg.unexpected_buffer));
-        let i = st.bufs.len() - 1;
-        self.attach_buffer(core, st, i)
+        let i = pool.bufs.len() - 1;
+        self.attach_buffer(core, pool, i)
     }
 
     /// Link buffer `i` at the end of the short-unexpected entries (just in
     /// front of the long-unexpected entry).
-    fn attach_buffer(&self, core: &NiCore, st: &mut State, i: usize) -> Result<()> {
-        let Some(b) = st.bufs.get_mut(i) else {
+    fn attach_buffer(&self, core: &NiCore, pool: &mut Pool, i: usize) -> Result<()> {
+        let Some(b) = pool.bufs.get_mut(i) else {
             return Err(MpiError::InvalidBuffer("no such unexpected buffer"));
         };
         let me = core
@@ -517,13 +606,14 @@ impl Shared {
 
     /// A message from buffer `i` has been received (copied out) or dropped.
     fn release(&self, core: &NiCore, st: &mut State, i: usize) -> Result<()> {
-        let Some(b) = st.bufs.get_mut(i) else {
+        let mut pool = self.pool();
+        let Some(b) = pool.bufs.get_mut(i) else {
             return Ok(());
         };
         b.pending = b.pending.saturating_sub(1);
         if b.pending == 0 && b.md.is_none() {
             st.stats.buffers_recycled += 1;
-            self.attach_buffer(core, st, i)?;
+            self.attach_buffer(core, &mut pool, i)?;
         }
         Ok(())
     }
@@ -536,7 +626,7 @@ impl Shared {
                     None
                 } else {
                     let i = tag as usize;
-                    if let Some(b) = st.bufs.get_mut(i) {
+                    if let Some(b) = self.pool().bufs.get_mut(i) {
                         b.pending += 1;
                     }
                     Some(i)
@@ -565,22 +655,24 @@ impl Shared {
             EventKind::Put => {}
             EventKind::Unlink => {
                 let i = tag as usize;
-                if let Some(b) = st.bufs.get_mut(i) {
+                let mut pool = self.pool();
+                if let Some(b) = pool.bufs.get_mut(i) {
                     b.md = None;
                     if b.pending == 0 {
                         st.stats.buffers_recycled += 1;
-                        self.attach_buffer(core, st, i)?;
+                        self.attach_buffer(core, &mut pool, i)?;
                     }
                 }
                 // Keep at least two buffers able to take messages, growing
                 // the pool if the application falls behind.
-                let linked = st.bufs.iter().filter(|b| b.md.is_some()).count();
-                if linked < 2 && st.bufs.len() < self.cfg.unexpected_max {
+                let linked = pool.bufs.iter().filter(|b| b.md.is_some()).count();
+                if linked < 2 && pool.bufs.len() < self.cfg.unexpected_max {
                     tracing::debug!(
-                        buffers = st.bufs.len() + 1,
+                        buffers = pool.bufs.len() + 1,
                         "growing the unexpected-message pool"
                     );
-                    self.add_buffer(core, st)?;
+                    st.stats.buffers_grown += 1;
+                    self.add_buffer(core, &mut pool)?;
                 }
             }
             _ => {}
@@ -675,7 +767,6 @@ impl Device {
                 reqs: Slab::new(),
                 next_gen: 1,
                 saved: VecDeque::new(),
-                bufs: Vec::new(),
                 next_bits: 1,
                 fatal: None,
                 bsend_attached: 0,
@@ -691,14 +782,15 @@ impl Device {
                 failures_seen: 0,
             }),
             service: AtomicBool::new(false),
+            pool: Mutex::new(Pool::default()),
             cfg: cfg.clone(),
             unexp_eq,
             long_me,
         });
         {
-            let mut st = sh.lock(ni.core());
+            let mut pool = sh.pool();
             for _ in 0..cfg.unexpected_buffers {
-                sh.add_buffer(ni.core(), &mut st)?;
+                sh.add_buffer(ni.core(), &mut pool)?;
             }
         }
         // Full buffers are replaced as soon as they unlink, whoever makes
@@ -1439,11 +1531,12 @@ impl Device {
             (PROTO_SHORT, Some(i)) => {
                 let n = n.min(u.mlength as usize);
                 if n > 0 {
-                    let Some(b) = st.bufs.get(i) else {
+                    let Some((ptr, blen)) = self.sh.pool().bufs.get(i).map(|b| (b.ptr, b.len))
+                    else {
                         return Err(MpiError::InvalidBuffer("no such unexpected buffer"));
                     };
                     let end = u.offset as usize + n;
-                    if end > b.len {
+                    if end > blen {
                         return Err(MpiError::InvalidBuffer(
                             "unexpected message outside its buffer",
                         ));
@@ -1453,7 +1546,7 @@ impl Device {
                     // buffer is recycled, which needs this message released;
                     // `buf` is valid for `len >= n` bytes by our contract, and
                     // the two allocations are distinct.
-                    unsafe { std::ptr::copy_nonoverlapping(b.ptr.add(u.offset as usize), buf, n) };
+                    unsafe { std::ptr::copy_nonoverlapping(ptr.add(u.offset as usize), buf, n) };
                 }
                 self.sh.release(self.core(), st, i)?;
                 st.stats.unexpected_short += 1;
@@ -1722,11 +1815,20 @@ impl Device {
     }
 
     /// The protocol counters.
+    /// See [`crate::Universe::with_state_locked`].
+    #[cfg(feature = "testing")]
+    pub(crate) fn with_state_locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _st = self.lock();
+        f()
+    }
+
     pub(crate) fn stats(&self) -> MpiStats {
         self.poll();
         let mut st = self.lock();
         self.drain(&mut st);
-        st.stats
+        let mut stats = st.stats;
+        stats.buffers_grown += self.sh.pool().grown_early;
+        stats
     }
 
     fn take_result(st: &mut State, id: ReqId) -> Option<Completed> {

@@ -131,6 +131,15 @@ impl Universe {
     pub fn job(&self) -> &portals_runtime::Job {
         self.dev.job()
     }
+
+    /// Run `f` while holding the library's internal state lock, as a thread
+    /// preempted inside an MPI call would: the progress thread keeps
+    /// depositing meanwhile. For tests of that race only.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn with_state_locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.dev.with_state_locked(f)
+    }
 }
 
 impl Drop for Universe {

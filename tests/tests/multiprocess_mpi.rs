@@ -166,6 +166,14 @@ fn more_than_10_mb_of_unexpected_messages_while_the_receiver_sleeps() {
 }
 
 #[test]
+fn the_unexpected_pool_grows_while_an_application_thread_holds_the_library() {
+    // Only a progress thread deposits while the application is inside the
+    // library; in polling mode nothing arrives meanwhile.
+    let out = run(2, &["heldflood"], ProgressMode::Thread);
+    assert_ok(&out, 2, "heldflood");
+}
+
+#[test]
 fn finalize_completes_detached_sends_while_driving_progress() {
     for p in [ProgressMode::Poll, ProgressMode::Thread] {
         assert_ok(&run(2, &["finalize"], p), 2, &format!("finalize {p:?}"));

@@ -922,6 +922,58 @@ fn sleepflood(u: &Universe) -> R<()> {
     Ok(())
 }
 
+/// More than 10 MB of 8 KB messages arrive while an application thread of
+/// the receiver holds the library's state lock (as one preempted inside an
+/// MPI call would, by the progress thread on its own core): the unlink hook
+/// cannot handle the unexpected queue then, but must still add buffers, or
+/// the messages fall off the end of the match list and are lost.
+fn heldflood(u: &Universe) -> R<()> {
+    const N: usize = 1400;
+    const LEN: usize = 8192;
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    if me == 0 {
+        for i in 0..N {
+            let mut m = pattern(LEN, i as u64);
+            m[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            p.send_with_tag(&m[..], 7).map_err(e)?;
+        }
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+    } else {
+        let ni = u.network_interface();
+        let t = Instant::now();
+        u.with_state_locked(|| -> R<()> {
+            // Everything arrives (the NI counts deposits) while the lock is
+            // held; a message no buffer took is counted as dropped instead.
+            while ni.status().accepted < N as u64 {
+                ensure(t.elapsed() < Duration::from_secs(120), || {
+                    format!("only {} messages arrived", ni.status().accepted)
+                })?;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(())
+        })?;
+        let mut buf = vec![0u8; LEN];
+        for i in 0..N {
+            let s = p.receive_into_with_tag(&mut buf[..], 7).map_err(e)?;
+            let mut want = pattern(LEN, i as u64);
+            want[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            ensure(buf == want, || {
+                format!("message {i}: out of order or wrong ({s:?})")
+            })?;
+        }
+        let st = u.stats();
+        println!("heldflood: {N} messages, {st:?}");
+        ensure(st.buffers_grown > 0, || {
+            format!("the pool did not grow while the state was held: {st:?}")
+        })?;
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    }
+    Ok(())
+}
+
 /// A rank finalizes right after starting sends nobody waits for (a buffered
 /// long send, a dropped owned long send); the receiver posts its receives
 /// only later. Finalize must complete them — serving the receiver's gets,
@@ -1030,6 +1082,7 @@ fn main() {
         "death" => death(&u, args.get(2).map_or("", String::as_str)),
         "overflow" => overflow(&u),
         "sleepflood" => sleepflood(&u),
+        "heldflood" => heldflood(&u),
         "finalize" => finalize(&u),
         other => Err(format!("unknown scenario {other:?}")),
     };
