@@ -64,8 +64,11 @@ impl ProgressGate {
         left != 0 && now.saturating_sub(left) < self.handback.as_nanos() as u64
     }
 
-    /// Park the progress thread for up to one hand-back delay (it then looks
-    /// again), or until [`stop`](Self::stop).
+    /// Park the progress thread until the hand-back delay since the last
+    /// waiter left has passed (a whole delay while a thread still waits; it
+    /// then looks again), or until [`stop`](Self::stop). Parking for the
+    /// rest of the delay rather than a whole one resumes progress exactly one
+    /// delay after the application went off to compute, not up to two.
     pub fn park(&self) {
         let g = self.park.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_stopped() {
@@ -73,8 +76,23 @@ impl ProgressGate {
         }
         let _ = self
             .parked
-            .wait_timeout(g, self.handback)
+            .wait_timeout(g, self.aside_for())
             .unwrap_or_else(|p| p.into_inner());
+    }
+
+    /// How much longer the progress thread stands aside if no thread enters
+    /// meanwhile (a whole delay while one waits).
+    fn aside_for(&self) -> Duration {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            return self.handback;
+        }
+        let left = self.last_leave.load(Ordering::Relaxed);
+        if left == 0 {
+            return Duration::ZERO;
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let until = left.saturating_add(self.handback.as_nanos() as u64);
+        Duration::from_nanos(until.saturating_sub(now))
     }
 
     /// Tell the progress thread to stop, and unpark it.
@@ -107,6 +125,24 @@ mod tests {
         assert!(g.stand_aside(), "within the hand-back delay");
         std::thread::sleep(Duration::from_millis(80));
         assert!(!g.stand_aside(), "handed back");
+    }
+
+    #[test]
+    fn the_progress_thread_parks_only_for_the_rest_of_the_handback() {
+        let g = ProgressGate::new(Duration::from_secs(1));
+        assert_eq!(g.aside_for(), Duration::ZERO, "nobody ever waited");
+        g.enter();
+        assert_eq!(g.aside_for(), Duration::from_secs(1), "a waiter is inside");
+        g.leave();
+        std::thread::sleep(Duration::from_millis(600));
+        let rest = g.aside_for();
+        assert!(rest <= Duration::from_millis(400), "{rest:?}");
+        let t0 = Instant::now();
+        g.park();
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "parked a whole delay"
+        );
     }
 
     #[test]
