@@ -868,6 +868,25 @@ fn overflow(u: &Universe) -> R<()> {
     Ok(())
 }
 
+/// Message `i` of a flood: a pattern with its index in the first 8 bytes.
+fn numbered(len: usize, i: usize) -> Vec<u8> {
+    let mut m = pattern(len, i as u64);
+    m[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    m
+}
+
+/// Wait (sleeping) until the interface has accepted `n` messages.
+fn wait_accepted(ni: &portals::NetworkInterface, n: usize) -> R<()> {
+    let t = Instant::now();
+    while ni.status().accepted < n as u64 {
+        ensure(t.elapsed() < Duration::from_secs(120), || {
+            format!("only {} messages arrived", ni.status().accepted)
+        })?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
 /// More than 10 MB of 8 KB messages arrive while the receiver makes no MPI
 /// call at all; then it receives them all, in order. The unexpected pool
 /// must be replenished without MPI calls (with a progress thread) or the
@@ -881,31 +900,23 @@ fn sleepflood(u: &Universe) -> R<()> {
     };
     if me == 0 {
         for i in 0..N {
-            let mut m = pattern(LEN, i as u64);
-            m[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            p.send_with_tag(&m[..], (i % 3) as i32).map_err(e)?;
+            p.send_with_tag(&numbered(LEN, i)[..], (i % 3) as i32)
+                .map_err(e)?;
         }
         p.receive_with_tag::<u8>(CTRL).map_err(e)?;
     } else {
-        let threaded = u.network_interface().nal().progresses_alone();
         let ni = u.network_interface();
-        let t = Instant::now();
+        let threaded = ni.nal().progresses_alone();
         if threaded {
             // No MPI call until every message is in (the NI counts them).
-            while ni.status().accepted < N as u64 {
-                ensure(t.elapsed() < Duration::from_secs(120), || {
-                    format!("only {} messages arrived", ni.status().accepted)
-                })?;
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            wait_accepted(ni, N)?;
         } else {
             std::thread::sleep(Duration::from_millis(1500));
         }
         let mut buf = vec![0u8; LEN];
         for i in 0..N {
             let s = p.receive_into(&mut buf[..]).map_err(e)?;
-            let mut want = pattern(LEN, i as u64);
-            want[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            let want = numbered(LEN, i);
             ensure(s.tag() == (i % 3) as i32 && buf == want, || {
                 format!("message {i}: out of order or wrong ({s:?})")
             })?;
@@ -936,30 +947,19 @@ fn heldflood(u: &Universe) -> R<()> {
     };
     if me == 0 {
         for i in 0..N {
-            let mut m = pattern(LEN, i as u64);
-            m[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            p.send_with_tag(&m[..], 7).map_err(e)?;
+            p.send_with_tag(&numbered(LEN, i)[..], 7).map_err(e)?;
         }
         p.receive_with_tag::<u8>(CTRL).map_err(e)?;
     } else {
+        // Everything arrives (the NI counts deposits) while the lock is
+        // held; a message no buffer could take lands in the zero-byte
+        // overflow entry, and its receive below fails.
         let ni = u.network_interface();
-        let t = Instant::now();
-        u.with_state_locked(|| -> R<()> {
-            // Everything arrives (the NI counts deposits) while the lock is
-            // held; a message no buffer took is counted as dropped instead.
-            while ni.status().accepted < N as u64 {
-                ensure(t.elapsed() < Duration::from_secs(120), || {
-                    format!("only {} messages arrived", ni.status().accepted)
-                })?;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Ok(())
-        })?;
+        u.with_state_locked(|| wait_accepted(ni, N))?;
         let mut buf = vec![0u8; LEN];
         for i in 0..N {
             let s = p.receive_into_with_tag(&mut buf[..], 7).map_err(e)?;
-            let mut want = pattern(LEN, i as u64);
-            want[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            let want = numbered(LEN, i);
             ensure(buf == want, || {
                 format!("message {i}: out of order or wrong ({s:?})")
             })?;
