@@ -606,14 +606,18 @@ impl Shared {
 
     /// A message from buffer `i` has been received (copied out) or dropped.
     fn release(&self, core: &NiCore, st: &mut State, i: usize) -> Result<()> {
-        let mut pool = self.pool();
+        self.release_in(core, st, &mut self.pool(), i)
+    }
+
+    /// [`Self::release`] with the pool already locked.
+    fn release_in(&self, core: &NiCore, st: &mut State, pool: &mut Pool, i: usize) -> Result<()> {
         let Some(b) = pool.bufs.get_mut(i) else {
             return Ok(());
         };
         b.pending = b.pending.saturating_sub(1);
         if b.pending == 0 && b.md.is_none() {
             st.stats.buffers_recycled += 1;
-            self.attach_buffer(core, &mut pool, i)?;
+            self.attach_buffer(core, pool, i)?;
         }
         Ok(())
     }
@@ -1530,9 +1534,10 @@ impl Device {
         match (f.proto, u.buf) {
             (PROTO_SHORT, Some(i)) => {
                 let n = n.min(u.mlength as usize);
+                // One pool lock for the copy and the release.
+                let mut pool = self.sh.pool();
                 if n > 0 {
-                    let Some((ptr, blen)) = self.sh.pool().bufs.get(i).map(|b| (b.ptr, b.len))
-                    else {
+                    let Some((ptr, blen)) = pool.bufs.get(i).map(|b| (b.ptr, b.len)) else {
                         return Err(MpiError::InvalidBuffer("no such unexpected buffer"));
                     };
                     let end = u.offset as usize + n;
@@ -1548,7 +1553,8 @@ impl Device {
                     // the two allocations are distinct.
                     unsafe { std::ptr::copy_nonoverlapping(ptr.add(u.offset as usize), buf, n) };
                 }
-                self.sh.release(self.core(), st, i)?;
+                self.sh.release_in(self.core(), st, &mut pool, i)?;
+                drop(pool);
                 st.stats.unexpected_short += 1;
                 if u.hdr_data != 0 {
                     st.stats.sync_acks += 1;
