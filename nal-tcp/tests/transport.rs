@@ -16,7 +16,7 @@ use nal_tcp::{ConnectMode, ProgressMode, TcpConfig, TcpEndpoint};
 use portals::*;
 use portals_tests::conformance::{
     a_dead_peer_fails_pending_operations, attach, bind_md, catch_all, each_process, expect, id,
-    job, job_with, pattern, progress_until, put_header, variants, Death, PT, WAIT,
+    job, job_with, pattern, ping_pong, progress_until, put_header, variants, Death, PT, WAIT,
 };
 
 type Node = portals_tests::conformance::Node<TcpConfig>;
@@ -571,5 +571,23 @@ fn a_silent_polling_peer_is_not_declared_dead() {
         // b calls the library again: the waiting put is acknowledged.
         acked("late ack");
         round("after the silence");
+    }
+}
+
+#[test]
+fn a_waiting_thread_reads_the_connection_of_the_last_answer_directly() {
+    for cfg in variants::<TcpConfig>() {
+        let nodes = job(2, &cfg);
+        const ROUNDS: usize = 200;
+        let hot_before: Vec<u64> = nodes.iter().map(|n| n.nal.stats().hot_reads).collect();
+        // Every answer comes back on the connection its request left on.
+        ping_pong(&nodes, ROUNDS);
+        for (n, before) in nodes.iter().zip(hot_before) {
+            let st = n.nal.stats();
+            assert!(
+                st.hot_reads > before,
+                "{cfg:?}: no answer was read without the poller: {st:?}"
+            );
+        }
     }
 }

@@ -309,6 +309,37 @@ pub fn each_process<C: Transport>(
     });
 }
 
+/// A ping-pong of `rounds` 8-byte puts between the two processes of
+/// `nodes`, each waiting in the library (`eq_wait`) for the other's; every
+/// put carries its round number, checked on arrival.
+pub fn ping_pong<C: Transport>(nodes: &[Node<C>], rounds: usize) {
+    assert_eq!(nodes.len(), 2, "a ping-pong has two sides");
+    each_process(nodes, |me, node, start| {
+        let ni = &node.ni;
+        let eq = ni.eq_alloc(64).unwrap();
+        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE).eq(eq);
+        let inbox = attach(ni, id(1 - me), 0, 0, &desc, 8);
+        let src = ni
+            .md_bind(&MdDesc::default(), vec![0; 8], Unlink::Retain)
+            .unwrap();
+        let to_peer = Remote::new(id(1 - me), PT, 0);
+        start.wait();
+        for round in 0..rounds {
+            if (round % 2 == 0) == (me == 0) {
+                ni.md_write(src, 0, &(round as u64).to_le_bytes()).unwrap();
+                ni.put(src, AckReq::NoAck, &to_peer, 0).unwrap();
+            } else {
+                let ev = expect(ni, eq, EventKind::Put);
+                assert_eq!(ev.fail, FailType::Ok, "{ev:?}");
+                let mut got = [0u8; 8];
+                ni.md_read(inbox, 0, &mut got).unwrap();
+                assert_eq!(u64::from_le_bytes(got), round as u64, "round {round}");
+            }
+        }
+        eq
+    });
+}
+
 /// Attach to [`PT`] a match entry for `source` and match bits `bits`
 /// (`ignore` masked), with a descriptor `desc` over `len` zero bytes.
 pub fn attach(
