@@ -1,9 +1,12 @@
 //! Batched datagram I/O: `recvmmsg` and `sendmmsg` on a non-blocking UDP
 //! socket, so that one system call moves many datagrams.
 //!
-//! Both batches own their buffers and their `mmsghdr`/`iovec` arrays, which
-//! are re-pointed at the buffers on every call: nothing is allocated after
-//! construction.
+//! Both batches own their buffers and their `mmsghdr`/`iovec` arrays:
+//! nothing is allocated after construction. The receive batch points its
+//! headers at its buffers once, at construction, and afterwards resets only
+//! the fields the kernel wrote, in the slots it filled: a waiting thread
+//! calls `recv` in a loop, and re-pointing every slot each time cost more
+//! than the empty `recvmmsg` itself.
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -21,9 +24,11 @@ pub struct RecvBatch {
     hdrs: Vec<libc::mmsghdr>,
 }
 
-// SAFETY: the raw pointers inside `iov` and `hdrs` point into this struct's
-// own vectors and are rewritten before every use; between calls they are
-// never dereferenced, so moving the batch to another thread is harmless.
+// SAFETY: the raw pointers inside `iov` and `hdrs` point into the heap
+// buffers of this struct's own vectors, which are never resized after
+// construction (moving the struct does not move them); they are only
+// dereferenced (by the kernel) inside `recv`, which takes `&mut self`, so
+// moving the batch to another thread is harmless.
 unsafe impl Send for RecvBatch {}
 
 impl std::fmt::Debug for RecvBatch {
@@ -41,7 +46,7 @@ impl RecvBatch {
     pub fn new(slots: usize, cap: usize) -> Self {
         let slots = slots.max(1);
         let cap = cap.max(1);
-        RecvBatch {
+        let mut b = RecvBatch {
             cap,
             buf: vec![0; slots * cap],
             // SAFETY: sockaddr_storage is plain old data; all-zero is a
@@ -52,37 +57,50 @@ impl RecvBatch {
             count: 0,
             iov: Vec::with_capacity(slots),
             // SAFETY: mmsghdr is plain old data; all-zero (null pointers,
-            // zero lengths) is a valid value that is overwritten before use.
+            // zero lengths) is a valid value, pointed at the buffers below.
             hdrs: vec![unsafe { std::mem::zeroed() }; slots],
+        };
+        let base = b.buf.as_mut_ptr();
+        for i in 0..slots {
+            b.iov.push(libc::iovec {
+                // SAFETY: slot i lies inside `buf` (slots × cap bytes).
+                iov_base: unsafe { base.add(i * cap) }.cast(),
+                iov_len: cap,
+            });
         }
+        let (iov, addrs) = (b.iov.as_mut_ptr(), b.addrs.as_mut_ptr());
+        for (i, h) in b.hdrs.iter_mut().enumerate() {
+            // SAFETY: i < slots, the length of `iov` and `addrs`.
+            h.msg_hdr.msg_name = unsafe { addrs.add(i) }.cast();
+            h.msg_hdr.msg_iov = unsafe { iov.add(i) };
+            h.msg_hdr.msg_iovlen = 1;
+            Self::reset(h);
+        }
+        b
+    }
+
+    /// Make a header whose slot the kernel filled ready for another call
+    /// (the kernel writes the name length, the flags and the length).
+    fn reset(h: &mut libc::mmsghdr) {
+        h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
+        h.msg_hdr.msg_control = std::ptr::null_mut();
+        h.msg_hdr.msg_controllen = 0;
+        h.msg_hdr.msg_flags = 0;
+        h.msg_len = 0;
     }
 
     /// Receive as many waiting datagrams as fit, without blocking. Returns
     /// how many arrived (0 when none is waiting).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        for h in &mut self.hdrs[..self.count] {
+            Self::reset(h);
+        }
         self.count = 0;
         let slots = self.lens.len();
-        self.iov.clear();
-        for chunk in self.buf.chunks_exact_mut(self.cap) {
-            self.iov.push(libc::iovec {
-                iov_base: chunk.as_mut_ptr().cast(),
-                iov_len: chunk.len(),
-            });
-        }
-        for i in 0..slots {
-            let h = &mut self.hdrs[i];
-            h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
-            h.msg_hdr.msg_iov = &mut self.iov[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = std::ptr::null_mut();
-            h.msg_hdr.msg_controllen = 0;
-            h.msg_hdr.msg_flags = 0;
-            h.msg_len = 0;
-        }
         // SAFETY: `hdrs` holds `slots` initialised headers whose name and
-        // iovec pointers point into `addrs`, `iov` and `buf`, all live and
-        // unaliased for the duration of the call.
+        // iovec pointers point into `addrs`, `iov` and `buf` (set up in
+        // `new`), all live, never resized, and not otherwise borrowed while
+        // `&mut self` is held.
         let n = unsafe {
             libc::recvmmsg(
                 fd,
@@ -554,6 +572,40 @@ mod tests {
         }
         assert_eq!(got[5], (vec![9u8; 32], true));
         assert_eq!(inb.recv(rx.as_raw_fd()).unwrap(), 0, "nothing left");
+    }
+
+    #[test]
+    fn a_reused_slot_reports_its_new_datagram_only_even_after_a_move() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = rx.local_addr().unwrap();
+        let recv_one = |b: &mut RecvBatch| -> (Vec<u8>, Option<SocketAddr>, bool) {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                assert!(std::time::Instant::now() < deadline, "no datagram");
+                if b.recv(rx.as_raw_fd()).unwrap() == 1 {
+                    let (d, from, trunc) = b.get(0).unwrap();
+                    return (d.to_vec(), from, trunc);
+                }
+            }
+        };
+        let mut inb = RecvBatch::new(2, 16);
+        tx.send_to(&[7; 40], dst).unwrap();
+        assert_eq!(
+            recv_one(&mut inb),
+            (vec![7; 16], Some(tx.local_addr().unwrap()), true)
+        );
+        // The batch moves to another thread; slot 0 takes a short datagram
+        // from another sender: not truncated, its own length and address.
+        let mut inb = std::thread::spawn(move || inb).join().unwrap();
+        other.send_to(&[1, 2, 3], dst).unwrap();
+        assert_eq!(
+            recv_one(&mut inb),
+            (vec![1, 2, 3], Some(other.local_addr().unwrap()), false)
+        );
+        assert_eq!(inb.recv(rx.as_raw_fd()).unwrap(), 0);
+        assert!(inb.get(0).is_none(), "an empty call leaves nothing to read");
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub struct UdpStats {
     pub send_blocked: u64,
     /// Peers declared dead because their port was unreachable.
     pub icmp_deaths: u64,
+    /// Times a protocol timer due before the progress thread's next look
+    /// woke it in its poller. While application threads wait in the
+    /// library the progress thread is parked and they drive the timers, so
+    /// a ping-pong should cost (almost) none.
+    pub progress_thread_wakes: u64,
     /// Datagrams dropped by fault injection.
     pub injected_drops: u64,
     /// Datagrams duplicated by fault injection.
@@ -170,6 +175,7 @@ struct Counters {
     recv_errors: AtomicU64,
     send_blocked: AtomicU64,
     icmp_deaths: AtomicU64,
+    progress_thread_wakes: AtomicU64,
 }
 
 struct Inner {
@@ -183,7 +189,10 @@ struct Inner {
     /// Polled by the progress thread (thread mode only).
     pt: Option<Poller>,
     /// When the progress thread will next look at the clock, in nanoseconds
-    /// since `epoch` (`u64::MAX` while it is not sleeping on a deadline).
+    /// since `epoch`, while it sleeps in its poller; 0 while it does not (it
+    /// is working, and reads the timers before it sleeps again, or it is
+    /// parked at the gate, where application threads drive the timers and
+    /// waking its poller would only cost a system call per nudge).
     pt_deadline: AtomicU64,
     /// Progress thread vs. waiting application threads; stop flag.
     gate: ProgressGate,
@@ -269,7 +278,7 @@ impl UdpNal {
             state: Mutex::new(state),
             app,
             pt,
-            pt_deadline: AtomicU64::new(u64::MAX),
+            pt_deadline: AtomicU64::new(0),
             gate: ProgressGate::new(handback),
             epoch: Instant::now(),
             counters: Counters {
@@ -278,6 +287,7 @@ impl UdpNal {
                 recv_errors: AtomicU64::new(0),
                 send_blocked: AtomicU64::new(0),
                 icmp_deaths: AtomicU64::new(0),
+                progress_thread_wakes: AtomicU64::new(0),
             },
             recv_buffer: granted.0,
             recv_window,
@@ -330,6 +340,7 @@ impl UdpNal {
             recv_errors: g(&c.recv_errors),
             send_blocked: g(&c.send_blocked),
             icmp_deaths: g(&c.icmp_deaths),
+            progress_thread_wakes: g(&c.progress_thread_wakes),
             injected_drops: fault.0,
             injected_duplicates: fault.1,
             injected_reorders: fault.2,
@@ -683,7 +694,17 @@ impl Inner {
             return;
         };
         let at = d.saturating_duration_since(self.epoch).as_nanos() as u64;
-        if at < self.pt_deadline.load(Ordering::SeqCst) {
+        let sleeping_until = self.pt_deadline.load(Ordering::SeqCst);
+        // One wake per sleep: whoever moves the deadline to 0 wakes it.
+        if at < sleeping_until
+            && self
+                .pt_deadline
+                .compare_exchange(sleeping_until, 0, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.counters
+                .progress_thread_wakes
+                .fetch_add(1, Ordering::Relaxed);
             pt.wake();
         }
     }
@@ -781,7 +802,7 @@ impl Inner {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
-            self.pt_deadline.store(u64::MAX, Ordering::SeqCst);
+            self.pt_deadline.store(0, Ordering::SeqCst);
         }
     }
 }

@@ -15,7 +15,7 @@ use nal_udp::UdpConfig;
 use portals::*;
 use portals_tests::conformance::{
     a_dead_peer_fails_pending_operations, attach, bind_md, catch_all, expect, id, job, pattern,
-    put_header, variants, Death, PT,
+    ping_pong, put_header, variants, Death, PT,
 };
 
 #[test]
@@ -182,4 +182,26 @@ fn windows_are_fitted_to_the_granted_receive_buffer() {
         "{st:?}"
     );
     assert!(st.recv_window < small.protocol.recv_window);
+}
+
+#[test]
+fn a_ping_pong_does_not_wake_a_parked_progress_thread() {
+    for cfg in variants::<UdpConfig>() {
+        const ROUNDS: usize = 400;
+        let nodes = job(2, &cfg);
+        // Each round leaves a delayed-acknowledgment timer pending, due
+        // before the progress thread's next look; while the application
+        // waits in the library, the thread is parked and must not be woken
+        // for it (a system call per message, and on a shared core a context
+        // switch).
+        ping_pong(&nodes, ROUNDS);
+        for n in &nodes {
+            let st = n.nal.stats();
+            assert!(
+                st.progress_thread_wakes < (ROUNDS / 8) as u64,
+                "{cfg:?}: {} wakes in {ROUNDS} rounds",
+                st.progress_thread_wakes
+            );
+        }
+    }
 }
