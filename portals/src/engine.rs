@@ -1538,6 +1538,12 @@ impl Engine {
     /// by the transport with [`Engine::send_complete`], and deposits in
     /// progress with [`Engine::recv_abort`].
     ///
+    /// An operation whose request has not been completed by the transport
+    /// yet is left alone: its request may be behind the failure (issued by
+    /// another thread while the transport was reporting it) and may still
+    /// reach a peer that came back, and if it does not, its failed send
+    /// completes the awaited event too, after the `Sent` event as always.
+    ///
     /// The peer is also added to [`Engine::failed_peers`], so that a layer
     /// waiting passively for the peer (a posted receive, a send waiting for
     /// the peer to fetch its data) can learn of the failure too.
@@ -1555,6 +1561,7 @@ impl Engine {
                 // is not lost with the peer.
                 op.target == peer
                     && op.awaiting != Awaiting::Nothing
+                    && !op.send_pending
                     && op.reply_in_progress.is_none()
                     && op.early_ack.is_none()
             })

@@ -931,6 +931,67 @@ fn put_to_a_missing_process_fails_the_send() {
 }
 
 #[test]
+fn a_peer_failure_leaves_operations_whose_request_is_still_queued_to_their_send() {
+    let init = ProcessId::new(0, 1);
+    let peer = ProcessId::new(1, 1);
+    let mut e = Engine::new(init, KEY, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(8).unwrap();
+    let desc = MdDesc::default().eq(eq);
+    let to_peer = Remote::new(peer, PT, 1);
+    let sent = e.md_bind(&desc, b"early".to_vec(), Unlink::Retain).unwrap();
+    let queued = e.md_bind(&desc, b"later".to_vec(), Unlink::Retain).unwrap();
+    // One request left whole; the other is still in the transport's hands
+    // (issued while the transport was reporting the failure).
+    let a = e.put(sent, AckReq::Ack, &to_peer, 0).unwrap();
+    e.send_complete(a.token.unwrap(), FailType::Ok);
+    let b = e.put(queued, AckReq::Ack, &to_peer, 0).unwrap();
+    assert_eq!(e.eq_get(eq).unwrap().unwrap().kind, EventKind::Sent);
+    e.peer_failed(peer);
+    let ev = e.eq_get(eq).unwrap().unwrap();
+    assert_eq!(
+        (ev.kind, ev.fail, ev.md_handle),
+        (EventKind::Ack, FailType::Unreachable, sent),
+        "the request that left waits in vain: its ack fails"
+    );
+    assert!(
+        e.eq_get(eq).unwrap().is_none(),
+        "the queued one is untouched"
+    );
+    // Its send fails in turn: Sent, then the awaited Ack, in that order.
+    e.send_complete(b.token.unwrap(), FailType::Unreachable);
+    let kinds: Vec<(EventKind, FailType)> = std::iter::from_fn(|| e.eq_get(eq).unwrap())
+        .map(|ev| {
+            assert_eq!(ev.md_handle, queued);
+            (ev.kind, ev.fail)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (EventKind::Sent, FailType::Unreachable),
+            (EventKind::Ack, FailType::Unreachable)
+        ]
+    );
+    assert_eq!(e.in_progress(), (0, 0));
+    // Had it reached a peer that came back instead, its ack would count.
+    let c = e.put(queued, AckReq::Ack, &to_peer, 0).unwrap();
+    e.peer_failed(peer);
+    e.send_complete(c.token.unwrap(), FailType::Ok);
+    assert_eq!(e.eq_get(eq).unwrap().unwrap().kind, EventKind::Sent);
+    let mut ack = c.header;
+    ack.op = Op::Ack;
+    ack.src = peer;
+    ack.dst = init;
+    ack.mlength = 5;
+    assert!(matches!(e.recv_header(&ack), RecvAction::Discard(0)));
+    let ev = e.eq_get(eq).unwrap().unwrap();
+    assert_eq!(
+        (ev.kind, ev.fail, ev.mlength),
+        (EventKind::Ack, FailType::Ok, 5)
+    );
+}
+
+#[test]
 fn failed_peers_are_listed_once_in_order() {
     let p = pair();
     assert!(p.init.failed_peers().is_empty());
