@@ -3,7 +3,7 @@
 //! writes its payload fragments straight into the lent region of the
 //! matched memory descriptor, plus the conversions of outgoing messages.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use portals::wire::Header;
 use portals::{FailType, NiCore, Outbound, Payload, ProcessId, RecvAction, RecvToken, Region};
@@ -28,7 +28,7 @@ pub struct Deposit {
 }
 
 /// Messages being deposited, by protocol message id.
-pub type Deposits = HashMap<MsgId, Deposit>;
+pub type Deposits = FxHashMap<MsgId, Deposit>;
 
 /// The [`Sink`] handed to the endpoint for one call. Responses the engine
 /// asks for (acknowledgments, replies) are collected in `responses` and sent

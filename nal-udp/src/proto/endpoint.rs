@@ -1,6 +1,8 @@
 //! The endpoint: one per process, the driver's only handle on the protocol.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::time::Instant;
 
 use super::config::{Config, ConfigError, Layout};
@@ -32,7 +34,7 @@ pub struct Endpoint {
     job_key: u64,
     local: PeerId,
     peers: Vec<Peer>,
-    index: HashMap<PeerId, usize>,
+    index: FxHashMap<PeerId, usize>,
     /// Peers that may have something to transmit, round-robin.
     ready: VecDeque<usize>,
     events: VecDeque<Event>,
@@ -64,7 +66,7 @@ impl Endpoint {
             job_key,
             local,
             peers: Vec::new(),
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             ready: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
