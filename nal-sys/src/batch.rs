@@ -92,11 +92,19 @@ impl RecvBatch {
     /// Receive as many waiting datagrams as fit, without blocking. Returns
     /// how many arrived (0 when none is waiting).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
+        self.recv_up_to(fd, usize::MAX)
+    }
+
+    /// Like [`recv`](Self::recv), but at most `max` datagrams (at least 1).
+    /// A thread polling for one expected answer asks for one: `recvmmsg`
+    /// tries a slot past the last datagram waiting before it returns, and
+    /// that try costs as much as receiving one.
+    pub fn recv_up_to(&mut self, fd: RawFd, max: usize) -> io::Result<usize> {
         for h in &mut self.hdrs[..self.count] {
             Self::reset(h);
         }
         self.count = 0;
-        let slots = self.lens.len();
+        let slots = self.lens.len().min(max.max(1));
         // SAFETY: `hdrs` holds `slots` initialised headers whose name and
         // iovec pointers point into `addrs`, `iov` and `buf` (set up in
         // `new`), all live, never resized, and not otherwise borrowed while
@@ -606,6 +614,36 @@ mod tests {
         );
         assert_eq!(inb.recv(rx.as_raw_fd()).unwrap(), 0);
         assert!(inb.get(0).is_none(), "an empty call leaves nothing to read");
+    }
+
+    #[test]
+    fn recv_up_to_takes_no_more_than_asked_and_leaves_the_rest() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = rx.local_addr().unwrap();
+        for i in 1..=3u8 {
+            tx.send_to(&[i], dst).unwrap();
+        }
+        let mut inb = RecvBatch::new(8, 16);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut first = 0;
+        while first == 0 {
+            assert!(std::time::Instant::now() < deadline, "nothing arrived");
+            first = inb.recv_up_to(rx.as_raw_fd(), 1).unwrap();
+        }
+        assert_eq!(first, 1);
+        assert_eq!(inb.get(0).unwrap().0, &[1]);
+        assert!(inb.get(1).is_none());
+        let mut rest = Vec::new();
+        while rest.len() < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the rest did not arrive"
+            );
+            let n = inb.recv(rx.as_raw_fd()).unwrap();
+            rest.extend((0..n).map(|k| inb.get(k).unwrap().0.to_vec()));
+        }
+        assert_eq!(rest, vec![vec![2], vec![3]]);
     }
 
     #[test]

@@ -146,6 +146,8 @@ struct State {
     held: Option<(Vec<u8>, SocketAddr)>,
     /// The last pass stopped receiving before the socket was empty.
     rx_more: bool,
+    /// The last receive pass found the socket empty.
+    rx_idle: bool,
     /// The socket's send buffer was full; wait for writability.
     tx_blocked: bool,
 }
@@ -270,6 +272,7 @@ impl UdpNal {
             fault,
             held: None,
             rx_more: false,
+            rx_idle: false,
             tx_blocked: false,
         };
         let inner = Arc::new(Inner {
@@ -613,8 +616,17 @@ impl Inner {
         // The pass's clock, read when first needed.
         let mut clock: Option<Instant> = None;
         st.rx_more = false;
+        // After a pass that found the socket empty, the next datagram is
+        // most likely the one answer a thread waits for: ask for one.
+        let probe = st.rx_idle;
+        let mut got_any = false;
         for pass in 0..self.cfg.recv_batches_per_pass.max(1) {
-            let n = match st.rx.recv(fd) {
+            let want = if pass == 0 && probe {
+                1
+            } else {
+                self.cfg.batch
+            };
+            let n = match st.rx.recv_up_to(fd, want) {
                 Ok(n) => n,
                 Err(e) if nal_sys::batch::is_icmp_error(&e) => {
                     // Reported for an earlier datagram; the receive itself
@@ -634,6 +646,7 @@ impl Inner {
                 break;
             }
             work = true;
+            got_any = true;
             let now = *clock.get_or_insert_with(Instant::now);
             {
                 let (ep, mut sink, rx, by_addr) = st.split(&self.core);
@@ -651,13 +664,20 @@ impl Inner {
             }
             self.settle(st, now);
             unsettled = false;
-            if n < self.cfg.batch {
+            if n < want {
+                break;
+            }
+            if want < self.cfg.batch {
+                // The probe found something: let the caller look at it
+                // first; more may be waiting, so do not sleep on it.
+                st.rx_more = true;
                 break;
             }
             if pass + 1 == self.cfg.recv_batches_per_pass.max(1) {
                 st.rx_more = true;
             }
         }
+        st.rx_idle = !got_any;
         if let Some(due) = st.ep.poll_timeout() {
             let now = *clock.get_or_insert_with(Instant::now);
             if due <= now {
