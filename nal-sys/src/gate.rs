@@ -104,8 +104,11 @@ impl ProgressGate {
         false
     }
 
-    /// Park the progress thread for [`nap`](Self::nap), or until
-    /// [`stop`](Self::stop).
+    /// Park the progress thread for the rest of the hand-back delay since
+    /// the last waiter left (a whole delay while one waits), or, while the
+    /// application is busy in the library, for a nap that doubles at each
+    /// look up to [`MAX_BACKOFF`] delays (see the module documentation); or
+    /// until [`stop`](Self::stop).
     pub fn park(&self) {
         let g = self.park.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_stopped() {
