@@ -15,8 +15,8 @@
 //! the application's time (measured here: with a wake-up every 200 µs, an
 //! 8-byte ping-pong was about 1.3 µs per hop slower than with none). So the
 //! progress thread backs off while the application is plainly busy in the
-//! library — it found a waiter inside, or one that left moments ago, *and*
-//! several waits began since it last looked — doubling its nap up to
+//! library — it found a waiter inside *and* several waits began since it
+//! last looked — doubling its nap up to
 //! [`MAX_BACKOFF`] hand-back delays. It returns to single delays as soon as
 //! it finds the application away long enough to take over, or only one long
 //! wait going on. The price: when an application leaves a tight loop of
@@ -132,7 +132,13 @@ impl ProgressGate {
         let seen = self.seen_entered.swap(entered, Ordering::Relaxed);
         let handback = duration_ns(self.handback);
         let rest = self.aside_for();
-        if rest.is_zero() || entered.wrapping_sub(seen) < BUSY_WAITS {
+        // Busy means found *inside* a wait, after a run of them. A look
+        // that finds the application just gone is most likely one that
+        // went off to compute between waits (the overlap pattern: a few
+        // waits per step, then compute): backing off there delayed its
+        // progress.
+        let inside = self.waiters.load(Ordering::SeqCst) > 0;
+        if !inside || entered.wrapping_sub(seen) < BUSY_WAITS {
             self.nap_ns.store(handback, Ordering::Relaxed);
             return rest;
         }
@@ -255,6 +261,17 @@ mod tests {
         assert_eq!(g.nap(), h, "fewer waits than a loop makes");
         short_waits(&g, BUSY_WAITS);
         assert_eq!(g.nap(), 2 * h, "back-off starts over from one delay");
+    }
+
+    #[test]
+    fn a_look_between_waits_does_not_back_off_however_many_there_were() {
+        let h = Duration::from_secs(1);
+        let g = ProgressGate::new(h);
+        // A few waits per compute step (a barrier, then the awaited
+        // receive), looked at while the application computes.
+        short_waits(&g, 10 * BUSY_WAITS);
+        let nap = g.nap();
+        assert!(nap <= h, "{nap:?}: the rest of one delay, not a back-off");
     }
 
     #[test]
