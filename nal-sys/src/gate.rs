@@ -18,10 +18,10 @@
 //! library — it found a waiter inside *and* several waits began since it
 //! last looked — doubling its nap up to
 //! [`MAX_BACKOFF`] hand-back delays. It returns to single delays as soon as
-//! it finds the application away long enough to take over, or only one long
-//! wait going on. The price: when an application leaves a tight loop of
-//! short waits to compute, progress may resume up to `MAX_BACKOFF` delays
-//! later instead of one.
+//! it finds the application between waits, away long enough to take over,
+//! or in only one long wait. The price: when an application leaves a tight
+//! loop of short waits to compute right after a look found it inside one,
+//! progress may resume up to `MAX_BACKOFF` delays later instead of one.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -142,12 +142,13 @@ impl ProgressGate {
             self.nap_ns.store(handback, Ordering::Relaxed);
             return rest;
         }
+        // MAX_BACKOFF ≥ 1, so the cap is never below the hand-back.
         let cap = handback.saturating_mul(u64::from(MAX_BACKOFF));
         let nap = self
             .nap_ns
             .load(Ordering::Relaxed)
             .saturating_mul(2)
-            .clamp(handback, cap.max(handback));
+            .clamp(handback, cap);
         self.nap_ns.store(nap, Ordering::Relaxed);
         rest.max(Duration::from_nanos(nap))
     }
