@@ -60,8 +60,8 @@ enum ConnectArg {
 /// Every rank gets its rank, the job size, a fresh job key and the address of
 /// a rendezvous server in its environment (PTL_RANK, PTL_SIZE, PTL_JOB_KEY,
 /// PTL_BOOTSTRAP, plus PTL_NAL, PTL_PROGRESS, PTL_BACKEND, PTL_CONNECT,
-/// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US, PTL_SNDBUF, PTL_RCVBUF
-/// for the options below).
+/// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US, PTL_HANDBACK_US,
+/// PTL_SNDBUF, PTL_RCVBUF for the options below).
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
 /// The first rank that fails (non-zero exit status or a signal) fails the
 /// job: the other ranks are terminated and ptlrun exits with that rank's
@@ -127,6 +127,11 @@ struct Args {
     /// Spin window of a thread waiting in the library, in microseconds.
     #[arg(long, value_name = "MICROSECONDS", default_value_t = 50)]
     wait_spin: u64,
+    /// With --progress thread: how long after the last thread waiting in the
+    /// library left the progress thread takes the sockets back, in
+    /// microseconds; default: the transport's, 200 (sets PTL_HANDBACK_US).
+    #[arg(long, value_name = "MICROSECONDS")]
+    handback: Option<u64>,
     /// SO_SNDBUF of every connection, in bytes (K, M, G: KiB, MiB, GiB);
     /// default: the kernel's autotuning (sets PTL_SNDBUF).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes_arg)]
@@ -204,6 +209,7 @@ pub fn main() -> ExitCode {
         bind: args.bind,
         timeout: Duration::from_secs(args.bootstrap_timeout.max(1)),
         wait_spin: Duration::from_micros(args.wait_spin),
+        handback: args.handback.map(Duration::from_micros),
         udp_fault: args.udp_fault,
         udp_max_datagram: args.udp_max_datagram.map(usize::from),
         send_buffer: args.sndbuf,

@@ -13,6 +13,7 @@
 //! | `PTL_BIND` | IP address the transport listens on | `127.0.0.1` |
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank | `60` |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
+//! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
@@ -56,6 +57,8 @@ pub const BIND: &str = "PTL_BIND";
 pub const BOOTSTRAP_TIMEOUT: &str = "PTL_BOOTSTRAP_TIMEOUT";
 /// Spin window in microseconds.
 pub const WAIT_SPIN_US: &str = "PTL_WAIT_SPIN_US";
+/// Hand-back delay of the progress thread in microseconds.
+pub const HANDBACK_US: &str = "PTL_HANDBACK_US";
 /// UDP fault injection.
 pub const UDP_FAULT: &str = "PTL_UDP_FAULT";
 /// UDP datagram size.
@@ -108,6 +111,12 @@ pub struct JobOptions {
     pub timeout: Duration,
     /// Spin window of a thread waiting in the library.
     pub wait_spin: Duration,
+    /// How long after the last thread waiting in the library left the
+    /// progress thread takes the sockets back (`None`: the transport's
+    /// default, 200 µs). Longer suits applications that call the library in
+    /// bursts with short gaps; shorter hands progress back sooner to one that
+    /// goes off to compute.
+    pub handback: Option<Duration>,
     /// UDP only: faults injected into outgoing datagrams (tests).
     pub udp_fault: Option<FaultConfig>,
     /// UDP only: largest datagram (`None`: the protocol's default).
@@ -131,6 +140,7 @@ impl Default for JobOptions {
             bind: IpAddr::from([127, 0, 0, 1]),
             timeout: Duration::from_secs(60),
             wait_spin: Duration::from_micros(50),
+            handback: None,
             udp_fault: None,
             udp_max_datagram: None,
             send_buffer: None,
@@ -172,6 +182,9 @@ impl JobOptions {
             (BOOTSTRAP_TIMEOUT, self.timeout.as_secs().max(1).to_string()),
             (WAIT_SPIN_US, self.wait_spin.as_micros().to_string()),
         ];
+        if let Some(d) = self.handback {
+            env.push((HANDBACK_US, d.as_micros().to_string()));
+        }
         if let Some(f) = &self.udp_fault {
             env.push((UDP_FAULT, f.to_string()));
         }
@@ -239,6 +252,12 @@ impl JobOptions {
                 .parse()
                 .map_err(|_| bad(WAIT_SPIN_US, "expected microseconds"))?;
             o.wait_spin = Duration::from_micros(us);
+        }
+        if let Some(v) = var(get, HANDBACK_US)? {
+            let us: u64 = v
+                .parse()
+                .map_err(|_| bad(HANDBACK_US, "expected microseconds"))?;
+            o.handback = Some(Duration::from_micros(us));
         }
         if let Some(v) = var(get, UDP_FAULT)? {
             o.udp_fault = Some(
@@ -385,6 +404,30 @@ mod tests {
         let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
         assert_eq!((d.send_buffer, d.recv_buffer), (None, None));
         assert!(d.to_env().iter().all(|(k, _)| *k != SNDBUF && *k != RCVBUF));
+    }
+
+    #[test]
+    fn the_handback_parses_and_round_trips_through_the_environment() {
+        let o = JobOptions::from_lookup(&lookup(&[(HANDBACK_US, "1500")])).unwrap();
+        assert_eq!(o.handback, Some(Duration::from_micros(1500)));
+        let env = o.to_env();
+        assert!(env.contains(&(HANDBACK_US, "1500".to_string())), "{env:?}");
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(d.handback, None, "unset: the transport's default");
+        assert!(d.to_env().iter().all(|(k, _)| *k != HANDBACK_US));
+        for v in ["", "-5", "1.5", "200us"] {
+            let err = JobOptions::from_lookup(&lookup(&[(HANDBACK_US, v)])).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    RuntimeError::Env {
+                        var: HANDBACK_US,
+                        ..
+                    }
+                ),
+                "{v:?}: {err}"
+            );
+        }
     }
 
     #[test]

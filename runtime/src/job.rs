@@ -363,7 +363,7 @@ fn bring_up(
     let mut transport = None;
     let ni = match o.nal {
         NalKind::Tcp => {
-            let cfg = TcpConfig {
+            let mut cfg = TcpConfig {
                 bind: SocketAddr::new(o.bind, 0),
                 progress: o.progress,
                 backend: o.backend,
@@ -372,6 +372,9 @@ fn bring_up(
                 recv_buffer: o.recv_buffer,
                 ..TcpConfig::default()
             };
+            if let Some(d) = o.handback {
+                cfg.handback = d;
+            }
             let ep = TcpEndpoint::bind(cfg)?;
             let peers = exchange(ep.local_addr())?;
             NetworkInterface::init(ni_cfg, |core| {
@@ -388,6 +391,9 @@ fn bring_up(
                 fault: o.udp_fault,
                 ..UdpConfig::default()
             };
+            if let Some(d) = o.handback {
+                cfg.handback = d;
+            }
             if let Some(n) = o.udp_max_datagram {
                 cfg.protocol.max_datagram = n;
             }
@@ -617,6 +623,23 @@ mod tests {
             timeout: Duration::from_secs(5),
             ..JobOptions::default()
         }
+    }
+
+    #[test]
+    fn the_handback_option_reaches_the_tcp_transport() {
+        within(20, || {
+            let job = singleton(JobOptions {
+                handback: Some(Duration::from_micros(1234)),
+                ..loopback()
+            })
+            .expect("job");
+            let tcp = job.tcp().expect("tcp is the default");
+            assert_eq!(tcp.config().handback, Duration::from_micros(1234));
+            drop(job);
+            let job = singleton(loopback()).expect("job");
+            let tcp = job.tcp().expect("tcp");
+            assert_eq!(tcp.config().handback, TcpConfig::default().handback);
+        });
     }
 
     #[test]
