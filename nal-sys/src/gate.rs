@@ -13,15 +13,23 @@
 //! free. On a bound rank the progress thread shares the application's core,
 //! so each one is a timer interrupt and two context switches taken out of
 //! the application's time (measured here: with a wake-up every 200 µs, an
-//! 8-byte ping-pong was about 1.3 µs per hop slower than with none). So the
-//! progress thread backs off while the application is plainly busy in the
-//! library — it found a waiter inside *and* several waits began since it
-//! last looked — doubling its nap up to
-//! [`MAX_BACKOFF`] hand-back delays. It returns to single delays as soon as
-//! it finds the application between waits, away long enough to take over,
-//! or in only one long wait. The price: when an application leaves a tight
-//! loop of short waits to compute right after a look found it inside one,
-//! progress may resume up to `MAX_BACKOFF` delays later instead of one.
+//! 8-byte ping-pong was about 1.3 µs per hop slower than with none, and a
+//! sender streaming 1 MB puts lost about a fifth of its bandwidth). So the
+//! progress thread backs off, doubling its nap up to [`MAX_BACKOFF`]
+//! hand-back delays, while a look finds a waiter inside and either
+//!
+//! - several waits began since it last looked (a communication loop), or
+//! - none did: one long wait is still going on (a sender waiting for a
+//!   window of large messages to drain). The leave that ends such a wait
+//!   wakes the progress thread, so progress resumes one delay after it as
+//!   usual; that costs the leaving thread a system call only here.
+//!
+//! It returns to single delays as soon as it finds the application between
+//! waits, away long enough to take over, or inside after only a few waits.
+//! The price of the first rule: when an application leaves a tight loop of
+//! short waits to compute right after a look found it inside one, progress
+//! may resume up to `MAX_BACKOFF` delays later instead of one (a wake at
+//! every leave would cost a system call per wait in that loop).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -51,6 +59,9 @@ pub struct ProgressGate {
     /// busy (ns), and `entered` when it last looked.
     nap_ns: AtomicU64,
     seen_entered: AtomicU64,
+    /// The progress thread backed off because of one long wait: the leave
+    /// that ends it must wake the progress thread.
+    wake_on_leave: AtomicBool,
     park: Mutex<()>,
     parked: Condvar,
 }
@@ -68,6 +79,7 @@ impl ProgressGate {
             shutdown: AtomicBool::new(false),
             nap_ns: AtomicU64::new(duration_ns(handback)),
             seen_entered: AtomicU64::new(0),
+            wake_on_leave: AtomicBool::new(false),
             park: Mutex::new(()),
             parked: Condvar::new(),
         }
@@ -79,12 +91,25 @@ impl ProgressGate {
         self.entered.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The matching end of [`enter`](Self::enter).
+    /// The matching end of [`enter`](Self::enter). The last waiter out
+    /// wakes a progress thread that backed off because of this one long
+    /// wait (see the module documentation).
     pub fn leave(&self) {
         let now = self.epoch.elapsed().as_nanos() as u64;
         // 0 means "never": a leave in the very first nanosecond counts as 1.
         self.last_leave.store(now.max(1), Ordering::Relaxed);
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        // SeqCst on both sides (here and in `nap`): either this load sees
+        // the flag, or the progress thread sees no waiter and does not nap
+        // long.
+        if self.waiters.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.wake_on_leave.load(Ordering::SeqCst)
+            && self.wake_on_leave.swap(false, Ordering::SeqCst)
+        {
+            // The progress thread holds this lock from arming the flag until
+            // it sleeps, so the notification cannot come too early.
+            let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+            self.parked.notify_all();
+        }
     }
 
     /// Whether the progress thread should leave the sockets alone now. Only
@@ -118,6 +143,7 @@ impl ProgressGate {
             .parked
             .wait_timeout(g, self.nap())
             .unwrap_or_else(|p| p.into_inner());
+        self.wake_on_leave.store(false, Ordering::SeqCst);
     }
 
     /// How long the progress thread parks now, counting this as a look:
@@ -126,21 +152,30 @@ impl ProgressGate {
     /// library, a nap that doubles at each look up to [`MAX_BACKOFF`]
     /// delays. Parking for the rest of the delay rather than a whole one
     /// resumes progress exactly one delay after the application went off to
-    /// compute, not up to two.
+    /// compute, not up to two. Called with the park lock held (or in tests,
+    /// by the only thread).
     fn nap(&self) -> Duration {
         let entered = self.entered.load(Ordering::Relaxed);
         let seen = self.seen_entered.swap(entered, Ordering::Relaxed);
         let handback = duration_ns(self.handback);
-        let rest = self.aside_for();
-        // Busy means found *inside* a wait, after a run of them. A look
-        // that finds the application just gone is most likely one that
-        // went off to compute between waits (the overlap pattern: a few
-        // waits per step, then compute): backing off there delayed its
-        // progress.
+        let began = entered.wrapping_sub(seen);
+        // Busy means found *inside* a wait, after a run of them or in the
+        // same one as last time. A look that finds the application just
+        // gone is most likely one that went off to compute between waits
+        // (the overlap pattern: a few waits per step, then compute):
+        // backing off there delayed its progress.
         let inside = self.waiters.load(Ordering::SeqCst) > 0;
-        if !inside || entered.wrapping_sub(seen) < BUSY_WAITS {
-            self.nap_ns.store(handback, Ordering::Relaxed);
-            return rest;
+        if !inside || (began > 0 && began < BUSY_WAITS) {
+            return self.single_delay();
+        }
+        if began == 0 {
+            // One long wait: its leave wakes us. Arm that, then make sure
+            // the wait did not end before it was armed.
+            self.wake_on_leave.store(true, Ordering::SeqCst);
+            if self.waiters.load(Ordering::SeqCst) == 0 {
+                self.wake_on_leave.store(false, Ordering::SeqCst);
+                return self.single_delay();
+            }
         }
         // MAX_BACKOFF ≥ 1, so the cap is never below the hand-back.
         let cap = handback.saturating_mul(u64::from(MAX_BACKOFF));
@@ -150,7 +185,14 @@ impl ProgressGate {
             .saturating_mul(2)
             .clamp(handback, cap);
         self.nap_ns.store(nap, Ordering::Relaxed);
-        rest.max(Duration::from_nanos(nap))
+        self.aside_for().max(Duration::from_nanos(nap))
+    }
+
+    /// End any back-off: nap for the rest of the hand-back delay.
+    fn single_delay(&self) -> Duration {
+        self.nap_ns
+            .store(duration_ns(self.handback), Ordering::Relaxed);
+        self.aside_for()
     }
 
     /// How much longer the progress thread stands aside if no thread enters
@@ -250,18 +292,78 @@ mod tests {
     }
 
     #[test]
-    fn one_long_wait_or_a_few_waits_keep_the_nap_at_one_delay() {
+    fn a_few_waits_keep_the_nap_at_one_delay() {
         let h = Duration::from_secs(1);
         let g = ProgressGate::new(h);
         g.enter();
         short_waits(&g, BUSY_WAITS);
         assert_eq!(g.nap(), 2 * h, "busy");
-        // Nothing new began: one long wait (the one inside) goes on.
-        assert_eq!(g.nap(), h);
         short_waits(&g, BUSY_WAITS - 1);
         assert_eq!(g.nap(), h, "fewer waits than a loop makes");
         short_waits(&g, BUSY_WAITS);
         assert_eq!(g.nap(), 2 * h, "back-off starts over from one delay");
+        short_waits(&g, 1);
+        assert_eq!(g.nap(), h, "one wait per look");
+    }
+
+    #[test]
+    fn one_long_wait_doubles_the_nap_and_its_leave_cuts_it_short() {
+        let h = Duration::from_secs(1);
+        let g = ProgressGate::new(h);
+        g.enter();
+        assert_eq!(g.nap(), h, "first look: the wait may have just begun");
+        assert_eq!(g.nap(), 2 * h, "the same wait still goes on");
+        assert_eq!(g.nap(), 4 * h);
+        assert!(g.wake_on_leave.load(Ordering::SeqCst), "armed");
+        let g = std::sync::Arc::new(g);
+        let pt = {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                g.park(); // an 8-delay nap, unless the leave ends it
+                t0.elapsed()
+            })
+        };
+        // Leave only once the progress thread has armed the flag again
+        // (it re-arms it in its nap, under the park lock).
+        let t0 = Instant::now();
+        while g.nap_ns.load(Ordering::Relaxed) < duration_ns(8 * h) {
+            assert!(t0.elapsed() < 5 * h, "the progress thread never looked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        g.leave();
+        let parked = pt.join().expect("progress thread");
+        assert!(parked < 4 * h, "slept {parked:?} after the leave");
+        assert!(!g.wake_on_leave.load(Ordering::SeqCst), "disarmed");
+        let nap = g.nap();
+        assert!(nap <= h, "{nap:?}: between waits, the rest of one delay");
+    }
+
+    #[test]
+    fn a_leave_before_the_flag_is_armed_keeps_the_nap_short() {
+        let h = Duration::from_secs(1);
+        let g = ProgressGate::new(h);
+        g.enter();
+        g.nap();
+        g.leave();
+        // The look comes after the leave: nobody inside, no back-off.
+        assert!(g.nap() <= h);
+        assert!(!g.wake_on_leave.load(Ordering::SeqCst));
+        // Nested waits: only the last one out wakes.
+        g.enter();
+        g.enter();
+        g.nap();
+        g.nap();
+        g.leave();
+        assert!(
+            g.wake_on_leave.load(Ordering::SeqCst),
+            "one waiter still inside"
+        );
+        g.leave();
+        assert!(
+            !g.wake_on_leave.load(Ordering::SeqCst),
+            "the last one out took it"
+        );
     }
 
     #[test]
