@@ -2,6 +2,7 @@
 //! to a [`crate::NetworkInterface`], and the shared core through which it
 //! drives the engine.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -64,6 +65,13 @@ pub trait Nal: Send + Sync + 'static {
     }
 }
 
+thread_local! {
+    /// The interface (its core's address) whose sleepers this thread leads:
+    /// it is inside that transport's blocking progress call (see
+    /// [`NiCore::sleep`]); 0 if none.
+    static LEADING: Cell<usize> = const { Cell::new(0) };
+}
+
 /// A function run by [`NiCore::with_engine`] after a watched descriptor
 /// unlinked itself (see [`NiCore::set_unlink_hook`]).
 pub type UnlinkHook = Box<dyn Fn(&NiCore) + Send + Sync>;
@@ -84,6 +92,10 @@ pub struct NiCore {
     sleepers: AtomicUsize,
     epoch: AtomicU64,
     leader: AtomicBool,
+    /// Threads parked on `parked` (or about to be, under `park`): wakers
+    /// skip the condition variable, whose notify is always a system call,
+    /// when there are none.
+    parkers: AtomicUsize,
     park: Mutex<()>,
     parked: Condvar,
     waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
@@ -108,6 +120,7 @@ impl NiCore {
             sleepers: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
             leader: AtomicBool::new(false),
+            parkers: AtomicUsize::new(0),
             park: Mutex::new(()),
             parked: Condvar::new(),
             waker: OnceLock::new(),
@@ -202,11 +215,20 @@ impl NiCore {
     /// Wake every thread sleeping in a blocking wait of this interface.
     pub fn wake_sleepers(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
-        if let Some(w) = self.waker.get() {
-            w();
+        // The leader posting from inside its own blocking progress call
+        // looks at its queues when that call returns: interrupting the
+        // transport would only cost it a wasted pass.
+        if LEADING.with(Cell::get) != self.addr() {
+            if let Some(w) = self.waker.get() {
+                w();
+            }
         }
-        let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
-        self.parked.notify_all();
+        // SeqCst against `park_led`: either this load sees the parker, or
+        // the parker sees the new epoch and does not wait.
+        if self.parkers.load(Ordering::SeqCst) > 0 {
+            let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+            self.parked.notify_all();
+        }
     }
 
     /// The current wake epoch; read it before checking for work, then pass
@@ -237,23 +259,158 @@ impl NiCore {
             .is_ok()
         {
             let r = if self.epoch() == seen {
-                block(nap)
+                let outer = LEADING.with(|l| l.replace(self.addr()));
+                let r = block(nap);
+                LEADING.with(|l| l.set(outer));
+                r
             } else {
                 Ok(())
             };
-            self.leader.store(false, Ordering::Release);
-            // Hand the lead to a parked thread, if any.
-            let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
-            self.parked.notify_one();
+            self.leader.store(false, Ordering::SeqCst);
+            // Hand the lead to a parked thread, if any (SeqCst against the
+            // parker's check of `leader`).
+            if self.parkers.load(Ordering::SeqCst) > 0 {
+                let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+                self.parked.notify_one();
+            }
             return r;
         }
-        let g = self.park.lock().unwrap_or_else(|p| p.into_inner());
-        if self.epoch() == seen {
-            let _ = self
-                .parked
-                .wait_timeout(g, nap)
-                .unwrap_or_else(|p| p.into_inner());
-        }
+        self.park_led(seen, nap);
         Ok(())
+    }
+
+    /// This core's identity for [`LEADING`].
+    fn addr(&self) -> usize {
+        self as *const NiCore as usize
+    }
+
+    /// Park while another thread leads, until the epoch moves past `seen`,
+    /// the leader leaves, or `nap` passes.
+    fn park_led(&self, seen: u64, nap: Duration) {
+        let g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+        self.parkers.fetch_add(1, Ordering::SeqCst);
+        // Announced first, checked second: a waker or a leaving leader
+        // that missed the announcement changed what is checked here.
+        let g = if self.epoch() == seen && self.leader.load(Ordering::SeqCst) {
+            self.parked
+                .wait_timeout(g, nap)
+                .unwrap_or_else(|p| p.into_inner())
+                .0
+        } else {
+            g
+        };
+        self.parkers.fetch_sub(1, Ordering::SeqCst);
+        drop(g);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NiLimits;
+    use std::sync::mpsc;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn core() -> Arc<NiCore> {
+        let engine = Engine::new(ProcessId::new(1, 1), 7, NiLimits::default()).expect("engine");
+        Arc::new(NiCore::new(engine))
+    }
+
+    /// Run `sleep` on another thread as the leader, blocking until told to
+    /// return; hands back the channel that releases it.
+    fn lead(c: &Arc<NiCore>) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+        let (release, hold) = mpsc::channel::<()>();
+        let (started, is_leading) = mpsc::channel::<()>();
+        let c = c.clone();
+        let t = std::thread::spawn(move || {
+            let seen = c.epoch();
+            c.sleep(seen, Duration::from_secs(20), |_| {
+                let _ = started.send(());
+                let _ = hold.recv_timeout(Duration::from_secs(20));
+                Ok(())
+            })
+            .expect("lead");
+        });
+        is_leading
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the leader never blocked");
+        (release, t)
+    }
+
+    /// Start a thread that sleeps while another leads (so it parks), and
+    /// return once it is parked; it reports how long it slept.
+    fn park_behind(c: &Arc<NiCore>) -> std::thread::JoinHandle<Duration> {
+        let parked = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                let seen = c.epoch();
+                c.sleep(seen, Duration::from_secs(20), |_| Ok(()))
+                    .expect("park");
+                t0.elapsed()
+            })
+        };
+        let t0 = Instant::now();
+        while c.parkers.load(Ordering::SeqCst) == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(30), "never parked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        parked
+    }
+
+    #[test]
+    fn a_leaving_leader_hands_the_lead_to_a_parked_thread_at_once() {
+        let c = core();
+        let (release, leader) = lead(&c);
+        let parked = park_behind(&c);
+        release.send(()).expect("release");
+        leader.join().expect("leader");
+        let took = parked.join().expect("parked thread");
+        assert!(
+            took < Duration::from_secs(10),
+            "parked {took:?}: not handed the lead"
+        );
+    }
+
+    #[test]
+    fn a_wake_reaches_a_parked_thread_and_skips_the_condvar_without_one() {
+        let c = core();
+        c.wake_sleepers(); // nobody parked: no lock, no notify, no hang
+        let (release, leader) = lead(&c);
+        let parked = park_behind(&c);
+        c.wake_sleepers();
+        let took = parked.join().expect("parked thread");
+        assert!(
+            took < Duration::from_secs(10),
+            "parked {took:?}: the wake was lost"
+        );
+        release.send(()).expect("release");
+        leader.join().expect("leader");
+    }
+
+    #[test]
+    fn the_leader_does_not_interrupt_its_own_blocking_call() {
+        let c = core();
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        c.set_waker(Box::new(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        }));
+        c.wake_sleepers();
+        assert_eq!(wakes.load(Ordering::SeqCst), 1, "a wake from outside");
+        let seen = c.epoch();
+        c.sleep(seen, Duration::from_secs(1), |_| {
+            c.wake_sleepers(); // posting from inside its own progress call
+            Ok(())
+        })
+        .expect("sleep");
+        assert_eq!(wakes.load(Ordering::SeqCst), 1, "the leader woke itself");
+        c.wake_sleepers();
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            2,
+            "leading ended with the call"
+        );
     }
 }
