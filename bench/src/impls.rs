@@ -7,6 +7,7 @@
 //! | `raw-tcp` | raw TCP stream; bandwidth only |
 //! | `portals-<nal>-<progress>` | the Portals API over a NAL (`tcp`, `udp`), progress `thread` or `poll`; latency and bandwidth |
 //! | `mpi-<nal>-<progress>` | `mpi-on-portals` over a NAL; every benchmark |
+//! | `portals-<nal>-thread-uring`, `mpi-<nal>-thread-uring` | as above, with the progress thread's poller on `io_uring` (`PTL_BACKEND=io_uring`) instead of `epoll`; threads waiting in the library always use `epoll`, so polling mode has no such variant |
 //! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark |
 //!
 //! A `-unpinned` suffix on a raw label means the two processes were left to
@@ -107,6 +108,9 @@ pub enum Impl {
         nal: String,
         /// Progress mode.
         progress: Progress,
+        /// The progress thread polls with `io_uring` instead of `epoll`
+        /// (thread mode only).
+        uring: bool,
     },
     /// A C peer run through `bench/c/run_peer.sh`.
     Peer(String),
@@ -133,7 +137,13 @@ impl Impl {
                 level,
                 nal,
                 progress,
-            } => format!("{}-{nal}-{}", level.name(), progress.name()),
+                uring,
+            } => format!(
+                "{}-{nal}-{}{}",
+                level.name(),
+                progress.name(),
+                if *uring { "-uring" } else { "" }
+            ),
             Impl::Peer(p) => p.clone(),
         }
     }
@@ -167,7 +177,7 @@ impl Impl {
                     pinned,
                 })
             }
-            [lvl @ ("portals" | "mpi"), nal, prog] if pinned => {
+            [lvl @ ("portals" | "mpi"), nal, prog, rest @ ..] if pinned => {
                 let level = if *lvl == "mpi" {
                     Level::Mpi
                 } else {
@@ -181,10 +191,21 @@ impl Impl {
                 if nal.is_empty() || !nal.chars().all(|c| c.is_ascii_alphanumeric()) {
                     return Err(format!("bad NAL name in '{label}'"));
                 }
+                let uring = match rest {
+                    [] => false,
+                    ["uring"] if progress == Progress::Thread => true,
+                    ["uring"] => {
+                        return Err(format!(
+                            "'{label}': only a progress thread polls with io_uring (use thread)"
+                        ))
+                    }
+                    _ => return Err(format!("unknown suffix in '{label}' (-uring)")),
+                };
                 Ok(Impl::Project {
                     level,
                     nal: nal.to_string(),
                     progress,
+                    uring,
                 })
             }
             _ => Err(format!(
@@ -218,7 +239,9 @@ impl Impl {
     }
 
     /// The project variants for these NALs and progress modes, MPI and
-    /// Portals level.
+    /// Portals level; with a progress thread also, at the Portals level,
+    /// the `io_uring` poller (the MPI level adds nothing to that
+    /// comparison).
     pub fn project_variants(nals: &[String], progress: &[Progress]) -> Vec<Impl> {
         let mut v = Vec::new();
         for level in [Level::Portals, Level::Mpi] {
@@ -228,7 +251,16 @@ impl Impl {
                         level,
                         nal: nal.clone(),
                         progress: pr,
+                        uring: false,
                     });
+                    if level == Level::Portals && pr == Progress::Thread {
+                        v.push(Impl::Project {
+                            level,
+                            nal: nal.clone(),
+                            progress: pr,
+                            uring: true,
+                        });
+                    }
                 }
             }
         }
@@ -287,6 +319,21 @@ mod tests {
         );
         assert!(Impl::parse("mpi-tcp-sometimes").is_err());
         assert!(Impl::parse("mpi-tcp-thread-unpinned").is_err());
+        assert!(
+            Impl::parse("portals-tcp-poll-uring").is_err(),
+            "no poller thread"
+        );
+        assert!(Impl::parse("portals-tcp-thread-epoll").is_err());
+        assert!(all.iter().any(|i| i.label() == "portals-udp-thread-uring"));
+        assert_eq!(
+            Impl::parse("mpi-tcp-thread-uring"),
+            Ok(Impl::Project {
+                level: Level::Mpi,
+                nal: "tcp".into(),
+                progress: Progress::Thread,
+                uring: true,
+            })
+        );
         assert!(Impl::parse("lam").is_err());
         assert_eq!(family_of("mpi-tcp-thread"), Family::Project);
     }

@@ -42,13 +42,13 @@ pub fn describe(label: &str) -> String {
         _ => {
             let parts: Vec<&str> = base.split('-').collect();
             match parts.as_slice() {
-                [lvl @ ("portals" | "mpi"), nal, prog] => format!(
+                [lvl @ ("portals" | "mpi"), nal, prog, rest @ ..] => format!(
                     "portals-rs, {} level, {nal} NAL, {}",
                     if *lvl == "mpi" { "MPI" } else { "Portals" },
-                    if *prog == "thread" {
-                        "progress thread"
-                    } else {
-                        "progress only inside calls (polling)"
+                    match (*prog, rest) {
+                        ("thread", ["uring"]) => "progress thread polling with io_uring",
+                        ("thread", _) => "progress thread",
+                        _ => "progress only inside calls (polling)",
                     }
                 ),
                 _ => String::new(),
@@ -800,6 +800,8 @@ mod tests {
             PathBuf::from("x.svg")
         );
         assert!(describe("mpi-tcp-poll").contains("polling"));
+        assert!(describe("portals-tcp-thread-uring").contains("io_uring"));
+        assert!(!describe("portals-tcp-thread").contains("io_uring"));
         assert!(describe("raw-tcp-busy-unpinned").contains("not pinned"));
         assert_eq!(fmt_value(1234.5), "1234");
         assert_eq!(fmt_value(3.256), "3.26");

@@ -88,7 +88,8 @@ impl Runner {
                 level,
                 nal,
                 progress,
-            } => self.run_project(*level, nal, *progress, &imp.label(), p),
+                uring,
+            } => self.run_project(*level, nal, *progress, *uring, &imp.label(), p),
             Impl::Peer(name) => self.run_peer(name, p),
         }
     }
@@ -98,6 +99,7 @@ impl Runner {
         level: Level,
         nal: &str,
         progress: Progress,
+        uring: bool,
         label: &str,
         p: &Params,
     ) -> Result<Vec<Record>> {
@@ -116,6 +118,11 @@ impl Runner {
             progress: match progress {
                 Progress::Thread => nal_tcp::ProgressMode::Thread,
                 Progress::Poll => nal_tcp::ProgressMode::Poll,
+            },
+            backend: if uring {
+                nal_tcp::Backend::IoUring
+            } else {
+                nal_tcp::Backend::Epoll
             },
             timeout: Duration::from_secs(60),
             ..JobOptions::default()
@@ -435,6 +442,7 @@ pub fn probe_project(runner: &Runner, nal: &str) -> Result<()> {
         level: Level::Portals,
         nal: nal.to_string(),
         progress: Progress::Thread,
+        uring: false,
     };
     let mut p = Params::preset(Bench::Latency, crate::params::Preset::Smoke);
     p.sizes = vec![8];

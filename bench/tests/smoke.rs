@@ -1,5 +1,6 @@
 //! CI smoke test of every `ptl-bench` benchmark: tiny sizes, one or two
-//! iterations, both progress modes, Portals and MPI level; each run must
+//! iterations, both progress modes (and at the Portals level both pollers
+//! of the progress thread), Portals and MPI level; each run must
 //! finish and print well-formed records. (Full runs are not part of CI.)
 
 mod common;
@@ -8,8 +9,9 @@ use common::{covers, ptl_bench, records};
 
 const T: u64 = 90;
 const MPI: [&str; 2] = ["mpi-tcp-thread", "mpi-tcp-poll"];
-const ALL: [&str; 4] = [
+const ALL: [&str; 5] = [
     "portals-tcp-thread",
+    "portals-tcp-thread-uring",
     "portals-tcp-poll",
     "mpi-tcp-thread",
     "mpi-tcp-poll",
