@@ -16,20 +16,26 @@
 //! 8-byte ping-pong was about 1.3 µs per hop slower than with none, and a
 //! sender streaming 1 MB puts lost about a fifth of its bandwidth). So the
 //! progress thread backs off, doubling its nap up to [`MAX_BACKOFF`]
-//! hand-back delays, while a look finds a waiter inside and either
+//! hand-back delays, while a look finds
 //!
-//! - several waits began since it last looked (a communication loop), or
-//! - none did: one long wait is still going on (a sender waiting for a
-//!   window of large messages to drain). The leave that ends such a wait
-//!   wakes the progress thread, so progress resumes one delay after it as
-//!   usual; that costs the leaving thread a system call only here.
+//! - a waiter inside after several waits began since it last looked (a
+//!   communication loop);
+//! - no waiter, but a great many waits since it last looked and the last
+//!   one left moments ago (the same loop, looked at while it sends between
+//!   two waits); or
+//! - a waiter inside the same wait as last time: one long wait (a sender
+//!   waiting for a window of large messages to drain). The leave that ends
+//!   such a wait wakes the progress thread, so progress resumes one delay
+//!   after it as usual; that costs the leaving thread a system call only
+//!   here.
 //!
-//! It returns to single delays as soon as it finds the application between
-//! waits, away long enough to take over, or inside after only a few waits.
-//! The price of the first rule: when an application leaves a tight loop of
-//! short waits to compute right after a look found it inside one, progress
-//! may resume up to `MAX_BACKOFF` delays later instead of one (a wake at
-//! every leave would cost a system call per wait in that loop).
+//! It returns to single delays as soon as it finds the application away
+//! long enough to take over, between waits otherwise, or inside after only
+//! a few waits. The price of the first two rules: when an application
+//! leaves a tight loop of short waits to compute right after a look found
+//! it in that loop, progress may resume up to `MAX_BACKOFF` delays later
+//! instead of one (a wake at every leave would cost a system call per wait
+//! in that loop).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -42,6 +48,16 @@ pub const MAX_BACKOFF: u32 = 16;
 /// application count as busy in the library. One or two are an application
 /// that waits once per compute step; more are a communication loop.
 const BUSY_WAITS: u64 = 4;
+
+/// Waits begun between two looks that, with the last one left within an
+/// eighth of the hand-back delay, make an application found *between*
+/// waits count as busy: a ping-pong spends a fifth of its time sending
+/// between waits, so a look lands there often, and resetting the back-off
+/// each time kept the progress thread looking every few hundred
+/// microseconds. A compute step with a barrier and a receive makes a
+/// handful of waits, not this many, and is rarely looked at moments after
+/// its last wait.
+const LOOP_WAITS: u64 = 16;
 
 /// The hand-over between application waiters and a progress thread, plus
 /// the progress thread's stop flag.
@@ -160,12 +176,15 @@ impl ProgressGate {
         let handback = duration_ns(self.handback);
         let began = entered.wrapping_sub(seen);
         // Busy means found *inside* a wait, after a run of them or in the
-        // same one as last time. A look that finds the application just
-        // gone is most likely one that went off to compute between waits
-        // (the overlap pattern: a few waits per step, then compute):
-        // backing off there delayed its progress.
+        // same one as last time; or found between two waits of a loop: a
+        // great many waits since the last look, the last one left moments
+        // ago. Any other look that finds the application gone is most
+        // likely one that went off to compute between waits (the overlap
+        // pattern: a few waits per step, then compute): backing off there
+        // delayed its progress.
         let inside = self.waiters.load(Ordering::SeqCst) > 0;
-        if !inside || (began > 0 && began < BUSY_WAITS) {
+        let in_loop = !inside && began >= LOOP_WAITS && self.since_leave() < handback / 8;
+        if !(inside || in_loop) || (inside && began > 0 && began < BUSY_WAITS) {
             return self.single_delay();
         }
         if began == 0 {
@@ -186,6 +205,14 @@ impl ProgressGate {
             .clamp(handback, cap);
         self.nap_ns.store(nap, Ordering::Relaxed);
         self.aside_for().max(Duration::from_nanos(nap))
+    }
+
+    /// Nanoseconds since the last waiter left (`u64::MAX`: none ever did).
+    fn since_leave(&self) -> u64 {
+        match self.last_leave.load(Ordering::Relaxed) {
+            0 => u64::MAX,
+            left => (self.epoch.elapsed().as_nanos() as u64).saturating_sub(left),
+        }
     }
 
     /// End any back-off: nap for the rest of the hand-back delay.
@@ -367,14 +394,30 @@ mod tests {
     }
 
     #[test]
-    fn a_look_between_waits_does_not_back_off_however_many_there_were() {
-        let h = Duration::from_secs(1);
+    fn a_look_during_compute_does_not_back_off_however_many_waits_there_were() {
+        let h = Duration::from_millis(80);
         let g = ProgressGate::new(h);
         // A few waits per compute step (a barrier, then the awaited
         // receive), looked at while the application computes.
-        short_waits(&g, 10 * BUSY_WAITS);
+        short_waits(&g, 10 * LOOP_WAITS);
+        std::thread::sleep(h / 4);
         let nap = g.nap();
         assert!(nap <= h, "{nap:?}: the rest of one delay, not a back-off");
+        short_waits(&g, LOOP_WAITS - 1);
+        let nap = g.nap();
+        assert!(nap <= h, "{nap:?}: too few waits for a loop");
+    }
+
+    #[test]
+    fn a_look_between_the_waits_of_a_loop_backs_off() {
+        let h = Duration::from_secs(1);
+        let g = ProgressGate::new(h);
+        // A ping-pong, looked at while it sends between two waits.
+        short_waits(&g, LOOP_WAITS);
+        assert_eq!(g.nap(), 2 * h);
+        short_waits(&g, LOOP_WAITS);
+        assert_eq!(g.nap(), 4 * h);
+        assert!(!g.wake_on_leave.load(Ordering::SeqCst), "no wait to end");
     }
 
     #[test]
