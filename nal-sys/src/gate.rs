@@ -111,7 +111,7 @@ impl ProgressGate {
     /// wakes a progress thread that backed off because of this one long
     /// wait (see the module documentation).
     pub fn leave(&self) {
-        let now = self.epoch.elapsed().as_nanos() as u64;
+        let now = self.now_ns();
         // 0 means "never": a leave in the very first nanosecond counts as 1.
         self.last_leave.store(now.max(1), Ordering::Relaxed);
         // SeqCst on both sides (here and in `nap`): either this load sees
@@ -136,7 +136,7 @@ impl ProgressGate {
             return true;
         }
         let left = self.last_leave.load(Ordering::Relaxed);
-        let now = self.epoch.elapsed().as_nanos() as u64;
+        let now = self.now_ns();
         if left != 0 && now.saturating_sub(left) < duration_ns(self.handback) {
             return true;
         }
@@ -183,8 +183,12 @@ impl ProgressGate {
         // pattern: a few waits per step, then compute): backing off there
         // delayed its progress.
         let inside = self.waiters.load(Ordering::SeqCst) > 0;
-        let in_loop = !inside && began >= LOOP_WAITS && self.since_leave() < handback / 8;
-        if !(inside || in_loop) || (inside && began > 0 && began < BUSY_WAITS) {
+        let busy = if inside {
+            began == 0 || began >= BUSY_WAITS
+        } else {
+            began >= LOOP_WAITS && self.since_leave() < handback / 8
+        };
+        if !busy {
             return self.single_delay();
         }
         if began == 0 {
@@ -207,11 +211,16 @@ impl ProgressGate {
         self.aside_for().max(Duration::from_nanos(nap))
     }
 
+    /// The gate's clock: nanoseconds since it was made.
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
     /// Nanoseconds since the last waiter left (`u64::MAX`: none ever did).
     fn since_leave(&self) -> u64 {
         match self.last_leave.load(Ordering::Relaxed) {
             0 => u64::MAX,
-            left => (self.epoch.elapsed().as_nanos() as u64).saturating_sub(left),
+            left => self.now_ns().saturating_sub(left),
         }
     }
 
@@ -232,7 +241,7 @@ impl ProgressGate {
         if left == 0 {
             return Duration::ZERO;
         }
-        let now = self.epoch.elapsed().as_nanos() as u64;
+        let now = self.now_ns();
         let until = left.saturating_add(duration_ns(self.handback));
         Duration::from_nanos(until.saturating_sub(now))
     }
@@ -367,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn a_leave_before_the_flag_is_armed_keeps_the_nap_short() {
+    fn only_a_look_inside_arms_the_wake_and_only_the_last_waiter_out_takes_it() {
         let h = Duration::from_secs(1);
         let g = ProgressGate::new(h);
         g.enter();
