@@ -158,11 +158,46 @@ impl RecvBatch {
     }
 }
 
-/// Datagrams queued for one `sendmmsg` call.
+/// Where one queued datagram goes.
+///
+/// A datagram to an address is sent with that address on the socket given
+/// to [`SendBatch::flush`]. A datagram through a connected socket is sent
+/// on that socket *without* an address: only then does the kernel use the
+/// route it cached at `connect` instead of looking one up per datagram
+/// (about 0.4 µs of each hop on loopback here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// The destination.
+    pub addr: SocketAddr,
+    /// A socket connected to `addr` to send through, or `None` for the
+    /// flushing socket.
+    pub via: Option<RawFd>,
+}
+
+impl Target {
+    /// Through a socket connected to `addr`. The socket must stay open
+    /// while datagrams for it are queued.
+    pub fn connected(addr: SocketAddr, via: RawFd) -> Self {
+        Target {
+            addr,
+            via: Some(via),
+        }
+    }
+}
+
+impl From<SocketAddr> for Target {
+    fn from(addr: SocketAddr) -> Self {
+        Target { addr, via: None }
+    }
+}
+
+/// Datagrams queued for `sendmmsg`: one call per run of datagrams that
+/// leave through the same socket.
 pub struct SendBatch {
     cap: usize,
     buf: Vec<u8>,
     lens: Vec<usize>,
+    targets: Vec<Target>,
     addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)>,
     /// Slots `[sent, count)` are queued.
     count: usize,
@@ -211,6 +246,7 @@ impl SendBatch {
             cap,
             buf: vec![0; slots * cap],
             lens: vec![0; slots],
+            targets: vec![Target::from(SocketAddr::from(([0, 0, 0, 0], 0))); slots],
             // SAFETY: plain old data, all-zero is valid.
             addrs: vec![(unsafe { std::mem::zeroed() }, 0); slots],
             count: 0,
@@ -248,19 +284,23 @@ impl SendBatch {
 
     /// Queue the first `len` bytes of the slot returned by
     /// [`slot`](Self::slot) for `dst`. Ignored when full.
-    pub fn commit(&mut self, len: usize, dst: SocketAddr) {
+    pub fn commit(&mut self, len: usize, dst: impl Into<Target>) {
         if self.is_full() {
             return;
         }
         let i = self.count;
+        let dst = dst.into();
         self.lens[i] = len.min(self.cap);
-        self.addrs[i] = std_to_sockaddr(dst);
+        self.targets[i] = dst;
+        if dst.via.is_none() {
+            self.addrs[i] = std_to_sockaddr(dst.addr);
+        }
         self.count += 1;
     }
 
     /// Copy `data` (truncated to a slot) into the batch for `dst`. Returns
     /// false when full.
-    pub fn push(&mut self, data: &[u8], dst: SocketAddr) -> bool {
+    pub fn push(&mut self, data: &[u8], dst: impl Into<Target>) -> bool {
         let Some(slot) = self.slot() else {
             return false;
         };
@@ -276,14 +316,13 @@ impl SendBatch {
     }
 
     /// The bytes and destination of queued datagram `i` (0 = oldest queued).
-    pub fn queued(&self, i: usize) -> Option<(&[u8], SocketAddr)> {
+    pub fn queued(&self, i: usize) -> Option<(&[u8], Target)> {
         let k = self.sent + i;
         if k >= self.count {
             return None;
         }
         let start = k * self.cap;
-        let dst = sockaddr_to_std(&self.addrs[k].0)?;
-        Some((&self.buf[start..start + self.lens[k]], dst))
+        Some((&self.buf[start..start + self.lens[k]], self.targets[k]))
     }
 
     /// Drop the most recently queued datagram (not yet flushed).
@@ -293,15 +332,21 @@ impl SendBatch {
         }
     }
 
-    /// Send what is queued without blocking.
+    /// Send what is queued without blocking: datagrams to an address on
+    /// `fd`, the others through their connected socket. A socket that is
+    /// full stops the flush there, keeping the order of what is left.
     pub fn flush(&mut self, fd: RawFd) -> Flushed {
         let mut out = Flushed::default();
         let mut icmp_retries = 0;
         while self.sent < self.count {
             let first = self.sent;
-            let n = self.count - first;
+            let via = self.targets[first].via;
+            let n = self.targets[first..self.count]
+                .iter()
+                .take_while(|t| t.via == via)
+                .count();
             self.iov.clear();
-            for k in first..self.count {
+            for k in first..first + n {
                 let start = k * self.cap;
                 self.iov.push(libc::iovec {
                     iov_base: self.buf[start..].as_mut_ptr().cast(),
@@ -311,8 +356,15 @@ impl SendBatch {
             for j in 0..n {
                 let k = first + j;
                 let h = &mut self.hdrs[j];
-                h.msg_hdr.msg_name = (&mut self.addrs[k].0 as *mut libc::sockaddr_storage).cast();
-                h.msg_hdr.msg_namelen = self.addrs[k].1;
+                // A connected socket must get no address, or the kernel
+                // looks the route up again.
+                (h.msg_hdr.msg_name, h.msg_hdr.msg_namelen) = match via {
+                    Some(_) => (std::ptr::null_mut(), 0),
+                    None => (
+                        (&mut self.addrs[k].0 as *mut libc::sockaddr_storage).cast(),
+                        self.addrs[k].1,
+                    ),
+                };
                 h.msg_hdr.msg_iov = &mut self.iov[j];
                 h.msg_hdr.msg_iovlen = 1;
                 h.msg_hdr.msg_control = std::ptr::null_mut();
@@ -321,9 +373,17 @@ impl SendBatch {
                 h.msg_len = 0;
             }
             // SAFETY: the first `n` headers are initialised and point into
-            // `addrs`, `iov` and `buf`, live and unaliased during the call.
-            let r =
-                unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+            // `addrs` (or carry no address), `iov` and `buf`, live and
+            // unaliased during the call. A stale descriptor in `via` makes
+            // the call fail, not touch memory.
+            let r = unsafe {
+                libc::sendmmsg(
+                    via.unwrap_or(fd),
+                    self.hdrs.as_mut_ptr(),
+                    n as u32,
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if r < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
@@ -537,6 +597,77 @@ mod tests {
         }
     }
 
+    /// Receive exactly `n` datagrams from `rx` (blocking, bounded), with
+    /// their sources.
+    fn recv_n(rx: &UdpSocket, n: usize) -> Vec<(Vec<u8>, SocketAddr)> {
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        (0..n)
+            .map(|_| {
+                let (len, from) = rx.recv_from(&mut buf).unwrap();
+                (buf[..len].to_vec(), from)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn connected_targets_leave_through_their_socket_in_order() {
+        let (a, b) = (
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+        );
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let link = UdpSocket::bind("127.0.0.1:0").unwrap();
+        link.connect(b.local_addr().unwrap()).unwrap();
+        let (to_a, to_b) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let via_b = Target::connected(to_b, link.as_raw_fd());
+        let mut out = SendBatch::new(8, 64);
+        // Runs of both kinds, interleaved: three `sendmmsg` calls.
+        assert!(out.push(b"a1", to_a));
+        assert!(out.push(b"b1", via_b));
+        assert!(out.push(b"b2", via_b));
+        assert!(out.push(b"a2", to_a));
+        assert_eq!(out.queued(1), Some((&b"b1"[..], via_b)));
+        let f = out.flush(plain.as_raw_fd());
+        assert_eq!(f.sent, 4, "{f:?}");
+        assert!(out.is_empty());
+        let from_plain = plain.local_addr().unwrap();
+        let from_link = link.local_addr().unwrap();
+        assert_eq!(
+            recv_n(&a, 2),
+            vec![(b"a1".to_vec(), from_plain), (b"a2".to_vec(), from_plain)]
+        );
+        assert_eq!(
+            recv_n(&b, 2),
+            vec![(b"b1".to_vec(), from_link), (b"b2".to_vec(), from_link)]
+        );
+    }
+
+    #[test]
+    fn a_connected_target_is_sent_without_an_address() {
+        // The address of a connected target only labels it: the datagram
+        // goes wherever its socket is connected. (Were the address passed
+        // to the kernel, it would go to `decoy`.)
+        let decoy = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let link = UdpSocket::bind("127.0.0.1:0").unwrap();
+        link.connect(peer.local_addr().unwrap()).unwrap();
+        let mut out = SendBatch::new(2, 16);
+        out.push(
+            b"x",
+            Target::connected(decoy.local_addr().unwrap(), link.as_raw_fd()),
+        );
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(out.flush(plain.as_raw_fd()).sent, 1);
+        assert_eq!(
+            recv_n(&peer, 1),
+            vec![(b"x".to_vec(), link.local_addr().unwrap())]
+        );
+        decoy.set_nonblocking(true).unwrap();
+        assert!(decoy.recv_from(&mut [0u8; 16]).is_err());
+    }
+
     #[test]
     fn batches_move_many_datagrams_per_call_and_flag_truncation() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -550,7 +681,10 @@ mod tests {
         let slot = out.slot().unwrap();
         slot[..40].fill(9);
         out.commit(40, dst);
-        assert_eq!(out.queued(5).map(|(d, a)| (d.len(), a)), Some((40, dst)));
+        assert_eq!(
+            out.queued(5).map(|(d, a)| (d.len(), a)),
+            Some((40, Target::from(dst)))
+        );
         let f = out.flush(tx.as_raw_fd());
         assert_eq!(
             f,

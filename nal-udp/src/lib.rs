@@ -18,7 +18,9 @@
 //!   initiator's memory is free at once); large ones are read from the
 //!   descriptor while the receiver pulls them. Datagrams leave in batches
 //!   (`sendmmsg`), written by the calling thread when it can (optimistic
-//!   send).
+//!   send), through one connected socket per peer so that the kernel skips
+//!   its per-datagram route lookup ([`UdpConfig::connected_sends`]; peers
+//!   therefore know each other by a [`PeerAddr`]).
 //! * **Progress** follows `nal-tcp`: a progress thread sleeps in epoll or
 //!   io_uring and runs the protocol's timers; a thread waiting inside the
 //!   library drives the socket itself and the progress thread stands aside.
@@ -35,6 +37,7 @@
 
 #![warn(missing_docs)]
 
+mod addr;
 mod config;
 mod deliver;
 pub mod fault;
@@ -43,6 +46,7 @@ pub mod fuzzing;
 mod nal;
 pub mod proto;
 
+pub use addr::{BadPeerAddr, PeerAddr};
 pub use config::{datagram_truesize, fit_windows, UdpConfig};
 pub use fault::{FaultConfig, FaultParseError};
 pub use nal::{UdpEndpoint, UdpNal, UdpStats};

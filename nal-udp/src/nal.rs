@@ -12,13 +12,14 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nal_sys::batch::{RecvBatch, SendBatch};
+use nal_sys::batch::{RecvBatch, SendBatch, Target};
 use nal_sys::gate::ProgressGate;
 use nal_sys::{Poller, ProgressMode, Ready};
 use portals::{FailType, Nal, NiCore, Outbound, ProcessId, PtlError, SendToken};
 use slab::Slab;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::addr::PeerAddr;
 use crate::config::{fit_windows, UdpConfig};
 use crate::deliver::{out_payload, peer_id, process_id, Deposits, EngineSink};
 use crate::fault::{Fate, FaultInjector};
@@ -76,6 +77,10 @@ pub struct UdpStats {
 pub struct UdpEndpoint {
     sock: Socket,
     local: SocketAddr,
+    /// Holds the source port the per-peer sockets share (with
+    /// [`UdpConfig::connected_sends`]); nothing reads it.
+    source: Option<Socket>,
+    source_addr: SocketAddr,
     cfg: UdpConfig,
     granted: (usize, usize),
 }
@@ -98,13 +103,26 @@ impl UdpEndpoint {
         if cfg.icmp_peer_death {
             nal_sys::batch::enable_error_queue(sock.as_raw_fd(), cfg.bind.is_ipv6())?;
         }
-        let local = sock
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("socket has no IP address"))?;
+        let local = socket_addr(&sock)?;
+        let source = if cfg.connected_sends {
+            let anchor = udp_socket(local)?;
+            anchor.set_reuse_port(true)?;
+            // It never reads: the smallest buffer the kernel allows.
+            anchor.set_recv_buffer_size(1)?;
+            anchor.bind(&SocketAddr::new(local.ip(), 0).into())?;
+            Some(anchor)
+        } else {
+            None
+        };
+        let source_addr = match &source {
+            Some(s) => socket_addr(s)?,
+            None => local,
+        };
         Ok(UdpEndpoint {
             sock,
             local,
+            source,
+            source_addr,
             cfg,
             granted,
         })
@@ -115,17 +133,44 @@ impl UdpEndpoint {
         self.local
     }
 
+    /// What peers must know of this endpoint: where it receives and where
+    /// its datagrams come from (the same address without
+    /// [`UdpConfig::connected_sends`]). Its text form is what a job
+    /// publishes.
+    pub fn addr(&self) -> PeerAddr {
+        PeerAddr {
+            recv: self.local,
+            source: self.source_addr,
+        }
+    }
+
     /// Start serving `core` (use inside [`portals::NetworkInterface::init`]).
-    /// `peers` maps the other processes of the job to their addresses; more
-    /// can be added later with [`UdpNal::add_peer`].
-    pub fn start(
+    /// `peers` maps the other processes of the job to their addresses (each
+    /// peer's [`addr`](Self::addr); a bare `SocketAddr` is a peer that sends
+    /// from where it receives); more can be added later with
+    /// [`UdpNal::add_peer`].
+    pub fn start<A: Into<PeerAddr>>(
         self,
         core: Arc<NiCore>,
-        peers: impl IntoIterator<Item = (ProcessId, SocketAddr)>,
+        peers: impl IntoIterator<Item = (ProcessId, A)>,
     ) -> Result<Arc<UdpNal>, PtlError> {
-        UdpNal::start(self, core, peers.into_iter().collect())
-            .map_err(|e| PtlError::Nal(e.to_string()))
+        let peers = peers.into_iter().map(|(id, a)| (id, a.into())).collect();
+        UdpNal::start(self, core, peers).map_err(|e| PtlError::Nal(e.to_string()))
     }
+}
+
+/// A non-blocking UDP socket for addresses of `like`'s family.
+fn udp_socket(like: SocketAddr) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(like), Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// The IP address a socket is bound to.
+fn socket_addr(s: &Socket) -> io::Result<SocketAddr> {
+    s.local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("socket has no IP address"))
 }
 
 /// Everything the protocol and the socket need, behind one lock.
@@ -133,8 +178,14 @@ struct State {
     ep: Endpoint,
     // Fx, not SipHash: looked up for every datagram both ways, and only
     // known peers are ever inserted, so a sender cannot grow a bucket.
-    addrs: FxHashMap<PeerId, SocketAddr>,
+    /// Where each peer's datagrams go, and through which socket.
+    addrs: FxHashMap<PeerId, Target>,
+    /// Who sent a datagram, by its source address (each peer's receive and
+    /// source addresses).
     by_addr: FxHashMap<SocketAddr, PeerId>,
+    /// The connected per-peer sockets the targets in `addrs` send through;
+    /// they live as long as the state (a target never outlives its socket).
+    links: Vec<Socket>,
     /// Engine tokens of sends in the protocol, by protocol token.
     tokens: Slab<SendToken>,
     deposits: Deposits,
@@ -143,7 +194,7 @@ struct State {
     tx: SendBatch,
     fault: Option<FaultInjector>,
     /// A datagram fault injection holds back, sent after the next one.
-    held: Option<(Vec<u8>, SocketAddr)>,
+    held: Option<(Vec<u8>, Target)>,
     /// The last pass stopped receiving before the socket was empty.
     rx_more: bool,
     /// The last receive pass found the socket empty.
@@ -187,6 +238,8 @@ struct Inner {
     cfg: UdpConfig,
     me: ProcessId,
     sock: Socket,
+    /// The source port of the per-peer sockets, held open.
+    source: Option<Socket>,
     state: Mutex<State>,
     /// Polled by application threads waiting in the library.
     app: Arc<Poller>,
@@ -228,10 +281,14 @@ impl UdpNal {
     fn start(
         ep: UdpEndpoint,
         core: Arc<NiCore>,
-        peers: Vec<(ProcessId, SocketAddr)>,
+        peers: Vec<(ProcessId, PeerAddr)>,
     ) -> io::Result<Arc<UdpNal>> {
         let UdpEndpoint {
-            sock, cfg, granted, ..
+            sock,
+            source,
+            cfg,
+            granted,
+            ..
         } = ep;
         let me = core.id();
         let handback = cfg.handback;
@@ -262,6 +319,7 @@ impl UdpNal {
             ep: endpoint,
             addrs: FxHashMap::default(),
             by_addr: FxHashMap::default(),
+            links: Vec::new(),
             tokens: Slab::new(),
             deposits: Deposits::default(),
             responses: Vec::new(),
@@ -280,6 +338,7 @@ impl UdpNal {
             core,
             cfg,
             sock,
+            source,
             state: Mutex::new(state),
             app,
             pt,
@@ -300,7 +359,7 @@ impl UdpNal {
         {
             let mut st = lock(&inner.state);
             for (id, addr) in peers {
-                Inner::add_peer(&mut st, id, addr);
+                inner.add_peer(&mut st, id, addr);
             }
         }
         let thread = if inner.pt.is_some() {
@@ -319,10 +378,13 @@ impl UdpNal {
         }))
     }
 
-    /// Tell the NAL where a process receives. Adding a known process again
-    /// changes nothing.
-    pub fn add_peer(&self, id: ProcessId, addr: SocketAddr) {
-        Inner::add_peer(&mut lock(&self.inner.state), id, addr);
+    /// Tell the NAL where a process receives and sends from (its
+    /// [`UdpEndpoint::addr`]; a bare `SocketAddr` for a process that sends
+    /// from where it receives). Adding a known process again changes
+    /// nothing.
+    pub fn add_peer(&self, id: ProcessId, addr: impl Into<PeerAddr>) {
+        let i = &self.inner;
+        i.add_peer(&mut lock(&i.state), id, addr.into());
     }
 
     /// The counters.
@@ -424,11 +486,59 @@ impl Nal for UdpNal {
 }
 
 impl Inner {
-    fn add_peer(st: &mut State, id: ProcessId, addr: SocketAddr) {
+    fn add_peer(&self, st: &mut State, id: ProcessId, addr: PeerAddr) {
         let p = peer_id(id);
         st.ep.add_peer(p);
-        st.addrs.entry(p).or_insert(addr);
-        st.by_addr.entry(addr).or_insert(p);
+        if st.addrs.contains_key(&p) {
+            return;
+        }
+        // Datagrams to this process itself never reach a socket.
+        let link = match &self.source {
+            Some(source) if id != self.me => match self.link(source, addr.recv) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    // Still reachable, only slower: through the receiving
+                    // socket, from the receive address (which peers know).
+                    tracing::warn!(peer = %id, error = %e, "no connected socket; sending unconnected");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let target = match link {
+            Some(s) => {
+                let t = Target::connected(addr.recv, s.as_raw_fd());
+                st.links.push(s);
+                t
+            }
+            None => Target::from(addr.recv),
+        };
+        st.addrs.insert(p, target);
+        st.by_addr.entry(addr.recv).or_insert(p);
+        st.by_addr.entry(addr.source).or_insert(p);
+    }
+
+    /// A socket bound to the shared source port and connected to `to`,
+    /// watched for writability by both pollers (it never receives: nobody
+    /// sends to the source port).
+    fn link(&self, source: &Socket, to: SocketAddr) -> io::Result<Socket> {
+        let s = udp_socket(to)?;
+        s.set_reuse_port(true)?;
+        s.set_recv_buffer_size(1)?;
+        nal_sys::request_socket_buffers(s.as_raw_fd(), 0, self.cfg.send_buffer)?;
+        if self.cfg.icmp_peer_death {
+            nal_sys::batch::enable_error_queue(s.as_raw_fd(), to.is_ipv6())?;
+        }
+        s.bind(&source.local_addr()?)?;
+        s.connect(&to.into())?;
+        self.app.register(s.as_raw_fd(), SOCKET, true)?;
+        if let Some(pt) = &self.pt {
+            if let Err(e) = pt.register(s.as_raw_fd(), SOCKET, true) {
+                self.app.deregister(s.as_raw_fd(), SOCKET);
+                return Err(e);
+            }
+        }
+        Ok(s)
     }
 
     // ----- sending -------------------------------------------------------------
@@ -572,23 +682,23 @@ impl Inner {
                 break;
             };
             produced += 1;
-            let Some(&addr) = addrs.get(&peer) else {
+            let Some(&target) = addrs.get(&peer) else {
                 continue;
             };
             let fate = fault.as_mut().map_or(Fate::Send, FaultInjector::decide);
             match fate {
-                Fate::Send => tx.commit(n, addr),
+                Fate::Send => tx.commit(n, target),
                 Fate::Drop => continue,
                 Fate::Duplicate => {
-                    tx.commit(n, addr);
+                    tx.commit(n, target);
                     let last = tx.queued_len().saturating_sub(1);
                     if let Some(copy) = tx.queued(last).map(|(d, _)| d.to_vec()) {
-                        tx.push(&copy, addr);
+                        tx.push(&copy, target);
                     }
                 }
                 Fate::Hold => {
                     let bytes = slot_copy(tx, n);
-                    if let Some((d, a)) = held.replace((bytes, addr)) {
+                    if let Some((d, a)) = held.replace((bytes, target)) {
                         tx.push(&d, a);
                     }
                     continue;
@@ -706,9 +816,16 @@ impl Inner {
     /// is declared dead at once, as a TCP reset would tell, instead of after
     /// the retransmission bound.
     fn read_icmp(&self, st: &mut State) {
+        // The error comes back on the socket that sent: the receiving one,
+        // or a peer's connected one (which reports the peer's receive
+        // address, as the receiving one does).
         let mut errs = Vec::new();
-        if let Err(e) = nal_sys::batch::read_error_queue(self.sock.as_raw_fd(), &mut errs) {
-            tracing::debug!(error = %e, "reading the socket's error queue failed");
+        for fd in
+            std::iter::once(self.sock.as_raw_fd()).chain(st.links.iter().map(|s| s.as_raw_fd()))
+        {
+            if let Err(e) = nal_sys::batch::read_error_queue(fd, &mut errs) {
+                tracing::debug!(error = %e, "reading a socket's error queue failed");
+            }
         }
         for (addr, errno) in errs {
             if errno != libc::ECONNREFUSED {

@@ -11,11 +11,11 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use nal_udp::proto::{self, Endpoint, OutPayload};
-use nal_udp::UdpConfig;
+use nal_udp::{UdpConfig, UdpEndpoint};
 use portals::*;
 use portals_tests::conformance::{
-    a_dead_peer_fails_pending_operations, attach, bind_md, catch_all, expect, id, job, pattern,
-    ping_pong, put_header, variants, Death, PT,
+    a_dead_peer_fails_pending_operations, attach, bind_md, catch_all, expect, fresh_key, id, job,
+    job_with, pattern, ping_pong, put_header, variants, Death, Node, PT,
 };
 
 #[test]
@@ -143,14 +143,61 @@ fn a_header_claiming_another_sender_is_counted_and_dropped() {
 }
 
 #[test]
+fn datagrams_leave_from_the_published_source_address() {
+    for connected in [true, false] {
+        for mut cfg in variants::<UdpConfig>() {
+            cfg.connected_sends = connected;
+            let ep = UdpEndpoint::bind(cfg.clone()).unwrap();
+            let me = ep.addr();
+            assert_eq!(me.recv, ep.local_addr());
+            assert_eq!(me.source.ip(), me.recv.ip());
+            // Connected sends come from their own port; otherwise from the
+            // receiving socket.
+            assert_eq!(me.source != me.recv, connected, "{me}");
+            let a = Node::<UdpConfig>::start(ep, fresh_key(), 0, &[(id(0), me)]);
+            let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+            a.nal.add_peer(id(1), peer.local_addr().unwrap());
+            let eq = a.ni.eq_alloc(8).unwrap();
+            let md = bind_md(&a.ni, eq, b"ping".to_vec());
+            a.ni.put(md, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
+                .unwrap();
+            peer.set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            let mut buf = vec![0u8; 70_000];
+            let (_, from) = peer.recv_from(&mut buf).unwrap();
+            assert_eq!(from, me.source, "{cfg:?}");
+        }
+    }
+}
+
+#[test]
+fn peers_with_and_without_connected_sends_talk_to_each_other() {
+    for cfg in variants::<UdpConfig>() {
+        let unconnected = UdpConfig {
+            connected_sends: false,
+            ..cfg.clone()
+        };
+        let nodes = job_with(&[cfg.clone(), unconnected]);
+        ping_pong(&nodes, 200);
+        for n in &nodes {
+            let st = n.nal.stats().protocol;
+            assert_eq!(st.unknown_peer_drops, 0, "{cfg:?}: {st:?}");
+        }
+    }
+}
+
+#[test]
 fn a_dead_peer_fails_pending_operations_in_bounded_time() {
     // With ICMP: the closed port answers at once. Without: the protocol's
     // retransmission bound decides (shortened here).
-    for icmp in [true, false] {
+    // ICMP comes back on the socket that sent: a peer's connected socket,
+    // or the receiving one.
+    for (icmp, connected) in [(true, true), (true, false), (false, true)] {
         for mut cfg in variants::<UdpConfig>() {
             cfg.protocol.rto_max = Duration::from_millis(100);
             cfg.protocol.max_retransmits = 4;
             cfg.icmp_peer_death = icmp;
+            cfg.connected_sends = connected;
             let within = Duration::from_secs(20);
             let dead =
                 a_dead_peer_fails_pending_operations(&cfg, 8 << 20, Death::BeforePut, within);

@@ -115,6 +115,11 @@ struct Args {
     /// loopback and is IP-fragmented elsewhere).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(512..=65507))]
     udp_max_datagram: Option<u16>,
+    /// UDP only: send through the receiving socket instead of one
+    /// connected socket per peer (for comparison: the kernel then looks up
+    /// a route for every datagram; sets PTL_UDP_CONNECTED=0).
+    #[arg(long)]
+    udp_unconnected: bool,
     /// IP address the ranks' transports listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -212,6 +217,7 @@ pub fn main() -> ExitCode {
         handback: args.handback.map(Duration::from_micros),
         udp_fault: args.udp_fault,
         udp_max_datagram: args.udp_max_datagram.map(usize::from),
+        udp_connected_sends: !args.udp_unconnected,
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
     };

@@ -15,6 +15,7 @@
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
+//! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
@@ -63,6 +64,8 @@ pub const HANDBACK_US: &str = "PTL_HANDBACK_US";
 pub const UDP_FAULT: &str = "PTL_UDP_FAULT";
 /// UDP datagram size.
 pub const UDP_MAX_DATAGRAM: &str = "PTL_UDP_MAX_DATAGRAM";
+/// UDP sends through connected per-peer sockets (`1`) or not (`0`).
+pub const UDP_CONNECTED: &str = "PTL_UDP_CONNECTED";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 /// Socket send buffer of each connection, in bytes.
@@ -121,6 +124,10 @@ pub struct JobOptions {
     pub udp_fault: Option<FaultConfig>,
     /// UDP only: largest datagram (`None`: the protocol's default).
     pub udp_max_datagram: Option<usize>,
+    /// UDP only: send through one connected socket per peer
+    /// ([`nal_udp::UdpConfig::connected_sends`]; on by default). Off is for
+    /// comparison: the kernel then looks up a route for every datagram.
+    pub udp_connected_sends: bool,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -143,6 +150,7 @@ impl Default for JobOptions {
             handback: None,
             udp_fault: None,
             udp_max_datagram: None,
+            udp_connected_sends: true,
             send_buffer: None,
             recv_buffer: None,
         }
@@ -190,6 +198,9 @@ impl JobOptions {
         }
         if let Some(n) = self.udp_max_datagram {
             env.push((UDP_MAX_DATAGRAM, n.to_string()));
+        }
+        if !self.udp_connected_sends {
+            env.push((UDP_CONNECTED, "0".into()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -274,6 +285,13 @@ impl JobOptions {
                 })
                 .ok_or_else(|| bad(UDP_MAX_DATAGRAM, "expected bytes in 512..=65507"))?;
             o.udp_max_datagram = Some(n);
+        }
+        if let Some(v) = var(get, UDP_CONNECTED)? {
+            o.udp_connected_sends = match v.as_str() {
+                "1" => true,
+                "0" => false,
+                _ => return Err(bad(UDP_CONNECTED, "expected 1 or 0")),
+            };
         }
         if let Some(v) = var(get, SNDBUF)? {
             o.send_buffer = Some(parse_bytes(&v).ok_or_else(|| bad(SNDBUF, BYTES))?);
@@ -422,6 +440,32 @@ mod tests {
                     err,
                     RuntimeError::Env {
                         var: HANDBACK_US,
+                        ..
+                    }
+                ),
+                "{v:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn udp_connected_sends_default_on_and_round_trip_when_off() {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert!(d.udp_connected_sends);
+        assert!(d.to_env().iter().all(|(k, _)| *k != UDP_CONNECTED));
+        let off = JobOptions::from_lookup(&lookup(&[(UDP_CONNECTED, "0")])).unwrap();
+        assert!(!off.udp_connected_sends);
+        let env = off.to_env();
+        assert!(env.contains(&(UDP_CONNECTED, "0".to_string())), "{env:?}");
+        let on = JobOptions::from_lookup(&lookup(&[(UDP_CONNECTED, "1")])).unwrap();
+        assert!(on.udp_connected_sends);
+        for v in ["", "yes", "2"] {
+            let err = JobOptions::from_lookup(&lookup(&[(UDP_CONNECTED, v)])).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    RuntimeError::Env {
+                        var: UDP_CONNECTED,
                         ..
                     }
                 ),

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
-use nal_udp::{UdpConfig, UdpEndpoint, UdpNal};
+use nal_udp::{PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
 use portals::{Nal, NetworkInterface, NiConfig, ProcessId};
 
 use crate::env::{self, JobEnv, JobOptions, NalKind};
@@ -117,12 +117,18 @@ pub fn singleton(options: JobOptions) -> Result<Job, RuntimeError> {
     })
 }
 
-/// Parse the address `rank` published.
-fn peer_addr(rank: u32, text: &str) -> Result<SocketAddr, RuntimeError> {
-    text.parse().map_err(|_| RuntimeError::BadAddress {
-        rank,
-        addr: text.to_string(),
-    })
+/// Parse the addresses the ranks published (a socket address for `nal-tcp`,
+/// a [`PeerAddr`] for `nal-udp`).
+fn parse_peers<A: std::str::FromStr>(
+    published: Published,
+) -> Result<Vec<(ProcessId, A)>, RuntimeError> {
+    published
+        .into_iter()
+        .map(|(rank, text)| match text.parse() {
+            Ok(a) => Ok((process_id(rank), a)),
+            Err(_) => Err(RuntimeError::BadAddress { rank, addr: text }),
+        })
+        .collect()
 }
 
 /// Join the job described by `env`.
@@ -136,7 +142,7 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
     )?;
     let size = env.size;
     let (ni, transport) = bring_up(env.rank, env.job_key, &env.options, |local| {
-        kvs.put(&format!("addr.{}", env.rank), &local.to_string())?;
+        kvs.put(&format!("addr.{}", env.rank), local)?;
         let all = kvs.fence()?;
         let mut peers = Vec::with_capacity(size as usize);
         for r in 0..size {
@@ -146,7 +152,7 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
                     server: env.bootstrap.clone(),
                     why: format!("rank {r} published no address"),
                 })?;
-            peers.push((process_id(r), peer_addr(r, a)?));
+            peers.push((r, a.clone()));
         }
         Ok(peers)
     })?;
@@ -279,11 +285,7 @@ pub fn join_with_pmi(
 }
 
 /// Publish this rank's address, fence, and read every other rank's.
-fn exchange_pmi(
-    pmi: &mut PmiClient,
-    job_key: u64,
-    local: SocketAddr,
-) -> Result<Peers, RuntimeError> {
+fn exchange_pmi(pmi: &mut PmiClient, job_key: u64, local: &str) -> Result<Published, RuntimeError> {
     let (rank, size) = (pmi.rank(), pmi.size());
     let check = key_check(job_key);
     let failed = |pmi: &PmiClient, why: String| RuntimeError::PmiJoin {
@@ -308,7 +310,7 @@ fn exchange_pmi(
     let mut peers = Vec::with_capacity(size as usize);
     for r in 0..size {
         if r == rank {
-            peers.push((process_id(r), local));
+            peers.push((r, local.to_string()));
             continue;
         }
         let value = match pmi.get(&pmi_addr_key(r)) {
@@ -334,14 +336,15 @@ fn exchange_pmi(
                 ),
             ));
         }
-        peers.push((process_id(r), peer_addr(r, addr)?));
+        peers.push((r, addr.to_string()));
     }
     Ok(peers)
 }
 
 // ----- transport -----------------------------------------------------------------
 
-type Peers = Vec<(ProcessId, SocketAddr)>;
+/// What every rank published (its NAL's address in text), by rank.
+type Published = Vec<(u32, String)>;
 
 /// The running transport of a job.
 #[derive(Debug, Clone)]
@@ -356,7 +359,7 @@ fn bring_up(
     rank: u32,
     job_key: u64,
     o: &JobOptions,
-    exchange: impl FnOnce(SocketAddr) -> Result<Peers, RuntimeError>,
+    exchange: impl FnOnce(&str) -> Result<Published, RuntimeError>,
 ) -> Result<(NetworkInterface, Transport), RuntimeError> {
     let mut ni_cfg = NiConfig::new(process_id(rank), job_key);
     ni_cfg.wait_spin = o.wait_spin;
@@ -376,7 +379,8 @@ fn bring_up(
                 cfg.handback = d;
             }
             let ep = TcpEndpoint::bind(cfg)?;
-            let peers = exchange(ep.local_addr())?;
+            let peers: Vec<(ProcessId, SocketAddr)> =
+                parse_peers(exchange(&ep.local_addr().to_string())?)?;
             NetworkInterface::init(ni_cfg, |core| {
                 let n = ep.start(core, peers)?;
                 transport = Some(Transport::Tcp(n.clone()));
@@ -389,6 +393,7 @@ fn bring_up(
                 progress: o.progress,
                 backend: o.backend,
                 fault: o.udp_fault,
+                connected_sends: o.udp_connected_sends,
                 ..UdpConfig::default()
             };
             if let Some(d) = o.handback {
@@ -404,7 +409,7 @@ fn bring_up(
                 cfg.send_buffer = n;
             }
             let ep = UdpEndpoint::bind(cfg)?;
-            let peers = exchange(ep.local_addr())?;
+            let peers: Vec<(ProcessId, PeerAddr)> = parse_peers(exchange(&ep.addr().to_string())?)?;
             NetworkInterface::init(ni_cfg, |core| {
                 let n = ep.start(core, peers)?;
                 transport = Some(Transport::Udp(n.clone()));
@@ -640,6 +645,27 @@ mod tests {
             let tcp = job.tcp().expect("tcp");
             assert_eq!(tcp.config().handback, TcpConfig::default().handback);
         });
+    }
+
+    #[test]
+    fn published_addresses_parse_per_transport_and_a_bad_one_names_its_rank() {
+        let published = vec![
+            (0, "127.0.0.1:4000".to_string()),
+            (1, "127.0.0.1:4001/127.0.0.1:4002".to_string()),
+        ];
+        let udp: Vec<(ProcessId, PeerAddr)> = parse_peers(published.clone()).expect("udp");
+        assert_eq!(
+            udp[0].1,
+            PeerAddr::from(SocketAddr::from(([127, 0, 0, 1], 4000)))
+        );
+        assert_eq!(udp[1].0, process_id(1));
+        assert_eq!(udp[1].1.source, SocketAddr::from(([127, 0, 0, 1], 4002)));
+        // The pair form is not a TCP address.
+        let tcp = parse_peers::<SocketAddr>(published);
+        assert!(
+            matches!(&tcp, Err(RuntimeError::BadAddress { rank: 1, addr }) if addr.contains('/')),
+            "{tcp:?}"
+        );
     }
 
     #[test]

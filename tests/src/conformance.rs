@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 pub use nal_tcp::{Backend, ProgressMode};
 use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
-use nal_udp::{FaultConfig, UdpConfig, UdpEndpoint, UdpNal};
+use nal_udp::{FaultConfig, PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
 use portals::*;
 
 /// The portal table entry the tests use.
@@ -36,6 +36,8 @@ pub const WAIT: Option<Duration> = Some(Duration::from_secs(60));
 pub trait Transport: Clone + Debug + Send + Sync + 'static {
     /// A bound endpoint whose address can be published before it starts.
     type Endpoint;
+    /// What the other processes must know of an endpoint to reach it.
+    type Addr: Clone + Debug;
     /// The running NAL (for its counters and the transport's own calls).
     type Nal: Nal;
 
@@ -50,13 +52,15 @@ pub trait Transport: Clone + Debug + Send + Sync + 'static {
     fn progress(&self) -> ProgressMode;
     /// Bind the endpoint.
     fn bind(&self) -> io::Result<Self::Endpoint>;
-    /// The address the endpoint was bound to.
+    /// The address the endpoint receives on.
     fn local_addr(ep: &Self::Endpoint) -> SocketAddr;
+    /// What the endpoint publishes to the other processes.
+    fn peer_addr(ep: &Self::Endpoint) -> Self::Addr;
     /// Start serving `core`, reaching the job's processes at `peers`.
     fn start(
         ep: Self::Endpoint,
         core: Arc<NiCore>,
-        peers: Vec<(ProcessId, SocketAddr)>,
+        peers: Vec<(ProcessId, Self::Addr)>,
     ) -> Result<Arc<Self::Nal>, PtlError>;
 
     /// After traffic with this configuration: if it injects faults, assert
@@ -69,6 +73,7 @@ pub trait Transport: Clone + Debug + Send + Sync + 'static {
 
 impl Transport for TcpConfig {
     type Endpoint = TcpEndpoint;
+    type Addr = SocketAddr;
     type Nal = TcpNal;
     const UNATTENDED_ACK: Duration = Duration::from_millis(1500);
 
@@ -88,6 +93,9 @@ impl Transport for TcpConfig {
     fn local_addr(ep: &TcpEndpoint) -> SocketAddr {
         ep.local_addr()
     }
+    fn peer_addr(ep: &TcpEndpoint) -> SocketAddr {
+        ep.local_addr()
+    }
     fn start(
         ep: TcpEndpoint,
         core: Arc<NiCore>,
@@ -99,6 +107,7 @@ impl Transport for TcpConfig {
 
 impl Transport for UdpConfig {
     type Endpoint = UdpEndpoint;
+    type Addr = PeerAddr;
     type Nal = UdpNal;
     const UNATTENDED_ACK: Duration = Duration::from_millis(3000);
 
@@ -118,10 +127,13 @@ impl Transport for UdpConfig {
     fn local_addr(ep: &UdpEndpoint) -> SocketAddr {
         ep.local_addr()
     }
+    fn peer_addr(ep: &UdpEndpoint) -> PeerAddr {
+        ep.addr()
+    }
     fn start(
         ep: UdpEndpoint,
         core: Arc<NiCore>,
-        peers: Vec<(ProcessId, SocketAddr)>,
+        peers: Vec<(ProcessId, PeerAddr)>,
     ) -> Result<Arc<UdpNal>, PtlError> {
         ep.start(core, peers)
     }
@@ -199,12 +211,7 @@ pub struct Node<C: Transport> {
 
 impl<C: Transport> Node<C> {
     /// Process `i` of job `key`, serving the bound endpoint `ep`.
-    pub fn start(
-        ep: C::Endpoint,
-        key: u64,
-        i: usize,
-        peers: &[(ProcessId, SocketAddr)],
-    ) -> Node<C> {
+    pub fn start(ep: C::Endpoint, key: u64, i: usize, peers: &[(ProcessId, C::Addr)]) -> Node<C> {
         let addr = C::local_addr(&ep);
         let mut nal = None;
         let ni = NetworkInterface::init(NiConfig::new(id(i), key), |core| {
@@ -231,10 +238,10 @@ pub fn job<C: Transport>(n: usize, cfg: &C) -> Vec<Node<C>> {
 pub fn job_with<C: Transport>(cfgs: &[C]) -> Vec<Node<C>> {
     let key = fresh_key();
     let eps: Vec<C::Endpoint> = cfgs.iter().map(|c| c.bind().unwrap()).collect();
-    let addrs: Vec<(ProcessId, SocketAddr)> = eps
+    let addrs: Vec<(ProcessId, C::Addr)> = eps
         .iter()
         .enumerate()
-        .map(|(i, e)| (id(i), C::local_addr(e)))
+        .map(|(i, e)| (id(i), C::peer_addr(e)))
         .collect();
     eps.into_iter()
         .enumerate()
