@@ -5,7 +5,7 @@
 //! a peer's `tx` → the engine (inside `NiCore::with_engine`). The connection
 //! table and the peer table are leaf locks held only for lookups.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read};
 use std::net::SocketAddr;
@@ -418,17 +418,44 @@ impl std::fmt::Debug for TcpNal {
 
 thread_local! {
     static EVENTS: RefCell<Vec<Ready>> = const { RefCell::new(Vec::new()) };
-    static SPIN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static SPIN: Cell<Spin> = const { Cell::new(Spin { last_look_ns: 0, skipped: 0 }) };
 }
 
-/// A spinning waiter looks at the hot connection on every spin but at the
-/// other sockets (one more system call) only on every this-many-th.
+/// A thread spinning in non-blocking passes reads the hot connection on
+/// every pass but asks the poller about the other sockets (one more system
+/// call) only on every this-many-th.
 const SPINS_PER_POLL: u32 = 4;
+/// Passes closer together than this (since the last look) are a spin; a
+/// pass after a longer gap, such as one call between two pieces of
+/// compute, always looks.
+const SPIN_GAP_NS: u64 = 10_000;
 
-fn poll_this_spin(spin: &std::cell::Cell<u32>) -> bool {
-    let n = spin.get().wrapping_add(1);
-    spin.set(n);
-    n % SPINS_PER_POLL == 0
+/// A thread's recent non-blocking passes.
+#[derive(Clone, Copy, Debug)]
+struct Spin {
+    /// When it last asked the poller (the interface's clock, ns).
+    last_look_ns: u64,
+    /// Passes since then that did not.
+    skipped: u32,
+}
+
+/// Whether a non-blocking pass at `now_ns` asks the poller about the other
+/// sockets.
+fn look_this_pass(spin: &Cell<Spin>, now_ns: u64) -> bool {
+    let s = spin.get();
+    let spinning = now_ns.saturating_sub(s.last_look_ns) < SPIN_GAP_NS;
+    if spinning && s.skipped + 1 < SPINS_PER_POLL {
+        spin.set(Spin {
+            skipped: s.skipped + 1,
+            ..s
+        });
+        return false;
+    }
+    spin.set(Spin {
+        last_look_ns: now_ns,
+        skipped: 0,
+    });
+    true
 }
 
 impl TcpNal {
@@ -970,7 +997,9 @@ impl Inner {
         // A waiter spinning here has just read the hot connection; the
         // epoll look for the others costs as much again, and skipping it
         // on most spins shortens the spin (edges wait in epoll meanwhile).
-        if timeout.is_none() && self.hot.load(Ordering::Relaxed) != 0 && !SPIN.with(poll_this_spin)
+        if timeout.is_none()
+            && self.hot.load(Ordering::Relaxed) != 0
+            && !SPIN.with(|sp| look_this_pass(sp, self.now_ns()))
         {
             return Ok(());
         }
@@ -1717,21 +1746,39 @@ fn tune(cfg: &TcpConfig, s: &Socket) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    fn passes(every_ns: u64, n: u64) -> Vec<bool> {
+        let spin = Cell::new(Spin {
+            last_look_ns: 0,
+            skipped: 0,
+        });
+        (1..=n)
+            .map(|i| look_this_pass(&spin, 1_000_000 + i * every_ns))
+            .collect()
+    }
+
     #[test]
-    fn a_spinning_waiter_looks_at_the_other_sockets_once_every_few_spins() {
-        let spin = std::cell::Cell::new(0);
-        let looks: Vec<bool> = (0..3 * SPINS_PER_POLL)
-            .map(|_| poll_this_spin(&spin))
-            .collect();
-        assert_eq!(looks.iter().filter(|l| **l).count(), 3);
-        // Never two looks apart by more than the period.
+    fn a_spinning_waiter_looks_at_the_other_sockets_once_every_few_passes() {
+        // A spin: passes 400 ns apart.
+        let looks = passes(400, 4 * u64::from(SPINS_PER_POLL));
+        assert_eq!(looks.iter().filter(|l| **l).count(), 4, "{looks:?}");
         for w in looks.windows(SPINS_PER_POLL as usize) {
             assert_eq!(w.iter().filter(|l| **l).count(), 1, "{looks:?}");
         }
-        // The counter wraps without a gap.
-        spin.set(u32::MAX - 1);
-        let around: Vec<bool> = (0..SPINS_PER_POLL).map(|_| poll_this_spin(&spin)).collect();
-        assert!(around.iter().any(|l| *l), "{around:?}");
+    }
+
+    #[test]
+    fn a_pass_after_a_gap_always_looks_at_the_other_sockets() {
+        // One call between pieces of compute: every one looks.
+        assert!(passes(SPIN_GAP_NS, 20).iter().all(|l| *l));
+        assert!(passes(1_000_000, 20).iter().all(|l| *l));
+        // Passes a little closer than the gap: never more than the gap
+        // between two looks.
+        let every = SPIN_GAP_NS / 2;
+        let mut since = 0;
+        for l in passes(every, 20) {
+            since = if l { 0 } else { since + every };
+            assert!(since < SPIN_GAP_NS);
+        }
     }
 
     #[test]
