@@ -7,7 +7,7 @@
 //! by the receiver once it knows how much it wants.
 //!
 //! The socket driver ([`UdpEndpoint`], [`UdpNal`]) runs that core over one
-//! non-blocking UDP socket per network interface:
+//! non-blocking receiving UDP socket per network interface:
 //!
 //! * **Receive.** Datagrams are read in batches (`recvmmsg`); the first
 //!   fragment of each message is matched by the engine, and every fragment

@@ -1,5 +1,6 @@
-//! The socket driver: one UDP socket per network interface, the protocol
-//! endpoint behind a lock, and the progress model of `nal-tcp` (a progress
+//! The socket driver: one receiving UDP socket per network interface (plus
+//! one connected sending socket per peer), the protocol endpoint behind a
+//! lock, and the progress model of `nal-tcp` (a progress
 //! thread that sleeps in the kernel, application threads that drive the
 //! socket themselves while they wait, optimistic sends).
 
