@@ -233,7 +233,9 @@ pub struct Flushed {
     /// the socket is writable.
     pub blocked: bool,
     /// A send reported an error the network sent back for an earlier
-    /// datagram (ICMP unreachable); read it with [`read_error_queue`].
+    /// datagram (ICMP unreachable); read it with [`read_error_queue`] on
+    /// the socket that sent that datagram (the flushing one or a
+    /// [`Target`]'s connected one).
     pub icmp: bool,
 }
 
