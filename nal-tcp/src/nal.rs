@@ -969,7 +969,9 @@ impl Inner {
     }
 
     fn progress_once(&self, poller: &Poller, timeout: Option<Duration>) -> io::Result<()> {
-        self.housekeeping();
+        // One clock read per pass, for the housekeeping and the spin.
+        let now_ns = self.now_ns();
+        self.housekeeping(now_ns);
         if timeout.is_none() && self.read_hot() {
             // Something arrived: let the caller look at it before the other
             // sockets get their turn on the next pass.
@@ -999,7 +1001,7 @@ impl Inner {
         // on most spins shortens the spin (edges wait in epoll meanwhile).
         if timeout.is_none()
             && self.hot.load(Ordering::Relaxed) != 0
-            && !SPIN.with(|sp| look_this_pass(sp, self.now_ns()))
+            && !SPIN.with(|sp| look_this_pass(sp, now_ns))
         {
             return Ok(());
         }
@@ -1587,9 +1589,8 @@ impl Inner {
     }
 
     /// Connection deadlines, reconnects and peer liveness, at most every
-    /// `HOUSEKEEPING`.
-    fn housekeeping(&self) {
-        let now_ns = self.now_ns();
+    /// `HOUSEKEEPING`; `now_ns` is the pass's clock.
+    fn housekeeping(&self, now_ns: u64) {
         let due = self.next_housekeeping.load(Ordering::Relaxed);
         if now_ns < due
             || self

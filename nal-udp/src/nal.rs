@@ -106,12 +106,7 @@ impl UdpEndpoint {
         }
         let local = socket_addr(&sock)?;
         let source = if cfg.connected_sends {
-            let anchor = udp_socket(local)?;
-            anchor.set_reuse_port(true)?;
-            // It never reads: the smallest buffer the kernel allows.
-            anchor.set_recv_buffer_size(1)?;
-            anchor.bind(&SocketAddr::new(local.ip(), 0).into())?;
-            Some(anchor)
+            Some(source_port_socket(SocketAddr::new(local.ip(), 0))?)
         } else {
             None
         };
@@ -164,6 +159,18 @@ impl UdpEndpoint {
 fn udp_socket(like: SocketAddr) -> io::Result<Socket> {
     let s = Socket::new(Domain::for_address(like), Type::DGRAM, Some(Protocol::UDP))?;
     s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// A socket on the source port `at` (port 0: a fresh one), shared with
+/// `SO_REUSEPORT` by the anchor and every per-peer socket. None of them
+/// reads: nobody sends to the source port, so each gets the smallest
+/// receive buffer the kernel allows.
+fn source_port_socket(at: SocketAddr) -> io::Result<Socket> {
+    let s = udp_socket(at)?;
+    s.set_reuse_port(true)?;
+    s.set_recv_buffer_size(1)?;
+    s.bind(&at.into())?;
     Ok(s)
 }
 
@@ -523,14 +530,11 @@ impl Inner {
     /// watched for writability by both pollers (it never receives: nobody
     /// sends to the source port).
     fn link(&self, source: &Socket, to: SocketAddr) -> io::Result<Socket> {
-        let s = udp_socket(to)?;
-        s.set_reuse_port(true)?;
-        s.set_recv_buffer_size(1)?;
+        let s = source_port_socket(socket_addr(source)?)?;
         nal_sys::request_socket_buffers(s.as_raw_fd(), 0, self.cfg.send_buffer)?;
         if self.cfg.icmp_peer_death {
             nal_sys::batch::enable_error_queue(s.as_raw_fd(), to.is_ipv6())?;
         }
-        s.bind(&source.local_addr()?)?;
         s.connect(&to.into())?;
         self.app.register(s.as_raw_fd(), SOCKET, true)?;
         if let Some(pt) = &self.pt {
