@@ -19,14 +19,18 @@
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
-//! | `PTL_JOB_SECRET` | under a PMI launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
+//! | `PTL_JOB_SECRET` | under a PMI or PMIx launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
+//! | `PTL_PMIX_LIBRARY` | under a PMIx launcher: the PMIx client library to load (see [`crate::pmix`]) | `libpmix.so.2` |
+//! | `PTL_SINGLETON` | `1`: a process a launcher started as one of several tasks, with no PMI to join through, runs as a job of one instead of stopping (see [`crate::launcher`]) | (unset: it stops, naming the fix) |
 //!
 //! A process started by a PMI launcher (MPICH's `mpiexec.hydra`, Slurm's
 //! `srun --mpi=pmi2`: `PMI_FD` or `PMI_PORT` set, see
-//! [`crate::pmi::PmiEnv`]) and not by `ptlrun` (no `PTL_BOOTSTRAP`) learns
-//! rank, size and its peers through PMI instead of `PTL_RANK`, `PTL_SIZE`,
-//! `PTL_JOB_KEY` and `PTL_BOOTSTRAP`; the transport options above still
-//! apply (pass them with `mpiexec -genv`).
+//! [`crate::pmi::PmiEnv`]) or a PMIx launcher (Open MPI's `mpirun`,
+//! `srun --mpi=pmix`: `PMIX_NAMESPACE` set, see [`crate::pmix::PmixEnv`])
+//! and not by `ptlrun` (no `PTL_BOOTSTRAP`) learns rank, size and its peers
+//! through the launcher instead of `PTL_RANK`, `PTL_SIZE`, `PTL_JOB_KEY`
+//! and `PTL_BOOTSTRAP`; the transport options above still apply (pass
+//! them with `mpiexec -genv`, `mpirun -x`, or `srun --export`).
 
 use std::net::IpAddr;
 use std::time::Duration;

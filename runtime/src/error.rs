@@ -53,6 +53,34 @@ pub enum RuntimeError {
         /// What happened.
         why: String,
     },
+    /// Talking to a PMIx launcher (Open MPI's `mpirun`, `srun --mpi=pmix`)
+    /// failed.
+    #[error("PMIx: {0}")]
+    Pmix(#[from] crate::pmix::PmixError),
+    /// The processes of a job started by a PMIx launcher could not form
+    /// the job (as [`RuntimeError::PmiJoin`], for PMIx).
+    #[error("joining the job through PMIx (namespace {namespace}) failed: {why}")]
+    PmixJoin {
+        /// The job's namespace.
+        namespace: String,
+        /// What happened.
+        why: String,
+    },
+    /// This process was started as one of several tasks by a launcher we
+    /// cannot join through (no PMI, no PMIx): running it as a job of one
+    /// would be silently wrong. See [`crate::launcher`].
+    #[error(
+        "started by {launcher} with {tasks} tasks but no PMI: {fix}; \
+         PTL_SINGLETON=1 runs each task as a job of its own instead"
+    )]
+    ForeignLaunch {
+        /// Who started the process.
+        launcher: &'static str,
+        /// How many tasks it started.
+        tasks: u32,
+        /// What to do about it.
+        fix: &'static str,
+    },
     /// `ptlrun` could not start or supervise the job.
     #[error("launch: {0}")]
     Launch(String),

@@ -7,7 +7,12 @@
 //!
 //! * `ptlrun`'s rendezvous server ([`join_with`], environment `PTL_*`);
 //! * a PMI launcher's key-value space ([`join_pmi`], environment `PMI_*`):
-//!   MPICH's `mpiexec.hydra`, Slurm's `srun --mpi=pmi2`.
+//!   MPICH's `mpiexec.hydra`, Slurm's `srun --mpi=pmi2`;
+//! * a PMIx launcher's server ([`join_pmix`], environment `PMIX_*`): Open
+//!   MPI's `mpirun`, Slurm's `srun --mpi=pmix`, PRRTE, Flux.
+//!
+//! A process started as one of several tasks by a launcher that offers
+//! none of these is refused ([`crate::launcher`]), never run alone.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -19,7 +24,9 @@ use portals::{Nal, NetworkInterface, NiConfig, ProcessId};
 use crate::env::{self, JobEnv, JobOptions, NalKind};
 use crate::error::RuntimeError;
 use crate::kvs::KvsClient;
+use crate::launcher::{self, ForeignLaunch};
 use crate::pmi::{PmiClient, PmiEnv, PmiError, PmiOptions, VersionPreference};
+use crate::pmix::{PmixClient, PmixEnv, PmixError};
 
 /// The Portals process id of `rank` in a job: node id = rank, pid 0.
 pub fn process_id(rank: u32) -> ProcessId {
@@ -39,6 +46,8 @@ enum Coordinator {
     Rendezvous(Mutex<KvsClient>),
     /// The launcher's PMI server; `None` once finalized.
     Pmi(Mutex<Option<PmiClient>>),
+    /// The launcher's PMIx server; `None` once finalized.
+    Pmix(Mutex<Option<PmixClient>>),
 }
 
 /// A process's membership in a running job.
@@ -68,7 +77,11 @@ enum Start {
     Ptlrun(JobEnv),
     /// By a PMI launcher; the secret from `PTL_JOB_SECRET`.
     Pmi(PmiEnv, JobOptions, Option<String>),
-    /// By neither.
+    /// By a PMIx launcher; the secret from `PTL_JOB_SECRET`.
+    Pmix(PmixEnv, JobOptions, Option<String>),
+    /// As one of several tasks, by a launcher we cannot join through.
+    Refused(ForeignLaunch),
+    /// By none: a job of one.
     Alone(JobOptions),
 }
 
@@ -76,14 +89,23 @@ impl Start {
     fn from_lookup(get: env::Lookup<'_>) -> Result<Start, RuntimeError> {
         if get(env::BOOTSTRAP).is_none() {
             let text = |name: &str| get(name).map(|v| v.to_string_lossy().into_owned());
+            let secret = || text(env::JOB_SECRET).filter(|s| !s.is_empty());
             if let Some(pmi) = PmiEnv::from_lookup(text)? {
-                let secret = text(env::JOB_SECRET).filter(|s| !s.is_empty());
-                return Ok(Start::Pmi(pmi, JobOptions::from_lookup(get)?, secret));
+                return Ok(Start::Pmi(pmi, JobOptions::from_lookup(get)?, secret()));
+            }
+            if let Some(pmix) = PmixEnv::from_lookup(text)? {
+                return Ok(Start::Pmix(pmix, JobOptions::from_lookup(get)?, secret()));
             }
         }
         Ok(match JobEnv::from_lookup(get)? {
             Some(env) => Start::Ptlrun(env),
-            None => Start::Alone(JobOptions::from_lookup(get)?),
+            None => {
+                let text = |name: &str| get(name).map(|v| v.to_string_lossy().into_owned());
+                match launcher::foreign_launch(&text) {
+                    Some(f) => Start::Refused(f),
+                    None => Start::Alone(JobOptions::from_lookup(get)?),
+                }
+            }
         })
     }
 }
@@ -94,11 +116,22 @@ impl Start {
 ///    rendezvous (see [`crate::env`]);
 /// 2. otherwise, started by a PMI launcher (`PMI_FD` or `PMI_PORT` set):
 ///    through PMI, see [`join_pmi`];
-/// 3. otherwise a job of one.
+/// 3. otherwise, started by a PMIx launcher (`PMIX_NAMESPACE` set): through
+///    PMIx, see [`join_pmix`];
+/// 4. otherwise, if a launcher started this process as one of several
+///    tasks (see [`crate::launcher`]): [`RuntimeError::ForeignLaunch`],
+///    which names the launcher and the fix;
+/// 5. otherwise a job of one.
 pub fn join() -> Result<Job, RuntimeError> {
     match Start::from_lookup(&|name| std::env::var_os(name))? {
         Start::Ptlrun(env) => join_with(env),
         Start::Pmi(pmi, options, secret) => join_pmi(&pmi, options, secret.as_deref()),
+        Start::Pmix(pmix, options, secret) => join_pmix(&pmix, options, secret.as_deref()),
+        Start::Refused(f) => Err(RuntimeError::ForeignLaunch {
+            launcher: f.launcher,
+            tasks: f.tasks,
+            fix: f.fix,
+        }),
         Start::Alone(options) => singleton(options),
     }
 }
@@ -258,30 +291,40 @@ pub fn join_with_pmi(
 ) -> Result<Job, RuntimeError> {
     let (rank, size) = (pmi.rank(), pmi.size());
     let key = pmi_job_key(pmi.kvs_name(), secret);
-    match bring_up(rank, key, &options, |local| {
+    let made = bring_up(rank, key, &options, |local| {
         exchange_pmi(&mut pmi, key, local)
-    }) {
-        Ok((ni, transport)) => Ok(Job {
-            rank,
-            size,
-            options,
-            ni,
-            transport,
-            coordinator: Coordinator::Pmi(Mutex::new(Some(pmi))),
-        }),
-        Err(e) => {
-            let why = format!("rank {rank} of {size} cannot join the job: {e}");
-            eprintln!("portals-runtime: {why}; aborting the job");
-            // The launcher tears the job down on the abort, and hydra drops
-            // output it has not forwarded yet: give it a moment to pass the
-            // message on first (this is the fatal path; the time is free).
-            std::thread::sleep(ABORT_OUTPUT_GRACE);
-            if let Err(ae) = pmi.abort(1, &why) {
-                tracing::warn!(error = %ae, "PMI abort failed");
-            }
-            Err(e)
+    });
+    let (ni, transport) = or_abort(rank, size, made, |why| {
+        if let Err(ae) = pmi.abort(1, why) {
+            tracing::warn!(error = %ae, "PMI abort failed");
         }
-    }
+    })?;
+    Ok(Job {
+        rank,
+        size,
+        options,
+        ni,
+        transport,
+        coordinator: Coordinator::Pmi(Mutex::new(Some(pmi))),
+    })
+}
+
+/// What a launcher-started rank does when it cannot join: print why, give
+/// the launcher a moment to forward that (it tears the job down on the
+/// abort, and hydra drops output it has not forwarded yet; this is the
+/// fatal path, so the time is free), then `abort` the whole job.
+fn or_abort<T>(
+    rank: u32,
+    size: u32,
+    made: Result<T, RuntimeError>,
+    abort: impl FnOnce(&str),
+) -> Result<T, RuntimeError> {
+    made.inspect_err(|e| {
+        let why = format!("rank {rank} of {size} cannot join the job: {e}");
+        eprintln!("portals-runtime: {why}; aborting the job");
+        std::thread::sleep(ABORT_OUTPUT_GRACE);
+        abort(&why);
+    })
 }
 
 /// Publish this rank's address, fence, and read every other rank's.
@@ -292,7 +335,7 @@ fn exchange_pmi(pmi: &mut PmiClient, job_key: u64, local: &str) -> Result<Publis
         kvs: pmi.kvs_name().to_string(),
         why,
     };
-    pmi.put(&pmi_addr_key(rank), &format!("{local},{check:016x}"))?;
+    pmi.put(&pmi_addr_key(rank), &published_value(local, job_key))?;
     match pmi.fence() {
         Ok(()) => {}
         Err(PmiError::Timeout { after, .. }) => {
@@ -320,23 +363,152 @@ fn exchange_pmi(pmi: &mut PmiClient, job_key: u64, local: &str) -> Result<Publis
             }
             Err(e) => return Err(e.into()),
         };
-        let Some((addr, their_check)) = value.rsplit_once(',') else {
-            return Err(RuntimeError::BadAddress {
-                rank: r,
-                addr: value,
-            });
-        };
-        if u64::from_str_radix(their_check, 16).ok() != Some(check) {
-            return Err(failed(
-                pmi,
-                format!(
-                    "job key mismatch: rank {r} derived a different job key \
-                     (every rank must be given the same {})",
-                    env::JOB_SECRET
-                ),
-            ));
+        match split_published(r, value, check)? {
+            Ok(addr) => peers.push((r, addr)),
+            Err(why) => return Err(failed(pmi, why)),
         }
-        peers.push((r, addr.to_string()));
+    }
+    Ok(peers)
+}
+
+/// What a rank publishes through a launcher: its transport address and the
+/// check of its job key.
+fn published_value(local: &str, job_key: u64) -> String {
+    format!("{local},{:016x}", key_check(job_key))
+}
+
+/// Split what rank `r` published into its address, checking that it
+/// derived the job key whose check is `check`. The outer error is a value
+/// of the wrong form; the inner one a key mismatch, for the caller to wrap
+/// with the launcher's name.
+fn split_published(
+    r: u32,
+    value: String,
+    check: u64,
+) -> Result<Result<String, String>, RuntimeError> {
+    let Some((addr, their_check)) = value.rsplit_once(',') else {
+        return Err(RuntimeError::BadAddress {
+            rank: r,
+            addr: value,
+        });
+    };
+    if u64::from_str_radix(their_check, 16).ok() != Some(check) {
+        return Ok(Err(format!(
+            "job key mismatch: rank {r} derived a different job key \
+             (every rank must be given the same {})",
+            env::JOB_SECRET
+        )));
+    }
+    Ok(Ok(addr.to_string()))
+}
+
+// ----- PMIx --------------------------------------------------------------------
+
+/// Join a job started by a PMIx launcher: connect to its server (the
+/// environment says where, `pmix` says who), then continue as
+/// [`join_with_pmix`]. Every PMIx call waits at most the bootstrap timeout.
+pub fn join_pmix(
+    pmix: &PmixEnv,
+    options: JobOptions,
+    secret: Option<&str>,
+) -> Result<Job, RuntimeError> {
+    let client = PmixClient::init(options.timeout).map_err(|e| match e {
+        // Say who started us: "cannot load libpmix" alone leaves a user of
+        // `mpirun` wondering what PMIx has to do with anything.
+        PmixError::Load { .. } => RuntimeError::PmixJoin {
+            namespace: pmix.namespace.clone(),
+            why: format!(
+                "started by {} (a PMIx launcher) as rank {}, but {e}",
+                pmix.launcher, pmix.rank
+            ),
+        },
+        e => e.into(),
+    })?;
+    join_with_pmix(client, options, secret)
+}
+
+/// Join a job through a PMIx connection: rank and size come from the
+/// server, the job key from [`pmi_job_key`] of the namespace (unique per
+/// job) and the secret, and the ranks exchange transport addresses with
+/// put, commit, a collecting fence, and get. [`Job::barrier`] is then a
+/// PMIx fence, and the connection is finalized when the job is dropped.
+///
+/// A failure after the connection is open is fatal for the whole job: the
+/// error is printed on stderr and the launcher is asked to abort the job
+/// (`PMIx_Abort`), so that no rank waits for this one until a timeout.
+pub fn join_with_pmix(
+    mut pmix: PmixClient,
+    options: JobOptions,
+    secret: Option<&str>,
+) -> Result<Job, RuntimeError> {
+    let (rank, size) = (pmix.rank(), pmix.size());
+    let key = pmi_job_key(pmix.namespace(), secret);
+    let made = bring_up(rank, key, &options, |local| {
+        exchange_pmix(&mut pmix, key, local)
+    });
+    let (ni, transport) = or_abort(rank, size, made, |why| {
+        if let Err(ae) = pmix.abort(1, why) {
+            tracing::warn!(error = %ae, "PMIx abort failed");
+        }
+    })?;
+    Ok(Job {
+        rank,
+        size,
+        options,
+        ni,
+        transport,
+        coordinator: Coordinator::Pmix(Mutex::new(Some(pmix))),
+    })
+}
+
+/// Publish this rank's address, fence collecting the data, and read every
+/// other rank's.
+fn exchange_pmix(
+    pmix: &mut PmixClient,
+    job_key: u64,
+    local: &str,
+) -> Result<Published, RuntimeError> {
+    let (rank, size) = (pmix.rank(), pmix.size());
+    let check = key_check(job_key);
+    let failed = |pmix: &PmixClient, why: String| RuntimeError::PmixJoin {
+        namespace: pmix.namespace().to_string(),
+        why,
+    };
+    pmix.put(&pmi_addr_key(rank), &published_value(local, job_key))?;
+    pmix.commit()?;
+    // Tests wait for this line to kill the launcher mid-start-up.
+    tracing::debug!(rank, size, "PMIx: in the start-up fence");
+    match pmix.fence(true) {
+        Ok(()) => {}
+        Err(PmixError::Timeout { after, .. }) => {
+            return Err(failed(
+                pmix,
+                format!(
+                    "not every rank reached the start-up fence within {after:?} \
+                     (or the launcher died; {} sets the wait)",
+                    env::BOOTSTRAP_TIMEOUT
+                ),
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let mut peers = Vec::with_capacity(size as usize);
+    for r in 0..size {
+        if r == rank {
+            peers.push((r, local.to_string()));
+            continue;
+        }
+        let value = match pmix.get(r, &pmi_addr_key(r)) {
+            Ok(v) => v,
+            Err(PmixError::NotFound { .. }) => {
+                return Err(failed(pmix, format!("rank {r} published no address")))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match split_published(r, value, check)? {
+            Ok(addr) => peers.push((r, addr)),
+            Err(why) => return Err(failed(pmix, why)),
+        }
     }
     Ok(peers)
 }
@@ -519,6 +691,10 @@ impl Job {
                 Some(c) => Ok(c.barrier()?),
                 None => Err(PmiError::Usage("barrier after finalize").into()),
             },
+            Coordinator::Pmix(p) => match p.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                Some(c) => Ok(c.barrier()?),
+                None => Err(PmixError::Finalized("barrier").into()),
+            },
         }
     }
 
@@ -527,10 +703,18 @@ impl Job {
     /// this too; calling it again does nothing. Nothing to do in a job
     /// started by `ptlrun`.
     pub fn finalize(&self) -> Result<(), RuntimeError> {
-        if let Coordinator::Pmi(p) = &self.coordinator {
-            if let Some(c) = p.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                c.finalize()?;
+        match &self.coordinator {
+            Coordinator::Pmi(p) => {
+                if let Some(c) = p.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    c.finalize()?;
+                }
             }
+            Coordinator::Pmix(p) => {
+                if let Some(c) = p.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    c.finalize()?;
+                }
+            }
+            Coordinator::Alone | Coordinator::Rendezvous(_) => {}
         }
         Ok(())
     }
@@ -847,6 +1031,88 @@ mod tests {
                 .collect();
             assert!(matches!(start(&empty), Ok(Start::Pmi(_, _, None))));
             assert!(matches!(start(&[]), Ok(Start::Alone(_))));
+        });
+    }
+
+    /// Open MPI's `mpirun` as it sets up a rank (PMIx and its own
+    /// variables), Slurm's `srun` with and without a PMI plug-in.
+    #[test]
+    fn pmix_launchers_are_joined_and_launchers_without_pmi_refused() {
+        within(5, || {
+            let mpirun = [
+                ("PMIX_NAMESPACE", "1657798657"),
+                ("PMIX_RANK", "1"),
+                ("PMIX_SERVER_URI4", "1657798656.0;tcp4://127.0.0.1:52207"),
+                ("OMPI_COMM_WORLD_SIZE", "2"),
+                ("PTL_JOB_SECRET", "pw"),
+            ];
+            match start(&mpirun) {
+                Ok(Start::Pmix(env, _, Some(secret))) => {
+                    assert_eq!((env.namespace.as_str(), env.rank), ("1657798657", 1));
+                    assert_eq!(env.launcher, "Open MPI's mpirun");
+                    assert_eq!(secret, "pw");
+                }
+                other => panic!("{other:?}"),
+            }
+            // ptlrun inside an mpirun (or an allocation) still wins.
+            let nested: Vec<_> = mpirun
+                .iter()
+                .copied()
+                .chain([
+                    ("PTL_RANK", "0"),
+                    ("PTL_SIZE", "3"),
+                    ("PTL_JOB_KEY", "1"),
+                    ("PTL_BOOTSTRAP", "127.0.0.1:9"),
+                ])
+                .collect();
+            assert!(matches!(start(&nested), Ok(Start::Ptlrun(_))));
+            // srun --mpi=none: Slurm's step variables and nothing to join.
+            let srun = [
+                ("SLURM_STEP_NUM_TASKS", "4"),
+                ("SLURM_STEP_ID", "0"),
+                ("SLURM_PROCID", "2"),
+            ];
+            match start(&srun) {
+                Ok(Start::Refused(f)) => {
+                    assert_eq!((f.launcher, f.tasks), ("srun", 4));
+                    let msg = RuntimeError::ForeignLaunch {
+                        launcher: f.launcher,
+                        tasks: f.tasks,
+                        fix: f.fix,
+                    }
+                    .to_string();
+                    assert!(
+                        msg.starts_with("started by srun with 4 tasks but no PMI: ")
+                            && msg.contains("--mpi=pmix")
+                            && msg.contains("--mpi=pmi2"),
+                        "{msg}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            // srun --mpi=pmix: the same step, joined through PMIx.
+            let srun_pmix: Vec<_> = srun
+                .iter()
+                .copied()
+                .chain([
+                    ("PMIX_NAMESPACE", "slurm.pmix.7.0"),
+                    ("PMIX_RANK", "2"),
+                    ("PMIX_SERVER_URI2", "x"),
+                ])
+                .collect();
+            assert!(matches!(start(&srun_pmix), Ok(Start::Pmix(e, _, None)) if e.rank == 2));
+            // A PMIx namespace whose server is not named is an error, not
+            // a job of one.
+            assert!(matches!(
+                start(&[("PMIX_NAMESPACE", "ns"), ("PMIX_RANK", "0")]),
+                Err(RuntimeError::Pmix(PmixError::Env { .. }))
+            ));
+            let forced: Vec<_> = srun
+                .iter()
+                .copied()
+                .chain([("PTL_SINGLETON", "1")])
+                .collect();
+            assert!(matches!(start(&forced), Ok(Start::Alone(_))));
         });
     }
 

@@ -16,24 +16,33 @@
 //! Processes started by a PMI launcher instead — MPICH's `mpiexec.hydra`,
 //! Slurm's `srun --mpi=pmi2` — join through its [`pmi`] server: the same
 //! [`join`] call finds the `PMI_*` variables and exchanges addresses through
-//! the launcher's key-value space (see [`join_pmi`]). Processes started by
-//! neither form a job of one.
+//! the launcher's key-value space (see [`join_pmi`]). Processes started by a
+//! PMIx launcher — Open MPI's `mpirun`, Slurm's `srun --mpi=pmix`, PRRTE,
+//! Flux — join through its [`pmix`] server the same way (see
+//! [`join_pmix`]). A process that one of these launchers started as one of
+//! several tasks but cannot join (`srun` without a PMI plug-in) stops with
+//! [`RuntimeError::ForeignLaunch`] instead of running alone
+//! ([`launcher`]); only a process started by no launcher at all forms a
+//! job of one.
 
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod env;
 mod error;
+pub mod host;
 mod job;
 pub mod kvs;
 pub mod launch;
+pub mod launcher;
 pub mod pmi;
+pub mod pmix;
 
 pub use env::{JobEnv, JobOptions, NalKind};
 pub use error::RuntimeError;
 pub use job::{
-    join, join_pmi, join_with, join_with_pmi, pmi_job_key, process_id, rank_of, singleton, Job,
-    Transport,
+    join, join_pmi, join_pmix, join_with, join_with_pmi, join_with_pmix, pmi_job_key, process_id,
+    rank_of, singleton, Job, Transport,
 };
 
 /// Install a `tracing` subscriber that prints to stderr, filtered by the

@@ -1,8 +1,9 @@
 //! Shared pieces of the multi-process tests: launching a test program as a
-//! job and checking what it reported. The integration tests themselves live
-//! in `tests/tests/`; the programs they launch in `src/bin/`. Also the
-//! transport conformance suite ([`conformance`]), which the transports' own
-//! tests build on.
+//! job (with `ptlrun`, or under MPICH's, Open MPI's or Slurm's launcher:
+//! [`hydra`], [`openmpi`], [`slurm`]) and checking what it reported. The
+//! integration tests themselves live in `tests/tests/`; the programs they
+//! launch in `src/bin/`. Also the transport conformance suite
+//! ([`conformance`]), which the transports' own tests build on.
 
 use std::time::Duration;
 
@@ -13,6 +14,12 @@ use portals_runtime::JobOptions;
 
 pub mod conformance;
 pub mod hydra;
+pub mod openmpi;
+pub mod slurm;
+
+// The generic launcher runner lives in hydra's module tree (runtime's
+// tests include hydra.rs by path and need it too); compiled once, here.
+pub use hydra::launcher;
 
 /// Launch `ranks` copies of `program args` on this host with the given
 /// transport options, capturing their output. Bootstrap times out after a
