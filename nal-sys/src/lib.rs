@@ -223,6 +223,18 @@ impl Poller {
         Ok(true)
     }
 
+    /// A descriptor that is readable while this poller has readiness to
+    /// report (its epoll descriptor), for a thread that waits on it beside
+    /// other descriptors with `poll(2)` and then calls [`Poller::poll`]
+    /// without a timeout. `None` for io_uring, whose completions do not
+    /// make a descriptor readable without a registered eventfd.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        match &self.imp {
+            Imp::Epoll(e) => Some(e.fd.as_raw_fd()),
+            Imp::Uring(_) => None,
+        }
+    }
+
     fn lock(&self) -> &Mutex<()> {
         match &self.imp {
             Imp::Epoll(e) => &e.lock,

@@ -608,6 +608,20 @@ impl Nal for TcpNal {
         self.inner.pt.is_some()
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.app.wait_fd()
+    }
+
+    fn arm_wait(&self) -> Option<Duration> {
+        // Work left for the next pass has no readiness edge to announce it
+        // (see `progress_once`). (Wake-ups are the composing transport's:
+        // it installs the interface's waker before this one starts.) The
+        // housekeeping timers are coarse; the interface's own bound on a
+        // nap keeps them running, as it does for `progress`.
+        (lock(&self.inner.dirty).is_empty() && lock(&self.inner.flush_later).is_empty())
+            .then_some(Duration::MAX)
+    }
+
     fn shutdown(&self) {
         self.inner.gate.stop();
         if let Some(pt) = &self.inner.pt {

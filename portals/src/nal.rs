@@ -63,6 +63,31 @@ pub trait Nal: Send + Sync + 'static {
     fn progresses_alone(&self) -> bool {
         false
     }
+
+    /// For a transport composed with others in one interface (shared
+    /// memory to the ranks of this host, TCP to the rest): a descriptor
+    /// that a thread can wait on with `poll(2)` together with the other
+    /// transports' — readable whenever [`Nal::progress`] without a timeout
+    /// would find work, provided [`Nal::arm_wait`] returned true just
+    /// before. `None` (the default): this transport cannot be waited on
+    /// beside others.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
+    /// About to block on [`Nal::wait_fd`]: `None` if work is pending that
+    /// no readiness of the descriptor will announce (then do not block;
+    /// call [`Nal::progress`]), otherwise the longest the wait may last
+    /// before the transport needs a pass for its own timers. A transport
+    /// may tell its peers here that this process sleeps, so that they
+    /// signal the descriptor. [`Nal::disarm_wait`] follows in every case.
+    fn arm_wait(&self) -> Option<Duration> {
+        Some(Duration::MAX)
+    }
+
+    /// The end of a wait begun with [`Nal::arm_wait`], whether or not the
+    /// descriptor became readable.
+    fn disarm_wait(&self) {}
 }
 
 thread_local! {
