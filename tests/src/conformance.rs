@@ -1,11 +1,13 @@
 //! The transport conformance suite: what every network abstraction layer
-//! must do, written once and run for nal-tcp and nal-udp (`tests/conformance.rs`
-//! runs it for each transport, back end and progress mode, and for UDP
-//! through the fault injector).
+//! must do, written once and run for nal-tcp, nal-udp and nal-shm
+//! (`tests/conformance.rs` runs it for each transport, back end and
+//! progress mode, for UDP through the fault injector, and for shared memory
+//! with single-copy on and off).
 //!
 //! A [`Transport`] is a transport's configuration: it says how to bind an
 //! endpoint and start the NAL of one process. [`job`] builds several
-//! processes of one job in this process, connected over 127.0.0.1; the
+//! processes of one job in this process, connected over 127.0.0.1 (or
+//! shared memory); the
 //! behaviours (`puts_and_gets_of_every_size_arrive_byte_exact`, ...) each
 //! take one configuration. The transports' own tests (`nal-tcp/tests`,
 //! `nal-udp/tests`) use the same jobs and helpers for what only they do.
@@ -19,10 +21,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use nal_shm::{ShmAddr, ShmConfig, ShmEndpoint, ShmNal};
 pub use nal_tcp::{Backend, ProgressMode};
 use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
 use nal_udp::{FaultConfig, PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
 use portals::*;
+use portals_runtime::mux::{MuxNal, MuxWake};
 
 /// The portal table entry the tests use.
 pub const PT: PortalIndex = PortalIndex(5);
@@ -31,11 +35,14 @@ pub const PT: PortalIndex = PortalIndex(5);
 pub const WAIT: Option<Duration> = Some(Duration::from_secs(60));
 
 /// A transport configuration: how a process of a test job binds its
-/// endpoint and starts its NAL. Implemented by [`TcpConfig`] and
-/// [`UdpConfig`].
+/// endpoint and starts its NAL. Implemented by [`TcpConfig`],
+/// [`UdpConfig`] and [`ShmConfig`].
 pub trait Transport: Clone + Debug + Send + Sync + 'static {
     /// A bound endpoint whose address can be published before it starts.
     type Endpoint;
+    /// Where the endpoint receives (a socket address for the IP
+    /// transports, what tests aim raw traffic at).
+    type LocalAddr: Clone + Debug + Send + Sync;
     /// What the other processes must know of an endpoint to reach it.
     type Addr: Clone + Debug;
     /// The running NAL (for its counters and the transport's own calls).
@@ -46,14 +53,15 @@ pub trait Transport: Clone + Debug + Send + Sync + 'static {
     /// acknowledge within that time.
     const UNATTENDED_ACK: Duration;
 
-    /// This transport with `backend` and `progress`, defaults otherwise.
+    /// This transport with `backend` (where it has a choice) and
+    /// `progress`, defaults otherwise.
     fn variant(backend: Backend, progress: ProgressMode) -> Self;
     /// Who drives this configuration's sockets.
     fn progress(&self) -> ProgressMode;
     /// Bind the endpoint.
     fn bind(&self) -> io::Result<Self::Endpoint>;
     /// The address the endpoint receives on.
-    fn local_addr(ep: &Self::Endpoint) -> SocketAddr;
+    fn local_addr(ep: &Self::Endpoint) -> Self::LocalAddr;
     /// What the endpoint publishes to the other processes.
     fn peer_addr(ep: &Self::Endpoint) -> Self::Addr;
     /// Start serving `core`, reaching the job's processes at `peers`.
@@ -73,6 +81,7 @@ pub trait Transport: Clone + Debug + Send + Sync + 'static {
 
 impl Transport for TcpConfig {
     type Endpoint = TcpEndpoint;
+    type LocalAddr = SocketAddr;
     type Addr = SocketAddr;
     type Nal = TcpNal;
     const UNATTENDED_ACK: Duration = Duration::from_millis(1500);
@@ -107,6 +116,7 @@ impl Transport for TcpConfig {
 
 impl Transport for UdpConfig {
     type Endpoint = UdpEndpoint;
+    type LocalAddr = SocketAddr;
     type Addr = PeerAddr;
     type Nal = UdpNal;
     const UNATTENDED_ACK: Duration = Duration::from_millis(3000);
@@ -149,6 +159,133 @@ impl Transport for UdpConfig {
         assert!(drops > 0, "{self:?}: the fault injector ran");
         assert!(retransmits > 0, "{self:?}: losses were repaired");
     }
+}
+
+impl Transport for ShmConfig {
+    type Endpoint = ShmEndpoint;
+    type LocalAddr = ShmAddr;
+    type Addr = ShmAddr;
+    type Nal = ShmNal;
+    const UNATTENDED_ACK: Duration = Duration::from_millis(1500);
+
+    /// Shared memory has no back end to choose.
+    fn variant(_backend: Backend, progress: ProgressMode) -> Self {
+        ShmConfig {
+            progress,
+            ..ShmConfig::default()
+        }
+    }
+    fn progress(&self) -> ProgressMode {
+        self.progress
+    }
+    fn bind(&self) -> io::Result<ShmEndpoint> {
+        ShmEndpoint::bind(self.clone())
+    }
+    fn local_addr(ep: &ShmEndpoint) -> ShmAddr {
+        ep.addr()
+    }
+    fn peer_addr(ep: &ShmEndpoint) -> ShmAddr {
+        ep.addr()
+    }
+    fn start(
+        ep: ShmEndpoint,
+        core: Arc<NiCore>,
+        peers: Vec<(ProcessId, ShmAddr)>,
+    ) -> Result<Arc<ShmNal>, PtlError> {
+        ep.start(core, peers)
+    }
+}
+
+/// Shared memory with single-copy transfers on or off (`cma: false`
+/// streams every payload through the rings).
+pub fn shm(progress: ProgressMode, cma: bool) -> ShmConfig {
+    ShmConfig {
+        progress,
+        cma,
+        ..ShmConfig::default()
+    }
+}
+
+/// Two "hosts" in one process: shared memory between the interfaces of
+/// one, TCP between the two, composed as jobs that span hosts compose them
+/// (`portals_runtime::mux`). The interfaces of a job alternate between the
+/// hosts in the order they are bound, so a job of three or more has pairs
+/// of both kinds, and one of two talks over TCP only.
+#[derive(Clone, Debug)]
+pub struct Mixed {
+    /// The TCP side.
+    pub tcp: TcpConfig,
+    /// The shared-memory side.
+    pub shm: ShmConfig,
+    /// Interfaces bound so far (which host the next one is on).
+    bound: Arc<AtomicUsize>,
+}
+
+/// A bound interface of a [`Mixed`] job: its two endpoints and its host.
+#[derive(Debug)]
+pub struct MixedEndpoint {
+    tcp: TcpEndpoint,
+    shm: ShmEndpoint,
+    host: usize,
+}
+
+impl Transport for Mixed {
+    type Endpoint = MixedEndpoint;
+    type LocalAddr = SocketAddr;
+    type Addr = (SocketAddr, ShmAddr, usize);
+    type Nal = MuxNal;
+    const UNATTENDED_ACK: Duration = Duration::from_millis(1500);
+
+    fn variant(backend: Backend, progress: ProgressMode) -> Self {
+        Mixed {
+            tcp: TcpConfig::variant(backend, progress),
+            shm: ShmConfig {
+                progress,
+                ..ShmConfig::default()
+            },
+            bound: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+    fn progress(&self) -> ProgressMode {
+        self.tcp.progress
+    }
+    fn bind(&self) -> io::Result<MixedEndpoint> {
+        Ok(MixedEndpoint {
+            tcp: TcpEndpoint::bind(self.tcp.clone())?,
+            shm: ShmEndpoint::bind(self.shm.clone())?,
+            host: self.bound.fetch_add(1, Ordering::SeqCst) % 2,
+        })
+    }
+    fn local_addr(ep: &MixedEndpoint) -> SocketAddr {
+        ep.tcp.local_addr()
+    }
+    fn peer_addr(ep: &MixedEndpoint) -> (SocketAddr, ShmAddr, usize) {
+        (ep.tcp.local_addr(), ep.shm.addr(), ep.host)
+    }
+    fn start(
+        ep: MixedEndpoint,
+        core: Arc<NiCore>,
+        peers: Vec<(ProcessId, (SocketAddr, ShmAddr, usize))>,
+    ) -> Result<Arc<MuxNal>, PtlError> {
+        let local: Vec<(ProcessId, ShmAddr)> = peers
+            .iter()
+            .filter(|(_, (_, _, host))| *host == ep.host)
+            .map(|(id, (_, shm, _))| (*id, *shm))
+            .collect();
+        let ids = local.iter().map(|(id, _)| *id).collect();
+        let tcp_peers: Vec<(ProcessId, SocketAddr)> =
+            peers.iter().map(|(id, (tcp, _, _))| (*id, *tcp)).collect();
+        let wake = MuxWake::new().map_err(|e| PtlError::Nal(e.to_string()))?;
+        wake.install(&core);
+        let shm = ep.shm.start(core.clone(), local)?;
+        let tcp = ep.tcp.start(core, tcp_peers)?;
+        Ok(Arc::new(MuxNal::new("shm+tcp", shm, tcp, ids, wake)?))
+    }
+}
+
+/// The mixed transport with `progress` on both sides.
+pub fn mixed(progress: ProgressMode) -> Mixed {
+    Mixed::variant(Backend::Epoll, progress)
 }
 
 /// UDP through the fault injector: 5 % loss, 2 % duplication, 5 %
@@ -206,7 +343,7 @@ pub struct Node<C: Transport> {
     pub key: u64,
     pub ni: NetworkInterface,
     pub nal: Arc<C::Nal>,
-    pub addr: SocketAddr,
+    pub addr: C::LocalAddr,
 }
 
 impl<C: Transport> Node<C> {

@@ -1,11 +1,14 @@
 //! The transport conformance suite (`portals_tests::conformance`) for each
-//! transport, back end and progress mode, and for UDP through the fault
-//! injector (loss, duplication, reordering). Several interfaces in one
-//! process, connected over 127.0.0.1; one test per behaviour and variant.
+//! transport, back end and progress mode, for UDP through the fault
+//! injector (loss, duplication, reordering), and for shared memory with
+//! single-copy transfers on and off, and for shared memory and TCP
+//! composed (two "hosts" in one process). Several interfaces in one process,
+//! connected over 127.0.0.1 or shared memory; one test per behaviour and
+//! variant.
 
 use nal_tcp::TcpConfig;
 use nal_udp::UdpConfig;
-use portals_tests::conformance::{self, udp_lossy, Backend, ProgressMode, Transport};
+use portals_tests::conformance::{self, mixed, shm, udp_lossy, Backend, ProgressMode, Transport};
 
 /// A module `$variant` with a test for each of `$behaviour`, run with the
 /// configuration `$cfg`.
@@ -49,4 +52,10 @@ full_suite! {
     udp_io_uring_poll = UdpConfig::variant(Backend::IoUring, ProgressMode::Poll);
     udp_lossy_thread = udp_lossy(ProgressMode::Thread, 11);
     udp_lossy_poll = udp_lossy(ProgressMode::Poll, 12);
+    shm_thread = shm(ProgressMode::Thread, true);
+    shm_poll = shm(ProgressMode::Poll, true);
+    shm_thread_ring_copy = shm(ProgressMode::Thread, false);
+    shm_poll_ring_copy = shm(ProgressMode::Poll, false);
+    mixed_thread = mixed(ProgressMode::Thread);
+    mixed_poll = mixed(ProgressMode::Poll);
 }

@@ -1,0 +1,194 @@
+//! The doorbell: a futex word in an inbox's header that the owner's
+//! sleeping threads wait on and that producers bump to wake them.
+//!
+//! The word lives in a shared mapping, so the futex calls are the shared
+//! (not `FUTEX_PRIVATE_FLAG`) kind: the kernel keys them by the page, not
+//! by this process's address space.
+//!
+//! The protocol makes the fast path free of system calls:
+//! * a sleeper increments `sleepers`, then (SeqCst fence) reads the
+//!   doorbell, then re-checks every source of work, then waits on the
+//!   value it read;
+//! * a producer publishes its record (the ring's `tail`), then (SeqCst
+//!   fence) loads `sleepers`, and only if it is non-zero bumps the doorbell
+//!   and wakes.
+//!
+//! Either the producer's load sees the sleeper, or the sleeper's re-check
+//! sees the record (the two fences are ordered one way or the other); a
+//! bump between the sleeper's read and its wait makes the wait return at
+//! once (the value changed).
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::segment::Segment;
+
+/// Wake every thread of `seg`'s owner sleeping on its doorbell, if any
+/// announced itself: on the futex, or in `poll(2)` on its doorbell socket
+/// ([`Bell`]). Call after publishing what they should see. Returns true if
+/// it made a system call.
+pub fn ring(seg: &Segment) -> bool {
+    let h = seg.header();
+    fence(Ordering::SeqCst);
+    let futex = h.sleepers.load(Ordering::Relaxed) != 0;
+    let socket = h.fd_sleepers.load(Ordering::Relaxed) != 0;
+    if futex {
+        h.doorbell.fetch_add(1, Ordering::SeqCst);
+        wake_all(&h.doorbell);
+    }
+    if socket {
+        ring_socket(seg);
+    }
+    futex || socket
+}
+
+/// One datagram to the owner's doorbell socket. Failures are fine: a full
+/// socket queue is readable already, and an owner without a socket has no
+/// fd sleepers to wake.
+fn ring_socket(seg: &Segment) {
+    static SENDER: OnceLock<Option<UnixDatagram>> = OnceLock::new();
+    let sender = SENDER.get_or_init(|| {
+        let s = UnixDatagram::unbound().ok()?;
+        s.set_nonblocking(true).ok()?;
+        Some(s)
+    });
+    if let (Some(s), Ok(addr)) = (sender, seg.bell_addr()) {
+        let _ = s.send_to_addr(&[1], &addr);
+    }
+}
+
+/// The owner's side of the socket doorbell: a datagram socket bound in the
+/// abstract namespace (nothing on any file system, gone with the process)
+/// at its inbox's [`Segment::bell_addr`]. A thread that waits for this
+/// transport and others at once polls it.
+#[derive(Debug)]
+pub struct Bell(UnixDatagram);
+
+impl Bell {
+    /// Bind the doorbell socket of inbox `seg`.
+    pub fn bind(seg: &Segment) -> io::Result<Bell> {
+        let s = UnixDatagram::bind_addr(&seg.bell_addr()?)?;
+        s.set_nonblocking(true)?;
+        Ok(Bell(s))
+    }
+
+    /// The descriptor to poll.
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    /// Consume every pending ring.
+    pub fn drain(&self) {
+        let mut b = [0u8; 16];
+        while self.0.recv(&mut b).is_ok() {}
+    }
+}
+
+/// `FUTEX_WAKE` every waiter on `word`.
+pub fn wake_all(word: &AtomicU32) {
+    // SAFETY: a valid, aligned u32 in a live mapping; FUTEX_WAKE only reads
+    // the address to find waiters.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}
+
+/// How a [`wait`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woke {
+    /// Woken, or the word had already changed.
+    Rung,
+    /// The timeout passed (or a signal interrupted the wait).
+    TimedOut,
+}
+
+/// `FUTEX_WAIT` on `word` while it holds `seen`, up to `timeout`.
+pub fn wait(word: &AtomicU32, seen: u32, timeout: Duration) -> Woke {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a valid, aligned u32 in a live mapping and a valid timespec;
+    // the kernel compares the word with `seen` atomically before sleeping.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            seen,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0u32,
+        )
+    };
+    if r == 0 {
+        return Woke::Rung;
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Woke::Rung,
+        _ => Woke::TimedOut,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    #[test]
+    fn a_socket_sleeper_is_rung_and_others_cost_nothing() {
+        let name =
+            std::ffi::CString::new(format!("/ptl-bell-test-{}", std::process::id())).expect("name");
+        let seg = Segment::create(name, 7, 4096, &[]).expect("segment");
+        let bell = Bell::bind(&seg).expect("bell");
+        let readable = |b: &Bell| {
+            let mut p = libc::pollfd {
+                fd: b.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one live pollfd.
+            unsafe { libc::poll(&mut p, 1, 0) == 1 }
+        };
+        // Nobody sleeps: no system call, nothing to read.
+        assert!(!ring(&seg));
+        assert!(!readable(&bell));
+        // A socket sleeper: the ring reaches the socket.
+        seg.header().fd_sleepers.fetch_add(1, Ordering::SeqCst);
+        assert!(ring(&seg));
+        assert!(readable(&bell));
+        bell.drain();
+        assert!(!readable(&bell));
+        seg.header().fd_sleepers.fetch_sub(1, Ordering::SeqCst);
+        crate::segment::unlink(&seg.name);
+    }
+
+    #[test]
+    fn a_wait_times_out_returns_on_a_changed_word_and_is_woken() {
+        let w = AtomicU32::new(5);
+        let t0 = Instant::now();
+        assert_eq!(wait(&w, 5, Duration::from_millis(20)), Woke::TimedOut);
+        assert!(t0.elapsed() >= Duration::from_millis(15));
+        assert_eq!(wait(&w, 4, Duration::from_secs(10)), Woke::Rung);
+        let w = Arc::new(AtomicU32::new(0));
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || wait(&w2, 0, Duration::from_secs(20)));
+        std::thread::sleep(Duration::from_millis(20));
+        w.fetch_add(1, Ordering::SeqCst);
+        wake_all(&w);
+        assert_eq!(t.join().unwrap(), Woke::Rung);
+    }
+}

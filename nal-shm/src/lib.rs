@@ -1,0 +1,183 @@
+//! # nal-shm
+//!
+//! The shared-memory network abstraction layer for [`portals`]: processes
+//! of one host exchange messages through rings in POSIX shared memory, and
+//! large payloads move with a single copy (`process_vm_readv`) straight from
+//! the sender's memory descriptor into the receiver's.
+//!
+//! * [`ShmEndpoint::bind`] picks this endpoint's address ([`ShmAddr`]: the
+//!   process id and a random nonce) so it can be published during
+//!   bootstrap; [`ShmEndpoint::start`] creates the process's *inbox* (one
+//!   shared-memory object, one ring per other local peer) and returns the
+//!   running [`ShmNal`]. Peers' inboxes are mapped as they appear (start-up
+//!   order does not matter) and validated as untrusted input; the last
+//!   peer to map an inbox unlinks its name, so after start-up nothing of
+//!   the job remains in `/dev/shm`, even if processes are killed.
+//! * **Messages.** A header and a short payload travel inline in one ring
+//!   record. A payload of at least [`ShmConfig::cma_min`] bytes is announced
+//!   with its address, and the receiver reads it straight into the matched
+//!   descriptor, [`ShmConfig::cma_chunk`] bytes per progress step, then
+//!   tells the sender it is done. Where the kernel forbids such reads (or
+//!   [`ShmConfig::cma`] is off) large payloads stream through the ring in
+//!   chunks instead.
+//! * **Progress** is nal-tcp's model: a progress thread
+//!   ([`ProgressMode::Thread`]) that stands aside while application threads
+//!   wait in the library and drive the rings themselves, or none
+//!   ([`ProgressMode::Poll`]). A sleeping thread waits on a futex in its
+//!   inbox; producers make the wake-up system call only when someone
+//!   sleeps. A thread that waits for this transport and another at once
+//!   (shared memory inside a host, TCP across: `portals_runtime::mux`)
+//!   polls the inbox's doorbell socket instead (`Nal::wait_fd`), an
+//!   abstract-namespace datagram socket that producers ring only while
+//!   such a thread sleeps.
+//! * **Failures.** Peer death is noticed within
+//!   [`ShmConfig::liveness_interval`] (pidfd), a peer that shut down within
+//!   the same bound, and a peer that breaks the ring protocol at once; all
+//!   are reported to the engine as failed peers. Nothing read from shared
+//!   memory is trusted.
+
+#![warn(missing_docs)]
+
+mod addr;
+mod attach;
+mod cma;
+mod doorbell;
+mod liveness;
+mod nal;
+pub mod ring;
+mod rx;
+mod segment;
+mod tx;
+
+use std::time::Duration;
+
+pub use addr::{AddrError, ShmAddr};
+pub use nal::{ShmEndpoint, ShmNal};
+pub use nal_sys::{Backend, ProgressMode};
+pub use segment::SegmentError;
+
+/// Configuration of a shared-memory NAL.
+#[derive(Clone, Debug)]
+pub struct ShmConfig {
+    /// Progress thread or polling.
+    pub progress: ProgressMode,
+    /// How long the progress thread keeps standing aside after the last
+    /// application thread left a wait (as `TcpConfig::handback`).
+    pub handback: Duration,
+    /// Bytes of each ring's data area (one ring per ordered pair of local
+    /// processes): a multiple of 64, at least 4 KiB.
+    pub ring_bytes: usize,
+    /// Read payloads of at least [`cma_min`](Self::cma_min) bytes straight
+    /// from the sender's memory with `process_vm_readv` where the kernel
+    /// allows it (probed per pair at start-up). `false` copies every payload
+    /// through the ring.
+    pub cma: bool,
+    /// Payloads at least this long go single-copy.
+    pub cma_min: usize,
+    /// Bytes a single-copy read moves per progress step, so other peers and
+    /// the other direction keep moving during a large transfer.
+    pub cma_chunk: usize,
+    /// How long a peer's inbox may take to appear after [`ShmEndpoint::start`]
+    /// before the peer is declared failed.
+    pub connect_timeout: Duration,
+    /// How often peers are checked for death (and for having shut down): a
+    /// dead peer is noticed within about this long.
+    pub liveness_interval: Duration,
+}
+
+impl Default for ShmConfig {
+    fn default() -> Self {
+        ShmConfig {
+            progress: ProgressMode::Thread,
+            handback: Duration::from_micros(200),
+            ring_bytes: 256 << 10,
+            cma: true,
+            cma_min: 32 << 10,
+            cma_chunk: 256 << 10,
+            connect_timeout: Duration::from_secs(10),
+            liveness_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Errors of the shared-memory transport.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShmError {
+    /// A configuration value out of range.
+    #[error("invalid configuration: {0}")]
+    Config(&'static str),
+    /// A system call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The peer list names one process twice, or this process with another
+    /// address.
+    #[error("peer list: {0}")]
+    Peers(String),
+    /// A peer's inbox did not appear within the connect timeout.
+    #[error("the inbox of {peer} ({addr}) did not appear within {waited:?}")]
+    PeerAbsent {
+        /// The peer.
+        peer: portals::ProcessId,
+        /// Its address.
+        addr: ShmAddr,
+        /// How long it was waited for.
+        waited: Duration,
+    },
+    /// A peer's inbox exists but is not acceptable.
+    #[error("the inbox of {peer} ({addr}) was refused: {reason}")]
+    Refused {
+        /// The peer.
+        peer: portals::ProcessId,
+        /// Its address.
+        addr: ShmAddr,
+        /// What was wrong with it.
+        reason: SegmentError,
+    },
+}
+
+/// Counters of a shared-memory NAL.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShmStats {
+    /// Portals messages handed to a ring (inline, single-copy or pipelined).
+    pub messages_sent: u64,
+    /// Payload bytes of those messages.
+    pub bytes_sent: u64,
+    /// Portals messages received whole.
+    pub messages_received: u64,
+    /// Payload bytes received (copied from a ring or read single-copy).
+    pub bytes_received: u64,
+    /// Messages sent whole in one ring record.
+    pub inline_sent: u64,
+    /// Messages sent as an address for the receiver to read (single-copy).
+    pub single_copy_sent: u64,
+    /// Messages whose payload streamed through the ring in several records.
+    pub pipelined_sent: u64,
+    /// Single-copy payloads read from a peer.
+    pub single_copy_received: u64,
+    /// Bytes read single-copy from peers so far (grows during a transfer).
+    pub single_copy_bytes: u64,
+    /// Times a send found its ring full and was queued.
+    pub ring_full: u64,
+    /// Messages written by the thread that sent them (optimistic send).
+    pub optimistic_sends: u64,
+    /// Times the progress thread's sleep ended because it was woken.
+    pub progress_thread_wakes: u64,
+    /// `FUTEX_WAKE` calls made (to peers' doorbells or our own).
+    pub futex_wakes_sent: u64,
+    /// `FUTEX_WAIT` calls made.
+    pub futex_waits: u64,
+    /// Peers declared failed (dead, shut down, absent, misbehaving).
+    pub peers_failed: u64,
+    /// Peers failed for breaking the ring protocol (bad indices, records,
+    /// headers or cookies).
+    pub corrupt_ring_errors: u64,
+    /// Pairs where single-copy from the peer was found not to work.
+    pub cma_unavailable: u64,
+}

@@ -1,0 +1,678 @@
+//! The shared-memory NAL proper: endpoint, peers, attaching inboxes,
+//! progress (passes, sleeping, the progress thread), liveness, failures,
+//! shutdown. Sending is in `tx.rs`, receiving in `rx.rs`.
+//!
+//! Lock order (never taken the other way round): a peer's `rx` → any
+//! peer's `tx` → the engine (inside `NiCore::with_engine`). The failure
+//! list is a leaf. A peer found broken while locks are held is only
+//! *noted* (`note_failure`); the failure is carried out (`reap_failures`)
+//! by the same thread once it holds no lock.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use portals::{Nal, NiCore, Outbound, ProcessId, PtlError};
+
+use crate::addr::{random_nonce, ShmAddr};
+use crate::doorbell::{self, Woke};
+use crate::liveness::Watch;
+use crate::ring::Consumer;
+use crate::rx::{Phase, Rx};
+use crate::segment::{self, Segment, CMA_OK};
+use crate::tx::Tx;
+use crate::{ShmConfig, ShmError, ShmStats};
+
+/// Longest sleep of the progress thread; liveness checks run at least this
+/// often while it drives progress.
+const PT_SLEEP: Duration = Duration::from_millis(50);
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Why a peer was given up.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Its process exited.
+    Dead,
+    /// It shut its interface down.
+    Closed,
+    /// Its inbox never appeared.
+    Absent(ShmError),
+    /// Its inbox was refused.
+    Refused(ShmError),
+    /// A system call on its behalf failed.
+    Io(String),
+    /// It broke the ring protocol.
+    Corrupt(String),
+    /// A single-copy read from it failed.
+    CmaRead(String),
+}
+
+// ----- endpoint ------------------------------------------------------------
+
+/// A shared-memory endpoint that is not serving an interface yet. Bind
+/// first, publish [`ShmEndpoint::addr`] to the other local processes, then
+/// [`ShmEndpoint::start`].
+#[derive(Debug)]
+pub struct ShmEndpoint {
+    cfg: ShmConfig,
+    addr: ShmAddr,
+}
+
+impl ShmEndpoint {
+    /// Check the configuration and draw this endpoint's address. Nothing
+    /// is created yet: the inbox's name depends on the job key, which
+    /// [`start`](Self::start) learns.
+    pub fn bind(cfg: ShmConfig) -> std::io::Result<ShmEndpoint> {
+        let bad = |m: &'static str| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+        let rb = cfg.ring_bytes as u64;
+        if !(segment::MIN_RING..=segment::MAX_RING).contains(&rb) || rb % 64 != 0 {
+            return Err(bad(
+                "ring_bytes must be a multiple of 64 between 4 KiB and 1 GiB",
+            ));
+        }
+        if cfg.cma_chunk == 0 {
+            return Err(bad("cma_chunk must not be 0"));
+        }
+        if cfg.liveness_interval.is_zero() {
+            return Err(bad("liveness_interval must not be 0"));
+        }
+        let addr = ShmAddr {
+            pid: std::process::id(),
+            nonce: random_nonce()?,
+        };
+        Ok(ShmEndpoint { cfg, addr })
+    }
+
+    /// What the other processes need to reach this endpoint.
+    pub fn addr(&self) -> ShmAddr {
+        self.addr
+    }
+
+    /// Start serving `core` (use inside [`portals::NetworkInterface::init`]).
+    /// `peers` lists the job's processes on this host with their addresses
+    /// (this one may be among them). Creates this process's inbox; peers'
+    /// inboxes are mapped as they appear, within
+    /// [`ShmConfig::connect_timeout`], so processes may start in any order.
+    pub fn start(
+        self,
+        core: Arc<NiCore>,
+        peers: Vec<(ProcessId, ShmAddr)>,
+    ) -> Result<Arc<ShmNal>, PtlError> {
+        ShmNal::start(self, core, peers).map_err(|e| PtlError::Nal(e.to_string()))
+    }
+}
+
+// ----- peers and the shared state ------------------------------------------
+
+/// Another local process of the job.
+pub(crate) struct Peer {
+    pub(crate) id: ProcessId,
+    pub(crate) addr: ShmAddr,
+    /// Its inbox's name.
+    pub(crate) name: CString,
+    /// Index of its ring in our inbox.
+    pub(crate) ring_in: usize,
+    pub(crate) failed: AtomicBool,
+    /// Its inbox, mapped here once it appeared.
+    pub(crate) outbox: OnceLock<Segment>,
+    /// Its process (None: it is this process).
+    pub(crate) watch: Option<Watch>,
+    /// We decided whether single-copy works from it.
+    pub(crate) probed: AtomicBool,
+    /// Its send queue is not empty (a lock-free hint for progress passes).
+    pub(crate) has_queue: AtomicBool,
+    pub(crate) next_attach_ns: AtomicU64,
+    pub(crate) tx: Mutex<Tx>,
+    pub(crate) rx: Mutex<Rx>,
+}
+
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub(crate) messages_sent: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) messages_received: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+    pub(crate) inline_sent: AtomicU64,
+    pub(crate) single_copy_sent: AtomicU64,
+    pub(crate) pipelined_sent: AtomicU64,
+    pub(crate) single_copy_received: AtomicU64,
+    pub(crate) single_copy_bytes: AtomicU64,
+    pub(crate) ring_full: AtomicU64,
+    pub(crate) optimistic_sends: AtomicU64,
+    pub(crate) progress_thread_wakes: AtomicU64,
+    pub(crate) futex_wakes_sent: AtomicU64,
+    pub(crate) futex_waits: AtomicU64,
+    pub(crate) peers_failed: AtomicU64,
+    pub(crate) corrupt_ring_errors: AtomicU64,
+    pub(crate) cma_unavailable: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    pub(crate) core: Arc<NiCore>,
+    pub(crate) cfg: ShmConfig,
+    pub(crate) me: ProcessId,
+    pub(crate) job_key: u64,
+    /// Declared before `inbox`, so dropped before the mapping its
+    /// consumers point into.
+    pub(crate) peers: Vec<Peer>,
+    /// Our inbox: one ring per peer, in `peers` order.
+    pub(crate) inbox: Segment,
+    pub(crate) inbox_linked: AtomicBool,
+    /// The inbox's doorbell socket, for a thread that waits for this
+    /// transport and others at once (`Nal::wait_fd`); `None` if it could
+    /// not be bound (then this transport cannot be composed).
+    bell: Option<doorbell::Bell>,
+    by_id: HashMap<ProcessId, usize>,
+    gate: nal_sys::gate::ProgressGate,
+    pub(crate) stopped: AtomicBool,
+    /// A sticky [`Nal::wake`] not consumed by a blocking call yet.
+    wake_pending: AtomicBool,
+    /// The word peers read to find out whether single-copy works.
+    pub(crate) probe_word: Box<u64>,
+    epoch: Instant,
+    pub(crate) next_housekeeping: AtomicU64,
+    pub(crate) next_liveness: AtomicU64,
+    /// Peers not attached or not probed yet: start-up is unfinished.
+    pub(crate) unresolved: AtomicUsize,
+    /// Receive sides in the middle of a single-copy read.
+    pub(crate) cma_active: AtomicUsize,
+    failing: Mutex<Vec<(usize, Failure)>>,
+    has_failing: AtomicBool,
+    /// Largest record body written, and smallest piece a message is split
+    /// into (unless less is left).
+    pub(crate) max_body: usize,
+    pub(crate) min_chunk: usize,
+    pub(crate) stats: Stats,
+}
+
+/// A running shared-memory NAL. Created by [`ShmEndpoint::start`]; owned by
+/// the network interface (as its `Arc<dyn Nal>`) and optionally by the
+/// caller, for [`ShmNal::stats`].
+pub struct ShmNal {
+    inner: Arc<Inner>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for ShmNal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmNal")
+            .field("me", &self.inner.me)
+            .field("peers", &self.inner.peers.len())
+            .field("progress", &self.inner.cfg.progress)
+            .finish()
+    }
+}
+
+impl ShmNal {
+    fn start(
+        ep: ShmEndpoint,
+        core: Arc<NiCore>,
+        peers: Vec<(ProcessId, ShmAddr)>,
+    ) -> Result<Arc<ShmNal>, ShmError> {
+        let me = core.id();
+        let job_key = core.job_key();
+        let mut others: Vec<(ProcessId, ShmAddr)> = Vec::new();
+        for (id, addr) in peers {
+            if id == me {
+                if addr != ep.addr {
+                    return Err(ShmError::Peers(format!(
+                        "{me} is listed with another address"
+                    )));
+                }
+                continue;
+            }
+            if others.iter().any(|(i, a)| *i == id || *a == addr) {
+                return Err(ShmError::Peers(format!("{id} or {addr} is listed twice")));
+            }
+            others.push((id, addr));
+        }
+        others.sort_by_key(|(id, _)| *id);
+        let senders: Vec<(ProcessId, u32)> = others.iter().map(|(i, a)| (*i, a.pid)).collect();
+        let name = segment::inbox_name(job_key, ep.addr.pid, ep.addr.nonce);
+        let rb = ep.cfg.ring_bytes as u64;
+        let inbox =
+            Segment::create(name, job_key, rb, &senders).map_err(|source| ShmError::Io {
+                what: "creating the inbox",
+                source,
+            })?;
+        let mut by_id = HashMap::new();
+        let mut list = Vec::new();
+        let mut gone = Vec::new();
+        for (i, (id, addr)) in others.into_iter().enumerate() {
+            by_id.insert(id, i);
+            let watch = if addr.pid == ep.addr.pid {
+                None
+            } else {
+                let w = Watch::new(addr.pid);
+                if w.is_none() {
+                    gone.push(i);
+                }
+                w
+            };
+            // SAFETY: ring i of our inbox, which outlives the peer list
+            // (both live in `Inner`, the list is dropped first); we are its
+            // only consumer.
+            let ring = unsafe { Consumer::new(inbox.ring(i)) };
+            list.push(Peer {
+                id,
+                addr,
+                name: segment::inbox_name(job_key, addr.pid, addr.nonce),
+                ring_in: i,
+                failed: AtomicBool::new(false),
+                outbox: OnceLock::new(),
+                watch,
+                probed: AtomicBool::new(false),
+                has_queue: AtomicBool::new(false),
+                next_attach_ns: AtomicU64::new(0),
+                tx: Mutex::new(Tx::new()),
+                rx: Mutex::new(Rx {
+                    ring,
+                    phase: Phase::Idle,
+                }),
+            });
+        }
+        let max_body = (ep.cfg.ring_bytes / 4).max(1024);
+        let n = list.len();
+        let inner = Arc::new(Inner {
+            core: core.clone(),
+            me,
+            job_key,
+            peers: list,
+            bell: match doorbell::Bell::bind(&inbox) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no doorbell socket: cannot be composed with other transports");
+                    None
+                }
+            },
+            inbox,
+            inbox_linked: AtomicBool::new(true),
+            by_id,
+            gate: nal_sys::gate::ProgressGate::new(ep.cfg.handback),
+            stopped: AtomicBool::new(false),
+            wake_pending: AtomicBool::new(false),
+            probe_word: Box::new(u64::from(std::process::id()) << 32 | 0x5052_4f42),
+            epoch: Instant::now(),
+            next_housekeeping: AtomicU64::new(0),
+            next_liveness: AtomicU64::new(0),
+            unresolved: AtomicUsize::new(2 * n),
+            cma_active: AtomicUsize::new(0),
+            failing: Mutex::new(Vec::new()),
+            has_failing: AtomicBool::new(false),
+            max_body,
+            min_chunk: (max_body / 2).min(4096),
+            stats: Stats::default(),
+            cfg: ep.cfg,
+        });
+        if n == 0 {
+            inner.unlink_inbox();
+        }
+        for i in gone {
+            inner.note_failure(&inner.peers[i], Failure::Dead);
+        }
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        core.set_waker(Box::new(move || {
+            if let Some(i) = weak.upgrade() {
+                i.wake();
+            }
+        }));
+        // A first look for the peers' inboxes; the rest come as they appear.
+        inner.housekeeping(inner.now_ns());
+        inner.reap_failures();
+        let thread = match inner.cfg.progress {
+            nal_sys::ProgressMode::Thread => {
+                let i = inner.clone();
+                let t = std::thread::Builder::new()
+                    .name(format!("ptl-shm-{me}"))
+                    .spawn(move || i.progress_thread())
+                    .map_err(|source| ShmError::Io {
+                        what: "starting the progress thread",
+                        source,
+                    })?;
+                Some(t)
+            }
+            nal_sys::ProgressMode::Poll => None,
+        };
+        Ok(Arc::new(ShmNal {
+            inner,
+            thread: Mutex::new(thread),
+        }))
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ShmStats {
+        let s = &self.inner.stats;
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ShmStats {
+            messages_sent: g(&s.messages_sent),
+            bytes_sent: g(&s.bytes_sent),
+            messages_received: g(&s.messages_received),
+            bytes_received: g(&s.bytes_received),
+            inline_sent: g(&s.inline_sent),
+            single_copy_sent: g(&s.single_copy_sent),
+            pipelined_sent: g(&s.pipelined_sent),
+            single_copy_received: g(&s.single_copy_received),
+            single_copy_bytes: g(&s.single_copy_bytes),
+            ring_full: g(&s.ring_full),
+            optimistic_sends: g(&s.optimistic_sends),
+            progress_thread_wakes: g(&s.progress_thread_wakes),
+            futex_wakes_sent: g(&s.futex_wakes_sent),
+            futex_waits: g(&s.futex_waits),
+            peers_failed: g(&s.peers_failed),
+            corrupt_ring_errors: g(&s.corrupt_ring_errors),
+            cma_unavailable: g(&s.cma_unavailable),
+        }
+    }
+
+    /// The configuration the transport runs with.
+    pub fn config(&self) -> &ShmConfig {
+        &self.inner.cfg
+    }
+
+    /// Whether at least one peer agreed to read large payloads from this
+    /// process single-copy (false until the start-up probes are decided,
+    /// and always with [`ShmConfig::cma`] off on either side).
+    pub fn cma_in_use(&self) -> bool {
+        self.inner.peers.iter().any(|p| {
+            p.outbox.get().is_some_and(|s| {
+                lock(&p.tx)
+                    .ring
+                    .as_ref()
+                    .is_some_and(|(_, i)| s.ctl(*i).cma.load(Ordering::Acquire) == CMA_OK)
+            })
+        })
+    }
+
+    /// How many peers' inboxes are mapped.
+    pub fn attached(&self) -> usize {
+        self.inner
+            .peers
+            .iter()
+            .filter(|p| p.outbox.get().is_some())
+            .count()
+    }
+
+    /// Tests only: overwrite ring indices as a broken peer would — `tail`
+    /// of our ring in `peer`'s inbox, `head` of its ring in ours.
+    #[doc(hidden)]
+    pub fn scribble_for_tests(&self, peer: ProcessId, tail: Option<u64>, head: Option<u64>) {
+        let Some(p) = self.inner.peer(peer) else {
+            return;
+        };
+        if let (Some(t), Some(seg)) = (tail, p.outbox.get()) {
+            if let Some((_, i)) = &lock(&p.tx).ring {
+                seg.ctl(*i).tail.store(t, Ordering::Release);
+                doorbell::ring(seg);
+            }
+        }
+        if let Some(h) = head {
+            self.inner
+                .inbox
+                .ctl(p.ring_in)
+                .head
+                .store(h, Ordering::Release);
+        }
+    }
+}
+
+impl Nal for ShmNal {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn send(&self, msg: Outbound) {
+        self.inner.send_inner(msg);
+        self.inner.reap_failures();
+    }
+
+    fn progress(&self, timeout: Option<Duration>) -> portals::Result<()> {
+        if self.inner.stopped.load(Ordering::Acquire) {
+            return Err(PtlError::Shutdown);
+        }
+        match timeout {
+            None => {
+                self.inner.pass();
+            }
+            Some(t) => self.inner.progress_blocking(t, false),
+        }
+        Ok(())
+    }
+
+    fn wake(&self) {
+        self.inner.wake();
+    }
+
+    fn waiter_enter(&self) {
+        self.inner.gate.enter();
+    }
+
+    fn waiter_leave(&self) {
+        self.inner.gate.leave();
+    }
+
+    fn progresses_alone(&self) -> bool {
+        self.inner.cfg.progress == nal_sys::ProgressMode::Thread
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.bell.as_ref().map(|b| b.fd())
+    }
+
+    fn arm_wait(&self) -> Option<Duration> {
+        let i = &self.inner;
+        let h = i.inbox.header();
+        h.fd_sleepers.fetch_add(1, Ordering::SeqCst);
+        // SeqCst: the announcement before the checks (see `doorbell`).
+        fence(Ordering::SeqCst);
+        if i.wake_pending.swap(false, Ordering::SeqCst) || i.work_pending() {
+            return None;
+        }
+        // Housekeeping (liveness, attaching late peers) needs passes.
+        let due = i.next_housekeeping.load(Ordering::Relaxed);
+        let until = Duration::from_nanos(due.saturating_sub(i.now_ns()));
+        Some(until.max(Duration::from_micros(100)))
+    }
+
+    fn disarm_wait(&self) {
+        let i = &self.inner;
+        i.inbox.header().fd_sleepers.fetch_sub(1, Ordering::SeqCst);
+        if let Some(b) = &i.bell {
+            b.drain();
+        }
+    }
+
+    fn shutdown(&self) {
+        let i = &self.inner;
+        i.stopped.store(true, Ordering::SeqCst);
+        i.gate.stop();
+        let h = i.inbox.header();
+        h.doorbell.fetch_add(1, Ordering::SeqCst);
+        doorbell::wake_all(&h.doorbell);
+        if let Some(t) = lock(&self.thread).take() {
+            let _ = t.join();
+        }
+        i.close();
+    }
+}
+
+impl Inner {
+    pub(crate) fn peer(&self, id: ProcessId) -> Option<&Peer> {
+        self.by_id.get(&id).map(|&i| &self.peers[i])
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn wake(&self) {
+        self.wake_pending.store(true, Ordering::SeqCst);
+        if doorbell::ring(&self.inbox) {
+            bump(&self.stats.futex_wakes_sent, 1);
+        }
+    }
+
+    pub(crate) fn unlink_inbox(&self) {
+        if self.inbox_linked.swap(false, Ordering::SeqCst) {
+            segment::unlink(&self.inbox.name);
+        }
+    }
+
+    // ----- progress --------------------------------------------------------
+
+    /// One non-blocking pass over every peer; true if anything moved.
+    pub(crate) fn pass(&self) -> bool {
+        self.housekeeping(self.now_ns());
+        let mut worked = false;
+        for p in &self.peers {
+            if p.failed.load(Ordering::Relaxed) {
+                continue;
+            }
+            if p.has_queue.load(Ordering::Relaxed) {
+                let mut tx = lock(&p.tx);
+                worked |= self.flush(p, &mut tx) > 0;
+            }
+            worked |= self.service(p);
+        }
+        self.reap_failures();
+        worked
+    }
+
+    /// A pass; if it found nothing, sleep on our doorbell up to `t` (less
+    /// while housekeeping is due), then pass again.
+    fn progress_blocking(&self, t: Duration, progress_thread: bool) {
+        if self.pass() {
+            return;
+        }
+        let h = self.inbox.header();
+        h.sleepers.fetch_add(1, Ordering::SeqCst);
+        // SeqCst: the announcement above before every check below (see
+        // `doorbell`).
+        fence(Ordering::SeqCst);
+        let seen = h.doorbell.load(Ordering::SeqCst);
+        if !self.wake_pending.swap(false, Ordering::SeqCst) && !self.work_pending() {
+            let due = self.next_housekeeping.load(Ordering::Relaxed);
+            let until = Duration::from_nanos(due.saturating_sub(self.now_ns()));
+            let nap = t.min(until.max(Duration::from_micros(100)));
+            bump(&self.stats.futex_waits, 1);
+            let woke = doorbell::wait(&h.doorbell, seen, nap);
+            if progress_thread && woke == Woke::Rung {
+                bump(&self.stats.progress_thread_wakes, 1);
+            }
+        }
+        h.sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.pass();
+    }
+
+    /// Whether a pass would find work, looked at without locks: records in
+    /// a ring, a single-copy read under way, a failure to carry out, or a
+    /// queue whose ring had space freed since it filled up.
+    fn work_pending(&self) -> bool {
+        if self.has_failing.load(Ordering::SeqCst) || self.cma_active.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        self.peers.iter().any(|p| {
+            if p.failed.load(Ordering::Relaxed) {
+                return false;
+            }
+            if self.inbox.ring(p.ring_in).pending() {
+                return true;
+            }
+            p.has_queue.load(Ordering::SeqCst)
+                && p.outbox.get().is_some_and(|s| {
+                    lock(&p.tx).ring.as_ref().is_some_and(|(_, i)| {
+                        s.ctl(*i).producer_waiting.load(Ordering::SeqCst) == 0
+                    })
+                })
+        })
+    }
+
+    fn progress_thread(self: Arc<Self>) {
+        let nap = PT_SLEEP.min(self.cfg.liveness_interval);
+        while !self.gate.is_stopped() {
+            if self.gate.stand_aside() {
+                self.gate.park();
+                continue;
+            }
+            self.progress_blocking(nap, true);
+        }
+    }
+
+    // ----- failures ------------------------------------------------------------
+
+    /// Give `p` up: no more traffic from now on; the rest (failing its
+    /// operations) happens in [`reap_failures`](Self::reap_failures).
+    pub(crate) fn note_failure(&self, p: &Peer, why: Failure) {
+        if p.failed.swap(true, Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        bump(&self.stats.peers_failed, 1);
+        match &why {
+            Failure::Corrupt(what) => {
+                bump(&self.stats.corrupt_ring_errors, 1);
+                tracing::warn!(peer = %p.id, "peer broke the shared-memory protocol ({what}); declaring it failed");
+            }
+            Failure::Dead => tracing::warn!(peer = %p.id, "peer process died; declaring it failed"),
+            Failure::Closed => tracing::debug!(peer = %p.id, "peer shut its interface down"),
+            Failure::Absent(e) | Failure::Refused(e) => {
+                tracing::warn!(peer = %p.id, error = %e, "declaring the peer failed")
+            }
+            Failure::Io(e) | Failure::CmaRead(e) => {
+                tracing::warn!(peer = %p.id, error = %e, "declaring the peer failed")
+            }
+        }
+        let i = self.by_id.get(&p.id).copied().unwrap_or(p.ring_in);
+        lock(&self.failing).push((i, why));
+        self.has_failing.store(true, Ordering::SeqCst);
+    }
+
+    /// Carry out noted failures: abort the peer's receive in progress, fail
+    /// its queued and outstanding sends, tell the engine. Call holding no
+    /// lock.
+    pub(crate) fn reap_failures(&self) {
+        if !self.has_failing.load(Ordering::SeqCst) {
+            return;
+        }
+        let list = {
+            let mut f = lock(&self.failing);
+            self.has_failing.store(false, Ordering::SeqCst);
+            std::mem::take(&mut *f)
+        };
+        for (i, _why) in list {
+            let p = &self.peers[i];
+            self.abort_rx(p, false);
+            let tokens = lock(&p.tx).take_all();
+            p.has_queue.store(false, Ordering::SeqCst);
+            for t in tokens {
+                self.fail_token(t);
+            }
+            self.core.with_engine(|e| e.peer_failed(p.id));
+            // A name its owner can no longer unlink (killed before every
+            // peer attached) goes now.
+            segment::unlink(&p.name);
+        }
+    }
+
+    /// The interface is going away: tell peers, abandon what is in flight
+    /// without touching its memory, drop the inbox's name.
+    fn close(&self) {
+        self.inbox.header().closed.store(1, Ordering::SeqCst);
+        for p in &self.peers {
+            self.abort_rx(p, true);
+            drop(lock(&p.tx).take_all());
+            if let Some(s) = p.outbox.get() {
+                doorbell::ring(s);
+            }
+        }
+        self.unlink_inbox();
+    }
+}

@@ -1,0 +1,398 @@
+//! The receiving side: reading a peer's ring in our inbox, feeding headers
+//! to the engine, depositing payloads (from the ring, or single-copy from
+//! the sender's memory), and answering single-copy senders.
+//!
+//! Everything read from the ring is checked; a violation fails the peer.
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::TryLockError;
+
+use portals::wire::{Header, HEADER_LEN};
+use portals::{Outbound, RecvAction, RecvToken, Region};
+
+use crate::cma;
+use crate::doorbell;
+use crate::nal::{bump, Failure, Inner, Peer};
+use crate::ring::{Consumer, Kind};
+use crate::segment::CMA_OK;
+use crate::tx::CMA_TRAILER;
+
+/// Bytes of ring records one peer's ring is read for in one pass, so that
+/// one busy peer does not starve the others (or a waiting thread).
+const RX_BUDGET: usize = 512 << 10;
+
+/// Where the receive side of one peer's ring is.
+pub(crate) enum Phase {
+    /// Between messages.
+    Idle,
+    /// A message whose payload continues in chunk records: bytes go to
+    /// `region` (from `filled`), the rest is dropped; `remaining` payload
+    /// bytes are still to come.
+    Pipe {
+        region: Region,
+        filled: usize,
+        remaining: u64,
+        total: u64,
+        token: Option<RecvToken>,
+        respond: Option<Outbound>,
+    },
+    /// A single-copy read from the sender's memory at `remote`, `done`
+    /// bytes of `region` so far.
+    Cma {
+        region: Region,
+        done: usize,
+        remote: u64,
+        token: RecvToken,
+        cookie: u64,
+    },
+}
+
+/// The receive side of one peer: the consumer of its ring in our inbox.
+pub(crate) struct Rx {
+    pub(crate) ring: Consumer,
+    pub(crate) phase: Phase,
+}
+
+fn corrupt(what: impl Into<String>) -> Failure {
+    Failure::Corrupt(what.into())
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Copy `data` into the rest of `region` after `filled`, as far as it
+/// goes; returns the new fill.
+fn fill(region: &Region, filled: usize, data: &[u8]) -> usize {
+    let n = data.len().min(region.len() - filled);
+    if n > 0 {
+        // SAFETY: the region is lent to us until its token completes, and
+        // the receive lock we hold makes us its only writer; `data` is ring
+        // memory, never descriptor memory.
+        unsafe { region.as_mut_slice()[filled..filled + n].copy_from_slice(&data[..n]) };
+    }
+    filled + n
+}
+
+impl Inner {
+    /// Read `p`'s ring as far as the budget goes; true if anything moved.
+    pub(crate) fn service(&self, p: &Peer) -> bool {
+        if p.failed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut rx = match p.rx.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(g)) => g.into_inner(),
+            // Another thread reads this ring right now.
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        let (worked, released, result) = self.drain(p, &mut rx);
+        drop(rx);
+        if released {
+            // SeqCst against the producer's request (see `Inner::flush`):
+            // either it sees the space we released, or we see its request.
+            fence(Ordering::SeqCst);
+            let ctl = self.inbox.ctl(p.ring_in);
+            if ctl.producer_waiting.load(Ordering::Relaxed) != 0
+                && ctl.producer_waiting.swap(0, Ordering::SeqCst) != 0
+            {
+                if let Some(seg) = p.outbox.get() {
+                    if doorbell::ring(seg) {
+                        bump(&self.stats.futex_wakes_sent, 1);
+                    }
+                }
+            }
+        }
+        if let Err(f) = result {
+            self.note_failure(p, f);
+        }
+        worked
+    }
+
+    /// Returns (anything moved, ring space released, outcome).
+    fn drain(&self, p: &Peer, rx: &mut Rx) -> (bool, bool, Result<(), Failure>) {
+        let (mut worked, mut released) = (false, false);
+        let mut budget = RX_BUDGET;
+        let Rx { ring, phase } = rx;
+        loop {
+            if let Phase::Cma { .. } = phase {
+                // One step per pass: other peers and the other direction
+                // move between the steps of a large read.
+                let r = self.cma_step(p, phase);
+                return (true, released, r);
+            }
+            if budget == 0 {
+                return (worked, released, Ok(()));
+            }
+            let rec = match ring.peek() {
+                Ok(Some(r)) => r,
+                Ok(None) => return (worked, released, Ok(())),
+                Err(e) => return (worked, released, Err(corrupt(format!("its ring: {e}")))),
+            };
+            worked = true;
+            let r = self.on_record(p, phase, rec.kind, ring.body(&rec));
+            ring.consume(rec);
+            released = true;
+            budget = budget.saturating_sub(rec.len + 8);
+            if r.is_err() {
+                return (worked, released, r);
+            }
+        }
+    }
+
+    fn on_record(
+        &self,
+        p: &Peer,
+        phase: &mut Phase,
+        kind: Kind,
+        body: &[u8],
+    ) -> Result<(), Failure> {
+        match (kind, &mut *phase) {
+            (Kind::Done, _) => {
+                if body.len() != 8 {
+                    return Err(corrupt("done record of the wrong size"));
+                }
+                self.on_done(p, u64_at(body, 0))
+            }
+            (Kind::Msg, Phase::Idle) => self.on_msg(p, phase, body),
+            (Kind::Cma, Phase::Idle) => self.on_cma(p, phase, body),
+            (Kind::Chunk, Phase::Pipe { .. }) => self.on_chunk(phase, body),
+            (k, _) => Err(corrupt(format!("{k:?} record out of sequence"))),
+        }
+    }
+
+    /// Decode and check a header from `p`.
+    fn header(&self, p: &Peer, body: &[u8]) -> Result<Header, Failure> {
+        let h = match Header::decode(body) {
+            Ok(h) => h,
+            Err(e) => {
+                self.core.with_engine(|e| e.note_bad_header());
+                return Err(corrupt(format!("header: {e}")));
+            }
+        };
+        if h.src != p.id {
+            self.core.with_engine(|e| e.note_bad_header());
+            return Err(corrupt(format!("header claims to come from {}", h.src)));
+        }
+        Ok(h)
+    }
+
+    fn on_msg(&self, p: &Peer, phase: &mut Phase, body: &[u8]) -> Result<(), Failure> {
+        let h = self.header(p, body)?;
+        let data = &body[HEADER_LEN..];
+        let plen = h.payload_len();
+        if data.len() as u64 > plen {
+            return Err(corrupt("more payload than the header announces"));
+        }
+        if data.len() as u64 == plen {
+            // Whole: match, copy and complete under one engine lock.
+            let out = self.core.with_engine(|e| match e.recv_header(&h) {
+                RecvAction::Deposit { region, token, .. } => {
+                    fill(&region, 0, data);
+                    e.recv_complete(token)
+                }
+                RecvAction::Discard(_) => None,
+                RecvAction::Respond { response, .. } => Some(response),
+            });
+            self.received(plen);
+            if let Some(m) = out {
+                self.send_inner(m);
+            }
+            return Ok(());
+        }
+        let (region, token, respond) = match self.core.with_engine(|e| e.recv_header(&h)) {
+            RecvAction::Deposit { region, token, .. } => (region, Some(token), None),
+            RecvAction::Discard(_) => (Region::empty(), None, None),
+            RecvAction::Respond { response, .. } => (Region::empty(), None, Some(response)),
+        };
+        let filled = fill(&region, 0, data);
+        *phase = Phase::Pipe {
+            region,
+            filled,
+            remaining: plen - data.len() as u64,
+            total: plen,
+            token,
+            respond,
+        };
+        Ok(())
+    }
+
+    fn on_chunk(&self, phase: &mut Phase, data: &[u8]) -> Result<(), Failure> {
+        let Phase::Pipe {
+            region,
+            filled,
+            remaining,
+            ..
+        } = phase
+        else {
+            return Err(corrupt("chunk outside a message"));
+        };
+        if data.len() as u64 > *remaining || data.is_empty() {
+            return Err(corrupt("chunk longer than the message's rest"));
+        }
+        *filled = fill(region, *filled, data);
+        *remaining -= data.len() as u64;
+        if *remaining > 0 {
+            return Ok(());
+        }
+        let Phase::Pipe {
+            token,
+            respond,
+            total,
+            ..
+        } = std::mem::replace(phase, Phase::Idle)
+        else {
+            return Ok(());
+        };
+        let total = &total;
+        let mut out = respond;
+        if let Some(t) = token {
+            out = self.core.with_engine(|e| e.recv_complete(t));
+        }
+        self.received(*total);
+        if let Some(m) = out {
+            self.send_inner(m);
+        }
+        Ok(())
+    }
+
+    fn on_cma(&self, p: &Peer, phase: &mut Phase, body: &[u8]) -> Result<(), Failure> {
+        if body.len() != HEADER_LEN + CMA_TRAILER {
+            return Err(corrupt("single-copy record of the wrong size"));
+        }
+        let h = self.header(p, body)?;
+        let (remote, len, cookie) = (
+            u64_at(body, HEADER_LEN),
+            u64_at(body, HEADER_LEN + 8),
+            u64_at(body, HEADER_LEN + 16),
+        );
+        if len != h.payload_len() {
+            return Err(corrupt("single-copy length differs from the header's"));
+        }
+        if self.inbox.ctl(p.ring_in).cma.load(Ordering::Acquire) != CMA_OK {
+            return Err(corrupt("single-copy record where none was agreed"));
+        }
+        if remote.checked_add(len).is_none() {
+            return Err(corrupt("single-copy address range overflows"));
+        }
+        match self.core.with_engine(|e| e.recv_header(&h)) {
+            RecvAction::Deposit { region, token, .. } if region.is_empty() => {
+                let out = self.core.with_engine(|e| e.recv_complete(token));
+                self.send_done(p, cookie);
+                self.received(0);
+                if let Some(m) = out {
+                    self.send_inner(m);
+                }
+            }
+            RecvAction::Deposit { region, token, .. } => {
+                if region.len() as u64 > len {
+                    return Err(corrupt("engine region longer than the payload"));
+                }
+                self.cma_active.fetch_add(1, Ordering::SeqCst);
+                *phase = Phase::Cma {
+                    region,
+                    done: 0,
+                    remote,
+                    token,
+                    cookie,
+                };
+            }
+            RecvAction::Discard(_) => self.send_done(p, cookie),
+            RecvAction::Respond { response, .. } => {
+                self.send_done(p, cookie);
+                self.send_inner(response);
+            }
+        }
+        Ok(())
+    }
+
+    /// Read the next `cma_chunk` bytes of a single-copy payload; complete
+    /// it after the last.
+    fn cma_step(&self, p: &Peer, phase: &mut Phase) -> Result<(), Failure> {
+        let Phase::Cma {
+            region,
+            done,
+            remote,
+            ..
+        } = phase
+        else {
+            return Ok(());
+        };
+        let n = (region.len() - *done).min(self.cfg.cma_chunk.max(1));
+        // SAFETY: `done + n ≤ region.len()`; the region is lent to us and we
+        // are its only writer (we hold the receive lock).
+        let got = unsafe {
+            cma::read(
+                p.addr.pid,
+                *remote + *done as u64,
+                region.as_ptr().add(*done),
+                n,
+            )
+        };
+        match got {
+            Ok(0) => return Err(Failure::CmaRead("the sender's payload ended early".into())),
+            Ok(k) => {
+                *done += k;
+                bump(&self.stats.single_copy_bytes, k as u64);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(Failure::Dead),
+            Err(e) => return Err(Failure::CmaRead(e.to_string())),
+        }
+        if *done < region.len() {
+            return Ok(());
+        }
+        // The sender may have shut down, and freed the memory, while we
+        // read: then the bytes are not trustworthy. (It sets the flag
+        // before it lets the memory go.)
+        if p.outbox
+            .get()
+            .is_some_and(|s| s.header().closed.load(Ordering::SeqCst) != 0)
+        {
+            return Err(Failure::Closed);
+        }
+        let Phase::Cma {
+            token,
+            cookie,
+            region,
+            ..
+        } = std::mem::replace(phase, Phase::Idle)
+        else {
+            return Ok(());
+        };
+        self.cma_active.fetch_sub(1, Ordering::SeqCst);
+        let out = self.core.with_engine(|e| e.recv_complete(token));
+        bump(&self.stats.single_copy_received, 1);
+        self.received(region.len() as u64);
+        self.send_done(p, cookie);
+        if let Some(m) = out {
+            self.send_inner(m);
+        }
+        Ok(())
+    }
+
+    fn received(&self, bytes: u64) {
+        bump(&self.stats.messages_received, 1);
+        bump(&self.stats.bytes_received, bytes);
+    }
+
+    /// Abort whatever `p`'s receive side was in the middle of (the peer
+    /// failed); with `abandon`, drop the token instead (shutting down).
+    pub(crate) fn abort_rx(&self, p: &Peer, abandon: bool) {
+        let mut rx = crate::nal::lock(&p.rx);
+        let token = match std::mem::replace(&mut rx.phase, Phase::Idle) {
+            Phase::Idle => None,
+            Phase::Pipe { token, .. } => token,
+            Phase::Cma { token, .. } => {
+                self.cma_active.fetch_sub(1, Ordering::SeqCst);
+                Some(token)
+            }
+        };
+        drop(rx);
+        if let (Some(t), false) = (token, abandon) {
+            self.core
+                .with_engine(|e| e.recv_abort(t, portals::FailType::Incomplete));
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The sending side: per-peer queues, and writing them into the peer's
+//! ring as inline, pipelined or single-copy records.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, Ordering};
+
+use portals::wire::HEADER_LEN;
+use portals::{FailType, Outbound, Payload, SendToken};
+
+use crate::doorbell;
+use crate::nal::{bump, lock, Failure, Inner, Peer};
+use crate::ring::{Kind, Producer, RingError};
+use crate::segment::CMA_OK;
+
+/// Bytes of a single-copy record's body after the header: address,
+/// length, cookie.
+pub(crate) const CMA_TRAILER: usize = 24;
+
+/// A Portals message on its way into a ring.
+pub(crate) struct Pending {
+    hdr: [u8; HEADER_LEN],
+    payload: Payload,
+    token: Option<SendToken>,
+    /// Payload bytes already in the ring.
+    sent: usize,
+    /// Records written so far (0: not started).
+    records: u32,
+}
+
+/// What a send queue holds.
+pub(crate) enum OutMsg {
+    /// A Portals message.
+    Portals(Pending),
+    /// "Done with your single-copy payload `cookie`".
+    Done(u64),
+}
+
+impl OutMsg {
+    pub(crate) fn portals(m: Outbound) -> OutMsg {
+        OutMsg::Portals(Pending {
+            hdr: m.header.encode(),
+            payload: m.payload,
+            token: m.token,
+            sent: 0,
+            records: 0,
+        })
+    }
+}
+
+/// A single-copy payload the receiver may still be reading: its memory
+/// must stay untouched (and alive) until the receiver says it is done.
+pub(crate) struct Held {
+    /// Keeps owned payload bytes alive; a region stays reserved by the
+    /// engine until the token completes.
+    _payload: Payload,
+    pub(crate) token: Option<SendToken>,
+}
+
+/// The send side of one peer.
+pub(crate) struct Tx {
+    /// Our ring in the peer's inbox, once that is mapped.
+    pub(crate) ring: Option<(Producer, usize)>,
+    pub(crate) queue: VecDeque<OutMsg>,
+    /// Single-copy payloads announced, in announcement order (the receiver
+    /// answers in that order, so a `Done` must name the front one).
+    pub(crate) awaiting: VecDeque<(u64, Held)>,
+    pub(crate) next_cookie: u64,
+}
+
+impl Tx {
+    pub(crate) fn new() -> Tx {
+        Tx {
+            ring: None,
+            queue: VecDeque::new(),
+            awaiting: VecDeque::new(),
+            next_cookie: 1,
+        }
+    }
+
+    /// Take everything queued or awaiting, to fail or abandon.
+    pub(crate) fn take_all(&mut self) -> Vec<Option<SendToken>> {
+        let mut out = Vec::new();
+        for m in self.queue.drain(..) {
+            if let OutMsg::Portals(p) = m {
+                out.push(p.token);
+            }
+        }
+        out.extend(self.awaiting.drain(..).map(|(_, h)| h.token));
+        out
+    }
+}
+
+/// The payload's bytes.
+///
+/// # Safety
+/// The message's send token must still be open (so the engine keeps a
+/// region alive and unwritten).
+unsafe fn payload_bytes(p: &Payload) -> &[u8] {
+    match p {
+        Payload::None => &[],
+        // SAFETY: the caller's contract.
+        Payload::Region(r) => unsafe { r.as_slice() },
+        Payload::Owned(v) => v,
+    }
+}
+
+fn payload_addr(p: &Payload) -> u64 {
+    match p {
+        Payload::None => 0,
+        Payload::Region(r) => r.as_ptr() as u64,
+        Payload::Owned(v) => v.as_ptr() as u64,
+    }
+}
+
+impl Inner {
+    /// Queue `msg` for its destination and write what fits. Does not reap
+    /// failures (the caller may hold a receive lock).
+    pub(crate) fn send_inner(&self, msg: Outbound) {
+        let dst = msg.header.dst;
+        tracing::trace!(%dst, op = ?msg.header.op, len = msg.payload.len(), "send");
+        if dst == self.me {
+            portals::loopback::deliver_local(&self.core, msg);
+            return;
+        }
+        let Some(p) = self.peer(dst) else {
+            tracing::warn!(peer = %dst, "send to a process that is not a local peer");
+            self.fail_token(msg.token);
+            self.core.with_engine(|e| e.peer_failed(dst));
+            return;
+        };
+        if p.failed.load(Ordering::Acquire) || self.stopped.load(Ordering::Acquire) {
+            self.fail_token(msg.token);
+            self.core.with_engine(|e| e.peer_failed(dst));
+            return;
+        }
+        let mut tx = lock(&p.tx);
+        tx.queue.push_back(OutMsg::portals(msg));
+        if tx.queue.len() == 1 && tx.ring.is_some() {
+            if self.flush(p, &mut tx) > 0 {
+                bump(&self.stats.optimistic_sends, 1);
+            }
+        } else {
+            p.has_queue.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Tell `p` we are done with its single-copy payload `cookie`.
+    pub(crate) fn send_done(&self, p: &Peer, cookie: u64) {
+        let mut tx = lock(&p.tx);
+        tx.queue.push_back(OutMsg::Done(cookie));
+        if tx.queue.len() == 1 && tx.ring.is_some() {
+            self.flush(p, &mut tx);
+        } else {
+            p.has_queue.store(true, Ordering::SeqCst);
+        }
+    }
+
+    pub(crate) fn fail_token(&self, token: Option<SendToken>) {
+        if let Some(t) = token {
+            self.core
+                .with_engine(|e| e.send_complete(t, FailType::Unreachable));
+        }
+    }
+
+    /// Write as much of `p`'s queue into its ring as fits; returns the
+    /// number of records written. A full ring leaves the rest queued and
+    /// asks the consumer to ring our doorbell when it frees space.
+    pub(crate) fn flush(&self, p: &Peer, tx: &mut Tx) -> usize {
+        if p.failed.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let Some(seg) = p.outbox.get() else {
+            return 0;
+        };
+        let mut pushed = 0;
+        let mut asked = false;
+        let result = loop {
+            if tx.queue.is_empty() {
+                break Ok(());
+            }
+            match self.push_front(p, tx) {
+                Ok(true) => pushed += 1,
+                Ok(false) if !asked => {
+                    // Full: ask to be rung when space frees, then look once
+                    // more (the consumer may have freed it just before it
+                    // could see the request; SeqCst fences on both sides).
+                    if let Some((_, i)) = &tx.ring {
+                        seg.ctl(*i).producer_waiting.store(1, Ordering::SeqCst);
+                    }
+                    fence(Ordering::SeqCst);
+                    asked = true;
+                }
+                Ok(false) => {
+                    bump(&self.stats.ring_full, 1);
+                    break Ok(());
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        p.has_queue.store(!tx.queue.is_empty(), Ordering::SeqCst);
+        if pushed > 0 && doorbell::ring(seg) {
+            bump(&self.stats.futex_wakes_sent, 1);
+        }
+        if let Err(e) = result {
+            self.note_failure(p, Failure::Corrupt(format!("our ring in its inbox: {e}")));
+        }
+        pushed
+    }
+
+    /// Write one record of the queue's front message; Ok(false) if the
+    /// ring has no room for it now.
+    fn push_front(&self, p: &Peer, tx: &mut Tx) -> Result<bool, RingError> {
+        let Tx {
+            ring: Some((prod, ring)),
+            queue,
+            awaiting,
+            next_cookie,
+        } = tx
+        else {
+            return Ok(false);
+        };
+        let Some(front) = queue.front_mut() else {
+            return Ok(false);
+        };
+        let m = match front {
+            OutMsg::Done(cookie) => {
+                let c = *cookie;
+                if !prod.push(Kind::Done, 8, |b| b.copy_from_slice(&c.to_le_bytes()))? {
+                    return Ok(false);
+                }
+                queue.pop_front();
+                return Ok(true);
+            }
+            OutMsg::Portals(m) => m,
+        };
+        let plen = m.payload.len();
+        if m.records == 0
+            && plen >= self.cfg.cma_min
+            && self.cfg.cma
+            && self.single_copy_to(p, *ring)
+        {
+            let cookie = *next_cookie;
+            let (hdr, addr) = (&m.hdr, payload_addr(&m.payload));
+            if !prod.push(Kind::Cma, HEADER_LEN + CMA_TRAILER, |b| {
+                b[..HEADER_LEN].copy_from_slice(hdr);
+                b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&addr.to_le_bytes());
+                b[HEADER_LEN + 8..HEADER_LEN + 16].copy_from_slice(&(plen as u64).to_le_bytes());
+                b[HEADER_LEN + 16..].copy_from_slice(&cookie.to_le_bytes());
+            })? {
+                return Ok(false);
+            }
+            *next_cookie += 1;
+            if let Some(OutMsg::Portals(m)) = queue.pop_front() {
+                awaiting.push_back((
+                    cookie,
+                    Held {
+                        _payload: m.payload,
+                        token: m.token,
+                    },
+                ));
+            }
+            bump(&self.stats.messages_sent, 1);
+            bump(&self.stats.bytes_sent, plen as u64);
+            bump(&self.stats.single_copy_sent, 1);
+            return Ok(true);
+        }
+        // SAFETY: the token is still open: it completes below, after the
+        // last byte is copied.
+        let bytes = unsafe { payload_bytes(&m.payload) };
+        let room = prod.room()?;
+        let left = plen - m.sent;
+        if m.records == 0 {
+            let first = left
+                .min(self.max_body - HEADER_LEN)
+                .min(room.saturating_sub(HEADER_LEN));
+            if room < HEADER_LEN || first < left.min(self.min_chunk) {
+                return Ok(false);
+            }
+            let hdr = &m.hdr;
+            prod.push(Kind::Msg, HEADER_LEN + first, |b| {
+                b[..HEADER_LEN].copy_from_slice(hdr);
+                b[HEADER_LEN..].copy_from_slice(&bytes[..first]);
+            })?;
+            m.sent = first;
+        } else {
+            let n = left.min(self.max_body).min(room);
+            if n < left.min(self.min_chunk) {
+                return Ok(false);
+            }
+            let from = m.sent;
+            prod.push(Kind::Chunk, n, |b| {
+                b.copy_from_slice(&bytes[from..from + n])
+            })?;
+            m.sent += n;
+        }
+        m.records += 1;
+        if m.sent == plen {
+            let records = m.records;
+            if let Some(OutMsg::Portals(m)) = queue.pop_front() {
+                if let Some(t) = m.token {
+                    self.core.with_engine(|e| e.send_complete(t, FailType::Ok));
+                }
+            }
+            bump(&self.stats.messages_sent, 1);
+            bump(&self.stats.bytes_sent, plen as u64);
+            if records == 1 {
+                bump(&self.stats.inline_sent, 1);
+            } else {
+                bump(&self.stats.pipelined_sent, 1);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether `p` said single-copy works from us (in our ring's control
+    /// block in its inbox).
+    fn single_copy_to(&self, p: &Peer, ring: usize) -> bool {
+        p.outbox
+            .get()
+            .is_some_and(|s| s.ctl(ring).cma.load(Ordering::Acquire) == CMA_OK)
+    }
+
+    /// The receiver is done with single-copy payload `cookie`: complete its
+    /// send. A cookie other than the oldest outstanding is a protocol
+    /// violation.
+    pub(crate) fn on_done(&self, p: &Peer, cookie: u64) -> Result<(), Failure> {
+        let held = {
+            let mut tx = lock(&p.tx);
+            match tx.awaiting.front() {
+                Some((c, _)) if *c == cookie => tx.awaiting.pop_front().map(|(_, h)| h),
+                _ => None,
+            }
+        };
+        let Some(h) = held else {
+            return Err(Failure::Corrupt(format!(
+                "unknown single-copy cookie {cookie}"
+            )));
+        };
+        if let Some(t) = h.token {
+            self.core.with_engine(|e| e.send_complete(t, FailType::Ok));
+        }
+        Ok(())
+    }
+}
