@@ -17,6 +17,11 @@ use crate::{JobOptions, NalKind};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum NalArg {
+    /// Shared memory when every rank runs on this host, TCP otherwise.
+    Auto,
+    /// Shared memory (rings in a shared segment, single-copy large
+    /// messages): every rank must run on this host.
+    Shm,
     /// TCP: one connection per pair of processes.
     Tcp,
     /// UDP: one socket per process, reliability in the library.
@@ -94,8 +99,8 @@ struct Args {
     /// elsewhere, until they have all finished.
     #[arg(long, requires = "size", conflicts_with = "rendezvous")]
     serve: bool,
-    /// Transport.
-    #[arg(long, value_enum, default_value = "tcp")]
+    /// Transport (sets PTL_NAL).
+    #[arg(long, value_enum, default_value = "auto")]
     nal: NalArg,
     /// Progress mode.
     #[arg(long, value_enum, default_value = "thread")]
@@ -120,6 +125,17 @@ struct Args {
     /// a route for every datagram; sets PTL_UDP_CONNECTED=0).
     #[arg(long)]
     udp_unconnected: bool,
+    /// Shared memory only: copy large payloads through the rings instead
+    /// of reading them straight from the sender's memory with
+    /// process_vm_readv (for comparison, or where the kernel refuses it;
+    /// sets PTL_SHM_CMA=0).
+    #[arg(long)]
+    shm_no_cma: bool,
+    /// Shared memory only: bytes of each per-pair ring, a multiple of 64
+    /// from 4K to 1G (K, M, G: KiB, MiB, GiB; sets PTL_SHM_RING; default
+    /// 256K).
+    #[arg(long, value_name = "BYTES", value_parser = parse_ring_arg)]
+    shm_ring: Option<usize>,
     /// IP address the ranks' transports listen on.
     #[arg(long, default_value = "127.0.0.1")]
     bind: IpAddr,
@@ -162,6 +178,17 @@ fn parse_bytes_arg(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{s:?} is not a positive number of bytes (suffix K, M, G allowed)"))
 }
 
+fn parse_ring_arg(s: &str) -> Result<usize, String> {
+    let n = parse_bytes_arg(s)?;
+    if (4 << 10..=1 << 30).contains(&n) && n % 64 == 0 {
+        Ok(n)
+    } else {
+        Err(format!(
+            "{s:?}: a ring is a multiple of 64 bytes from 4K to 1G"
+        ))
+    }
+}
+
 fn parse_key(s: &str) -> Result<u64, String> {
     u64::from_str_radix(s.trim_start_matches("0x"), 16)
         .map_err(|_| format!("{s:?} is not a 64-bit hexadecimal key"))
@@ -196,6 +223,8 @@ pub fn main() -> ExitCode {
     }
     let options = JobOptions {
         nal: match args.nal {
+            NalArg::Auto => NalKind::Auto,
+            NalArg::Shm => NalKind::Shm,
             NalArg::Tcp => NalKind::Tcp,
             NalArg::Udp => NalKind::Udp,
         },
@@ -220,6 +249,8 @@ pub fn main() -> ExitCode {
         udp_connected_sends: !args.udp_unconnected,
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
+        shm_cma: !args.shm_no_cma,
+        shm_ring: args.shm_ring,
     };
     let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
     spec.args = command.collect();

@@ -6,7 +6,7 @@
 //! | `PTL_SIZE` | number of ranks | required with `PTL_RANK` |
 //! | `PTL_JOB_KEY` | 64-bit job key, hexadecimal | required with `PTL_RANK` |
 //! | `PTL_BOOTSTRAP` | host:port of the rendezvous server | required with `PTL_RANK` |
-//! | `PTL_NAL` | `tcp` or `udp` | `tcp` |
+//! | `PTL_NAL` | `auto` (shared memory between ranks of one host, TCP otherwise), `shm`, `tcp` or `udp` | `auto` |
 //! | `PTL_PROGRESS` | `thread` or `poll` | `thread` |
 //! | `PTL_BACKEND` | `epoll` or `io_uring` (progress thread's poller) | `epoll` |
 //! | `PTL_CONNECT` | `lazy` or `eager` | `lazy` |
@@ -19,6 +19,9 @@
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
+//! | `PTL_SHM_CMA` | shared memory only: `1` reads large payloads straight from the sender's memory (`process_vm_readv`) where the kernel allows, `0` copies them through the ring | `1` |
+//! | `PTL_SHM_RING` | shared memory only: bytes of each per-pair ring (same units as `PTL_SNDBUF`) | `256K` |
+//! | `PTL_HOST_ID` | the host identity compared to decide which ranks share memory (see [`crate::host`]) | host name + boot id |
 //! | `PTL_JOB_SECRET` | under a PMI or PMIx launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
 //! | `PTL_PMIX_LIBRARY` | under a PMIx launcher: the PMIx client library to load (see [`crate::pmix`]) | `libpmix.so.2` |
 //! | `PTL_SINGLETON` | `1`: a process a launcher started as one of several tasks, with no PMI to join through, runs as a job of one instead of stopping (see [`crate::launcher`]) | (unset: it stops, naming the fix) |
@@ -50,6 +53,10 @@ pub const JOB_KEY: &str = "PTL_JOB_KEY";
 pub const BOOTSTRAP: &str = "PTL_BOOTSTRAP";
 /// Transport.
 pub const NAL: &str = "PTL_NAL";
+/// Shared memory: single-copy large payloads (`1`/`0`).
+pub const SHM_CMA: &str = "PTL_SHM_CMA";
+/// Shared memory: bytes of each per-pair ring.
+pub const SHM_RING: &str = "PTL_SHM_RING";
 /// Progress mode.
 pub const PROGRESS: &str = "PTL_PROGRESS";
 /// Poller back end of the progress thread.
@@ -84,8 +91,13 @@ pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<std::ffi::OsString>;
 /// Which transport a job uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum NalKind {
-    /// `nal-tcp`.
+    /// `nal-shm` when every rank of the job runs on this host (same host
+    /// identity, see [`crate::host`]), `nal-tcp` otherwise.
     #[default]
+    Auto,
+    /// `nal-shm`: every rank must run on this host.
+    Shm,
+    /// `nal-tcp`.
     Tcp,
     /// `nal-udp`.
     Udp,
@@ -95,6 +107,8 @@ impl NalKind {
     /// The name used on the command line and in `PTL_NAL`.
     pub fn name(&self) -> &'static str {
         match self {
+            NalKind::Auto => "auto",
+            NalKind::Shm => "shm",
             NalKind::Tcp => "tcp",
             NalKind::Udp => "udp",
         }
@@ -139,12 +153,18 @@ pub struct JobOptions {
     /// `SO_RCVBUF` of each connection (`None`: the kernel's autotuning);
     /// capped at `net.core.rmem_max`.
     pub recv_buffer: Option<usize>,
+    /// Shared memory: single-copy large payloads where the kernel allows
+    /// ([`nal_shm::ShmConfig::cma`]; on by default).
+    pub shm_cma: bool,
+    /// Shared memory: bytes of each per-pair ring (`None`: the transport's
+    /// default).
+    pub shm_ring: Option<usize>,
 }
 
 impl Default for JobOptions {
     fn default() -> Self {
         JobOptions {
-            nal: NalKind::Tcp,
+            nal: NalKind::Auto,
             progress: ProgressMode::Thread,
             backend: Backend::Epoll,
             connect: ConnectMode::Lazy,
@@ -157,6 +177,8 @@ impl Default for JobOptions {
             udp_connected_sends: true,
             send_buffer: None,
             recv_buffer: None,
+            shm_cma: true,
+            shm_ring: None,
         }
     }
 }
@@ -212,6 +234,12 @@ impl JobOptions {
         if let Some(n) = self.recv_buffer {
             env.push((RCVBUF, n.to_string()));
         }
+        if !self.shm_cma {
+            env.push((SHM_CMA, "0".into()));
+        }
+        if let Some(n) = self.shm_ring {
+            env.push((SHM_RING, n.to_string()));
+        }
         env
     }
 
@@ -227,9 +255,11 @@ impl JobOptions {
         let mut o = JobOptions::default();
         if let Some(v) = var(get, NAL)? {
             o.nal = match v.as_str() {
+                "auto" => NalKind::Auto,
+                "shm" => NalKind::Shm,
                 "tcp" => NalKind::Tcp,
                 "udp" => NalKind::Udp,
-                _ => return Err(bad(NAL, "expected tcp or udp")),
+                _ => return Err(bad(NAL, "expected auto, shm, tcp or udp")),
             };
         }
         if let Some(v) = var(get, PROGRESS)? {
@@ -296,6 +326,24 @@ impl JobOptions {
                 "0" => false,
                 _ => return Err(bad(UDP_CONNECTED, "expected 1 or 0")),
             };
+        }
+        if let Some(v) = var(get, SHM_CMA)? {
+            o.shm_cma = match v.as_str() {
+                "1" => true,
+                "0" => false,
+                _ => return Err(bad(SHM_CMA, "expected 1 or 0")),
+            };
+        }
+        if let Some(v) = var(get, SHM_RING)? {
+            let n = parse_bytes(&v)
+                .filter(|n| (4 << 10..=1 << 30).contains(n) && n % 64 == 0)
+                .ok_or_else(|| {
+                    bad(
+                        SHM_RING,
+                        "expected a multiple of 64 bytes from 4K to 1G (K, M, G suffixes)",
+                    )
+                })?;
+            o.shm_ring = Some(n);
         }
         if let Some(v) = var(get, SNDBUF)? {
             o.send_buffer = Some(parse_bytes(&v).ok_or_else(|| bad(SNDBUF, BYTES))?);

@@ -81,6 +81,19 @@ pub enum RuntimeError {
         /// What to do about it.
         fix: &'static str,
     },
+    /// `PTL_NAL=shm` in a job whose ranks run on more than one host.
+    #[error(
+        "PTL_NAL=shm needs every rank on one host, but rank {rank} runs on {host} \
+         and this rank on {mine} (use PTL_NAL=auto or tcp)"
+    )]
+    NotOneHost {
+        /// A rank elsewhere.
+        rank: u32,
+        /// Its host identity.
+        host: String,
+        /// This rank's host identity.
+        mine: String,
+    },
     /// `ptlrun` could not start or supervise the job.
     #[error("launch: {0}")]
     Launch(String),

@@ -14,19 +14,20 @@
 //! A process started as one of several tasks by a launcher that offers
 //! none of these is refused ([`crate::launcher`]), never run alone.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
-use nal_udp::{PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
-use portals::{Nal, NetworkInterface, NiConfig, ProcessId};
+use nal_shm::ShmNal;
+use nal_tcp::TcpNal;
+use nal_udp::UdpNal;
+use portals::{NetworkInterface, ProcessId};
 
-use crate::env::{self, JobEnv, JobOptions, NalKind};
+use crate::env::{self, JobEnv, JobOptions};
 use crate::error::RuntimeError;
 use crate::kvs::KvsClient;
 use crate::launcher::{self, ForeignLaunch};
 use crate::pmi::{PmiClient, PmiEnv, PmiError, PmiOptions, VersionPreference};
 use crate::pmix::{PmixClient, PmixEnv, PmixError};
+use crate::transport::{bring_up, Published, Transport};
 
 /// The Portals process id of `rank` in a job: node id = rank, pid 0.
 pub fn process_id(rank: u32) -> ProcessId {
@@ -148,20 +149,6 @@ pub fn singleton(options: JobOptions) -> Result<Job, RuntimeError> {
         transport,
         coordinator: Coordinator::Alone,
     })
-}
-
-/// Parse the addresses the ranks published (a socket address for `nal-tcp`,
-/// a [`PeerAddr`] for `nal-udp`).
-fn parse_peers<A: std::str::FromStr>(
-    published: Published,
-) -> Result<Vec<(ProcessId, A)>, RuntimeError> {
-    published
-        .into_iter()
-        .map(|(rank, text)| match text.parse() {
-            Ok(a) => Ok((process_id(rank), a)),
-            Err(_) => Err(RuntimeError::BadAddress { rank, addr: text }),
-        })
-        .collect()
 }
 
 /// Join the job described by `env`.
@@ -513,86 +500,6 @@ fn exchange_pmix(
     Ok(peers)
 }
 
-// ----- transport -----------------------------------------------------------------
-
-/// What every rank published (its NAL's address in text), by rank.
-type Published = Vec<(u32, String)>;
-
-/// The running transport of a job.
-#[derive(Debug, Clone)]
-pub enum Transport {
-    /// `nal-tcp`.
-    Tcp(Arc<TcpNal>),
-    /// `nal-udp`.
-    Udp(Arc<UdpNal>),
-}
-
-fn bring_up(
-    rank: u32,
-    job_key: u64,
-    o: &JobOptions,
-    exchange: impl FnOnce(&str) -> Result<Published, RuntimeError>,
-) -> Result<(NetworkInterface, Transport), RuntimeError> {
-    let mut ni_cfg = NiConfig::new(process_id(rank), job_key);
-    ni_cfg.wait_spin = o.wait_spin;
-    let mut transport = None;
-    let ni = match o.nal {
-        NalKind::Tcp => {
-            let mut cfg = TcpConfig {
-                bind: SocketAddr::new(o.bind, 0),
-                progress: o.progress,
-                backend: o.backend,
-                connect: o.connect,
-                send_buffer: o.send_buffer,
-                recv_buffer: o.recv_buffer,
-                ..TcpConfig::default()
-            };
-            if let Some(d) = o.handback {
-                cfg.handback = d;
-            }
-            let ep = TcpEndpoint::bind(cfg)?;
-            let peers: Vec<(ProcessId, SocketAddr)> =
-                parse_peers(exchange(&ep.local_addr().to_string())?)?;
-            NetworkInterface::init(ni_cfg, |core| {
-                let n = ep.start(core, peers)?;
-                transport = Some(Transport::Tcp(n.clone()));
-                Ok(n as Arc<dyn Nal>)
-            })?
-        }
-        NalKind::Udp => {
-            let mut cfg = UdpConfig {
-                bind: SocketAddr::new(o.bind, 0),
-                progress: o.progress,
-                backend: o.backend,
-                fault: o.udp_fault,
-                connected_sends: o.udp_connected_sends,
-                ..UdpConfig::default()
-            };
-            if let Some(d) = o.handback {
-                cfg.handback = d;
-            }
-            if let Some(n) = o.udp_max_datagram {
-                cfg.protocol.max_datagram = n;
-            }
-            if let Some(n) = o.recv_buffer {
-                cfg.recv_buffer = n;
-            }
-            if let Some(n) = o.send_buffer {
-                cfg.send_buffer = n;
-            }
-            let ep = UdpEndpoint::bind(cfg)?;
-            let peers: Vec<(ProcessId, PeerAddr)> = parse_peers(exchange(&ep.addr().to_string())?)?;
-            NetworkInterface::init(ni_cfg, |core| {
-                let n = ep.start(core, peers)?;
-                transport = Some(Transport::Udp(n.clone()));
-                Ok(n as Arc<dyn Nal>)
-            })?
-        }
-    };
-    let transport = transport.ok_or(RuntimeError::Portals(portals::PtlError::Shutdown))?;
-    Ok((ni, transport))
-}
-
 impl Job {
     /// This process's rank.
     pub fn rank(&self) -> u32 {
@@ -629,11 +536,12 @@ impl Job {
         &self.transport
     }
 
-    /// The TCP transport, for its counters, if the job runs over TCP.
+    /// The TCP transport, for its counters, if the job runs over TCP (or
+    /// reaches other hosts through it).
     pub fn tcp(&self) -> Option<&Arc<TcpNal>> {
         match &self.transport {
-            Transport::Tcp(t) => Some(t),
-            Transport::Udp(_) => None,
+            Transport::Tcp(t) | Transport::Mixed { tcp: t, .. } => Some(t),
+            _ => None,
         }
     }
 
@@ -641,7 +549,16 @@ impl Job {
     pub fn udp(&self) -> Option<&Arc<UdpNal>> {
         match &self.transport {
             Transport::Udp(u) => Some(u),
-            Transport::Tcp(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The shared-memory transport, for its counters, if the job runs over
+    /// shared memory (or reaches the ranks of this host through it).
+    pub fn shm(&self) -> Option<&Arc<ShmNal>> {
+        match &self.transport {
+            Transport::Shm(s) | Transport::Mixed { shm: s, .. } => Some(s),
+            _ => None,
         }
     }
 
@@ -770,8 +687,11 @@ mod tests {
     fn put_addr(rank: u32, key: u64) -> Vec<Step> {
         vec![
             Step::CmdLike(
-                format!("cmd=kvs-put;key=ptl-addr-{rank};value=127.0.0.1:"),
-                format!(",{:016x};", key_check(key)),
+                format!(
+                    "cmd=kvs-put;key=ptl-addr-{rank};value={}|127.0.0.1:",
+                    crate::host::host_id()
+                ),
+                format!("|-,{:016x};", key_check(key)),
             ),
             rep2("cmd=kvs-put-response;rc=0;"),
         ]
@@ -807,8 +727,11 @@ mod tests {
         )
     }
 
+    /// TCP on loopback (what the PMI scripts below expect ranks to
+    /// publish).
     fn loopback() -> JobOptions {
         JobOptions {
+            nal: crate::NalKind::Tcp,
             timeout: Duration::from_secs(5),
             ..JobOptions::default()
         }
@@ -822,34 +745,39 @@ mod tests {
                 ..loopback()
             })
             .expect("job");
-            let tcp = job.tcp().expect("tcp is the default");
+            let tcp = job.tcp().expect("tcp was asked for");
             assert_eq!(tcp.config().handback, Duration::from_micros(1234));
             drop(job);
             let job = singleton(loopback()).expect("job");
             let tcp = job.tcp().expect("tcp");
-            assert_eq!(tcp.config().handback, TcpConfig::default().handback);
+            assert_eq!(
+                tcp.config().handback,
+                nal_tcp::TcpConfig::default().handback
+            );
         });
     }
 
+    /// The default transport (`auto`): a job whose ranks all run on this
+    /// host, as a job of one does, runs on shared memory, with the options
+    /// that apply to it.
     #[test]
-    fn published_addresses_parse_per_transport_and_a_bad_one_names_its_rank() {
-        let published = vec![
-            (0, "127.0.0.1:4000".to_string()),
-            (1, "127.0.0.1:4001/127.0.0.1:4002".to_string()),
-        ];
-        let udp: Vec<(ProcessId, PeerAddr)> = parse_peers(published.clone()).expect("udp");
-        assert_eq!(
-            udp[0].1,
-            PeerAddr::from(SocketAddr::from(([127, 0, 0, 1], 4000)))
-        );
-        assert_eq!(udp[1].0, process_id(1));
-        assert_eq!(udp[1].1.source, SocketAddr::from(([127, 0, 0, 1], 4002)));
-        // The pair form is not a TCP address.
-        let tcp = parse_peers::<SocketAddr>(published);
-        assert!(
-            matches!(&tcp, Err(RuntimeError::BadAddress { rank: 1, addr }) if addr.contains('/')),
-            "{tcp:?}"
-        );
+    fn a_job_on_one_host_runs_on_shared_memory_by_default() {
+        within(20, || {
+            let job = singleton(JobOptions {
+                handback: Some(Duration::from_micros(777)),
+                shm_cma: false,
+                shm_ring: Some(64 << 10),
+                timeout: Duration::from_secs(5),
+                ..JobOptions::default()
+            })
+            .expect("job");
+            let shm = job.shm().expect("auto picks shared memory on one host");
+            assert!(job.tcp().is_none() && job.udp().is_none());
+            assert_eq!(job.ni().nal_name(), "shm");
+            assert_eq!(shm.config().handback, Duration::from_micros(777));
+            assert!(!shm.config().cma);
+            assert_eq!(shm.config().ring_bytes, 64 << 10);
+        });
     }
 
     #[test]

@@ -35,15 +35,18 @@ mod job;
 pub mod kvs;
 pub mod launch;
 pub mod launcher;
+pub mod mux;
 pub mod pmi;
 pub mod pmix;
+mod transport;
 
 pub use env::{JobEnv, JobOptions, NalKind};
 pub use error::RuntimeError;
 pub use job::{
     join, join_pmi, join_pmix, join_with, join_with_pmi, join_with_pmix, pmi_job_key, process_id,
-    rank_of, singleton, Job, Transport,
+    rank_of, singleton, Job,
 };
+pub use transport::Transport;
 
 /// Install a `tracing` subscriber that prints to stderr, filtered by the
 /// `PTL_LOG` environment variable (e.g. `PTL_LOG=nal_tcp=debug`). Does

@@ -12,6 +12,7 @@ const LAUNCHER: &str = env!("CARGO_BIN_EXE_tests-ptlrun");
 const PTL: &str = env!("CARGO_BIN_EXE_ptl_check");
 const MPI: &str = env!("CARGO_BIN_EXE_mpi_check");
 const COLL: &str = env!("CARGO_BIN_EXE_coll_check");
+const HELLO: &str = env!("CARGO_BIN_EXE_example-hello");
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -121,6 +122,44 @@ fn two_launchers_on_one_host_form_one_job() {
         &[MPI, "modes"],
     );
     assert_job_ok(&a, &b, "mpi modes across two launchers");
+}
+
+/// Two launchers posing as two hosts (`PTL_HOST_ID`) on one machine: with
+/// the default transport each rank reaches its own host's ranks through
+/// shared memory and the other host's through TCP, in one interface,
+/// under both progress modes.
+#[test]
+fn a_job_on_two_hosts_mixes_shared_memory_and_tcp() {
+    let programs: [&[&str]; 6] = [
+        &[HELLO],
+        &[PTL, "putget", "1048576"],
+        &[PTL, "storm", "300"],
+        &[MPI, "modes"],
+        &[MPI, "order", "300", "9"],
+        &[COLL, "sizes"],
+    ];
+    for progress in ["thread", "poll"] {
+        for program in programs {
+            let port = free_port();
+            let (a, b) = split_job(
+                &["env", "PTL_HOST_ID=hostA"],
+                &["env", "PTL_HOST_ID=hostB"],
+                "127.0.0.1",
+                "127.0.0.1",
+                port,
+                &["--progress", progress],
+                program,
+            );
+            let what = format!("{program:?} ({progress}) on two hosts");
+            if program[0] == HELLO {
+                let all = format!("{}\n{}", text(&a), text(&b));
+                assert!(a.status.success() && b.status.success(), "{what}\n{all}");
+                assert_eq!(all.matches("shm+tcp NAL").count(), 4, "{what}\n{all}");
+            } else {
+                assert_job_ok(&a, &b, &what);
+            }
+        }
+    }
 }
 
 #[test]
@@ -341,8 +380,18 @@ impl Netns {
         Ok(n)
     }
 
+    /// Run in namespace `ns`, posing as a host of its own: the ranks
+    /// compare host identities to decide who shares memory, and the
+    /// namespaces share this machine's.
     fn exec(&self, ns: &str) -> Vec<String> {
-        vec!["ip".into(), "netns".into(), "exec".into(), ns.into()]
+        vec![
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            ns.into(),
+            "env".into(),
+            format!("PTL_HOST_ID={ns}"),
+        ]
     }
 }
 
@@ -375,9 +424,11 @@ fn jobs_across_network_namespaces() {
         &[MPI, "order", "400", "9"],
         &[COLL, "sizes"],
     ];
-    // TCP; UDP with datagrams sized for the veth's 1500-byte MTU; UDP with
-    // the loopback-sized default (IP fragments on the wire).
-    let transports: [&[&str]; 3] = [
+    // The default (`auto`: two hosts, so TCP); TCP; UDP with datagrams
+    // sized for the veth's 1500-byte MTU; UDP with the loopback-sized
+    // default (IP fragments on the wire).
+    let transports: [&[&str]; 4] = [
+        &[],
         &["--nal", "tcp"],
         &["--nal", "udp", "--udp-max-datagram", "1472"],
         &["--nal", "udp"],

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use nal_tcp::{Backend, ProgressMode};
-use portals_runtime::JobOptions;
+use portals_runtime::{JobOptions, NalKind};
 use portals_tests::{assert_job_ok, run_job, run_job_with, LaunchOutcome};
 
 fn modes() -> Vec<(ProgressMode, Backend)> {
@@ -108,6 +108,7 @@ fn the_launcher_propagates_a_failing_rank_and_its_status() {
 #[test]
 fn socket_buffer_sizes_reach_every_rank_transport() {
     let options = JobOptions {
+        nal: NalKind::Tcp,
         send_buffer: Some(256 << 10),
         recv_buffer: Some(128 << 10),
         ..JobOptions::default()

@@ -1,0 +1,434 @@
+//! Bringing up a rank's transport: bind, publish a *contact*, learn every
+//! rank's, choose the transport the job uses, start it.
+//!
+//! A contact is `<host>|<network address>|<shared-memory address>` (`-`
+//! where a rank has none): the host identity ([`crate::host`]) tells which
+//! ranks share a host, the addresses how to reach them. Every rank sees the
+//! same contacts, so every rank makes the same choice without talking
+//! again:
+//!
+//! | `PTL_NAL` | every rank on this host | ranks on several hosts |
+//! |---|---|---|
+//! | `auto` (default) | shared memory | shared memory to the ranks of this host, TCP to the others ([`crate::mux`]) |
+//! | `shm` | shared memory | error naming a rank elsewhere |
+//! | `tcp`, `udp` | that | that |
+//!
+//! Under `auto` each pair of ranks agrees without talking: two ranks of
+//! one host both pick shared memory for each other, two of different
+//! hosts both pick TCP. A rank alone on its host runs on TCP only.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use nal_shm::{ShmAddr, ShmConfig, ShmEndpoint, ShmNal};
+use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
+use nal_udp::{PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
+use portals::{Nal, NetworkInterface, NiConfig, ProcessId};
+
+use crate::env::{JobOptions, NalKind};
+use crate::error::RuntimeError;
+use crate::job::process_id;
+use crate::mux::{MuxNal, MuxWake};
+
+/// What every rank published (its contact, as text), by rank.
+pub(crate) type Published = Vec<(u32, String)>;
+
+/// The running transport of a job.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// `nal-tcp`.
+    Tcp(Arc<TcpNal>),
+    /// `nal-udp`.
+    Udp(Arc<UdpNal>),
+    /// `nal-shm`.
+    Shm(Arc<ShmNal>),
+    /// `nal-shm` to the ranks of this host, `nal-tcp` to the others.
+    Mixed {
+        /// The shared-memory transport.
+        shm: Arc<ShmNal>,
+        /// The TCP transport.
+        tcp: Arc<TcpNal>,
+    },
+}
+
+/// What a rank publishes: where it runs and how to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Contact {
+    /// Its host identity.
+    pub host: String,
+    /// Its network NAL's address (TCP socket address, UDP `PeerAddr`).
+    pub net: Option<String>,
+    /// Its shared-memory endpoint.
+    pub shm: Option<String>,
+}
+
+impl Contact {
+    /// The published text form.
+    pub fn encode(&self) -> String {
+        let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "-".into());
+        format!("{}|{}|{}", self.host, part(&self.net), part(&self.shm))
+    }
+
+    /// Parse what `rank` published.
+    pub fn decode(rank: u32, text: &str) -> Result<Contact, RuntimeError> {
+        let bad = || RuntimeError::BadAddress {
+            rank,
+            addr: text.to_string(),
+        };
+        let mut parts = text.split('|');
+        let (Some(host), Some(net), Some(shm), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        if host.is_empty() || net.is_empty() || shm.is_empty() {
+            return Err(bad());
+        }
+        let part = |p: &str| (p != "-").then(|| p.to_string());
+        Ok(Contact {
+            host: host.to_string(),
+            net: part(net),
+            shm: part(shm),
+        })
+    }
+}
+
+/// Parse one address per rank (a socket address for `nal-tcp`, a
+/// [`PeerAddr`] for `nal-udp`, a [`ShmAddr`] for `nal-shm`), taking it
+/// from each rank's contact with `pick`.
+fn parse_peers<A: std::str::FromStr>(
+    contacts: &[(u32, Contact)],
+    pick: impl Fn(&Contact) -> &Option<String>,
+) -> Result<Vec<(ProcessId, A)>, RuntimeError> {
+    contacts
+        .iter()
+        .map(|(rank, c)| {
+            let bad = || RuntimeError::BadAddress {
+                rank: *rank,
+                addr: c.encode(),
+            };
+            let text = pick(c).as_deref().ok_or_else(bad)?;
+            text.parse()
+                .map(|a| (process_id(*rank), a))
+                .map_err(|_| bad())
+        })
+        .collect()
+}
+
+/// A bound network endpoint, before the job's choice is known.
+enum NetEndpoint {
+    Tcp(TcpEndpoint),
+    Udp(UdpEndpoint),
+}
+
+/// The transports a rank offers, for `o.nal`: a network endpoint (for
+/// `auto`, TCP, which is what a job that spans hosts falls back to) and a
+/// shared-memory one (for `auto` and `shm`).
+fn bind_endpoints(
+    o: &JobOptions,
+) -> Result<(Option<NetEndpoint>, Option<ShmEndpoint>), RuntimeError> {
+    let net = match o.nal {
+        NalKind::Tcp | NalKind::Auto => {
+            let mut cfg = TcpConfig {
+                bind: SocketAddr::new(o.bind, 0),
+                progress: o.progress,
+                backend: o.backend,
+                connect: o.connect,
+                send_buffer: o.send_buffer,
+                recv_buffer: o.recv_buffer,
+                ..TcpConfig::default()
+            };
+            if let Some(d) = o.handback {
+                cfg.handback = d;
+            }
+            Some(NetEndpoint::Tcp(TcpEndpoint::bind(cfg)?))
+        }
+        NalKind::Udp => {
+            let mut cfg = UdpConfig {
+                bind: SocketAddr::new(o.bind, 0),
+                progress: o.progress,
+                backend: o.backend,
+                fault: o.udp_fault,
+                connected_sends: o.udp_connected_sends,
+                ..UdpConfig::default()
+            };
+            if let Some(d) = o.handback {
+                cfg.handback = d;
+            }
+            if let Some(n) = o.udp_max_datagram {
+                cfg.protocol.max_datagram = n;
+            }
+            if let Some(n) = o.recv_buffer {
+                cfg.recv_buffer = n;
+            }
+            if let Some(n) = o.send_buffer {
+                cfg.send_buffer = n;
+            }
+            Some(NetEndpoint::Udp(UdpEndpoint::bind(cfg)?))
+        }
+        NalKind::Shm => None,
+    };
+    let shm = match o.nal {
+        NalKind::Auto | NalKind::Shm => {
+            let mut cfg = ShmConfig {
+                progress: o.progress,
+                cma: o.shm_cma,
+                connect_timeout: o.timeout,
+                ..ShmConfig::default()
+            };
+            if let Some(d) = o.handback {
+                cfg.handback = d;
+            }
+            if let Some(n) = o.shm_ring {
+                cfg.ring_bytes = n;
+            }
+            Some(ShmEndpoint::bind(cfg)?)
+        }
+        NalKind::Tcp | NalKind::Udp => None,
+    };
+    Ok((net, shm))
+}
+
+/// Which transport the job runs on, from every rank's contact (the same
+/// answer on every rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Net,
+    Shm,
+    Mixed,
+}
+
+fn choose(o: &JobOptions, me: &Contact, all: &[(u32, Contact)]) -> Result<Choice, RuntimeError> {
+    let elsewhere = all.iter().find(|(_, c)| c.host != me.host);
+    // Besides this rank itself, which is in `all` too.
+    let neighbours = all.iter().filter(|(_, c)| c.host == me.host).count() > 1;
+    match (o.nal, elsewhere) {
+        (NalKind::Tcp | NalKind::Udp, _) => Ok(Choice::Net),
+        (NalKind::Auto, Some(_)) if neighbours => Ok(Choice::Mixed),
+        (NalKind::Auto, Some(_)) => Ok(Choice::Net),
+        (NalKind::Auto | NalKind::Shm, None) => Ok(Choice::Shm),
+        (NalKind::Shm, Some((rank, c))) => Err(RuntimeError::NotOneHost {
+            rank: *rank,
+            host: c.host.clone(),
+            mine: me.host.clone(),
+        }),
+    }
+}
+
+/// Bind this rank's endpoints, hand its contact to `exchange` (which
+/// returns every rank's, this one's included), choose the transport (see
+/// the module docs) and start it under a new network interface.
+pub(crate) fn bring_up(
+    rank: u32,
+    job_key: u64,
+    o: &JobOptions,
+    exchange: impl FnOnce(&str) -> Result<Published, RuntimeError>,
+) -> Result<(NetworkInterface, Transport), RuntimeError> {
+    let mut ni_cfg = NiConfig::new(process_id(rank), job_key);
+    ni_cfg.wait_spin = o.wait_spin;
+    let (net, shm) = bind_endpoints(o)?;
+    let me = Contact {
+        host: crate::host::host_id(),
+        net: net.as_ref().map(|n| match n {
+            NetEndpoint::Tcp(ep) => ep.local_addr().to_string(),
+            NetEndpoint::Udp(ep) => ep.addr().to_string(),
+        }),
+        shm: shm.as_ref().map(|ep| ep.addr().to_string()),
+    };
+    let contacts = exchange(&me.encode())?
+        .into_iter()
+        .map(|(r, text)| Contact::decode(r, &text).map(|c| (r, c)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut transport = None;
+    let ni = match (choose(o, &me, &contacts)?, net, shm) {
+        (Choice::Shm, _, Some(ep)) => {
+            let peers: Vec<(ProcessId, ShmAddr)> = parse_peers(&contacts, |c| &c.shm)?;
+            NetworkInterface::init(ni_cfg, |core| {
+                let n = ep.start(core, peers)?;
+                transport = Some(Transport::Shm(n.clone()));
+                Ok(n as Arc<dyn Nal>)
+            })?
+        }
+        (Choice::Mixed, Some(NetEndpoint::Tcp(tcp_ep)), Some(shm_ep)) => {
+            let local: Vec<(u32, Contact)> = contacts
+                .iter()
+                .filter(|(_, c)| c.host == me.host)
+                .cloned()
+                .collect();
+            let shm_peers: Vec<(ProcessId, ShmAddr)> = parse_peers(&local, |c| &c.shm)?;
+            let tcp_peers: Vec<(ProcessId, SocketAddr)> = parse_peers(&contacts, |c| &c.net)?;
+            let local_ids = shm_peers.iter().map(|(id, _)| *id).collect();
+            let wake = MuxWake::new()?;
+            NetworkInterface::init(ni_cfg, |core| {
+                // Before the transports start, so that every wake-up of
+                // the interface comes to the mux (see `crate::mux`).
+                wake.install(&core);
+                let shm = shm_ep.start(core.clone(), shm_peers)?;
+                let tcp = tcp_ep.start(core, tcp_peers)?;
+                let mux = MuxNal::new(
+                    "shm+tcp",
+                    shm.clone() as Arc<dyn Nal>,
+                    tcp.clone() as Arc<dyn Nal>,
+                    local_ids,
+                    wake,
+                )?;
+                transport = Some(Transport::Mixed { shm, tcp });
+                Ok(Arc::new(mux) as Arc<dyn Nal>)
+            })?
+        }
+        (Choice::Net, Some(NetEndpoint::Tcp(ep)), _) => {
+            let peers: Vec<(ProcessId, SocketAddr)> = parse_peers(&contacts, |c| &c.net)?;
+            NetworkInterface::init(ni_cfg, |core| {
+                let n = ep.start(core, peers)?;
+                transport = Some(Transport::Tcp(n.clone()));
+                Ok(n as Arc<dyn Nal>)
+            })?
+        }
+        (Choice::Net, Some(NetEndpoint::Udp(ep)), _) => {
+            let peers: Vec<(ProcessId, PeerAddr)> = parse_peers(&contacts, |c| &c.net)?;
+            NetworkInterface::init(ni_cfg, |core| {
+                let n = ep.start(core, peers)?;
+                transport = Some(Transport::Udp(n.clone()));
+                Ok(n as Arc<dyn Nal>)
+            })?
+        }
+        // `bind_endpoints` binds what `choose` can pick for the same
+        // options; reaching this is a bug here, reported, not a panic.
+        (choice, _, _) => {
+            return Err(RuntimeError::Launch(format!(
+                "no endpoint bound for the chosen transport ({choice:?}, {})",
+                o.nal.name()
+            )))
+        }
+    };
+    let transport = transport.ok_or(RuntimeError::Portals(portals::PtlError::Shutdown))?;
+    Ok((ni, transport))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contact(host: &str) -> Contact {
+        Contact {
+            host: host.into(),
+            net: Some("127.0.0.1:4000".into()),
+            shm: Some(format!("shm:1:{:032x}", 0xabcu32)),
+        }
+    }
+
+    #[test]
+    fn contacts_round_trip_and_a_malformed_one_names_its_rank() {
+        let c = contact("nodeA-1234");
+        assert_eq!(Contact::decode(3, &c.encode()).expect("parses"), c);
+        let none = Contact {
+            host: "h".into(),
+            net: None,
+            shm: None,
+        };
+        assert_eq!(none.encode(), "h|-|-");
+        assert_eq!(Contact::decode(0, "h|-|-").expect("parses"), none);
+        for bad in ["", "h", "h|a", "h|a|b|c", "|a|b", "h||b"] {
+            assert!(
+                matches!(
+                    Contact::decode(7, bad),
+                    Err(RuntimeError::BadAddress { rank: 7, .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn published_addresses_parse_per_transport_and_a_bad_one_names_its_rank() {
+        let contacts = vec![
+            (
+                0,
+                Contact {
+                    net: Some("127.0.0.1:4000".into()),
+                    ..contact("h")
+                },
+            ),
+            (
+                1,
+                Contact {
+                    net: Some("127.0.0.1:4001/127.0.0.1:4002".into()),
+                    ..contact("h")
+                },
+            ),
+        ];
+        let udp: Vec<(ProcessId, PeerAddr)> = parse_peers(&contacts, |c| &c.net).expect("udp");
+        assert_eq!(
+            udp[0].1,
+            PeerAddr::from(SocketAddr::from(([127, 0, 0, 1], 4000)))
+        );
+        assert_eq!(udp[1].0, process_id(1));
+        assert_eq!(udp[1].1.source, SocketAddr::from(([127, 0, 0, 1], 4002)));
+        // The pair form is not a TCP address.
+        let tcp = parse_peers::<SocketAddr>(&contacts, |c| &c.net);
+        assert!(
+            matches!(&tcp, Err(RuntimeError::BadAddress { rank: 1, addr }) if addr.contains('/')),
+            "{tcp:?}"
+        );
+        // A rank that offers no shared memory cannot be reached by it.
+        let mut no_shm = contacts.clone();
+        no_shm[1].1.shm = None;
+        assert!(matches!(
+            parse_peers::<ShmAddr>(&no_shm, |c| &c.shm),
+            Err(RuntimeError::BadAddress { rank: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn the_choice_follows_the_hosts_and_the_option() {
+        let one_host = vec![(0, contact("a")), (1, contact("a"))];
+        let two_hosts = vec![(0, contact("a")), (1, contact("b"))];
+        let me = contact("a");
+        let with = |nal| JobOptions {
+            nal,
+            ..JobOptions::default()
+        };
+        assert_eq!(JobOptions::default().nal, NalKind::Auto);
+        assert_eq!(
+            choose(&with(NalKind::Auto), &me, &one_host).ok(),
+            Some(Choice::Shm)
+        );
+        assert_eq!(
+            choose(&with(NalKind::Auto), &me, &two_hosts).ok(),
+            Some(Choice::Net)
+        );
+        assert_eq!(
+            choose(&with(NalKind::Shm), &me, &one_host).ok(),
+            Some(Choice::Shm)
+        );
+        assert_eq!(
+            choose(&with(NalKind::Tcp), &me, &one_host).ok(),
+            Some(Choice::Net)
+        );
+        assert_eq!(
+            choose(&with(NalKind::Udp), &me, &one_host).ok(),
+            Some(Choice::Net)
+        );
+        // Alone on its host, a rank runs on TCP; with a neighbour, on both.
+        let mixed = vec![(0, contact("a")), (1, contact("a")), (2, contact("b"))];
+        assert_eq!(
+            choose(&with(NalKind::Auto), &me, &mixed).ok(),
+            Some(Choice::Mixed)
+        );
+        assert_eq!(
+            choose(&with(NalKind::Auto), &contact("b"), &mixed).ok(),
+            Some(Choice::Net)
+        );
+        assert_eq!(
+            choose(&with(NalKind::Tcp), &me, &mixed).ok(),
+            Some(Choice::Net)
+        );
+        match choose(&with(NalKind::Shm), &me, &two_hosts) {
+            Err(e @ RuntimeError::NotOneHost { rank: 1, .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains("rank 1") && msg.contains("PTL_NAL"), "{msg}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
