@@ -16,7 +16,8 @@ use crate::impls::{Impl, Progress, PEERS};
 use crate::machine::{now_utc, Machine};
 use crate::params::{Bench, CombMethod, Params, Preset};
 use crate::results::{aggregate, Failure, Meta, Results};
-use crate::runner::{build_peers, probe_peer, probe_project, Runner};
+use crate::runner::{build_peers, on_path, probe_peer, probe_project, probe_tool, Runner};
+use crate::tool_peers::ToolPeer;
 
 /// What to compare.
 #[derive(Debug, Clone)]
@@ -37,7 +38,8 @@ pub struct CompareOpts {
     pub nals: Option<Vec<String>>,
     /// Progress modes of the project variants.
     pub progress: Vec<Progress>,
-    /// Include the C peers.
+    /// Include the peers: the C MPI programs and the Portals-level tool
+    /// peers (UCX, libfabric).
     pub peers: bool,
     /// Include the raw-socket floor.
     pub raw: bool,
@@ -81,7 +83,20 @@ pub fn select_impls(opts: &CompareOpts, note: &dyn Fn(Progressed)) -> Result<(Ve
         if list.iter().any(|i| matches!(i, Impl::Peer(_))) {
             build_peers(&opts.runner.peer_dir)?;
         }
-        return Ok((list.clone(), skipped));
+        // A named tool peer whose tool is missing would only fail every
+        // round: leave it out, saying so.
+        let mut kept = Vec::with_capacity(list.len());
+        for i in list {
+            match i {
+                Impl::Tool(t) if !on_path(t.tool()) => {
+                    let why = missing_tool(*t);
+                    note(Progressed::Note(format!("{i} left out: {why}")));
+                    skipped.push((i.label(), why));
+                }
+                _ => kept.push(i.clone()),
+            }
+        }
+        return Ok((kept, skipped));
     }
     let mut impls = Vec::new();
     if opts.raw {
@@ -131,8 +146,47 @@ pub fn select_impls(opts: &CompareOpts, note: &dyn Fn(Progressed)) -> Result<(Ve
                 }
             }
         }
+        impls.extend(select_tools(opts, note, &mut skipped));
     }
     Ok((impls, skipped))
+}
+
+/// The Portals-level tool peers that run here: one note (and one skipped
+/// entry) per missing tool, one per peer whose probe fails.
+fn select_tools(opts: &CompareOpts, note: &dyn Fn(Progressed), skipped: &mut Skipped) -> Vec<Impl> {
+    let mut impls = Vec::new();
+    let mut missing: Vec<(&str, Vec<&str>, String)> = Vec::new();
+    for t in ToolPeer::ALL {
+        if !on_path(t.tool()) {
+            match missing.iter_mut().find(|(tool, _, _)| *tool == t.tool()) {
+                Some((_, labels, _)) => labels.push(t.label()),
+                None => missing.push((t.tool(), vec![t.label()], missing_tool(t))),
+            }
+            continue;
+        }
+        match probe_tool(&opts.runner, t) {
+            Ok(()) => impls.push(Impl::Tool(t)),
+            Err(e) => {
+                let why = first_line(&e.to_string());
+                note(Progressed::Note(format!("{} left out: {why}", t.label())));
+                skipped.push((t.label().to_string(), why));
+            }
+        }
+    }
+    for (_, labels, why) in missing {
+        let labels = labels.join(", ");
+        note(Progressed::Note(format!("{labels} left out: {why}")));
+        skipped.push((labels, why));
+    }
+    impls
+}
+
+fn missing_tool(t: ToolPeer) -> String {
+    format!(
+        "{} not installed (Debian package {})",
+        t.tool(),
+        t.package()
+    )
 }
 
 fn first_line(s: &str) -> String {

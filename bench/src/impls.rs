@@ -8,7 +8,9 @@
 //! | `portals-<nal>-<progress>` | the Portals API over a NAL (`tcp`, `udp`), progress `thread` or `poll`; latency and bandwidth |
 //! | `mpi-<nal>-<progress>` | `mpi-on-portals` over a NAL; every benchmark |
 //! | `portals-<nal>-thread-uring`, `mpi-<nal>-thread-uring` | as above, with the progress thread's poller on `io_uring` (`PTL_BACKEND=io_uring`) instead of `epoll`; threads waiting in the library always use `epoll`, so polling mode has no such variant |
-//! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark |
+//! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark but `pingpong-bw` |
+//! | `ucx-shm`, `ucx-tcp`, `ucx-shm-put`, `ucx-tcp-put` | Portals-level peer UCX, `ucx_perftest` ([`crate::tool_peers`]); latency, bandwidth, pingpong-bw |
+//! | `libfabric-shm`, `libfabric-tcp`, `libfabric-udp` | Portals-level peer libfabric, `fi_pingpong` ([`crate::tool_peers`]); latency, pingpong-bw |
 //!
 //! A `-unpinned` suffix on a raw label means the two processes were left to
 //! the scheduler.
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::params::Bench;
 use crate::raw::PollMode;
+use crate::tool_peers::ToolPeer;
 
 /// The peer MPI variants `bench/c/run_peer.sh` knows.
 pub const PEERS: [&str; 5] = ["openmpi-tcp", "openmpi-sm", "openmpi", "mpich", "mpich-net"];
@@ -114,6 +117,8 @@ pub enum Impl {
     },
     /// A C peer run through `bench/c/run_peer.sh`.
     Peer(String),
+    /// A Portals-level peer measured by its own tool (UCX, libfabric).
+    Tool(ToolPeer),
 }
 
 impl Impl {
@@ -145,6 +150,7 @@ impl Impl {
                 if *uring { "-uring" } else { "" }
             ),
             Impl::Peer(p) => p.clone(),
+            Impl::Tool(t) => t.label().to_string(),
         }
     }
 
@@ -152,6 +158,9 @@ impl Impl {
     pub fn parse(label: &str) -> Result<Impl, String> {
         if PEERS.contains(&label) {
             return Ok(Impl::Peer(label.to_string()));
+        }
+        if let Some(t) = ToolPeer::parse(label) {
+            return Ok(Impl::Tool(t));
         }
         let (base, pinned) = match label.strip_suffix("-unpinned") {
             Some(b) => (b, false),
@@ -210,8 +219,9 @@ impl Impl {
             }
             _ => Err(format!(
                 "unknown implementation '{label}' (raw-tcp-busy, raw-tcp, portals-tcp-thread, \
-                 mpi-tcp-poll, {}, ...)",
-                PEERS.join(", ")
+                 mpi-tcp-poll, {}, {}, ...)",
+                PEERS.join(", "),
+                ToolPeer::ALL.map(|t| t.label()).join(", ")
             )),
         }
     }
@@ -221,7 +231,7 @@ impl Impl {
         match self {
             Impl::RawPingPong { .. } | Impl::RawStream { .. } => Family::Raw,
             Impl::Project { .. } => Family::Project,
-            Impl::Peer(_) => Family::Peer,
+            Impl::Peer(_) | Impl::Tool(_) => Family::Peer,
         }
     }
 
@@ -233,8 +243,19 @@ impl Impl {
             Impl::Project {
                 level: Level::Portals,
                 ..
-            } => matches!(bench, Bench::Latency | Bench::Bandwidth),
-            Impl::Project { .. } | Impl::Peer(_) => true,
+            } => matches!(bench, Bench::Latency | Bench::Bandwidth | Bench::PingpongBw),
+            // Ping-pong bandwidth is the Portals-level peers' figure.
+            Impl::Project { .. } | Impl::Peer(_) => bench != Bench::PingpongBw,
+            Impl::Tool(t) => t.supports(bench),
+        }
+    }
+
+    /// Why this implementation has no version of `bench` (for the note
+    /// that leaves it out).
+    pub fn lacks(&self, bench: Bench) -> String {
+        match self {
+            Impl::Tool(t) => t.lacks(bench),
+            _ => format!("{self} has no {bench} benchmark"),
         }
     }
 
@@ -309,6 +330,7 @@ mod tests {
             &[Progress::Thread, Progress::Poll],
         ));
         all.extend(PEERS.iter().map(|p| Impl::Peer(p.to_string())));
+        all.extend(ToolPeer::ALL.map(Impl::Tool));
         all.push(Impl::RawStream { pinned: false });
         for i in &all {
             assert_eq!(Impl::parse(&i.label()).as_ref(), Ok(i), "{i}");
@@ -336,6 +358,7 @@ mod tests {
         );
         assert!(Impl::parse("lam").is_err());
         assert_eq!(family_of("mpi-tcp-thread"), Family::Project);
+        assert_eq!(family_of("libfabric-udp"), Family::Peer);
     }
 
     #[test]
@@ -343,8 +366,17 @@ mod tests {
         let p = Impl::parse("portals-tcp-poll").expect("label");
         assert!(p.supports(Bench::Latency) && p.supports(Bench::Bandwidth));
         assert!(!p.supports(Bench::Overlap));
+        assert!(p.supports(Bench::PingpongBw));
         let m = Impl::parse("mpi-tcp-thread").expect("label");
-        assert!(Bench::ALL.iter().all(|&b| m.supports(b)));
+        assert!(Bench::ALL
+            .iter()
+            .all(|&b| m.supports(b) == (b != Bench::PingpongBw)));
+        let f = Impl::parse("libfabric-shm").expect("label");
+        assert!(f.supports(Bench::PingpongBw) && !f.supports(Bench::Bandwidth));
+        assert!(f.lacks(Bench::Bandwidth).contains("ping-pong"));
+        assert!(Impl::parse("ucx-tcp")
+            .expect("label")
+            .supports(Bench::Bandwidth));
         let r = Impl::parse("raw-tcp").expect("label");
         assert!(r.supports(Bench::Bandwidth) && !r.supports(Bench::Latency));
     }

@@ -1,6 +1,8 @@
 //! `ptl-bench`: the benchmark suite of portals-rs, side by side with the
-//! physical floor (raw sockets) and the MPI libraries users would otherwise
-//! pick (Open MPI, MPICH; C programs in `bench/c/`).
+//! physical floor (raw sockets), the MPI libraries users would otherwise
+//! pick (Open MPI, MPICH; C programs in `bench/c/`) and the one-sided
+//! layers they would otherwise pick at the Portals level (UCX, libfabric;
+//! their own benchmark tools).
 //!
 //! One concept per module:
 //!
@@ -9,6 +11,7 @@
 //! - [`runner`]: running one benchmark on one implementation;
 //! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank;
 //! - [`raw`]: raw-socket ping-pong and stream;
+//! - [`tool_peers`]: the Portals-level peers UCX and libfabric, through their own tools;
 //! - [`work`]: the calibrated busy loop of the overlap and COMB benchmarks;
 //! - [`timing`], [`stats`], [`cpu`]: timed loops, medians, CPU binding;
 //! - [`record`]: the JSON-lines result format shared with the C programs;
@@ -34,6 +37,7 @@ pub mod results;
 pub mod runner;
 pub mod stats;
 pub mod timing;
+pub mod tool_peers;
 pub mod work;
 
 pub use error::{BenchError, Result};

@@ -1,6 +1,7 @@
 //! A description of the machine a comparison ran on: CPU model and count
 //! from `/proc/cpuinfo`, memory from `/proc/meminfo`, the kernel from
-//! `uname`, and the versions of the compilers and MPI libraries involved.
+//! `uname`, and the versions of the compilers, MPI libraries, UCX and
+//! libfabric involved.
 
 use std::process::Command;
 
@@ -27,6 +28,13 @@ pub struct Machine {
     pub openmpi: String,
     /// MPICH version line, if installed.
     pub mpich: String,
+    /// UCX version (`ucx_info -v`), if installed (absent from older results).
+    #[serde(default)]
+    pub ucx: String,
+    /// libfabric version (`fi_info --version`), if installed (absent from
+    /// older results).
+    #[serde(default)]
+    pub libfabric: String,
 }
 
 fn first_line_of(cmd: &str, args: &[&str]) -> String {
@@ -39,6 +47,22 @@ fn first_line_of(cmd: &str, args: &[&str]) -> String {
             String::from_utf8_lossy(&o.stdout)
                 .lines()
                 .find(|l| !l.trim().is_empty())
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .unwrap_or_default()
+}
+
+/// The first line of `cmd args`' output that starts with `prefix`.
+fn line_with(cmd: &str, args: &[&str], prefix: &str) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find(|l| l.trim_start().starts_with(prefix))
                 .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         })
         .unwrap_or_default()
@@ -77,6 +101,18 @@ impl Machine {
             rustc: first_line_of("rustc", &["--version"]),
             openmpi: first_line_of("mpiexec.openmpi", &["--version"]),
             mpich: first_line_of("mpichversion", &[]),
+            // "# Version 1.13.1"
+            ucx: first_line_of("ucx_info", &["-v"])
+                .trim_start_matches('#')
+                .trim()
+                .trim_start_matches("Version")
+                .trim()
+                .to_string(),
+            // "fi_info: 1.17.0" first; the library's own line is wanted.
+            libfabric: line_with("fi_info", &["--version"], "libfabric:")
+                .trim_start_matches("libfabric:")
+                .trim()
+                .to_string(),
         }
     }
 }

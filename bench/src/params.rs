@@ -20,6 +20,9 @@ pub enum Bench {
     Bandwidth,
     /// Bidirectional streaming.
     Bibw,
+    /// Ping-pong bandwidth: size / half round trip, the `MB/sec` that
+    /// `fi_pingpong` reports. Not streaming: one message in flight.
+    PingpongBw,
     /// 8-byte message rate with a window.
     Msgrate,
     /// Wait-time overlap (seed 000, Figs. 10–12).
@@ -36,10 +39,11 @@ pub enum Bench {
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 9] = [
+    pub const ALL: [Bench; 10] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
+        Bench::PingpongBw,
         Bench::Msgrate,
         Bench::Overlap,
         Bench::Comb,
@@ -58,6 +62,7 @@ impl Bench {
             Bench::Latency => "latency",
             Bench::Bandwidth => "bandwidth",
             Bench::Bibw => "bibw",
+            Bench::PingpongBw => "pingpong-bw",
             Bench::Msgrate => "msgrate",
             Bench::Overlap => "overlap",
             Bench::Comb => "comb",
@@ -90,7 +95,7 @@ impl Bench {
     pub fn unit(self) -> &'static str {
         match self {
             Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast => "us",
-            Bench::Bandwidth | Bench::Bibw => "MB/s",
+            Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw => "MB/s",
             Bench::Msgrate => "msg/s",
             Bench::Overlap | Bench::Comb => "%",
         }
@@ -271,6 +276,19 @@ impl Params {
             (Bench::Latency, Preset::Smoke) => {
                 p.sizes = vec![0, 1 << 10];
                 (p.iters, p.warmup) = (2, 1);
+            }
+            (Bench::PingpongBw, _) => {
+                // The latency loop's counts: it is the same ping-pong,
+                // from the sizes where a bandwidth means something.
+                (p.sizes, p.iters, p.warmup) = match preset {
+                    Preset::Full => (pow2_sizes(1 << 10, 4 << 20), 10_000, 1000),
+                    Preset::Quick => (
+                        vec![1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20],
+                        2000,
+                        200,
+                    ),
+                    Preset::Smoke => (vec![1 << 10, 64 << 10], 2, 1),
+                };
             }
             (Bench::Bandwidth | Bench::Bibw, Preset::Full) => {
                 p.sizes = pow2_sizes(1 << 10, 16 << 20);

@@ -1,7 +1,9 @@
 //! The Portals-level benchmarks: latency and bandwidth with puts, the same
 //! loops as the MPI level (and `bench/c/latency.c`, `bench/c/bandwidth.c`)
 //! without the MPI protocols on top, run inside both ranks of a two-rank job
-//! joined through `portals-runtime`. Rank 0 emits the records.
+//! joined through `portals-runtime`. Rank 0 emits the records. Ping-pong
+//! bandwidth (`pingpong-bw`, the figure `fi_pingpong` reports) is the
+//! latency loop's size / half round trip.
 //!
 //! Each rank attaches one match entry per message kind with a descriptor
 //! that accepts puts at remotely managed offsets and reports them on an
@@ -42,10 +44,10 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
     }
     let mut out = |r: Record| if job.rank() == 0 { emit(r) } else { Ok(()) };
     let r = match p.bench {
-        Bench::Latency => latency(&job, p, label, &mut out),
+        Bench::Latency | Bench::PingpongBw => latency(&job, p, label, &mut out),
         Bench::Bandwidth => bandwidth(&job, p, label, &mut out),
         b => Err(BenchError::Invalid(format!(
-            "{b} has no Portals-level version (only latency and bandwidth)"
+            "{b} has no Portals-level version (only latency, bandwidth and pingpong-bw)"
         ))),
     };
     // Leave together, so nobody tears down while the other still sends.
@@ -83,7 +85,9 @@ fn wait_put(ni: &NetworkInterface, eq: EqHandle) -> Result<()> {
     }
 }
 
-/// Ping-pong of puts; half round trip in µs.
+/// Ping-pong of puts; half round trip in µs, or for `pingpong-bw` the
+/// same loop as size / half round trip in MB/s (what `fi_pingpong` calls
+/// its bandwidth).
 fn latency(
     job: &Job,
     p: &Params,
@@ -114,7 +118,12 @@ fn latency(
                     Ok(ni.put_region(src, 0, n as u64, AckReq::NoAck, &remote, 0)?)
                 }
             })?;
-            vals.push(secs * 1e6 / (2.0 * iters as f64));
+            let half_rtt_us = secs * 1e6 / (2.0 * iters as f64);
+            vals.push(if p.bench == Bench::PingpongBw {
+                n as f64 / half_rtt_us
+            } else {
+                half_rtt_us
+            });
         }
         out(Record::of_values(p.bench, label, n, iters, &mut vals)?)?;
     }

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{BenchError, Result};
-use crate::impls::{family_of, Family};
+use crate::impls::{family_of, Family, Impl, Level};
 use crate::params::{size_label, Bench};
 use crate::plot::{draw, Chart, Series};
 use crate::record::Record;
@@ -27,6 +27,9 @@ pub const READING_END: &str = "<!-- reading:end -->";
 
 /// What an implementation label means, for the document.
 pub fn describe(label: &str) -> String {
+    if let Some(t) = crate::tool_peers::ToolPeer::parse(label) {
+        return t.describe();
+    }
     let base = label.trim_end_matches("-unpinned");
     let s = match base {
         "raw-tcp-busy" => "raw TCP ping-pong, busy-polled non-blocking sockets (the floor)".into(),
@@ -117,21 +120,51 @@ fn find<'r>(recs: &[&'r Record], imp: &str, size: u64, key: &str) -> Option<&'r 
         .copied()
 }
 
-/// The peers the ratio tables divide by: the network paths (`openmpi-tcp`,
-/// `mpich-net`) when present, otherwise every peer.
-fn ratio_peers(cols: &[String]) -> Vec<String> {
-    let net: Vec<String> = cols
-        .iter()
-        .filter(|c| *c == "openmpi-tcp" || *c == "mpich-net")
-        .cloned()
-        .collect();
-    if !net.is_empty() {
-        return net;
+/// The MPI peers' network paths: every project variant is divided by them.
+const MPI_NET_PEERS: [&str; 2] = ["openmpi-tcp", "mpich-net"];
+/// The Portals-level peers' TCP paths: the Portals-level variants are
+/// divided by them too.
+const PORTALS_NET_PEERS: [&str; 2] = ["ucx-tcp", "libfabric-tcp"];
+
+/// The (project, peer) pairs of the ratio tables: every project column
+/// over the MPI network paths (`openmpi-tcp`, `mpich-net`) and the
+/// Portals-level columns also over the Portals-level TCP paths (`ucx-tcp`,
+/// `libfabric-tcp`), those present; with none of these present, every
+/// project column over every peer.
+fn ratio_pairs(cols: &[String]) -> Vec<(String, String)> {
+    let present = |names: &[&str]| -> Vec<String> {
+        cols.iter()
+            .filter(|c| names.contains(&c.as_str()))
+            .cloned()
+            .collect()
+    };
+    let (mpi_net, portals_net) = (present(&MPI_NET_PEERS), present(&PORTALS_NET_PEERS));
+    let projects = cols.iter().filter(|c| family_of(c) == Family::Project);
+    let mut pairs = Vec::new();
+    if mpi_net.is_empty() && portals_net.is_empty() {
+        let peers: Vec<&String> = cols
+            .iter()
+            .filter(|c| family_of(c) == Family::Peer)
+            .collect();
+        for x in projects {
+            pairs.extend(peers.iter().map(|p| (x.clone(), p.to_string())));
+        }
+        return pairs;
     }
-    cols.iter()
-        .filter(|c| family_of(c) == Family::Peer)
-        .cloned()
-        .collect()
+    for x in projects {
+        pairs.extend(mpi_net.iter().map(|p| (x.clone(), p.clone())));
+        let portals_level = matches!(
+            Impl::parse(x),
+            Ok(Impl::Project {
+                level: Level::Portals,
+                ..
+            })
+        );
+        if portals_level {
+            pairs.extend(portals_net.iter().map(|p| (x.clone(), p.clone())));
+        }
+    }
+    pairs
 }
 
 fn heading(bench: &str) -> String {
@@ -140,6 +173,9 @@ fn heading(bench: &str) -> String {
         Some(Bench::Latency) => "ping-pong half round trip",
         Some(Bench::Bandwidth) => "unidirectional streaming bandwidth",
         Some(Bench::Bibw) => "bidirectional bandwidth (both directions summed)",
+        Some(Bench::PingpongBw) => {
+            "ping-pong bandwidth = size / half round trip, one message in flight (fi_pingpong's MB/sec; not streaming)"
+        }
         Some(Bench::Msgrate) => "8-byte message rate",
         Some(Bench::Overlap) => "overlap % = 100·(1 − wait/transfer), by compute factor",
         Some(Bench::Comb) => "CPU availability while 100 KB messages stream in (COMB)",
@@ -204,16 +240,8 @@ pub fn tables(res: &Results) -> String {
         write_table(&mut md, &cols, &rws, |size, key, i| {
             find(&recs, &cols[i], size, key).map_or("–".into(), |r| fmt_value(r.value))
         });
-        let projects: Vec<&String> = cols
-            .iter()
-            .filter(|c| family_of(c) == Family::Project)
-            .collect();
-        let peers = ratio_peers(&cols);
-        if !projects.is_empty() && !peers.is_empty() {
-            let pairs: Vec<(String, String)> = projects
-                .iter()
-                .flat_map(|x| peers.iter().map(move |p| (x.to_string(), p.clone())))
-                .collect();
+        let pairs = ratio_pairs(&cols);
+        if !pairs.is_empty() {
             let better = if b.higher_is_better() { "> 1" } else { "< 1" };
             let _ = writeln!(
                 md,
@@ -401,6 +429,12 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
             "MB/s, both directions",
             true,
         ),
+        (
+            Bench::PingpongBw,
+            "Ping-pong bandwidth: size / half round trip",
+            "MB/s (10^6 B/s)",
+            true,
+        ),
     ] {
         let recs = bench_records(res, b.name());
         if !recs.is_empty() {
@@ -523,10 +557,12 @@ fn header(res: &Results, json: &str) -> String {
     );
     let _ = writeln!(
         md,
-        "- Software: {}; Open MPI: {}; MPICH: {}",
+        "- Software: {}; Open MPI: {}; MPICH: {}; UCX: {}; libfabric: {}",
         or_dash(&mc.rustc),
         or_dash(&mc.openmpi),
-        or_dash(&mc.mpich)
+        or_dash(&mc.mpich),
+        or_dash(&mc.ucx),
+        or_dash(&mc.libfabric)
     );
     let _ = writeln!(md, "- Command:\n\n  ```sh\n  {}\n  ```\n", m.command);
     let _ = writeln!(md, "| implementation | what |\n|---|---|");
@@ -787,6 +823,42 @@ mod tests {
         let again = std::fs::read_to_string(&doc).expect("doc");
         assert!(again.contains("HAND WRITTEN"), "{again}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn ratios_by_level() {
+        let cols: Vec<String> = [
+            "portals-tcp-thread",
+            "mpi-tcp-thread",
+            "openmpi-tcp",
+            "ucx-tcp",
+            "ucx-shm",
+            "libfabric-tcp",
+        ]
+        .map(String::from)
+        .to_vec();
+        let pairs = ratio_pairs(&cols);
+        let has = |x: &str, p: &str| pairs.iter().any(|(a, b)| a == x && b == p);
+        assert!(has("portals-tcp-thread", "openmpi-tcp"));
+        assert!(has("portals-tcp-thread", "ucx-tcp"));
+        assert!(has("portals-tcp-thread", "libfabric-tcp"));
+        assert!(has("mpi-tcp-thread", "openmpi-tcp"));
+        assert!(
+            !has("mpi-tcp-thread", "ucx-tcp"),
+            "MPI level over a Portals-level peer"
+        );
+        assert!(!pairs.iter().any(|(_, p)| p == "ucx-shm"), "{pairs:?}");
+        assert_eq!(pairs.len(), 4, "{pairs:?}");
+        // No network path at all: every peer.
+        let only_shm: Vec<String> = ["portals-tcp-poll", "libfabric-shm"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            ratio_pairs(&only_shm),
+            vec![("portals-tcp-poll".to_string(), "libfabric-shm".to_string())]
+        );
+        assert!(describe("libfabric-udp").contains("udp;ofi_rxd"));
+        assert!(describe("ucx-shm-put").contains("ucp_put_bw"));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Running one benchmark on one implementation and collecting its records:
 //! raw sockets in this process, portals-rs as a job of [`Params::ranks`]
 //! ranks (two, or N for the collectives) that re-executes this program
-//! (`ptl-bench rank ...`) under the runtime's launcher, and the C peers
-//! through `bench/c/run_peer.sh -n N`.
+//! (`ptl-bench rank ...`) under the runtime's launcher, the C peers
+//! through `bench/c/run_peer.sh -n N`, and UCX and libfabric through their
+//! own tools ([`crate::tool_peers`]).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use crate::params::{scale_iters, Bench, Params};
 use crate::raw::{self, Placement, Stats, UDP_MAX_PAYLOAD};
 use crate::record::Record;
 use crate::stats::Summary;
+use crate::tool_peers::ToolPeer;
 
 /// Name of the hidden subcommand a project rank runs.
 pub const RANK_SUBCOMMAND: &str = "rank";
@@ -77,10 +79,7 @@ impl Runner {
     pub fn run(&self, imp: &Impl, p: &Params) -> Result<Vec<Record>> {
         p.validate().map_err(BenchError::Invalid)?;
         if !imp.supports(p.bench) {
-            return Err(BenchError::Invalid(format!(
-                "{imp} has no {} benchmark",
-                p.bench
-            )));
+            return Err(BenchError::Invalid(imp.lacks(p.bench)));
         }
         match imp {
             Impl::RawPingPong { .. } | Impl::RawStream { .. } => run_raw(imp, p),
@@ -91,6 +90,7 @@ impl Runner {
                 uring,
             } => self.run_project(*level, nal, *progress, *uring, &imp.label(), p),
             Impl::Peer(name) => self.run_peer(name, p),
+            Impl::Tool(t) => crate::tool_peers::run(*t, p, self.binds(2), self.timeout),
         }
     }
 
@@ -468,6 +468,22 @@ pub fn probe_peer(runner: &Runner, name: &str) -> Result<()> {
     if recs.is_empty() {
         return Err(BenchError::Run {
             what: format!("{name} probe"),
+            why: "printed no record".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a tool peer (UCX, libfabric) runs here: a tiny latency point.
+pub fn probe_tool(runner: &Runner, peer: ToolPeer) -> Result<()> {
+    let mut p = Params::preset(Bench::Latency, crate::params::Preset::Smoke);
+    p.sizes = vec![8];
+    let mut quick = runner.clone();
+    quick.timeout = Duration::from_secs(60);
+    let recs = quick.run(&Impl::Tool(peer), &p)?;
+    if recs.is_empty() {
+        return Err(BenchError::Run {
+            what: format!("{} probe", peer.label()),
             why: "printed no record".into(),
         });
     }

@@ -1,11 +1,13 @@
 //! `ptl-bench`: the benchmark suite of portals-rs against raw sockets, Open
-//! MPI and MPICH. `ptl-bench --help` lists the subcommands; every benchmark
+//! MPI, MPICH, UCX and libfabric. `ptl-bench --help` lists the subcommands; every benchmark
 //! prints JSON lines (`portals_bench::record::Record`).
 //!
 //! ```text
 //! ptl-bench latency --quick                      # portals + MPI level, thread and poll
 //! ptl-bench overlap --impls mpi-tcp-thread,openmpi-tcp --sizes 256K,1M
 //! ptl-bench collectives --ranks 2,4 --quick          # all_reduce and broadcast
+//! ptl-bench latency --impls ucx-shm,libfabric-tcp,portals-tcp-thread --sizes 8
+//! ptl-bench bandwidth --pingpong --impls libfabric-shm,portals-tcp-thread
 //! ptl-bench raw latency --transport tcp --mode busy
 //! ptl-bench compare --quick                      # everything, interleaved, into results/
 //! ptl-bench report results/compare.json --doc docs/PERFORMANCE.md
@@ -28,7 +30,7 @@ use portals_bench::runner::{build_peers, rank_main, Runner, RANK_SUBCOMMAND};
 use portals_bench::{BenchError, Result};
 
 /// Benchmarks of portals-rs (Portals and MPI level) side by side with raw
-/// sockets, Open MPI and MPICH. Project runs are two-process jobs (N for the
+/// sockets, Open MPI, MPICH, UCX and libfabric. Project runs are two-process jobs (N for the
 /// collectives) started through the portals-rs runtime, ranks bound to cores.
 #[derive(Debug, Parser)]
 #[command(name = "ptl-bench", version, about, long_about = None)]
@@ -46,8 +48,13 @@ enum Cmd {
         #[command(flatten)]
         args: BenchArgs,
         /// Both ranks send and receive at once (bench `bibw`).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "pingpong")]
         bidirectional: bool,
+        /// Ping-pong bandwidth instead: size / half round trip, one message
+        /// in flight (bench `pingpong-bw`, what fi_pingpong reports; Portals
+        /// level and the UCX and libfabric peers).
+        #[arg(long)]
+        pingpong: bool,
     },
     /// 8-byte messages per second with a window.
     Msgrate(BenchArgs),
@@ -152,8 +159,9 @@ impl ProgressArg {
 struct BenchArgs {
     /// Implementations to run, comma separated: portals-NAL-PROGRESS,
     /// mpi-NAL-PROGRESS (PROGRESS: thread, poll), raw-tcp-busy, raw-tcp, openmpi-tcp,
-    /// openmpi-sm, openmpi, mpich, mpich-net. Default: the project variants
-    /// chosen by --level, --nal and --progress.
+    /// openmpi-sm, openmpi, mpich, mpich-net, ucx-shm, ucx-tcp, ucx-shm-put,
+    /// ucx-tcp-put, libfabric-shm, libfabric-tcp, libfabric-udp. Default: the
+    /// project variants chosen by --level, --nal and --progress.
     #[arg(long, value_delimiter = ',')]
     impls: Vec<String>,
     /// Project API level.
@@ -339,7 +347,7 @@ struct CompareArgs {
     /// Progress modes of the project variants.
     #[arg(long, value_enum, default_value = "both")]
     progress: ProgressArg,
-    /// Leave out the C peers.
+    /// Leave out the peers (the C MPI programs, UCX and libfabric).
     #[arg(long)]
     no_peers: bool,
     /// Leave out the raw-socket floor.
@@ -491,7 +499,16 @@ fn bench_cmd(bench: Bench, args: &BenchArgs, variants: &[Params]) -> Result<()> 
         v.retain(|i| i.supports(bench));
         v
     } else {
-        parse_impls(&args.impls)?
+        let impls = parse_impls(&args.impls)?;
+        // Named but without this benchmark: say so rather than skip quietly.
+        for i in &impls {
+            let mut benches: Vec<Bench> = variants.iter().map(|p| p.bench).collect();
+            benches.dedup();
+            for b in benches.into_iter().filter(|&b| !i.supports(b)) {
+                eprintln!("ptl-bench: left out: {}", i.lacks(b));
+            }
+        }
+        impls
     };
     run_list(&impls, variants, &args.knobs)
 }
@@ -634,9 +651,12 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bandwidth {
             args,
             bidirectional,
+            pingpong,
         } => {
             let b = if bidirectional {
                 Bench::Bibw
+            } else if pingpong {
+                Bench::PingpongBw
             } else {
                 Bench::Bandwidth
             };
