@@ -42,6 +42,7 @@ mod addr;
 mod attach;
 mod cma;
 mod doorbell;
+pub mod fuzzing;
 mod liveness;
 mod nal;
 pub mod ring;

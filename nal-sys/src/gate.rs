@@ -162,6 +162,20 @@ impl ProgressGate {
         self.wake_on_leave.store(false, Ordering::SeqCst);
     }
 
+    /// Park for `t` at most (an entering waiter does not end it; a stop
+    /// does). For a progress thread with a finer schedule of its own while
+    /// the application is away (shared memory: see `nal-shm`).
+    pub fn park_for(&self, t: Duration) {
+        let g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_stopped() {
+            return;
+        }
+        let _ = self
+            .parked
+            .wait_timeout(g, t)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+
     /// How long the progress thread parks now, counting this as a look:
     /// the rest of the hand-back delay since the last waiter left (a whole
     /// delay while one waits), or, while the application is busy in the
@@ -217,7 +231,7 @@ impl ProgressGate {
     }
 
     /// Nanoseconds since the last waiter left (`u64::MAX`: none ever did).
-    fn since_leave(&self) -> u64 {
+    pub fn since_leave(&self) -> u64 {
         match self.last_leave.load(Ordering::Relaxed) {
             0 => u64::MAX,
             left => self.now_ns().saturating_sub(left),
@@ -231,9 +245,14 @@ impl ProgressGate {
         self.aside_for()
     }
 
+    /// Whether an application thread waits in the library right now.
+    pub fn app_waiting(&self) -> bool {
+        self.waiters.load(Ordering::SeqCst) > 0
+    }
+
     /// How much longer the progress thread stands aside if no thread enters
     /// meanwhile (a whole delay while one waits).
-    fn aside_for(&self) -> Duration {
+    pub fn aside_for(&self) -> Duration {
         if self.waiters.load(Ordering::SeqCst) > 0 {
             return self.handback;
         }

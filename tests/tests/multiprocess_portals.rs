@@ -86,6 +86,30 @@ fn a_rank_killed_mid_transfer_fails_the_survivors_and_the_job() {
             "{p:?} {b:?}: rank 0 said {:?}",
             out.stdout_of(0)
         );
+        // On the default transport the two ranks share memory; the killed
+        // one leaves nothing behind in /dev/shm, and neither does the
+        // survivor.
+        let pids: Vec<String> = out
+            .output
+            .iter()
+            .filter_map(|l| l.text.strip_prefix("pid "))
+            .map(|t| t.split_whitespace().next().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(pids.len(), 2, "{p:?} {b:?}: {:?}", out.output);
+        assert!(
+            out.output.iter().any(|l| l.text.ends_with(" on shm")),
+            "{p:?} {b:?}: not on shared memory: {:?}",
+            out.output
+        );
+        let left: Vec<String> = std::fs::read_dir("/dev/shm")
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| pids.iter().any(|p| n.starts_with(&format!("ptl-shm.{p}."))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{p:?} {b:?}: left in /dev/shm: {left:?}");
     }
 }
 

@@ -286,6 +286,9 @@ fn sleepy_target(job: &Job, expect_progress: bool) -> R<()> {
 fn die_mid_transfer(job: &Job) -> R<()> {
     const LEN: usize = 32 << 20;
     let ni = job.ni();
+    // The test looks for what a shared-memory transport of these processes
+    // could have left in /dev/shm (names carry the pid).
+    println!("pid {} on {}", std::process::id(), ni.nal_name());
     match job.rank() {
         1 => {
             let eq = ni.eq_alloc(64).map_err(|e| e.to_string())?;
