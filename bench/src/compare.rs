@@ -106,12 +106,14 @@ pub fn select_impls(opts: &CompareOpts, note: &dyn Fn(Progressed)) -> Result<(Ve
         Some(n) => n.clone(),
         None => {
             let mut n = vec!["tcp".to_string()];
-            match probe_project(&opts.runner, "udp") {
-                Ok(()) => n.push("udp".into()),
-                Err(e) => {
-                    let why = first_line(&e.to_string());
-                    note(Progressed::Note(format!("NAL udp left out: {why}")));
-                    skipped.push(("udp NAL".to_string(), why));
+            for nal in ["udp", "shm"] {
+                match probe_project(&opts.runner, nal) {
+                    Ok(()) => n.push(nal.into()),
+                    Err(e) => {
+                        let why = first_line(&e.to_string());
+                        note(Progressed::Note(format!("NAL {nal} left out: {why}")));
+                        skipped.push((format!("{nal} NAL"), why));
+                    }
                 }
             }
             n

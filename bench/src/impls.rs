@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `raw-tcp-busy`, `raw-tcp-blocking`, `raw-udp-busy`, `raw-udp-blocking` | raw-socket ping-pong ([`crate::raw`]); latency only |
 //! | `raw-tcp` | raw TCP stream; bandwidth only |
-//! | `portals-<nal>-<progress>` | the Portals API over a NAL (`tcp`, `udp`), progress `thread` or `poll`; latency and bandwidth |
+//! | `portals-<nal>-<progress>` | the Portals API over a NAL (`tcp`, `udp`, `shm`, or `auto`: the default, shared memory on one host), progress `thread` or `poll`; latency and bandwidth |
 //! | `mpi-<nal>-<progress>` | `mpi-on-portals` over a NAL; every benchmark |
 //! | `portals-<nal>-thread-uring`, `mpi-<nal>-thread-uring` | as above, with the progress thread's poller on `io_uring` (`PTL_BACKEND=io_uring`) instead of `epoll`; threads waiting in the library always use `epoll`, so polling mode has no such variant |
 //! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark but `pingpong-bw` |

@@ -167,8 +167,9 @@ struct BenchArgs {
     /// Project API level.
     #[arg(long, value_enum, default_value = "both")]
     level: LevelArg,
-    /// NALs for the project variants (tcp; udp is passed through as
-    /// PTL_NAL=udp for builds that have it).
+    /// NALs for the project variants: tcp, udp, shm (shared memory), or
+    /// auto (the default transport: shared memory on one host); passed
+    /// through as PTL_NAL.
     #[arg(long, value_delimiter = ',', default_value = "tcp")]
     nal: Vec<String>,
     /// Progress modes for the project variants.
@@ -341,7 +342,8 @@ struct CompareArgs {
     /// Exactly these implementations (no detection).
     #[arg(long, value_delimiter = ',')]
     impls: Vec<String>,
-    /// NALs for the project (default: tcp, plus udp if a probe job works).
+    /// NALs for the project (default: tcp, plus udp and shm if a probe job
+    /// works).
     #[arg(long, value_delimiter = ',')]
     nal: Vec<String>,
     /// Progress modes of the project variants.
