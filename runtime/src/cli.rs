@@ -46,6 +46,16 @@ enum BackendArg {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
+enum YieldArg {
+    /// Yield when this host runs more ranks than it has cores online.
+    Auto,
+    /// Always yield between polls.
+    On,
+    /// Always spin.
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum ConnectArg {
     /// Connect on the first message to a peer.
     Lazy,
@@ -148,6 +158,11 @@ struct Args {
     /// Spin window of a thread waiting in the library, in microseconds.
     #[arg(long, value_name = "MICROSECONDS", default_value_t = 50)]
     wait_spin: u64,
+    /// Whether a thread waiting in the library yields the core between
+    /// its polls (sets PTL_WAIT_YIELD): with more ranks than cores on a
+    /// host, spinning holds the core the awaited rank needs.
+    #[arg(long, value_enum, default_value = "auto")]
+    wait_yield: YieldArg,
     /// With --progress thread: how long after the last thread waiting in the
     /// library left the progress thread takes the sockets back, in
     /// microseconds; default: the transport's, 200 (sets PTL_HANDBACK_US).
@@ -243,6 +258,11 @@ pub fn main() -> ExitCode {
         bind: args.bind,
         timeout: Duration::from_secs(args.bootstrap_timeout.max(1)),
         wait_spin: Duration::from_micros(args.wait_spin),
+        wait_yield: match args.wait_yield {
+            YieldArg::Auto => None,
+            YieldArg::On => Some(true),
+            YieldArg::Off => Some(false),
+        },
         handback: args.handback.map(Duration::from_micros),
         udp_fault: args.udp_fault,
         udp_max_datagram: args.udp_max_datagram.map(usize::from),

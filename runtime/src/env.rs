@@ -13,6 +13,7 @@
 //! | `PTL_BIND` | IP address the transport listens on | `127.0.0.1` |
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank | `60` |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
+//! | `PTL_WAIT_YIELD` | `1`: a waiting thread yields the core between polls of its spin window; `0`: it spins; `auto`: yield when this host runs more ranks of the job than it has cores online | `auto` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
@@ -53,6 +54,8 @@ pub const JOB_KEY: &str = "PTL_JOB_KEY";
 pub const BOOTSTRAP: &str = "PTL_BOOTSTRAP";
 /// Transport.
 pub const NAL: &str = "PTL_NAL";
+/// Waiting threads yield the core between polls (`auto`/`1`/`0`).
+pub const WAIT_YIELD: &str = "PTL_WAIT_YIELD";
 /// Shared memory: single-copy large payloads (`1`/`0`).
 pub const SHM_CMA: &str = "PTL_SHM_CMA";
 /// Shared memory: bytes of each per-pair ring.
@@ -153,6 +156,10 @@ pub struct JobOptions {
     /// `SO_RCVBUF` of each connection (`None`: the kernel's autotuning);
     /// capped at `net.core.rmem_max`.
     pub recv_buffer: Option<usize>,
+    /// Whether a waiting thread yields the core between polls
+    /// ([`portals::NiConfig::wait_yield`]); `None`: when this host runs more
+    /// ranks of the job than it has cores online.
+    pub wait_yield: Option<bool>,
     /// Shared memory: single-copy large payloads where the kernel allows
     /// ([`nal_shm::ShmConfig::cma`]; on by default).
     pub shm_cma: bool,
@@ -177,6 +184,7 @@ impl Default for JobOptions {
             udp_connected_sends: true,
             send_buffer: None,
             recv_buffer: None,
+            wait_yield: None,
             shm_cma: true,
             shm_ring: None,
         }
@@ -233,6 +241,9 @@ impl JobOptions {
         }
         if let Some(n) = self.recv_buffer {
             env.push((RCVBUF, n.to_string()));
+        }
+        if let Some(y) = self.wait_yield {
+            env.push((WAIT_YIELD, if y { "1" } else { "0" }.into()));
         }
         if !self.shm_cma {
             env.push((SHM_CMA, "0".into()));
@@ -325,6 +336,14 @@ impl JobOptions {
                 "1" => true,
                 "0" => false,
                 _ => return Err(bad(UDP_CONNECTED, "expected 1 or 0")),
+            };
+        }
+        if let Some(v) = var(get, WAIT_YIELD)? {
+            o.wait_yield = match v.as_str() {
+                "auto" => None,
+                "1" => Some(true),
+                "0" => Some(false),
+                _ => return Err(bad(WAIT_YIELD, "expected auto, 1 or 0")),
             };
         }
         if let Some(v) = var(get, SHM_CMA)? {

@@ -239,6 +239,10 @@ pub(crate) fn bring_up(
         .into_iter()
         .map(|(r, text)| Contact::decode(r, &text).map(|c| (r, c)))
         .collect::<Result<Vec<_>, _>>()?;
+    let neighbours = contacts.iter().filter(|(_, c)| c.host == me.host).count();
+    ni_cfg.wait_yield = o
+        .wait_yield
+        .unwrap_or_else(|| oversubscribed(neighbours, online_cores()));
     let mut transport = None;
     let ni = match (choose(o, &me, &contacts)?, net, shm) {
         (Choice::Shm, _, Some(ep)) => {
@@ -303,6 +307,22 @@ pub(crate) fn bring_up(
     };
     let transport = transport.ok_or(RuntimeError::Portals(portals::PtlError::Shutdown))?;
     Ok((ni, transport))
+}
+
+/// Whether `ranks` processes of the job on this host outnumber its `cores`
+/// (`None`: unknown, assume not).
+fn oversubscribed(ranks: usize, cores: Option<usize>) -> bool {
+    cores.is_some_and(|c| ranks > c)
+}
+
+/// The cores of this host that are online, if the kernel says. Not this
+/// process's affinity: a launcher that binds each rank to a core of its
+/// own (`ptl-bench`, `mpirun --bind-to core`) leaves every rank one core,
+/// which says nothing about how many the host's ranks share.
+fn online_cores() -> Option<usize> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0)
 }
 
 #[cfg(test)]
@@ -377,6 +397,34 @@ mod tests {
             parse_peers::<ShmAddr>(&no_shm, |c| &c.shm),
             Err(RuntimeError::BadAddress { rank: 1, .. })
         ));
+    }
+
+    #[test]
+    fn waiters_yield_only_where_ranks_outnumber_cores() {
+        assert!(oversubscribed(4, Some(2)));
+        assert!(!oversubscribed(2, Some(2)));
+        assert!(!oversubscribed(1, Some(8)));
+        assert!(!oversubscribed(64, None), "unknown cores: spin as before");
+        assert!(online_cores().is_some_and(|n| n >= 1));
+    }
+
+    /// Four ranks on this host against the cores it has: the job's
+    /// interfaces yield exactly when they outnumber them, unless told.
+    #[test]
+    fn a_job_of_one_spins_and_the_option_forces_either_way() {
+        let one = |wait_yield| {
+            let o = JobOptions {
+                nal: NalKind::Tcp,
+                wait_yield,
+                timeout: std::time::Duration::from_secs(5),
+                ..JobOptions::default()
+            };
+            let (ni, _) = bring_up(0, 7, &o, |c| Ok(vec![(0, c.to_string())])).expect("up");
+            ni.wait_yields()
+        };
+        assert!(!one(None), "one rank never outnumbers the cores");
+        assert!(one(Some(true)));
+        assert!(!one(Some(false)));
     }
 
     #[test]
