@@ -17,7 +17,8 @@ use crate::{JobOptions, NalKind};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum NalArg {
-    /// Shared memory when every rank runs on this host, TCP otherwise.
+    /// Shared memory between the ranks of one host, TCP between hosts
+    /// (both in one job when it spans hosts).
     Auto,
     /// Shared memory (rings in a shared segment, single-copy large
     /// messages): every rank must run on this host.
@@ -75,8 +76,9 @@ enum ConnectArg {
 /// Every rank gets its rank, the job size, a fresh job key and the address of
 /// a rendezvous server in its environment (PTL_RANK, PTL_SIZE, PTL_JOB_KEY,
 /// PTL_BOOTSTRAP, plus PTL_NAL, PTL_PROGRESS, PTL_BACKEND, PTL_CONNECT,
-/// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US, PTL_HANDBACK_US,
-/// PTL_SNDBUF, PTL_RCVBUF for the options below).
+/// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US, PTL_WAIT_YIELD,
+/// PTL_HANDBACK_US, PTL_SNDBUF, PTL_RCVBUF, PTL_SHM_CMA, PTL_SHM_RING for
+/// the options below).
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
 /// The first rank that fails (non-zero exit status or a signal) fails the
 /// job: the other ranks are terminated and ptlrun exits with that rank's
