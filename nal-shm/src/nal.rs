@@ -305,7 +305,7 @@ impl ShmNal {
             inbox,
             inbox_linked: AtomicBool::new(true),
             by_id,
-            gate: nal_sys::gate::ProgressGate::new(ep.cfg.handback),
+            gate: nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback),
             stopped: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             probe_word: Box::new(u64::from(std::process::id()) << 32 | 0x5052_4f42),

@@ -78,6 +78,8 @@ pub struct ProgressGate {
     /// The progress thread backed off because of one long wait: the leave
     /// that ends it must wake the progress thread.
     wake_on_leave: AtomicBool,
+    /// Also wake on the leave of a short wait (see [`ProgressGate::with_wake_on_leave`]).
+    eager_leave: bool,
     park: Mutex<()>,
     parked: Condvar,
 }
@@ -96,8 +98,23 @@ impl ProgressGate {
             nap_ns: AtomicU64::new(duration_ns(handback)),
             seen_entered: AtomicU64::new(0),
             wake_on_leave: AtomicBool::new(false),
+            eager_leave: false,
             park: Mutex::new(()),
             parked: Condvar::new(),
+        }
+    }
+
+    /// A gate whose parked progress thread is also woken by the end of a
+    /// wait that it found under way outside a communication loop (not
+    /// only of one long wait): for a transport whose data move only when
+    /// one of our threads copies them (shared memory), where sleeping out
+    /// the hand-back delay after such a wait misses a whole compute step.
+    /// Costs one notification per look of the progress thread, never one
+    /// per wait of a loop (those back off as before).
+    pub fn with_wake_on_leave(handback: Duration) -> Self {
+        ProgressGate {
+            eager_leave: true,
+            ..ProgressGate::new(handback)
         }
     }
 
@@ -202,17 +219,25 @@ impl ProgressGate {
         } else {
             began >= LOOP_WAITS && self.since_leave() < handback / 8
         };
-        if !busy {
+        // An eager gate also has the leave of a short wait wake it.
+        let short_wait = !busy && inside && self.eager_leave;
+        if !busy && !short_wait {
             return self.single_delay();
         }
-        if began == 0 {
-            // One long wait: its leave wakes us. Arm that, then make sure
-            // the wait did not end before it was armed.
+        if began == 0 || !busy {
+            // One long wait (or, for an eager gate, a short one found under
+            // way): its leave wakes us. Arm that, then make sure the wait
+            // did not end before it was armed.
             self.wake_on_leave.store(true, Ordering::SeqCst);
             if self.waiters.load(Ordering::SeqCst) == 0 {
                 self.wake_on_leave.store(false, Ordering::SeqCst);
                 return self.single_delay();
             }
+        }
+        if !busy {
+            // An eager gate, a short wait found under way: its leave wakes
+            // us (armed above), no back-off.
+            return self.single_delay();
         }
         // MAX_BACKOFF ≥ 1, so the cap is never below the hand-back.
         let cap = handback.saturating_mul(u64::from(MAX_BACKOFF));
@@ -392,6 +417,55 @@ mod tests {
         assert!(!g.wake_on_leave.load(Ordering::SeqCst), "disarmed");
         let nap = g.nap();
         assert!(nap <= h, "{nap:?}: between waits, the rest of one delay");
+    }
+
+    /// The overlap pattern: a short wait or two per step, then compute.
+    /// A plain gate sleeps out its delay after such a wait; an eager one
+    /// (shared memory) is woken by the wait's leave, without backing off.
+    #[test]
+    fn an_eager_gate_is_woken_by_the_leave_of_a_short_wait() {
+        let h = Duration::from_secs(1);
+        let plain = ProgressGate::new(h);
+        plain.enter();
+        plain.nap(); // the look that starts counting
+        plain.leave();
+        plain.enter();
+        assert_eq!(plain.nap(), h, "a whole delay while one waits");
+        assert!(
+            !plain.wake_on_leave.load(Ordering::SeqCst),
+            "plain: not armed"
+        );
+        plain.leave();
+
+        let g = std::sync::Arc::new(ProgressGate::with_wake_on_leave(h));
+        g.enter();
+        g.nap();
+        g.leave();
+        g.enter();
+        let pt = {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                g.park(); // a whole delay, unless the leave ends it
+                t0.elapsed()
+            })
+        };
+        let t0 = Instant::now();
+        while !g.wake_on_leave.load(Ordering::SeqCst) {
+            assert!(
+                t0.elapsed() < 5 * h,
+                "the progress thread never armed the wake"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(
+            g.nap_ns.load(Ordering::Relaxed),
+            duration_ns(h),
+            "no back-off for a short wait"
+        );
+        g.leave();
+        let parked = pt.join().expect("progress thread");
+        assert!(parked < h / 2, "slept {parked:?} after the leave");
     }
 
     #[test]
