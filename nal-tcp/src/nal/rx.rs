@@ -1,0 +1,359 @@
+//! The receive side: reading a connection (straight into a matched
+//! descriptor where the payload is large), and the message state machine
+//! that feeds headers to the engine.
+
+use super::*;
+
+impl Inner {
+    /// Read the connection that last delivered bytes, without asking the
+    /// poller; whether that read anything. Its readiness edge, if any,
+    /// stays queued in the poller and costs one empty read later.
+    pub(super) fn read_hot(&self) -> bool {
+        let token = self.hot.load(Ordering::Relaxed);
+        if token == 0 {
+            return false;
+        }
+        let got = match self.conn(token) {
+            Some(c) if c.state() == ConnState::Established => self.service_rx(&c),
+            _ => false,
+        };
+        if got {
+            bump(&self.stats.hot_reads, 1);
+        }
+        got
+    }
+
+    /// Read and process what `conn` has; whether anything was read (by this
+    /// call: `false` if another thread holds the receive side).
+    pub(super) fn service_rx(&self, conn: &Arc<Conn>) -> bool {
+        let mut got = false;
+        loop {
+            conn.rx_again.store(true, Ordering::SeqCst);
+            let mut rx = match conn.rx.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::WouldBlock) => return got, // the holder will look again
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            };
+            conn.rx_again.store(false, Ordering::SeqCst);
+            got |= self.read_conn(conn, &mut rx);
+            drop(rx);
+            if !conn.rx_again.load(Ordering::SeqCst) {
+                return got;
+            }
+        }
+    }
+
+    /// Read and process until the socket is drained, the budget is spent,
+    /// or the connection ends; whether any bytes were read.
+    pub(super) fn read_conn(&self, conn: &Arc<Conn>, rx: &mut Rx) -> bool {
+        let mut got = false;
+        if conn.state() == ConnState::Closed {
+            self.reap(conn, rx);
+            return got;
+        }
+        let mut budget = self.cfg.read_budget;
+        // A read that returned less than it asked for emptied the socket:
+        // what arrives later raises a new readiness edge, so a second read
+        // that would only say EAGAIN is skipped (one system call less per
+        // message on the latency path).
+        let mut drained = false;
+        loop {
+            if !self.process_buffered(conn, rx) {
+                return got;
+            }
+            if drained {
+                return got;
+            }
+            if budget == 0 {
+                lock(&self.dirty).push(conn.token);
+                return got;
+            }
+            // Direct read into the descriptor for large payload remainders.
+            let direct = match &mut rx.phase {
+                Phase::Payload { region, filled, .. }
+                    if rx.buf.len() == 0 && region.len() - *filled >= self.cfg.direct_read_min =>
+                {
+                    // SAFETY: the region is lent to this connection until its
+                    // token completes, and only the holder of `rx` writes it.
+                    let dst = unsafe { region.as_mut_slice() };
+                    let want = dst.len() - *filled;
+                    Some(((&conn.sock).read(&mut dst[*filled..]), filled, want))
+                }
+                _ => None,
+            };
+            let (r, want) = match direct {
+                Some((r, filled, want)) => {
+                    if let Ok(n) = r {
+                        *filled += n;
+                    }
+                    (r, want)
+                }
+                None => {
+                    let space = rx.buf.space();
+                    let want = space.len();
+                    let r = (&conn.sock).read(space);
+                    if let Ok(n) = r {
+                        rx.buf.end += n;
+                    }
+                    (r, want)
+                }
+            };
+            match r {
+                Ok(0) => {
+                    self.broken(conn, rx, "closed by peer");
+                    return got;
+                }
+                Ok(n) => {
+                    tracing::trace!(token = conn.token, read = n, "read");
+                    got = true;
+                    self.hot.store(conn.token, Ordering::Relaxed);
+                    bump(&self.stats.bytes_received, n as u64);
+                    conn.heard.store(self.now_ns(), Ordering::Relaxed);
+                    budget = budget.saturating_sub(n);
+                    drained = n < want;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Drained; anything still buffered was handled above.
+                    return got;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.broken(conn, rx, &e.to_string());
+                    return got;
+                }
+            }
+        }
+    }
+
+    /// The connection failed while reading.
+    pub(super) fn broken(&self, conn: &Arc<Conn>, rx: &mut Rx, why: &str) {
+        tracing::debug!(token = conn.token, peer = ?conn.peer(), why, "connection ended");
+        if let Some(pid) = conn.peer() {
+            if let Some(peer) = self.peer(pid) {
+                let mut tx = lock(&peer.tx);
+                self.lose(conn, &peer, &mut tx);
+            }
+        }
+        self.close(conn);
+        self.reap(conn, rx);
+    }
+
+    /// Tear down the receive side of a closed connection: abort its open
+    /// deposit, unregister and forget it.
+    pub(super) fn reap(&self, conn: &Arc<Conn>, rx: &mut Rx) {
+        if conn.reaped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Phase::Payload { token: Some(t), .. } =
+            std::mem::replace(&mut rx.phase, Phase::Header)
+        {
+            self.core
+                .with_engine(|e| e.recv_abort(t, FailType::Incomplete));
+        }
+        for p in self.pollers() {
+            p.deregister(conn.sock.as_raw_fd(), conn.token);
+        }
+        let slot = (conn.token >> 32) as usize;
+        let mut conns = lock(&self.conns);
+        if conns.get(slot).is_some_and(|c| c.token == conn.token) {
+            conns.remove(slot);
+        }
+    }
+
+    /// Consume what is buffered. Returns false if the connection ended.
+    pub(super) fn process_buffered(&self, conn: &Arc<Conn>, rx: &mut Rx) -> bool {
+        loop {
+            match &mut rx.phase {
+                Phase::Handshake => {
+                    if rx.buf.len() < handshake::LEN {
+                        return true;
+                    }
+                    let mut b = [0u8; handshake::LEN];
+                    b.copy_from_slice(&rx.buf.bytes()[..handshake::LEN]);
+                    rx.buf.consume(handshake::LEN);
+                    if !self.on_handshake(conn, &b) {
+                        self.close(conn);
+                        self.reap(conn, rx);
+                        return false;
+                    }
+                    rx.peer = conn.peer();
+                    rx.phase = Phase::Header;
+                }
+                Phase::Header => {
+                    let b = rx.buf.bytes();
+                    if b.len() >= 4 && b[..4] == handshake::MAGIC {
+                        // A control message of the transport itself.
+                        if b.len() < handshake::LEN {
+                            return true;
+                        }
+                        let mut m = [0u8; handshake::LEN];
+                        m.copy_from_slice(&b[..handshake::LEN]);
+                        rx.buf.consume(handshake::LEN);
+                        if !self.on_control(conn, rx.peer, &m) {
+                            tracing::warn!(peer = ?conn.peer(), "bad control message; closing the connection");
+                            bump(&self.stats.malformed_frames, 1);
+                            self.core.with_engine(|e| e.note_bad_header());
+                            self.broken(conn, rx, "bad control message");
+                            return false;
+                        }
+                        continue;
+                    }
+                    if b.len() < HEADER_LEN {
+                        return true;
+                    }
+                    let h = match Header::decode(rx.buf.bytes()) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            tracing::warn!(peer = ?conn.peer(), error = %e, "malformed frame; closing the connection");
+                            bump(&self.stats.malformed_frames, 1);
+                            self.core.with_engine(|e| e.note_bad_header());
+                            self.broken(conn, rx, "malformed frame");
+                            return false;
+                        }
+                    };
+                    rx.buf.consume(HEADER_LEN);
+                    self.on_header(rx, &h);
+                }
+                Phase::Payload {
+                    region,
+                    filled,
+                    discard,
+                    ..
+                } => {
+                    let want = region.len() - *filled;
+                    if want > 0 {
+                        let n = want.min(rx.buf.len());
+                        if n == 0 {
+                            return true;
+                        }
+                        // SAFETY: lent region, sole writer (we hold `rx`).
+                        let dst = unsafe { region.as_mut_slice() };
+                        dst[*filled..*filled + n].copy_from_slice(&rx.buf.bytes()[..n]);
+                        *filled += n;
+                        rx.buf.consume(n);
+                        if n < want {
+                            return true;
+                        }
+                    }
+                    if *discard > 0 {
+                        let n = (*discard).min(rx.buf.len() as u64);
+                        *discard -= n;
+                        rx.buf.consume(n as usize);
+                        if *discard > 0 {
+                            return true;
+                        }
+                    }
+                    let Phase::Payload { token, respond, .. } =
+                        std::mem::replace(&mut rx.phase, Phase::Header)
+                    else {
+                        unreachable!("matched above");
+                    };
+                    let mut out = respond;
+                    if let Some(t) = token {
+                        out = self.core.with_engine(|e| e.recv_complete(t));
+                    }
+                    if let Some(m) = out {
+                        self.send(m);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A header arrived: let the engine match it. When the whole payload is
+    /// already buffered, match, copy and complete under one engine lock.
+    pub(super) fn on_header(&self, rx: &mut Rx, h: &Header) {
+        tracing::trace!(src = %h.src, op = ?h.op, len = h.payload_len(), buffered = rx.buf.len(), "header");
+        if rx.peer != Some(h.src) {
+            // A header must come from the process that proved itself in the
+            // handshake; anything else is counted and skipped.
+            self.core.with_engine(|e| e.note_bad_header());
+            rx.phase = Phase::Payload {
+                region: Region::empty(),
+                filled: 0,
+                discard: h.payload_len(),
+                token: None,
+                respond: None,
+            };
+            return;
+        }
+        let plen = h.payload_len();
+        if plen <= rx.buf.len() as u64 {
+            let data = &rx.buf.bytes()[..plen as usize];
+            let out = self.core.with_engine(|e| match e.recv_header(h) {
+                RecvAction::Deposit { region, token, .. } => {
+                    if !region.is_empty() {
+                        // SAFETY: lent region, sole writer; `data` is our own
+                        // buffer, distinct from descriptor memory.
+                        unsafe { region.as_mut_slice() }.copy_from_slice(&data[..region.len()]);
+                    }
+                    e.recv_complete(token)
+                }
+                RecvAction::Discard(_) => None,
+                RecvAction::Respond { response, .. } => Some(response),
+            });
+            rx.buf.consume(plen as usize);
+            if let Some(m) = out {
+                self.send(m);
+            }
+            return;
+        }
+        rx.phase = match self.core.with_engine(|e| e.recv_header(h)) {
+            RecvAction::Deposit {
+                region,
+                discard,
+                token,
+            } => Phase::Payload {
+                region,
+                filled: 0,
+                discard,
+                token: Some(token),
+                respond: None,
+            },
+            RecvAction::Discard(n) => Phase::Payload {
+                region: Region::empty(),
+                filled: 0,
+                discard: n,
+                token: None,
+                respond: None,
+            },
+            RecvAction::Respond { discard, response } => Phase::Payload {
+                region: Region::empty(),
+                filled: 0,
+                discard,
+                token: None,
+                respond: Some(response),
+            },
+        };
+    }
+
+    /// A control message on an established connection; false if it is
+    /// malformed or not from the connection's peer.
+    pub(super) fn on_control(
+        &self,
+        conn: &Arc<Conn>,
+        from: Option<ProcessId>,
+        b: &[u8; handshake::LEN],
+    ) -> bool {
+        let Ok(h) = Handshake::decode(b) else {
+            return false;
+        };
+        if h.job_key != self.job_key || Some(h.src) != from || h.dst != self.me {
+            return false;
+        }
+        match h.kind {
+            Kind::Ping => {
+                if let Some(peer) = self.peer(h.src) {
+                    let mut tx = lock(&peer.tx);
+                    if let Some(c) = tx.conn.clone().filter(|c| Arc::ptr_eq(c, conn)) {
+                        self.send_control(&peer, &mut tx, &c, Kind::Pong);
+                    }
+                }
+                true
+            }
+            // Arriving was the point (`heard` is already up to date).
+            Kind::Pong => true,
+            Kind::Hello | Kind::Accept | Kind::Duplicate => false,
+        }
+    }
+}
