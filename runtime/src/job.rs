@@ -15,6 +15,7 @@
 //! none of these is refused ([`crate::launcher`]), never run alone.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use nal_shm::ShmNal;
 use nal_tcp::TcpNal;
@@ -243,7 +244,7 @@ fn key_check(job_key: u64) -> u64 {
 
 /// How long a rank that cannot join waits between printing why and asking
 /// the launcher to abort the job.
-const ABORT_OUTPUT_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+const ABORT_OUTPUT_GRACE: Duration = Duration::from_millis(300);
 
 /// Join a job started by a PMI launcher: connect to it as `pmi` says, then
 /// continue as [`join_with_pmi`].
@@ -278,9 +279,7 @@ pub fn join_with_pmi(
 ) -> Result<Job, RuntimeError> {
     let (rank, size) = (pmi.rank(), pmi.size());
     let key = pmi_job_key(pmi.kvs_name(), secret);
-    let made = bring_up(rank, key, &options, |local| {
-        exchange_pmi(&mut pmi, key, local)
-    });
+    let made = bring_up(rank, key, &options, |local| exchange(&mut pmi, key, local));
     let (ni, transport) = or_abort(rank, size, made, |why| {
         if let Err(ae) = pmi.abort(1, why) {
             tracing::warn!(error = %ae, "PMI abort failed");
@@ -314,28 +313,106 @@ fn or_abort<T>(
     })
 }
 
-/// Publish this rank's address, fence, and read every other rank's.
-fn exchange_pmi(pmi: &mut PmiClient, job_key: u64, local: &str) -> Result<Published, RuntimeError> {
-    let (rank, size) = (pmi.rank(), pmi.size());
-    let check = key_check(job_key);
-    let failed = |pmi: &PmiClient, why: String| RuntimeError::PmiJoin {
-        kvs: pmi.kvs_name().to_string(),
-        why,
-    };
-    pmi.put(&pmi_addr_key(rank), &published_value(local, job_key))?;
-    match pmi.fence() {
-        Ok(()) => {}
-        Err(PmiError::Timeout { after, .. }) => {
-            return Err(failed(
-                pmi,
-                format!(
-                    "not every rank reached the start-up fence within {after:?} \
-                     (PMI does not say which ranks are missing; {} sets the wait)",
-                    env::BOOTSTRAP_TIMEOUT
-                ),
-            ))
+/// What joining through a launcher needs of its key-value space (PMI's or
+/// PMIx's): publish, wait for every rank, read.
+trait LauncherKvs {
+    fn rank(&self) -> u32;
+    fn size(&self) -> u32;
+    /// The error that names this launcher's key-value space.
+    fn join_error(&self, why: String) -> RuntimeError;
+    /// What a fence that timed out tells about the missing ranks.
+    const TIMEOUT_HINT: &'static str;
+    /// Publish `value` under `key`, visible to every rank after the fence.
+    fn publish(&mut self, key: &str, value: &str) -> Result<(), RuntimeError>;
+    /// Wait for every rank; `Ok(Some(after))` if the wait timed out.
+    fn fence_all(&mut self) -> Result<Option<Duration>, RuntimeError>;
+    /// What rank `r` published under `key` (`None`: nothing).
+    fn read(&mut self, r: u32, key: &str) -> Result<Option<String>, RuntimeError>;
+}
+
+impl LauncherKvs for PmiClient {
+    fn rank(&self) -> u32 {
+        PmiClient::rank(self)
+    }
+    fn size(&self) -> u32 {
+        PmiClient::size(self)
+    }
+    fn join_error(&self, why: String) -> RuntimeError {
+        RuntimeError::PmiJoin {
+            kvs: self.kvs_name().to_string(),
+            why,
         }
-        Err(e) => return Err(e.into()),
+    }
+    const TIMEOUT_HINT: &'static str = "PMI does not say which ranks are missing";
+    fn publish(&mut self, key: &str, value: &str) -> Result<(), RuntimeError> {
+        Ok(self.put(key, value)?)
+    }
+    fn fence_all(&mut self) -> Result<Option<Duration>, RuntimeError> {
+        match self.fence() {
+            Ok(()) => Ok(None),
+            Err(PmiError::Timeout { after, .. }) => Ok(Some(after)),
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn read(&mut self, _r: u32, key: &str) -> Result<Option<String>, RuntimeError> {
+        match self.get(key) {
+            Ok(v) => Ok(Some(v)),
+            Err(PmiError::KeyNotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl LauncherKvs for PmixClient {
+    fn rank(&self) -> u32 {
+        PmixClient::rank(self)
+    }
+    fn size(&self) -> u32 {
+        PmixClient::size(self)
+    }
+    fn join_error(&self, why: String) -> RuntimeError {
+        RuntimeError::PmixJoin {
+            namespace: self.namespace().to_string(),
+            why,
+        }
+    }
+    const TIMEOUT_HINT: &'static str = "or the launcher died";
+    fn publish(&mut self, key: &str, value: &str) -> Result<(), RuntimeError> {
+        self.put(key, value)?;
+        Ok(self.commit()?)
+    }
+    fn fence_all(&mut self) -> Result<Option<Duration>, RuntimeError> {
+        match self.fence(true) {
+            Ok(()) => Ok(None),
+            Err(PmixError::Timeout { after, .. }) => Ok(Some(after)),
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn read(&mut self, r: u32, key: &str) -> Result<Option<String>, RuntimeError> {
+        match self.get(r, key) {
+            Ok(v) => Ok(Some(v)),
+            Err(PmixError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Publish this rank's address with the check of its job key, fence, and
+/// read every other rank's, checking theirs.
+fn exchange<K: LauncherKvs>(
+    kvs: &mut K,
+    job_key: u64,
+    local: &str,
+) -> Result<Published, RuntimeError> {
+    let (rank, size) = (kvs.rank(), kvs.size());
+    let check = key_check(job_key);
+    kvs.publish(&pmi_addr_key(rank), &published_value(local, job_key))?;
+    if let Some(after) = kvs.fence_all()? {
+        return Err(kvs.join_error(format!(
+            "not every rank reached the start-up fence within {after:?} ({}; {} sets the wait)",
+            K::TIMEOUT_HINT,
+            env::BOOTSTRAP_TIMEOUT
+        )));
     }
     let mut peers = Vec::with_capacity(size as usize);
     for r in 0..size {
@@ -343,16 +420,12 @@ fn exchange_pmi(pmi: &mut PmiClient, job_key: u64, local: &str) -> Result<Publis
             peers.push((r, local.to_string()));
             continue;
         }
-        let value = match pmi.get(&pmi_addr_key(r)) {
-            Ok(v) => v,
-            Err(PmiError::KeyNotFound { .. }) => {
-                return Err(failed(pmi, format!("rank {r} published no address")))
-            }
-            Err(e) => return Err(e.into()),
+        let Some(value) = kvs.read(r, &pmi_addr_key(r))? else {
+            return Err(kvs.join_error(format!("rank {r} published no address")));
         };
         match split_published(r, value, check)? {
             Ok(addr) => peers.push((r, addr)),
-            Err(why) => return Err(failed(pmi, why)),
+            Err(why) => return Err(kvs.join_error(why)),
         }
     }
     Ok(peers)
@@ -430,9 +503,7 @@ pub fn join_with_pmix(
 ) -> Result<Job, RuntimeError> {
     let (rank, size) = (pmix.rank(), pmix.size());
     let key = pmi_job_key(pmix.namespace(), secret);
-    let made = bring_up(rank, key, &options, |local| {
-        exchange_pmix(&mut pmix, key, local)
-    });
+    let made = bring_up(rank, key, &options, |local| exchange(&mut pmix, key, local));
     let (ni, transport) = or_abort(rank, size, made, |why| {
         if let Err(ae) = pmix.abort(1, why) {
             tracing::warn!(error = %ae, "PMIx abort failed");
@@ -446,58 +517,6 @@ pub fn join_with_pmix(
         transport,
         coordinator: Coordinator::Pmix(Mutex::new(Some(pmix))),
     })
-}
-
-/// Publish this rank's address, fence collecting the data, and read every
-/// other rank's.
-fn exchange_pmix(
-    pmix: &mut PmixClient,
-    job_key: u64,
-    local: &str,
-) -> Result<Published, RuntimeError> {
-    let (rank, size) = (pmix.rank(), pmix.size());
-    let check = key_check(job_key);
-    let failed = |pmix: &PmixClient, why: String| RuntimeError::PmixJoin {
-        namespace: pmix.namespace().to_string(),
-        why,
-    };
-    pmix.put(&pmi_addr_key(rank), &published_value(local, job_key))?;
-    pmix.commit()?;
-    // Tests wait for this line to kill the launcher mid-start-up.
-    tracing::debug!(rank, size, "PMIx: in the start-up fence");
-    match pmix.fence(true) {
-        Ok(()) => {}
-        Err(PmixError::Timeout { after, .. }) => {
-            return Err(failed(
-                pmix,
-                format!(
-                    "not every rank reached the start-up fence within {after:?} \
-                     (or the launcher died; {} sets the wait)",
-                    env::BOOTSTRAP_TIMEOUT
-                ),
-            ))
-        }
-        Err(e) => return Err(e.into()),
-    }
-    let mut peers = Vec::with_capacity(size as usize);
-    for r in 0..size {
-        if r == rank {
-            peers.push((r, local.to_string()));
-            continue;
-        }
-        let value = match pmix.get(r, &pmi_addr_key(r)) {
-            Ok(v) => v,
-            Err(PmixError::NotFound { .. }) => {
-                return Err(failed(pmix, format!("rank {r} published no address")))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        match split_published(r, value, check)? {
-            Ok(addr) => peers.push((r, addr)),
-            Err(why) => return Err(failed(pmix, why)),
-        }
-    }
-    Ok(peers)
 }
 
 impl Job {
