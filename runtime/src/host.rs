@@ -61,18 +61,9 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
-/// The kernel's host name (`uname`), if it has one.
+/// The kernel's host name (of this UTS namespace), if it has one.
 fn hostname() -> Option<String> {
-    // SAFETY: utsname is plain old data; uname fills it and we read its
-    // NUL-terminated `nodename` only if the call succeeded.
-    unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        if libc::uname(&mut u) != 0 {
-            return None;
-        }
-        let name = std::ffi::CStr::from_ptr(u.nodename.as_ptr());
-        Some(name.to_string_lossy().into_owned())
-    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname").ok()
 }
 
 #[cfg(test)]

@@ -441,9 +441,13 @@ impl PmixClient {
 
     /// Ask the launcher to end the whole job (`PMIx_Abort` of every process
     /// of the namespace) with `code` and `msg`. The launcher usually kills
-    /// this process too before the call returns.
+    /// this process too before the call returns; every later call fails
+    /// with [`PmixError::Finalized`].
     pub fn abort(&mut self, code: i32, msg: &str) -> Result<()> {
         let lib = self.lib;
+        // Nothing to finalize after an abort: a dead server would only make
+        // the drop wait out its bound.
+        self.finalized = true;
         let cmsg = c_string("abort message", &msg.replace('\0', " "))?;
         let status = bounded("Abort", self.timeout, move || {
             // SAFETY: the message is NUL-terminated; NULL procs with 0
