@@ -56,8 +56,8 @@ fn ring_socket(seg: &Segment) {
         s.set_nonblocking(true).ok()?;
         Some(s)
     });
-    if let (Some(s), Ok(addr)) = (sender, seg.bell_addr()) {
-        let _ = s.send_to_addr(&[1], &addr);
+    if let (Some(s), Some(addr)) = (sender, seg.bell_addr()) {
+        let _ = s.send_to_addr(&[1], addr);
     }
 }
 
@@ -71,7 +71,13 @@ pub struct Bell(UnixDatagram);
 impl Bell {
     /// Bind the doorbell socket of inbox `seg`.
     pub fn bind(seg: &Segment) -> io::Result<Bell> {
-        let s = UnixDatagram::bind_addr(&seg.bell_addr()?)?;
+        let addr = seg.bell_addr().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "inbox name too long for a socket address",
+            )
+        })?;
+        let s = UnixDatagram::bind_addr(addr)?;
         s.set_nonblocking(true)?;
         Ok(Bell(s))
     }

@@ -236,6 +236,9 @@ pub struct Segment {
     ring_bytes: u64,
     /// The object's name, for unlinking.
     pub name: CString,
+    /// [`bell_addr`] of the name, made once: producers ring it from the
+    /// send path.
+    bell: Option<std::os::unix::net::SocketAddr>,
 }
 
 // SAFETY: the mapping is shared memory accessed only through atomics and
@@ -304,7 +307,7 @@ fn map(fd: &Fd, len: usize) -> io::Result<*mut u8> {
 
 /// The doorbell socket address of the inbox `name` (see
 /// [`Segment::bell_addr`]).
-pub fn bell_addr(name: &CString) -> io::Result<std::os::unix::net::SocketAddr> {
+fn bell_addr(name: &CString) -> io::Result<std::os::unix::net::SocketAddr> {
     use std::os::linux::net::SocketAddrExt;
     let mut a = b"ptl-bell".to_vec();
     a.extend_from_slice(name.as_bytes());
@@ -359,6 +362,7 @@ impl Segment {
             len,
             rings,
             ring_bytes,
+            bell: bell_addr(&name).ok(),
             name,
         };
         let h = seg.header();
@@ -409,6 +413,7 @@ impl Segment {
             rings: 0,
             ring_bytes: 0,
             name: name.clone(),
+            bell: bell_addr(name).ok(),
         };
         match validate(seg.header(), file_len, want) {
             Ok(Some((rings, ring_bytes))) => {
@@ -424,8 +429,8 @@ impl Segment {
     /// The abstract-namespace address of the owner's doorbell socket,
     /// derived from the segment's name (never read from the segment: a
     /// peer cannot point our wake-ups elsewhere).
-    pub fn bell_addr(&self) -> io::Result<std::os::unix::net::SocketAddr> {
-        bell_addr(&self.name)
+    pub fn bell_addr(&self) -> Option<&std::os::unix::net::SocketAddr> {
+        self.bell.as_ref()
     }
 
     /// The header.
