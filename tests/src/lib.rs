@@ -13,6 +13,7 @@ use portals_runtime::launch::{launch, LaunchSpec, Output};
 use portals_runtime::JobOptions;
 
 pub mod conformance;
+pub mod examples;
 pub mod hydra;
 pub mod openmpi;
 pub mod slurm;

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use portals_tests::examples::{assert_cg_ok, assert_hello_ok, assert_ring_ok, count};
 use portals_tests::hydra::{self, Run};
 
 const CG: &str = env!("CARGO_BIN_EXE_example-cg");
@@ -32,25 +33,13 @@ fn mpiexec(args: &[&str]) -> Option<Run> {
     hydra::run(args, &[], TIMEOUT)
 }
 
-fn count(haystack: &str, needle: &str) -> usize {
-    haystack.matches(needle).count()
-}
-
 #[test]
 fn the_cg_example_runs_on_1_2_and_4_ranks() {
-    for n in ["1", "2", "4"] {
-        let Some(r) = mpiexec(&["-n", n, CG]) else {
+    for n in [1u32, 2, 4] {
+        let Some(r) = mpiexec(&["-n", &n.to_string(), CG]) else {
             return;
         };
-        assert!(r.ok(), "cg on {n}: {}", r.describe());
-        // Rank 0 reports once, for the whole job, after checking the
-        // solution against the exact one.
-        assert_eq!(count(&r.stdout, "cg: OK"), 1, "{}", r.describe());
-        assert!(
-            r.stdout.contains(&format!("Poisson on {n} ranks")),
-            "{}",
-            r.describe()
-        );
+        assert_cg_ok(&r, n, "hydra");
     }
 }
 
@@ -60,12 +49,7 @@ fn hello_names_every_rank_once() {
         let Some(r) = mpiexec(&["-n", &n.to_string(), HELLO]) else {
             return;
         };
-        assert!(r.ok(), "hello on {n}: {}", r.describe());
-        assert_eq!(count(&r.stdout, "hello from rank"), n as usize);
-        for rank in 0..n {
-            let line = format!("hello from rank {rank} of {n} ");
-            assert_eq!(count(&r.stdout, &line), 1, "{line}: {}", r.describe());
-        }
+        assert_hello_ok(&r, n, "hydra");
     }
 }
 
@@ -74,11 +58,7 @@ fn the_ring_example_and_the_collectives_run_on_4_ranks() {
     let Some(r) = mpiexec(&["-n", "4", RING, "20"]) else {
         return;
     };
-    assert!(r.ok(), "ring: {}", r.describe());
-    assert!(r
-        .stdout
-        .contains("ring of 4 ranks: 20 laps, token 120 (expected 120)"));
-    assert_eq!(count(&r.stdout, "ring: OK"), 1, "{}", r.describe());
+    assert_ring_ok(&r, 4, 20, "hydra");
     let Some(r) = mpiexec(&["-n", "4", COLL, "sizes"]) else {
         return;
     };

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use portals_tests::examples::{assert_cg_ok, assert_hello_ok, assert_ring_ok};
 use portals_tests::launcher::Run;
 use portals_tests::openmpi;
 
@@ -32,10 +33,6 @@ fn mpirun(args: &[&str]) -> Option<Run> {
     openmpi::run(args, &[], TIMEOUT)
 }
 
-fn count(haystack: &str, needle: &str) -> usize {
-    haystack.matches(needle).count()
-}
-
 #[test]
 fn the_cg_and_ring_examples_run_on_2_and_4_ranks() {
     for n in [2u32, 4] {
@@ -43,25 +40,11 @@ fn the_cg_and_ring_examples_run_on_2_and_4_ranks() {
         let Some(r) = mpirun(&["-n", &ranks, CG]) else {
             return;
         };
-        assert!(r.ok(), "cg on {n}: {}", r.describe());
-        // Rank 0 reports once, for the whole job, after checking the
-        // solution against the exact one.
-        assert_eq!(count(&r.stdout, "cg: OK"), 1, "{}", r.describe());
-        assert!(
-            r.stdout.contains(&format!("Poisson on {n} ranks")),
-            "{}",
-            r.describe()
-        );
-
+        assert_cg_ok(&r, n, "mpirun");
         let Some(r) = mpirun(&["-n", &ranks, RING, "20"]) else {
             return;
         };
-        assert!(r.ok(), "ring on {n}: {}", r.describe());
-        // 20 laps, each adding every rank but 0 to the token.
-        let token = 20 * (1..n).sum::<u32>();
-        let line = format!("ring of {n} ranks: 20 laps, token {token} (expected {token})");
-        assert!(r.stdout.contains(&line), "{line}: {}", r.describe());
-        assert_eq!(count(&r.stdout, "ring: OK"), 1, "{}", r.describe());
+        assert_ring_ok(&r, n, 20, "mpirun");
     }
 }
 
@@ -71,17 +54,7 @@ fn hello_names_every_rank_once() {
         let Some(r) = mpirun(&["-n", &n.to_string(), HELLO]) else {
             return;
         };
-        assert!(r.ok(), "hello on {n}: {}", r.describe());
-        assert_eq!(
-            count(&r.stdout, "hello from rank"),
-            n as usize,
-            "{}",
-            r.describe()
-        );
-        for rank in 0..n {
-            let line = format!("hello from rank {rank} of {n} ");
-            assert_eq!(count(&r.stdout, &line), 1, "{line}: {}", r.describe());
-        }
+        assert_hello_ok(&r, n, "mpirun");
     }
 }
 

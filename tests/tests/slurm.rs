@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use portals_tests::examples::{assert_cg_ok, assert_hello_ok, assert_ring_ok};
 use portals_tests::launcher::Run;
 use portals_tests::slurm::Cluster;
 
@@ -31,10 +32,6 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 /// out.
 const FAST_FAILURE: Duration = Duration::from_secs(30);
 
-fn count(haystack: &str, needle: &str) -> usize {
-    haystack.matches(needle).count()
-}
-
 /// `srun --mpi=<mpi> -n <n> <program> <args>`.
 fn srun(cluster: &Cluster, mpi: &str, n: u32, program: &str, args: &[&str]) -> Run {
     let mpi = format!("--mpi={mpi}");
@@ -47,42 +44,10 @@ fn srun(cluster: &Cluster, mpi: &str, n: u32, program: &str, args: &[&str]) -> R
 /// cg, ring and hello on 2 and 4 ranks, each checked.
 fn the_examples_run(cluster: &Cluster, mpi: &str) {
     for n in [2u32, 4] {
-        let r = srun(cluster, mpi, n, CG, &[]);
-        assert!(r.ok(), "{mpi}: cg on {n}: {}", r.describe());
-        // Rank 0 reports once, for the whole job, after checking the
-        // solution against the exact one.
-        assert_eq!(count(&r.stdout, "cg: OK"), 1, "{mpi}: {}", r.describe());
-        assert!(
-            r.stdout.contains(&format!("Poisson on {n} ranks")),
-            "{mpi}: {}",
-            r.describe()
-        );
-
-        let r = srun(cluster, mpi, n, RING, &["20"]);
-        assert!(r.ok(), "{mpi}: ring on {n}: {}", r.describe());
-        // 20 laps, each adding every rank but 0 to the token.
-        let token = 20 * (1..n).sum::<u32>();
-        let line = format!("ring of {n} ranks: 20 laps, token {token} (expected {token})");
-        assert!(r.stdout.contains(&line), "{mpi}: {line}: {}", r.describe());
-        assert_eq!(count(&r.stdout, "ring: OK"), 1, "{mpi}: {}", r.describe());
-
-        let r = srun(cluster, mpi, n, HELLO, &[]);
-        assert!(r.ok(), "{mpi}: hello on {n}: {}", r.describe());
-        assert_eq!(
-            count(&r.stdout, "hello from rank"),
-            n as usize,
-            "{mpi}: {}",
-            r.describe()
-        );
-        for rank in 0..n {
-            let line = format!("hello from rank {rank} of {n} ");
-            assert_eq!(
-                count(&r.stdout, &line),
-                1,
-                "{mpi}: {line}: {}",
-                r.describe()
-            );
-        }
+        let what = format!("srun --mpi={mpi}");
+        assert_cg_ok(&srun(cluster, mpi, n, CG, &[]), n, &what);
+        assert_ring_ok(&srun(cluster, mpi, n, RING, &["20"]), n, 20, &what);
+        assert_hello_ok(&srun(cluster, mpi, n, HELLO, &[]), n, &what);
     }
 }
 
