@@ -36,7 +36,8 @@
 //!   bandwidth, so the libfabric peers have no `bandwidth`. It has no
 //!   warm-up (for `tcp;ofi_rxm` and `udp;ofi_rxd` the first round trip also
 //!   sets up the connection) and times with `gettimeofday`, so it runs at
-//!   least [`FI_MIN_ITERS`] round trips.
+//!   least [`FI_MIN_ITERS`] round trips. `ucx_perftest` latency points run
+//!   at least [`UCX_MIN_ITERS`] (its first round trips are slow).
 //!
 //! # How a point is run
 //!
@@ -70,6 +71,14 @@ use crate::runner::on_path;
 /// `gettimeofday` (1 µs), so a couple of shared-memory round trips can read
 /// as no time at all.
 pub const FI_MIN_ITERS: usize = 10;
+
+/// Fewest round trips `ucx_perftest` is asked for in a latency point. Its
+/// first round trips take milliseconds (connection and memory set-up), so
+/// the 2 of a smoke run measured anything from 0.3 µs to 4 ms, and a
+/// shared-memory put once read as no time at all, which failed the probe
+/// (`compare_includes_tool_peers`). A thousand 8-byte puts cost under
+/// 100 µs; messages over 64 KiB keep their scaled count.
+pub const UCX_MIN_ITERS: usize = 1000;
 
 /// How long a server may take to exit after its client printed the result.
 const SERVER_GRACE: Duration = Duration::from_secs(10);
@@ -388,9 +397,12 @@ impl Shape {
         }
         let mut iters = scale_iters(p.iters, size, 8192, 20);
         let warm = scale_iters(p.warmup, size, 8192, 2);
-        if matches!(peer, ToolPeer::Libfabric(_)) {
-            iters = iters.max(FI_MIN_ITERS);
-        }
+        iters = iters.max(match peer {
+            ToolPeer::Libfabric(_) => FI_MIN_ITERS,
+            // Large messages take long enough to time by themselves.
+            ToolPeer::Ucx { .. } if size <= 65536 => UCX_MIN_ITERS,
+            ToolPeer::Ucx { .. } => 1,
+        });
         Shape {
             size,
             wire_size,
@@ -969,6 +981,7 @@ mod tests {
         );
         let put0 = Shape::of(ucx, &Params::preset(Bench::Latency, Preset::Smoke), 0);
         assert_eq!((put0.size, put0.wire_size), (0, 1));
+        assert_eq!(put0.tool_iters, UCX_MIN_ITERS, "a smoke run times enough");
         let fi = ToolPeer::parse("libfabric-tcp").expect("label");
         let mut l = Params::preset(Bench::Latency, Preset::Smoke);
         l.sizes = vec![8];
