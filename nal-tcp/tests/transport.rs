@@ -16,7 +16,8 @@ use nal_tcp::{ConnectMode, ProgressMode, TcpConfig, TcpEndpoint};
 use portals::*;
 use portals_tests::conformance::{
     a_dead_peer_fails_pending_operations, attach, bind_md, catch_all, each_process, expect, id,
-    job, job_with, pattern, ping_pong, progress_until, put_header, variants, Death, PT, WAIT,
+    job, job_tuned, job_with, pattern, ping_pong, progress_until, put_header, variants, Death, PT,
+    WAIT,
 };
 
 type Node = portals_tests::conformance::Node<TcpConfig>;
@@ -579,7 +580,14 @@ fn a_silent_polling_peer_is_not_declared_dead() {
 #[test]
 fn a_waiting_thread_reads_the_connection_of_the_last_answer_directly() {
     for cfg in variants::<TcpConfig>() {
-        let nodes = job(2, &cfg);
+        // Each waiter spins (yielding, for the 2-core CI machine) for as
+        // long as the round takes: with the default 50 µs window a loaded
+        // machine that descheduled the peer sent every waiter to sleep
+        // before its answer came, and the poller read them all.
+        let nodes = job_tuned(&[cfg.clone(), cfg.clone()], &|ni| {
+            ni.wait_spin = Duration::from_secs(5);
+            ni.wait_yield = true;
+        });
         const ROUNDS: usize = 200;
         let hot_before: Vec<u64> = nodes.iter().map(|n| n.nal.stats().hot_reads).collect();
         // Every answer comes back on the connection its request left on.

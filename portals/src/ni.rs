@@ -252,7 +252,12 @@ impl NetworkInterface {
         }
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
-        let spin_until = start + self.wait_spin;
+        // A deadline inside the spin window ends the spin (and the wait)
+        // there: a short timeout is honoured whatever the window.
+        let spin_until = match deadline {
+            Some(d) => d.min(start + self.wait_spin),
+            None => start + self.wait_spin,
+        };
         self.nal.waiter_enter();
         let _guard = WaiterGuard(&*self.nal);
         // Spinning reads the clock once every few passes: a pass over a

@@ -1289,3 +1289,21 @@ fn a_get_counts_against_the_threshold_once_when_its_reply_arrives() {
     );
     assert_eq!(p.iev().unwrap().kind, EventKind::Unlink);
 }
+
+#[test]
+fn a_timeout_shorter_than_the_spin_window_ends_the_wait() {
+    let net = LoopbackNetwork::new();
+    let mut cfg = NiConfig::new(ProcessId::new(1, 10), KEY);
+    cfg.wait_spin = Duration::from_secs(60);
+    let ni = net.ni(cfg).unwrap();
+    let eq = ni.eq_alloc(4).unwrap();
+    let t0 = std::time::Instant::now();
+    assert_eq!(
+        ni.eq_wait(eq, Some(Duration::from_millis(10))),
+        Err(PtlError::Timeout)
+    );
+    // The bound is loose (a loaded machine), but far below the window the
+    // wait used to spin out whatever its timeout.
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(10), "waited {took:?}");
+}

@@ -349,9 +349,23 @@ pub struct Node<C: Transport> {
 impl<C: Transport> Node<C> {
     /// Process `i` of job `key`, serving the bound endpoint `ep`.
     pub fn start(ep: C::Endpoint, key: u64, i: usize, peers: &[(ProcessId, C::Addr)]) -> Node<C> {
+        Self::start_tuned(ep, key, i, peers, &|_| {})
+    }
+
+    /// [`start`](Self::start), with the interface's configuration changed
+    /// by `tune` first.
+    pub fn start_tuned(
+        ep: C::Endpoint,
+        key: u64,
+        i: usize,
+        peers: &[(ProcessId, C::Addr)],
+        tune: &dyn Fn(&mut NiConfig),
+    ) -> Node<C> {
         let addr = C::local_addr(&ep);
         let mut nal = None;
-        let ni = NetworkInterface::init(NiConfig::new(id(i), key), |core| {
+        let mut ni_cfg = NiConfig::new(id(i), key);
+        tune(&mut ni_cfg);
+        let ni = NetworkInterface::init(ni_cfg, |core| {
             let n = C::start(ep, core, peers.to_vec())?;
             nal = Some(n.clone());
             Ok(n as Arc<dyn Nal>)
@@ -373,6 +387,12 @@ pub fn job<C: Transport>(n: usize, cfg: &C) -> Vec<Node<C>> {
 
 /// A job whose processes may use different configurations.
 pub fn job_with<C: Transport>(cfgs: &[C]) -> Vec<Node<C>> {
+    job_tuned(cfgs, &|_| {})
+}
+
+/// [`job_with`], with every interface's configuration changed by `tune`
+/// (a test of the waiting strategy sets its spin window here).
+pub fn job_tuned<C: Transport>(cfgs: &[C], tune: &dyn Fn(&mut NiConfig)) -> Vec<Node<C>> {
     let key = fresh_key();
     let eps: Vec<C::Endpoint> = cfgs.iter().map(|c| c.bind().unwrap()).collect();
     let addrs: Vec<(ProcessId, C::Addr)> = eps
@@ -382,7 +402,7 @@ pub fn job_with<C: Transport>(cfgs: &[C]) -> Vec<Node<C>> {
         .collect();
     eps.into_iter()
         .enumerate()
-        .map(|(i, ep)| Node::start(ep, key, i, &addrs))
+        .map(|(i, ep)| Node::start_tuned(ep, key, i, &addrs, tune))
         .collect()
 }
 
