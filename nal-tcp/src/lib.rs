@@ -79,8 +79,21 @@ pub struct TcpConfig {
     pub send_buffer: Option<usize>,
     /// `SO_RCVBUF`, if set.
     pub recv_buffer: Option<usize>,
-    /// How long connecting plus handshaking may take.
+    /// How long connecting plus handshaking may take, for connections this
+    /// process opens.
     pub connect_timeout: Duration,
+    /// How long an accepted connection may stay open without a complete
+    /// handshake before it is closed. A peer sends its Hello right after
+    /// connecting; a connection that says nothing only holds a descriptor.
+    pub handshake_timeout: Duration,
+    /// Accepted connections that may wait for their handshake at once;
+    /// beyond this the oldest waiting one is closed. Bounds the descriptors
+    /// a flood of idle connections can take. The oldest, not the newest:
+    /// a real peer finishes its handshake within one round trip, so only a
+    /// flood faster than that can crowd it out, while refusing newcomers
+    /// would let a few hundred idle connections lock every peer out for a
+    /// whole [`handshake_timeout`](Self::handshake_timeout).
+    pub max_pending_handshakes: usize,
     /// `TCP_USER_TIMEOUT`: how long sent data may stay unacknowledged before
     /// the connection (and the peer) is declared failed.
     pub user_timeout: Option<Duration>,
@@ -157,6 +170,8 @@ impl Default for TcpConfig {
             send_buffer: None,
             recv_buffer: None,
             connect_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            max_pending_handshakes: 256,
             user_timeout: Some(Duration::from_secs(30)),
             handback: Duration::from_micros(200),
             read_budget: 1 << 20,

@@ -601,3 +601,92 @@ fn a_waiting_thread_reads_the_connection_of_the_last_answer_directly() {
         }
     }
 }
+
+/// How many of `socks` the other side has closed (non-blocking look).
+fn count_closed(socks: &[TcpStream]) -> usize {
+    socks
+        .iter()
+        .filter(|s| {
+            s.set_nonblocking(true).unwrap();
+            let mut b = [0u8; 64];
+            match (&mut &**s).read(&mut b) {
+                Ok(0) => true,
+                Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+                Ok(_) => false,
+            }
+        })
+        .count()
+}
+
+/// Drive `node` (poll mode needs a caller) until `done` or `limit`.
+fn drive_until(node: &Node, limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let eq = node.ni.eq_alloc(4).unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        let _ = node.ni.eq_wait(eq, Some(Duration::from_millis(20)));
+    }
+    done()
+}
+
+#[test]
+fn connections_that_never_send_a_handshake_are_closed_at_the_deadline() {
+    for cfg in variants::<TcpConfig>() {
+        let cfg = TcpConfig {
+            handshake_timeout: Duration::from_millis(300),
+            ..cfg
+        };
+        let nodes = job(1, &cfg);
+        let t = &nodes[0];
+        let idle: Vec<TcpStream> = (0..20)
+            .map(|_| TcpStream::connect(t.addr).unwrap())
+            .collect();
+        let all_closed = drive_until(t, Duration::from_secs(20), || count_closed(&idle) == 20);
+        assert!(all_closed, "{cfg:?}: {} of 20 closed", count_closed(&idle));
+        assert_eq!(t.nal.stats().handshakes_timed_out, 20, "{cfg:?}");
+        assert_eq!(t.nal.stats().handshakes_rejected, 0, "{cfg:?}");
+    }
+}
+
+#[test]
+fn a_flood_of_idle_connections_is_capped_and_real_peers_still_get_in() {
+    for cfg in variants::<TcpConfig>() {
+        const CAP: usize = 8;
+        const FLOOD: usize = 100;
+        let cfg = TcpConfig {
+            max_pending_handshakes: CAP,
+            handshake_timeout: Duration::from_secs(120),
+            ..cfg
+        };
+        let nodes = job(2, &cfg);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let flood: Vec<TcpStream> = (0..FLOOD)
+            .map(|_| TcpStream::connect(b.addr).unwrap())
+            .collect();
+        // The deadline is far off: only the cap closes them.
+        let capped = drive_until(b, Duration::from_secs(20), || {
+            count_closed(&flood) >= FLOOD - CAP
+        });
+        let closed = count_closed(&flood);
+        assert!(capped, "{cfg:?}: {closed} of {FLOOD} closed");
+        // Exactly the cap stays: (roughly) the newest, as the progress
+        // thread and a waiter may each accept a few at once.
+        assert_eq!(closed, FLOOD - CAP, "{cfg:?}: {CAP} wait on");
+        assert_eq!(b.nal.stats().handshakes_evicted, (FLOOD - CAP) as u64);
+        // A member of the job still connects and delivers.
+        let beq = b.ni.eq_alloc(8).unwrap();
+        catch_all(&b.ni, beq, 64);
+        let aeq = a.ni.eq_alloc(8).unwrap();
+        let src = bind_md(&a.ni, aeq, b"through".to_vec());
+        a.ni.put(src, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
+            .unwrap();
+        std::thread::scope(|sc| {
+            // a drives its side of the connection (poll mode needs it).
+            sc.spawn(|| expect(&a.ni, aeq, EventKind::Sent));
+            let ev = expect(&b.ni, beq, EventKind::Put);
+            assert_eq!((ev.initiator, ev.mlength), (id(0), 7), "{cfg:?}");
+        });
+    }
+}

@@ -130,11 +130,14 @@ impl Inner {
         loop {
             match self.listener.accept() {
                 Ok((s, _)) => {
-                    if let Err(e) = self.tune(&s).and_then(|_| {
-                        self.add_conn(s, false, ConnState::Handshaking, None)
-                            .map(|_| ())
-                    }) {
-                        tracing::warn!(error = %e, "could not take an incoming connection");
+                    match self
+                        .tune(&s)
+                        .and_then(|_| self.add_conn(s, false, ConnState::Handshaking, None))
+                    {
+                        Ok(conn) => self.admit(&conn),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not take an incoming connection")
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -152,7 +155,7 @@ impl Inner {
     pub(super) fn on_handshake(&self, conn: &Arc<Conn>, b: &[u8; handshake::LEN]) -> bool {
         let reject = |why: &str| {
             bump(&self.stats.handshakes_rejected, 1);
-            tracing::warn!(token = conn.token, why, "handshake rejected");
+            self.warn_refused(conn.token, why);
             false
         };
         let h = match Handshake::decode(b) {
@@ -301,6 +304,10 @@ impl Inner {
             .collect();
         for c in expired {
             tracing::debug!(token = c.token, peer = ?c.peer(), "connection set-up timed out");
+            if !c.initiated && c.state() == ConnState::Handshaking {
+                bump(&self.stats.handshakes_timed_out, 1);
+                self.warn_refused(c.token, "no handshake before the deadline");
+            }
             match c.peer().and_then(|p| self.peer(p)) {
                 Some(peer) => {
                     let mut tx = lock(&peer.tx);

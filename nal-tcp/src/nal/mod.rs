@@ -30,6 +30,7 @@ use crate::{ConnectMode, Keepalive, ProgressMode, TcpConfig};
 use nal_sys::gate::ProgressGate;
 use nal_sys::{Poller, Ready};
 
+mod admission;
 mod lifecycle;
 mod rx;
 mod spin;
@@ -68,6 +69,13 @@ pub struct TcpStats {
     /// Connections closed during the handshake: wrong job key, wrong
     /// destination, malformed or unexpected handshake message.
     pub handshakes_rejected: u64,
+    /// Accepted connections closed before their handshake because more
+    /// than [`TcpConfig::max_pending_handshakes`](crate::TcpConfig::max_pending_handshakes)
+    /// were waiting (the oldest go first).
+    pub handshakes_evicted: u64,
+    /// Accepted connections closed because no handshake came within
+    /// [`TcpConfig::handshake_timeout`](crate::TcpConfig::handshake_timeout).
+    pub handshakes_timed_out: u64,
     /// Connections refused as duplicates of a simultaneous connect.
     pub duplicates_resolved: u64,
     /// Established connections that failed or were closed by the peer.
@@ -103,6 +111,8 @@ struct Stats {
     connections_accepted: AtomicU64,
     connections_initiated: AtomicU64,
     handshakes_rejected: AtomicU64,
+    handshakes_evicted: AtomicU64,
+    handshakes_timed_out: AtomicU64,
     duplicates_resolved: AtomicU64,
     connections_lost: AtomicU64,
     connects_failed: AtomicU64,
@@ -402,6 +412,11 @@ struct Inner {
     /// the answer comes back on the connection the request went out on,
     /// and one `recv` that finds it beats an `epoll_wait` followed by one.
     hot: AtomicU64,
+    /// Accepted connections waiting for their Hello, oldest first (some
+    /// may have finished since: pruned when the cap is reached).
+    pending_handshakes: Mutex<VecDeque<u64>>,
+    /// Limits the warnings about refused connections.
+    refusals_logged: admission::Throttle,
     stats: Stats,
 }
 
@@ -464,6 +479,8 @@ impl TcpNal {
             epoch: Instant::now(),
             next_housekeeping: AtomicU64::new(0),
             hot: AtomicU64::new(0),
+            pending_handshakes: Mutex::new(VecDeque::new()),
+            refusals_logged: admission::Throttle::default(),
             stats: Stats::default(),
         });
         for (id, addr) in peers {
@@ -506,6 +523,8 @@ impl TcpNal {
             connections_accepted: g(&s.connections_accepted),
             connections_initiated: g(&s.connections_initiated),
             handshakes_rejected: g(&s.handshakes_rejected),
+            handshakes_evicted: g(&s.handshakes_evicted),
+            handshakes_timed_out: g(&s.handshakes_timed_out),
             duplicates_resolved: g(&s.duplicates_resolved),
             connections_lost: g(&s.connections_lost),
             connects_failed: g(&s.connects_failed),
@@ -664,7 +683,16 @@ impl Inner {
             initiated,
             state: Mutex::new(state),
             peer: Mutex::new(peer),
-            deadline: Mutex::new(Some(Instant::now() + self.cfg.connect_timeout)),
+            // An initiator's set-up includes the connect; an acceptor's is
+            // only the wait for the Hello.
+            deadline: Mutex::new(Some(
+                Instant::now()
+                    + if initiated {
+                        self.cfg.connect_timeout
+                    } else {
+                        self.cfg.handshake_timeout
+                    },
+            )),
             rx: Mutex::new(Rx::new()),
             rx_again: AtomicBool::new(false),
             reaped: AtomicBool::new(false),
