@@ -1045,6 +1045,55 @@ fn ring(u: &Universe) -> R<()> {
     Ok(())
 }
 
+/// This process's `field` of `/proc/self/status` (`VmRSS`, `VmHWM`), KiB.
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// `soak <seconds> <seed>`: rounds of the [`order`] mix (wildcards, mixed
+/// sizes, every send mode) until the time is up — rank 0 decides, everyone
+/// follows — then the messages moved and each rank's resident memory at
+/// the start, after the first round (pools and caches warm) and at the
+/// end. Not run by the suite; `docs/TESTING.md` says how to run it.
+fn soak(u: &Universe, secs: u64, seed: u64) -> R<()> {
+    const PER_ROUND: usize = 500;
+    let w = u.world();
+    let t0 = Instant::now();
+    let start = status_kib("VmRSS");
+    let mut warm = 0;
+    let mut rounds = 0u64;
+    loop {
+        order(u, PER_ROUND, seed.wrapping_add(rounds))?;
+        rounds += 1;
+        if rounds == 1 {
+            warm = status_kib("VmRSS");
+        }
+        let mut go = [u8::from(t0.elapsed() < Duration::from_secs(secs))];
+        w.process_at_rank(0)
+            .broadcast_into(&mut go[..])
+            .map_err(e)?;
+        if go[0] == 0 {
+            break;
+        }
+    }
+    let moved = rounds * PER_ROUND as u64 * (w.size() as u64 - 1);
+    println!(
+        "soak: rank {} rounds {rounds} messages {moved} errors 0 rss_kib start {start} warm {warm} end {} peak {} after {:.0} s",
+        w.rank(),
+        status_kib("VmRSS"),
+        status_kib("VmHWM"),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let scenario = args.get(1).cloned().unwrap_or_default();
@@ -1084,6 +1133,7 @@ fn main() {
         "sleepflood" => sleepflood(&u),
         "heldflood" => heldflood(&u),
         "finalize" => finalize(&u),
+        "soak" => soak(&u, arg(2, 1800), arg(3, 1)),
         other => Err(format!("unknown scenario {other:?}")),
     };
     portals_tests::finish(&scenario, u.world().rank(), r);
