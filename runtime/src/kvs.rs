@@ -46,6 +46,10 @@ fn read_line<R: BufRead>(r: &mut R) -> io::Result<Option<String>> {
     Ok(Some(line))
 }
 
+/// How long a rank retries an unreachable rendezvous server before it
+/// says (once) what it is waiting for.
+const SAY_WAITING_AFTER: Duration = Duration::from_secs(3);
+
 fn valid_token(s: &str) -> bool {
     !s.is_empty() && !s.chars().any(char::is_whitespace)
 }
@@ -360,6 +364,8 @@ impl KvsClient {
             .to_socket_addrs()
             .map_err(|e| unreachable(format!("cannot resolve: {e}")))?
             .collect();
+        let started = Instant::now();
+        let mut warned = false;
         let stream = loop {
             let mut last_err = None;
             let mut got = None;
@@ -375,9 +381,22 @@ impl KvsClient {
             if let Some(s) = got {
                 break s;
             }
+            let why = last_err.map_or("no address".to_string(), |e| e.to_string());
             if Instant::now() >= deadline {
-                let why = last_err.map_or("no address".to_string(), |e| e.to_string());
-                return Err(unreachable(format!("unreachable for {timeout:?}: {why}")));
+                return Err(unreachable(format!(
+                    "unreachable for {timeout:?} ({} sets the wait): {why}",
+                    crate::env::BOOTSTRAP_TIMEOUT
+                )));
+            }
+            // A rank that waits in silence looks hung: say once what for.
+            if !warned && started.elapsed() >= SAY_WAITING_AFTER {
+                warned = true;
+                eprintln!(
+                    "portals-runtime: waiting for the rendezvous server at {server} ({}): {why}; \
+                     giving up after {timeout:?} ({})",
+                    crate::env::BOOTSTRAP,
+                    crate::env::BOOTSTRAP_TIMEOUT
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         };

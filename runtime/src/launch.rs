@@ -6,12 +6,23 @@
 //! prefix, and supervises: the first rank that fails (non-zero exit or a
 //! signal) fails the job — the others are terminated (SIGTERM, then SIGKILL
 //! after a grace period) and its status becomes the job's.
+//!
+//! The ranks never outlive the launcher: a launcher that is asked to stop
+//! (SIGTERM, SIGINT or SIGHUP, once [`end_jobs_on_termination_signals`]
+//! is in force, as it is in `ptlrun`) terminates them the same way and
+//! exits with 128 + the signal's number; one that dies abruptly (SIGKILL)
+//! takes them with it, since every rank is started with the kernel's
+//! parent-death signal (`PR_SET_PDEATHSIG`, SIGKILL) armed. That signal is
+//! tied to the *thread* that started the rank, which is why [`launch`]
+//! starts and supervises its ranks on the caller's thread.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -157,6 +168,86 @@ fn status_code(s: ExitStatus) -> i32 {
     }
 }
 
+/// The termination signal this process received, 0 if none: set by the
+/// handler [`end_jobs_on_termination_signals`] installs, read by [`launch`].
+static TERMINATED_BY: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_termination(sig: libc::c_int) {
+    // Only an atomic store: the one kind of work a signal handler may do.
+    TERMINATED_BY.store(sig, Ordering::SeqCst);
+}
+
+/// The signals that ask a launcher to stop.
+const TERMINATION_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// Make SIGTERM, SIGINT and SIGHUP end the jobs [`launch`] supervises in
+/// this process instead of killing the process outright: the supervisor
+/// aborts the rendezvous, terminates every rank (SIGTERM, then SIGKILL
+/// after the grace period) and returns with status 128 + the signal's
+/// number, as `mpirun` and `mpiexec` do. For launcher programs (`ptlrun`);
+/// a library user that handles these signals itself should not call it.
+pub fn end_jobs_on_termination_signals() -> Result<(), RuntimeError> {
+    for sig in TERMINATION_SIGNALS {
+        // SAFETY: an all-zero sigaction is a valid value to fill in; the
+        // handler only stores to an atomic, which is async-signal-safe;
+        // SA_RESTART keeps the supervisor's blocking calls from failing
+        // with EINTR.
+        let rc = unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = note_termination as extern "C" fn(libc::c_int) as usize;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(RuntimeError::Launch(format!(
+                "cannot handle signal {sig}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The name of a termination signal, for messages.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// Arm the parent-death signal in a child about to run a rank, so that
+/// the rank is killed if the launcher dies without terminating it.
+fn die_with_launcher(cmd: &mut Command) {
+    let launcher = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec; it calls
+    // only prctl and getppid, which are async-signal-safe, and allocates
+    // nothing (raw OS errors carry no heap data).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The launcher may have died between fork and prctl: then the
+            // signal will never come, and the rank must not start.
+            if libc::getppid() != launcher {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 fn signal(pid: u32, sig: i32) {
     // SAFETY: kill has no memory-safety preconditions; a stale pid of an
     // already-reaped child at worst gets ESRCH.
@@ -260,6 +351,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
+        die_with_launcher(&mut cmd);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -315,12 +407,30 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     let mut failed_rank = None;
     let mut reason = None;
     let mut kill_at: Option<Instant> = None;
+    let mut terminated = false;
     while left > 0 {
+        let sig = TERMINATED_BY.load(Ordering::SeqCst);
+        if sig != 0 && !terminated {
+            terminated = true;
+            status = 128 + sig;
+            failed_rank = None;
+            let why = format!("{} received: the job was terminated", signal_name(sig));
+            kvs.abort(&why);
+            reason = Some(why);
+            for (r, &p) in pids.iter().enumerate() {
+                if alive[r] {
+                    signal(p, libc::SIGTERM);
+                }
+            }
+            kill_at = Some(Instant::now() + spec.grace);
+        }
         let wait = match (spec.timeout, kill_at) {
             (_, Some(k)) => k.saturating_duration_since(Instant::now()),
             (Some(t), None) => t.saturating_sub(start.elapsed()),
             (None, None) => Duration::from_secs(3600),
         };
+        // Wake up now and then to see whether a termination signal came.
+        let wait = wait.min(Duration::from_millis(100));
         match done_rx.recv_timeout(wait.max(Duration::from_millis(1))) {
             Ok((rank, st)) => {
                 alive[(rank - first) as usize] = false;

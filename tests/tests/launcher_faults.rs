@@ -1,0 +1,191 @@
+//! The launcher under faults: `ptlrun` terminated or killed never leaves
+//! ranks behind, and a rank whose rendezvous is unreachable says what it
+//! waits for. Every wait is bounded: a regression fails, it does not hang.
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PTLRUN: &str = env!("CARGO_BIN_EXE_tests-ptlrun");
+const RING: &str = env!("CARGO_BIN_EXE_example-ring");
+const HELLO: &str = env!("CARGO_BIN_EXE_example-hello");
+
+/// The children of `pid` (from /proc: every task's `children` file).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// True while `pid` is a live (not zombie) process running `program`.
+fn runs(pid: u32, program: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the parenthesised command name.
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
+    if state == Some('Z') {
+        return false;
+    }
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).starts_with(program))
+        .unwrap_or(false)
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// Wait for `child` to exit, at most `limit`; kill it if it does not.
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Start a 4-rank ring that runs for a long time under `ptlrun`, and
+/// return the launcher and its ranks once all four run the ring.
+// The launcher is handed to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
+fn long_ring() -> (Child, Vec<u32>) {
+    let mut ptlrun = Command::new(PTLRUN)
+        .args(["-n", "4", "--timeout", "300", RING, "1000000000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ptlrun");
+    let t = Instant::now();
+    loop {
+        let ranks: Vec<u32> = children(ptlrun.id())
+            .into_iter()
+            .filter(|&p| runs(p, RING))
+            .collect();
+        if ranks.len() == 4 {
+            return (ptlrun, ranks);
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = ptlrun.kill();
+            let _ = ptlrun.wait();
+            for p in ranks {
+                signal(p, libc::SIGKILL);
+            }
+            panic!("the four ranks did not start within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The ranks still running `limit` after the launcher went away (none is
+/// the expected answer); kills them, so a failing test leaves nothing.
+fn survivors(ranks: &[u32], limit: Duration) -> Vec<u32> {
+    let t = Instant::now();
+    loop {
+        let alive: Vec<u32> = ranks.iter().copied().filter(|&p| runs(p, RING)).collect();
+        if alive.is_empty() || t.elapsed() > limit {
+            for &p in &alive {
+                signal(p, libc::SIGKILL);
+            }
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_terminated_launcher_terminates_its_ranks_and_exits_128_plus_the_signal() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let (mut ptlrun, ranks) = long_ring();
+        signal(ptlrun.id(), sig);
+        let st = wait_bounded(&mut ptlrun, Duration::from_secs(60));
+        let left = survivors(&ranks, Duration::from_secs(20));
+        let mut err = String::new();
+        if let Some(mut e) = ptlrun.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let st = st.unwrap_or_else(|| panic!("signal {sig}: ptlrun did not exit: {err}"));
+        assert!(left.is_empty(), "signal {sig}: ranks {left:?} survived");
+        assert_eq!(st.code(), Some(128 + sig), "signal {sig}: {err}");
+        assert!(
+            err.contains("the job was terminated"),
+            "signal {sig}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_killed_launcher_takes_its_ranks_with_it() {
+    let (mut ptlrun, ranks) = long_ring();
+    signal(ptlrun.id(), libc::SIGKILL);
+    assert!(wait_bounded(&mut ptlrun, Duration::from_secs(30)).is_some());
+    let left = survivors(&ranks, Duration::from_secs(20));
+    assert!(
+        left.is_empty(),
+        "ranks {left:?} outlived the killed launcher"
+    );
+}
+
+#[test]
+fn a_rank_whose_rendezvous_is_unreachable_says_what_it_waits_for_then_fails() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut rank = Command::new(HELLO)
+        .env("PTL_RANK", "0")
+        .env("PTL_SIZE", "2")
+        .env("PTL_JOB_KEY", "1")
+        .env("PTL_BOOTSTRAP", &addr)
+        .env("PTL_BOOTSTRAP_TIMEOUT", "5")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the rank");
+    let stderr = rank.stderr.take();
+    // Read on a thread: the reader ends when the rank exits (or is killed
+    // by wait_bounded, which a reader blocked here would never reach).
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut e) = stderr {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    });
+    let st = wait_bounded(&mut rank, Duration::from_secs(60));
+    let err = reader.join().unwrap_or_default();
+    assert!(st.is_some_and(|s| !s.success()), "{st:?}: {err}");
+    let waiting = format!("waiting for the rendezvous server at {addr} (PTL_BOOTSTRAP)");
+    assert_eq!(err.matches(&waiting).count(), 1, "{err}");
+    assert!(
+        err.contains("giving up after 5s (PTL_BOOTSTRAP_TIMEOUT)"),
+        "{err}"
+    );
+    assert!(err.contains("refused"), "the cause is named: {err}");
+    // The final error names the address and the cause too.
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&addr) && last.contains("refused") && last.contains("unreachable"),
+        "{err}"
+    );
+}
