@@ -16,6 +16,11 @@
 //! FENCE                              → DATA <n>, then n lines "<key> <value>", then END
 //!                                      | ERR <message>
 //! ABORT <job-key-hex> <reason…>      → OK | ERR <message>   (fails every fence)
+//! PEERFAILED                         → OK   (this rank saw a peer fail: its own
+//!                                           failure is a consequence, not a cause)
+//! ABSENT <job-key-hex>               → OK <ranks> | ERR <message>
+//!                                      (ranks not waiting in the current fence,
+//!                                      comma-separated, `-` for none)
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,6 +77,8 @@ struct State {
     broken: Option<String>,
     /// Ranks that joined and have since disconnected.
     left: BTreeSet<u32>,
+    /// Ranks that said they saw a peer fail.
+    saw_peer_fail: BTreeSet<u32>,
 }
 
 /// The rendezvous server. Runs on its own threads until dropped.
@@ -109,6 +116,7 @@ impl KvsServer {
                 snapshot: Default::default(),
                 broken: None,
                 left: BTreeSet::new(),
+                saw_peer_fail: BTreeSet::new(),
             }),
             Condvar::new(),
         ));
@@ -169,6 +177,16 @@ impl KvsServer {
                 });
             }
         }
+    }
+
+    /// Whether `rank` said it saw a peer fail (`PEERFAILED`): if it fails
+    /// too, that is a consequence of another rank's failure.
+    pub fn saw_peer_fail(&self, rank: u32) -> bool {
+        let (m, _) = &*self.state;
+        m.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .saw_peer_fail
+            .contains(&rank)
     }
 
     /// Make every current and future fence fail with `why` (used when a
@@ -291,6 +309,31 @@ fn serve(conn: TcpStream, state: Arc<(Mutex<State>, Condvar)>, timeout: Duration
                             missing.join(",")
                         ),
                     )
+                }
+            }
+            (["PEERFAILED"], Some(me)) => {
+                let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+                s.saw_peer_fail.insert(me);
+                drop(s);
+                reply(&mut w, "OK")
+            }
+            (["ABSENT", key], _) => {
+                let s = m.lock().unwrap_or_else(|p| p.into_inner());
+                if u64::from_str_radix(key, 16).ok() != Some(s.job_key) {
+                    drop(s);
+                    reply(&mut w, "ERR job key mismatch")
+                } else {
+                    let absent: Vec<String> = (0..s.size)
+                        .filter(|r| !s.fenced.contains(r))
+                        .map(|r| r.to_string())
+                        .collect();
+                    drop(s);
+                    let list = if absent.is_empty() {
+                        "-".to_string()
+                    } else {
+                        absent.join(",")
+                    };
+                    reply(&mut w, &format!("OK {list}"))
                 }
             }
             (["ABORT", key, ..], _) => {
@@ -457,6 +500,31 @@ impl KvsClient {
         self.request(&format!("ABORT {job_key:x} {why}"))
     }
 
+    /// Say that this rank saw a peer fail, so that the launcher blames
+    /// that peer, not this rank, if this rank fails too.
+    pub fn saw_peer_fail(&mut self) -> Result<(), RuntimeError> {
+        self.request("PEERFAILED")
+    }
+
+    /// The ranks not waiting in the fence under way (every rank if none
+    /// is). Needs the job key.
+    pub fn absent_from_fence(&mut self, job_key: u64) -> Result<Vec<u32>, RuntimeError> {
+        self.send(&format!("ABSENT {job_key:x}"))?;
+        let a = self.recv()?;
+        if let Some(msg) = a.strip_prefix("ERR ") {
+            return Err(self.proto(msg.to_string()));
+        }
+        match a.strip_prefix("OK ") {
+            Some("-") => Ok(Vec::new()),
+            Some(list) => list
+                .split(',')
+                .map(|r| r.parse::<u32>())
+                .collect::<Result<Vec<u32>, _>>()
+                .map_err(|_| self.proto(format!("unexpected answer {a:?}"))),
+            None => Err(self.proto(format!("unexpected answer {a:?}"))),
+        }
+    }
+
     /// Wait for every rank, then return everything published.
     pub fn fence(&mut self) -> Result<BTreeMap<String, String>, RuntimeError> {
         self.send("FENCE")?;
@@ -613,6 +681,29 @@ mod tests {
             .unwrap();
         let e = h.join().unwrap().unwrap_err().to_string();
         assert!(e.contains("host b"), "{e}");
+    }
+
+    #[test]
+    fn the_server_says_who_is_absent_from_a_fence_and_who_saw_a_peer_fail() {
+        let s = server(3, 5, Duration::from_secs(30));
+        let a = s.addr().to_string();
+        let mut c0 = KvsClient::join(&a, 5, 0, 3, Duration::from_secs(2)).unwrap();
+        let mut c1 = KvsClient::join(&a, 5, 1, 3, Duration::from_secs(2)).unwrap();
+        let mut outsider = KvsClient::connect(&a, Duration::from_secs(2)).unwrap();
+        assert_eq!(outsider.absent_from_fence(5).unwrap(), vec![0, 1, 2]);
+        let h = std::thread::spawn(move || c0.fence());
+        let t = Instant::now();
+        while outsider.absent_from_fence(5).unwrap() != vec![1, 2] {
+            assert!(t.elapsed() < Duration::from_secs(20), "rank 0 never fenced");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let e = outsider.absent_from_fence(6).unwrap_err().to_string();
+        assert!(e.contains("job key mismatch"), "{e}");
+        assert!(!s.saw_peer_fail(1));
+        c1.saw_peer_fail().unwrap();
+        assert!(s.saw_peer_fail(1) && !s.saw_peer_fail(0));
+        s.break_job("done");
+        assert!(h.join().unwrap().is_err());
     }
 
     #[test]

@@ -7,6 +7,16 @@
 //! signal) fails the job — the others are terminated (SIGTERM, then SIGKILL
 //! after a grace period) and its status becomes the job's.
 //!
+//! The first rank to fail is not always the first one the launcher sees
+//! exit: the survivors of a rank killed by a signal notice the lost
+//! connection at once and may be reaped before it. So after the first
+//! failure the supervisor fails every fence at once but waits a settle
+//! window (1 s, or until every rank exited) before it picks the cause: a
+//! rank killed by a signal first, then one that failed on its own, last
+//! one that reported a peer's failure (MPI's finalize does, see
+//! [`crate::Job::report_peer_failure`]) — and only then terminates the
+//! rest.
+//!
 //! The ranks never outlive the launcher: a launcher that is asked to stop
 //! (SIGTERM, SIGINT or SIGHUP, once [`end_jobs_on_termination_signals`]
 //! is in force, as it is in `ptlrun`) terminates them the same way and
@@ -19,7 +29,7 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -160,7 +170,6 @@ pub fn fresh_job_key() -> u64 {
 }
 
 fn status_code(s: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
     match (s.code(), s.signal()) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
@@ -252,6 +261,56 @@ fn signal(pid: u32, sig: i32) {
     // SAFETY: kill has no memory-safety preconditions; a stale pid of an
     // already-reaped child at worst gets ESRCH.
     let _ = unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// How long the supervisor keeps collecting failures after the first one
+/// before it decides which rank to blame and terminates the rest: the
+/// survivors of a rank that died notice within microseconds (a closed
+/// connection) and may be reaped before it.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// A rank that failed.
+struct Failure {
+    rank: u32,
+    /// Its status: the exit code, or 128 + the signal's number.
+    code: i32,
+    /// The signal that killed it, if one did.
+    signaled: Option<i32>,
+}
+
+impl Failure {
+    fn describe(&self) -> String {
+        match self.signaled {
+            Some(sig) => format!(
+                "rank {} exited with status {} (killed by signal {sig})",
+                self.rank, self.code
+            ),
+            None => format!("rank {} exited with status {}", self.rank, self.code),
+        }
+    }
+}
+
+/// The failure that caused the others, among those seen in the settle
+/// window (in the order they were seen): first a rank killed by a signal
+/// (nothing in the job sends one before this decision), then a rank that
+/// failed on its own, last a rank that said it saw a peer fail
+/// (`consequence`, see [`crate::Job::report_peer_failure`]); the earliest
+/// within a class.
+fn blame(failures: &[Failure], consequence: impl Fn(u32) -> bool) -> Option<&Failure> {
+    failures
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, f)| {
+            let class = if f.signaled.is_some() {
+                0
+            } else if !consequence(f.rank) {
+                1
+            } else {
+                2
+            };
+            (class, *i)
+        })
+        .map(|(_, f)| f)
 }
 
 /// The rendezvous side of a job: the server this launcher runs, or the
@@ -408,7 +467,30 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     let mut reason = None;
     let mut kill_at: Option<Instant> = None;
     let mut terminated = false;
-    while left > 0 {
+    // The failures seen since the first one, while the settle window runs.
+    let mut failures: Vec<Failure> = Vec::new();
+    let mut settle_until: Option<Instant> = None;
+    loop {
+        if reason.is_none() && settle_until.is_some_and(|t| left == 0 || Instant::now() >= t) {
+            let consequence = |rank: u32| match &meeting {
+                Meeting::Local(server) => server.saw_peer_fail(rank),
+                Meeting::Remote(..) => false,
+            };
+            if let Some(f) = blame(&failures, consequence) {
+                status = f.code;
+                failed_rank = Some(f.rank);
+                reason = Some(f.describe());
+            }
+            for (r, &p) in pids.iter().enumerate() {
+                if alive[r] {
+                    signal(p, libc::SIGTERM);
+                }
+            }
+            kill_at = Some(Instant::now() + spec.grace);
+        }
+        if left == 0 {
+            break;
+        }
         let sig = TERMINATED_BY.load(Ordering::SeqCst);
         if sig != 0 && !terminated {
             terminated = true;
@@ -429,7 +511,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
             (Some(t), None) => t.saturating_sub(start.elapsed()),
             (None, None) => Duration::from_secs(3600),
         };
-        // Wake up now and then to see whether a termination signal came.
+        // Wake up now and then to see whether a termination signal came
+        // or the settle window ended.
         let wait = wait.min(Duration::from_millis(100));
         match done_rx.recv_timeout(wait.max(Duration::from_millis(1))) {
             Ok((rank, st)) => {
@@ -437,17 +520,17 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
                 left -= 1;
                 let code = status_code(st);
                 if code != 0 && reason.is_none() {
-                    status = code;
-                    failed_rank = Some(rank);
-                    let why = format!("rank {rank} exited with status {code}");
-                    kvs.abort(&why);
-                    reason = Some(why);
-                    for (r, &p) in pids.iter().enumerate() {
-                        if alive[r] {
-                            signal(p, libc::SIGTERM);
-                        }
+                    if settle_until.is_none() {
+                        // Fences fail at once; who is to blame is decided
+                        // when the window closes.
+                        kvs.abort(&format!("rank {rank} exited with status {code}"));
+                        settle_until = Some(Instant::now() + SETTLE);
                     }
-                    kill_at = Some(Instant::now() + spec.grace);
+                    failures.push(Failure {
+                        rank,
+                        code,
+                        signaled: st.signal(),
+                    });
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {

@@ -1,14 +1,57 @@
 //! The launcher under faults: `ptlrun` terminated or killed never leaves
-//! ranks behind, and a rank whose rendezvous is unreachable says what it
-//! waits for. Every wait is bounded: a regression fails, it does not hang.
+//! ranks behind; the rank that caused a failure is the one blamed, not a
+//! survivor that failed because of it; one rank's abort, panic or error
+//! ends the whole job while the others block; and a rank whose rendezvous
+//! is unreachable says what it waits for. Every wait is bounded: a
+//! regression fails, it does not hang.
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nal_tcp::{ConnectMode, ProgressMode};
+use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
+use portals_runtime::{JobOptions, NalKind};
+
 const PTLRUN: &str = env!("CARGO_BIN_EXE_tests-ptlrun");
 const RING: &str = env!("CARGO_BIN_EXE_example-ring");
 const HELLO: &str = env!("CARGO_BIN_EXE_example-hello");
+const FAULT: &str = env!("CARGO_BIN_EXE_fault_check");
+
+/// Run `fault_check scenario` on 4 ranks over TCP (connected eagerly, so
+/// that every rank notices a peer's failure), capturing the output; the
+/// job is killed (status 124) after `limit`.
+fn fault_job(
+    scenario: &str,
+    progress: ProgressMode,
+    env: &[(&str, &str)],
+    limit: u64,
+) -> LaunchOutcome {
+    let mut spec = LaunchSpec::new(4, FAULT);
+    spec.args = vec![scenario.into()];
+    spec.options = JobOptions {
+        nal: NalKind::Tcp,
+        progress,
+        connect: ConnectMode::Eager,
+        timeout: Duration::from_secs(60),
+        ..JobOptions::default()
+    };
+    spec.output = Output::Capture;
+    spec.timeout = Some(Duration::from_secs(limit));
+    spec.env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    launch(&spec).expect("launch")
+}
+
+fn lines(out: &LaunchOutcome) -> String {
+    out.output
+        .iter()
+        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// The children of `pid` (from /proc: every task's `children` file).
 fn children(pid: u32) -> Vec<u32> {
@@ -188,4 +231,69 @@ fn a_rank_whose_rendezvous_is_unreachable_says_what_it_waits_for_then_fails() {
         last.contains(&addr) && last.contains("refused") && last.contains("unreachable"),
         "{err}"
     );
+}
+
+/// Rank 2 fails (exit 3, or SIGKILL) 300 ms after its peers saw it go;
+/// they exit first, with their PeerFailed errors. The launcher must blame
+/// rank 2 every time, whatever order it reaps the ranks in.
+#[test]
+fn the_rank_that_failed_first_is_blamed_not_the_survivors_it_took_down() {
+    for round in 0..3 {
+        for (scenario, progress, status) in [
+            ("blame-exit", ProgressMode::Poll, 3),
+            ("blame-signal", ProgressMode::Poll, 128 + 9),
+            ("blame-exit", ProgressMode::Thread, 3),
+        ] {
+            let out = fault_job(scenario, progress, &[], 120);
+            let what = format!("{scenario} {progress:?} round {round}: {:?}", out.reason);
+            assert_eq!(out.failed_rank, Some(2), "{what}\n{}", lines(&out));
+            assert_eq!(out.status, status, "{what}\n{}", lines(&out));
+            // The survivors did fail, and before rank 2 exited.
+            assert!(
+                (0..4).filter(|&r| r != 2).all(|r| out
+                    .output
+                    .iter()
+                    .any(|l| l.rank == r && l.text.contains("PeerFailed"))),
+                "{what}\n{}",
+                lines(&out)
+            );
+        }
+    }
+}
+
+/// One rank aborts, panics or returns an error while the others wait in
+/// a receive or a probe that nothing will ever satisfy: the job ends, with
+/// that rank's status, long before the job's own limit.
+#[test]
+fn one_ranks_abort_panic_or_error_ends_the_job_while_the_others_block() {
+    for (scenario, status, says) in [
+        ("abort", 3, "aborts the job with status 3"),
+        ("panic", 101, "panicked with MPI initialized"),
+        ("error", 1, "ranks 0,2,3 never reached it"),
+    ] {
+        let t = Instant::now();
+        let out = fault_job(
+            scenario,
+            ProgressMode::Thread,
+            &[("PTL_FINALIZE_TIMEOUT", "3")],
+            90,
+        );
+        let what = format!("{scenario}: {:?} after {:?}", out.reason, t.elapsed());
+        // Generous for a loaded machine, yet well below the 60 s the
+        // rendezvous would wait for a closing barrier.
+        assert!(
+            t.elapsed() < Duration::from_secs(45),
+            "{what}\n{}",
+            lines(&out)
+        );
+        assert_eq!(out.status, status, "{what}\n{}", lines(&out));
+        assert_eq!(out.failed_rank, Some(1), "{what}\n{}", lines(&out));
+        assert!(
+            out.output
+                .iter()
+                .any(|l| l.rank == 1 && l.stderr && l.text.contains(says)),
+            "{what}\n{}",
+            lines(&out)
+        );
+    }
 }
