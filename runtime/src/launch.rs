@@ -623,3 +623,37 @@ fn forward(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(rank: u32, code: i32, signaled: Option<i32>) -> Failure {
+        Failure {
+            rank,
+            code,
+            signaled,
+        }
+    }
+
+    #[test]
+    fn a_signal_beats_an_own_failure_which_beats_a_consequence() {
+        let consequence = |r: u32| r == 0 || r == 3;
+        // Seen in this order: two survivors first, then the cause.
+        let seen = [
+            failed(0, 1, None),
+            failed(3, 1, None),
+            failed(1, 3, None),
+            failed(2, 137, Some(9)),
+        ];
+        let pick = |n: usize| blame(&seen[..n], consequence).map(|f| f.rank);
+        assert_eq!(pick(0), None);
+        assert_eq!(pick(2), Some(0), "only consequences: the earliest");
+        assert_eq!(pick(3), Some(1), "an own failure beats consequences");
+        assert_eq!(pick(4), Some(2), "a signal beats everything");
+        assert_eq!(
+            seen[3].describe(),
+            "rank 2 exited with status 137 (killed by signal 9)"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{Coordinator, Job};
+use super::{Coordinator, Job, ABORT_OUTPUT_GRACE};
 use crate::kvs::KvsClient;
 
 /// How long an abort waits for the launcher connection that another
@@ -59,6 +59,11 @@ impl Job {
             "portals-runtime: rank {rank} of {size} aborts the job with status {code}: {why}"
         );
         let msg = format!("rank {rank} aborted the job with status {code}: {why}");
+        if matches!(self.coordinator, Coordinator::Pmi(_) | Coordinator::Pmix(_)) {
+            // The launcher tears the job down on the abort and drops the
+            // output it has not forwarded yet: let it forward why.
+            std::thread::sleep(ABORT_OUTPUT_GRACE);
+        }
         match &self.coordinator {
             Coordinator::Alone | Coordinator::Rendezvous { .. } => {}
             Coordinator::Pmi(p) => {
