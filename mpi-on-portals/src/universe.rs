@@ -188,6 +188,9 @@ fn finalize_timeout_from_env() -> Result<Duration> {
     }
 }
 
+/// How much longer than the watchdog the closing barrier may wait.
+const BARRIER_SLACK: Duration = Duration::from_secs(5);
+
 /// Where finalize is, for the message of a finalize that does not end.
 const SENDING: u8 = 0;
 const IN_BARRIER: u8 = 1;
@@ -281,6 +284,12 @@ impl Drop for Universe {
             job.abort(PANIC_EXIT_STATUS, "the rank panicked with MPI initialized");
         }
         let watchdog = Watchdog::start(self.dev.clone(), self.finalize_timeout);
+        // The closing barrier must not give up before the watchdog, which
+        // names the missing ranks: past the bootstrap timeout, say, when
+        // PTL_FINALIZE_TIMEOUT is the longer.
+        if let Err(e) = job.set_coordinator_timeout(self.finalize_timeout + BARRIER_SLACK) {
+            tracing::warn!(error = %e, "the closing barrier keeps its default time limit");
+        }
         // Finalize. First the sends nobody waits for (buffered, owned,
         // acknowledgments): a peer may be waiting to fetch their data.
         self.dev.complete_detached();

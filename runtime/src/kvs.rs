@@ -13,8 +13,9 @@
 //! ```text
 //! JOIN <job-key-hex> <rank> <size>   → OK | ERR <message>
 //! PUT <key> <value>                  → OK | ERR <message>
-//! FENCE                              → DATA <n>, then n lines "<key> <value>", then END
-//!                                      | ERR <message>
+//! FENCE [<timeout-ms>]               → DATA <n>, then n lines "<key> <value>", then END
+//!                                      | ERR <message>   (waits the server's timeout,
+//!                                      or the one given)
 //! ABORT <job-key-hex> <reason…>      → OK | ERR <message>   (fails every fence)
 //! PEERFAILED                         → OK   (this rank saw a peer fail: its own
 //!                                           failure is a consequence, not a cause)
@@ -260,7 +261,13 @@ fn serve(conn: TcpStream, state: Arc<(Mutex<State>, Condvar)>, timeout: Duration
                 s.kv.insert(k.to_string(), v.to_string());
                 reply(&mut w, "OK")
             }
-            (["FENCE"], Some(me)) => {
+            (["FENCE", rest @ ..], Some(me))
+                if rest.len() <= 1 && rest.iter().all(|t| t.parse::<u64>().is_ok()) =>
+            {
+                let timeout = rest
+                    .first()
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .map_or(timeout, Duration::from_millis);
                 let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
                 let gen = s.generation;
                 s.fenced.insert(me);
@@ -375,6 +382,8 @@ pub struct KvsClient {
     r: BufReader<TcpStream>,
     w: TcpStream,
     server: String,
+    /// How long a fence waits, if not the server's own timeout.
+    fence_timeout: Option<Duration>,
 }
 
 impl KvsClient {
@@ -451,6 +460,7 @@ impl KvsClient {
             r: BufReader::new(stream),
             w,
             server: server.to_string(),
+            fence_timeout: None,
         })
     }
 
@@ -525,9 +535,23 @@ impl KvsClient {
         }
     }
 
+    /// Make later fences wait `timeout` for every rank instead of the
+    /// server's timeout (the bootstrap timeout of the launcher).
+    pub fn set_fence_timeout(&mut self, timeout: Duration) -> Result<(), RuntimeError> {
+        // The answer comes when the server gives up: read a little longer.
+        self.w
+            .set_read_timeout(Some(timeout + Duration::from_secs(5)))
+            .map_err(|e| self.proto(e.to_string()))?;
+        self.fence_timeout = Some(timeout);
+        Ok(())
+    }
+
     /// Wait for every rank, then return everything published.
     pub fn fence(&mut self) -> Result<BTreeMap<String, String>, RuntimeError> {
-        self.send("FENCE")?;
+        match self.fence_timeout {
+            Some(t) => self.send(&format!("FENCE {}", t.as_millis().max(1)))?,
+            None => self.send("FENCE")?,
+        }
         let head = self.recv()?;
         if let Some(msg) = head.strip_prefix("ERR ") {
             return Err(self.proto(msg.to_string()));
@@ -704,6 +728,25 @@ mod tests {
         assert!(s.saw_peer_fail(1) && !s.saw_peer_fail(0));
         s.break_job("done");
         assert!(h.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_fence_waits_the_time_its_client_asked_for() {
+        // The server would give up after 300 ms; the client asks for more.
+        let s = server(2, 1, Duration::from_millis(300));
+        let a = s.addr().to_string();
+        let mut c0 = KvsClient::join(&a, 1, 0, 2, Duration::from_secs(2)).unwrap();
+        let mut c1 = KvsClient::join(&a, 1, 1, 2, Duration::from_secs(2)).unwrap();
+        c0.set_fence_timeout(Duration::from_secs(60)).unwrap();
+        let h = std::thread::spawn(move || c0.fence().map(|kv| kv.len()));
+        std::thread::sleep(Duration::from_millis(1200));
+        c1.put("k", "v").unwrap();
+        c1.fence().unwrap();
+        assert_eq!(h.join().unwrap().unwrap(), 1);
+        // And shorter: rank 0 (gone) never comes to this one.
+        c1.set_fence_timeout(Duration::from_millis(100)).unwrap();
+        let e = c1.fence().unwrap_err().to_string();
+        assert!(e.contains("timeout after 100ms waiting for ranks 0"), "{e}");
     }
 
     #[test]

@@ -27,13 +27,26 @@ fn fault_job(
     env: &[(&str, &str)],
     limit: u64,
 ) -> LaunchOutcome {
+    fault_job_with(&[scenario], progress, env, Duration::from_secs(60), limit)
+}
+
+/// [`fault_job`] with arguments and the bootstrap timeout (which also
+/// bounds every fence of the rendezvous server unless a rank asks for
+/// another).
+fn fault_job_with(
+    args: &[&str],
+    progress: ProgressMode,
+    env: &[(&str, &str)],
+    bootstrap: Duration,
+    limit: u64,
+) -> LaunchOutcome {
     let mut spec = LaunchSpec::new(4, FAULT);
-    spec.args = vec![scenario.into()];
+    spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
         nal: NalKind::Tcp,
         progress,
         connect: ConnectMode::Eager,
-        timeout: Duration::from_secs(60),
+        timeout: bootstrap,
         ..JobOptions::default()
     };
     spec.output = Output::Capture;
@@ -296,4 +309,19 @@ fn one_ranks_abort_panic_or_error_ends_the_job_while_the_others_block() {
             lines(&out)
         );
     }
+}
+
+/// A rank that reaches finalize later than the bootstrap timeout (which
+/// bounds the rendezvous's fences by default) is still waited for: the
+/// closing barrier waits as long as `PTL_FINALIZE_TIMEOUT` allows.
+#[test]
+fn the_closing_barrier_waits_as_long_as_the_finalize_timeout_allows() {
+    let out = fault_job_with(
+        &["late", "8"],
+        ProgressMode::Thread,
+        &[("PTL_FINALIZE_TIMEOUT", "120")],
+        Duration::from_secs(5),
+        150,
+    );
+    assert_eq!(out.status, 0, "{:?}\n{}", out.reason, lines(&out));
 }

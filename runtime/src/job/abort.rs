@@ -1,5 +1,5 @@
-//! Ending a whole job from one rank, and telling the launcher what a
-//! rank's failure means.
+//! Ending a whole job from one rank, telling the launcher what a rank's
+//! failure means, and bounding how long a rank waits for the others.
 //!
 //! [`Job::abort`] is `MPI_Abort`: the launcher is asked to end every rank
 //! with the given status — `ptlrun` does so when it sees this rank exit
@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{Coordinator, Job, ABORT_OUTPUT_GRACE};
+use crate::error::RuntimeError;
 use crate::kvs::KvsClient;
 
 /// How long an abort waits for the launcher connection that another
@@ -99,6 +100,33 @@ impl Job {
                 if let Err(e) = c.saw_peer_fail() {
                     tracing::debug!(error = %e, "cannot tell the rendezvous a peer failed");
                 }
+            }
+        }
+    }
+
+    /// Make every later [`barrier`](Job::barrier) — and every later request
+    /// to the launcher — wait at most `timeout` instead of the bootstrap
+    /// timeout (`PTL_BOOTSTRAP_TIMEOUT`, which bounds a fence of `ptlrun`'s
+    /// rendezvous, a PMI reply and a PMIx call by default). MPI's finalize
+    /// sets it to its own limit.
+    pub fn set_coordinator_timeout(&self, timeout: Duration) -> Result<(), RuntimeError> {
+        match &self.coordinator {
+            Coordinator::Alone => Ok(()),
+            Coordinator::Rendezvous { client, .. } => client
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .set_fence_timeout(timeout),
+            Coordinator::Pmi(p) => {
+                if let Some(c) = p.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                    c.set_timeout(timeout);
+                }
+                Ok(())
+            }
+            Coordinator::Pmix(p) => {
+                if let Some(c) = p.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                    c.set_timeout(timeout);
+                }
+                Ok(())
             }
         }
     }

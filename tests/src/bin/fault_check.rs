@@ -12,8 +12,11 @@
 //! * `error`: rank 1 returns an error from `main` (a send to a rank that
 //!   does not exist);
 //!
-//! while, in the last three, rank 0 waits in a receive from rank 1 and the
-//! others in a probe for any message, none of which ever comes.
+//! while, in these three, rank 0 waits in a receive from rank 1 and the
+//! others in a probe for any message, none of which ever comes;
+//!
+//! * `late <seconds>`: no failure: rank 1 reaches finalize that much later
+//!   than the others, which wait for it in the closing barrier.
 
 use std::time::Duration;
 
@@ -90,6 +93,14 @@ fn main() -> Result<(), MpiError> {
         ("abort" | "panic" | "error", _) => {
             world.any_process().probe()?;
         }
+        ("late", 1) => {
+            let secs = std::env::args()
+                .nth(2)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1);
+            std::thread::sleep(Duration::from_secs(secs));
+        }
+        ("late", _) => {}
         (other, _) => {
             return Err(MpiError::Init(format!("unknown scenario {other:?}")));
         }
