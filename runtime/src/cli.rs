@@ -84,7 +84,10 @@ enum ConnectArg {
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
 /// The first rank that fails (non-zero exit status or a signal) fails the
 /// job: the other ranks are terminated and ptlrun exits with that rank's
-/// status (128 + signal for a signal, 124 if --timeout expired).
+/// status (128 + signal for a signal, 124 if --timeout expired). Which
+/// rank is blamed is decided within 1 s of the first failure: a rank
+/// killed by a signal, else one that failed on its own, before one that
+/// failed because a peer did.
 /// SIGTERM, SIGINT or SIGHUP to ptlrun terminates every rank the same way
 /// (SIGTERM, then SIGKILL after 2 s) and ptlrun exits with 128 + the
 /// signal's number; if ptlrun is killed outright, the kernel kills the

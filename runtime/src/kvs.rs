@@ -433,12 +433,17 @@ impl KvsClient {
             if let Some(s) = got {
                 break s;
             }
-            let why = last_err.map_or("no address".to_string(), |e| e.to_string());
+            let last_err = last_err.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address")
+            });
+            let why = last_err.to_string();
             if Instant::now() >= deadline {
-                return Err(unreachable(format!(
-                    "unreachable for {timeout:?} ({} sets the wait): {why}",
-                    crate::env::BOOTSTRAP_TIMEOUT
-                )));
+                return Err(RuntimeError::RendezvousUnreachable {
+                    server: server.to_string(),
+                    waited: timeout,
+                    cause: last_err.kind(),
+                    detail: why,
+                });
             }
             // A rank that waits in silence looks hung: say once what for.
             if !warned && started.elapsed() >= SAY_WAITING_AFTER {
@@ -658,8 +663,19 @@ mod tests {
             Duration::from_millis(300),
         )
         .unwrap_err();
-        assert!(matches!(e, RuntimeError::Rendezvous { .. }), "{e}");
-        assert!(e.to_string().contains("unreachable"), "{e}");
+        match &e {
+            RuntimeError::RendezvousUnreachable { server, cause, .. } => {
+                assert_eq!(server, &format!("127.0.0.1:{port}"));
+                assert_eq!(*cause, io::ErrorKind::ConnectionRefused);
+            }
+            other => panic!("{other:?}"),
+        }
+        let msg = e.to_string();
+        assert!(
+            msg.contains("unreachable for 300ms (PTL_BOOTSTRAP_TIMEOUT sets the wait)")
+                && msg.contains("refused"),
+            "{msg}"
+        );
     }
 
     #[test]
