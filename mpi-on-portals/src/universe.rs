@@ -263,10 +263,17 @@ fn overdue(dev: &Device, timeout: Duration, stage: u8) -> String {
                 .filter(|&r| r != job.rank())
                 .map(|r| r.to_string())
                 .collect();
-            format!(
-                "finalize did not end within {timeout:?} ({var}): ranks {} never reached it",
-                absent.join(",")
-            )
+            if absent.is_empty() {
+                format!(
+                    "finalize did not end within {timeout:?} ({var}): the closing barrier \
+                     did not complete"
+                )
+            } else {
+                format!(
+                    "finalize did not end within {timeout:?} ({var}): ranks {} never reached it",
+                    absent.join(",")
+                )
+            }
         }
         None => format!(
             "finalize did not end within {timeout:?} ({var}): not every rank reached it \

@@ -49,12 +49,20 @@ impl Job {
     ///
     /// Under `ptlrun` the exit itself is the request: `ptlrun` blames the
     /// first rank that fails on its own, terminates the others and exits
-    /// with its status. Under a PMI or PMIx launcher the abort goes through
+    /// with its status; a `code` whose low 8 bits are 0 (which the system
+    /// would report as success) becomes 1 there. Under a PMI or PMIx launcher the abort goes through
     /// its connection; if another thread holds that connection for more
     /// than 2 s (a barrier under way), the process exits without it, which
     /// ends the job too.
     pub fn abort(&self, code: i32, why: &str) -> ! {
         let (rank, size) = (self.rank, self.size);
+        // Under ptlrun the exit status is the only request, and an exit
+        // status of 0 (as the OS truncates it) is no failure: the others
+        // would run on.
+        let code = match self.coordinator {
+            Coordinator::Rendezvous { .. } if code & 0xff == 0 => 1,
+            _ => code,
+        };
         let _ = std::io::stdout().flush();
         eprintln!(
             "portals-runtime: rank {rank} of {size} aborts the job with status {code}: {why}"
