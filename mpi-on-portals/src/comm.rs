@@ -85,6 +85,24 @@ pub trait Communicator {
         }
     }
 
+    /// End the whole job with exit status `errorcode` (`MPI_Abort`, rsmpi's
+    /// `Communicator::abort`): every rank of the job is terminated, not
+    /// only the members of this communicator, and the launcher (`ptlrun`,
+    /// hydra through PMI, `mpirun` and `srun` through PMIx) exits with
+    /// that status (hydra over PMI-2 with 255). See
+    /// [`portals_runtime::Job::abort`].
+    fn abort(&self, errorcode: i32) -> ! {
+        let d = self.data();
+        d.dev.job().abort(
+            errorcode,
+            &format!(
+                "MPI abort called by rank {} of a communicator of {}",
+                d.me,
+                d.ranks.len()
+            ),
+        )
+    }
+
     /// Any process, for receives and probes (`MPI_ANY_SOURCE`).
     fn any_process(&self) -> AnyProcess<'_> {
         AnyProcess { comm: self.data() }

@@ -1,7 +1,8 @@
 //! Initialization and the `Universe` (`MPI_Init` … `MPI_Finalize`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::comm::SimpleCommunicator;
 use crate::device::{Device, MpiConfig};
@@ -30,9 +31,28 @@ pub enum Threading {
 /// every rank waits for the others (so nobody tears down while messages to
 /// it are in flight) — driving the transport meanwhile in polling mode, so a
 /// peer still fetching data from this rank is served — then the network
-/// interface is shut down. If a rank died, the closing barrier is skipped.
+/// interface is shut down. If a rank died, the closing barrier is skipped
+/// (and the launcher is told that this rank saw a peer fail, so that it
+/// blames that peer if this rank fails too).
+///
+/// An error is fatal for the whole job, as MPI's default error handler
+/// makes it, wherever waiting could otherwise hang the others:
+///
+/// * dropped while its thread panics (a panic unwinding through `main`),
+///   it aborts the job with status 101 — Rust's status for a panic —
+///   instead of finalizing;
+/// * finalize as a whole waits at most `PTL_FINALIZE_TIMEOUT` seconds
+///   (default 60): a rank that returned an error while the others block
+///   in a receive or a probe never sees them at the closing barrier; when
+///   the time is up it aborts the job with status 1, naming the ranks that
+///   never arrived (under `ptlrun`; PMI and PMIx do not say). A closing
+///   barrier that fails aborts the job the same way.
+///
+/// [`Communicator::abort`](crate::Communicator::abort) aborts it at any
+/// time.
 pub struct Universe {
     dev: Arc<Device>,
+    finalize_timeout: Duration,
 }
 
 impl std::fmt::Debug for Universe {
@@ -64,6 +84,7 @@ pub fn initialize_with_threading(_requested: Threading) -> Result<(Universe, Thr
 pub fn initialize_with_config(cfg: MpiConfig) -> Result<Universe> {
     // Before joining the job: a rank that fails here leaves nobody waiting.
     let cfg = cfg.checked()?;
+    let finalize_timeout = finalize_timeout_from_env()?;
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(MpiError::Init(
             "MPI is already initialized in this process".into(),
@@ -81,7 +102,10 @@ pub fn initialize_with_config(cfg: MpiConfig) -> Result<Universe> {
             Device::new(job, cfg)
         });
     match made {
-        Ok(dev) => Ok(Universe { dev: Arc::new(dev) }),
+        Ok(dev) => Ok(Universe {
+            dev: Arc::new(dev),
+            finalize_timeout,
+        }),
         Err(e) => {
             INITIALIZED.store(false, Ordering::SeqCst);
             Err(e)
@@ -142,22 +166,158 @@ impl Universe {
     }
 }
 
+/// The status a job is aborted with when a rank panics with MPI
+/// initialized: what Rust exits with after a panic.
+pub const PANIC_EXIT_STATUS: i32 = 101;
+
+/// How long finalize waits by default (`PTL_FINALIZE_TIMEOUT`).
+pub const DEFAULT_FINALIZE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `PTL_FINALIZE_TIMEOUT`: whole seconds, at least 1.
+fn finalize_timeout_from_env() -> Result<Duration> {
+    let var = portals_runtime::env::FINALIZE_TIMEOUT;
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_FINALIZE_TIMEOUT),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+            _ => Err(MpiError::Init(format!(
+                "{var}={v:?}: expected a positive number of seconds"
+            ))),
+        },
+        Err(e) => Err(MpiError::Init(format!("{var}: {e}"))),
+    }
+}
+
+/// How much longer than the watchdog the closing barrier may wait.
+const BARRIER_SLACK: Duration = Duration::from_secs(5);
+
+/// Where finalize is, for the message of a finalize that does not end.
+const SENDING: u8 = 0;
+const IN_BARRIER: u8 = 1;
+
+/// Aborts the job if finalize has not ended by its deadline.
+struct Watchdog {
+    done: Arc<(Mutex<bool>, Condvar)>,
+    stage: Arc<AtomicU8>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn start(dev: Arc<Device>, timeout: Duration) -> Watchdog {
+        let done = Arc::new((Mutex::new(false), Condvar::new()));
+        let stage = Arc::new(AtomicU8::new(SENDING));
+        let (d, st) = (done.clone(), stage.clone());
+        let thread = std::thread::Builder::new()
+            .name("mpi-finalize-watchdog".into())
+            .spawn(move || {
+                let deadline = Instant::now() + timeout;
+                let (m, c) = &*d;
+                let mut finished = m.lock().unwrap_or_else(|p| p.into_inner());
+                while !*finished {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        drop(finished);
+                        let why = overdue(&dev, timeout, st.load(Ordering::SeqCst));
+                        dev.job().abort(1, &why);
+                    }
+                    finished = c
+                        .wait_timeout(finished, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            })
+            .map_err(|e| tracing::warn!(error = %e, "finalize runs without its time limit"))
+            .ok();
+        Watchdog {
+            done,
+            stage,
+            thread,
+        }
+    }
+
+    fn stop(mut self) {
+        let (m, c) = &*self.done;
+        *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        c.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Why finalize did not end in time, naming the ranks that never reached
+/// the closing barrier where the coordinator can say.
+fn overdue(dev: &Device, timeout: Duration, stage: u8) -> String {
+    let var = portals_runtime::env::FINALIZE_TIMEOUT;
+    let job = dev.job();
+    if stage == SENDING {
+        return format!(
+            "finalize did not end within {timeout:?} ({var}): sends that no receive \
+             matched never completed"
+        );
+    }
+    match job.absent_from_barrier() {
+        Some(absent) => {
+            let absent: Vec<String> = absent
+                .into_iter()
+                .filter(|&r| r != job.rank())
+                .map(|r| r.to_string())
+                .collect();
+            if absent.is_empty() {
+                format!(
+                    "finalize did not end within {timeout:?} ({var}): the closing barrier \
+                     did not complete"
+                )
+            } else {
+                format!(
+                    "finalize did not end within {timeout:?} ({var}): ranks {} never reached it",
+                    absent.join(",")
+                )
+            }
+        }
+        None => format!(
+            "finalize did not end within {timeout:?} ({var}): not every rank reached it \
+             (the launcher does not say which)"
+        ),
+    }
+}
+
 impl Drop for Universe {
     fn drop(&mut self) {
+        let job = self.dev.job();
+        // A panic unwinding through MPI: the other ranks may be waiting
+        // for this one anywhere, and a finalize would wait for them.
+        if std::thread::panicking() {
+            job.abort(PANIC_EXIT_STATUS, "the rank panicked with MPI initialized");
+        }
+        let watchdog = Watchdog::start(self.dev.clone(), self.finalize_timeout);
+        // The closing barrier must not give up before the watchdog, which
+        // names the missing ranks: past the bootstrap timeout, say, when
+        // PTL_FINALIZE_TIMEOUT is the longer.
+        if let Err(e) = job.set_coordinator_timeout(self.finalize_timeout + BARRIER_SLACK) {
+            tracing::warn!(error = %e, "the closing barrier keeps its default time limit");
+        }
         // Finalize. First the sends nobody waits for (buffered, owned,
         // acknowledgments): a peer may be waiting to fetch their data.
         self.dev.complete_detached();
+        watchdog.stage.store(IN_BARRIER, Ordering::SeqCst);
         // Then nobody leaves before everybody is done with it — unless a
         // rank died: it will never join, and its survivors must not hang.
         if self.dev.peers_failed() {
             tracing::warn!("finalize without the closing barrier: some rank failed");
+            job.report_peer_failure();
         } else if let Err(e) = self.dev.final_barrier() {
-            tracing::warn!(error = %e, "finalize barrier failed");
+            if self.dev.peers_failed() {
+                job.report_peer_failure();
+            }
+            watchdog.stop();
+            job.abort(1, &e.to_string());
         }
         // Then let a PMI launcher know this process is done with it.
-        if let Err(e) = self.dev.job().finalize() {
+        if let Err(e) = job.finalize() {
             tracing::warn!(error = %e, "PMI finalize failed");
         }
+        watchdog.stop();
         INITIALIZED.store(false, Ordering::SeqCst);
     }
 }

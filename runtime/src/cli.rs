@@ -12,7 +12,9 @@ use std::net::SocketAddr;
 use clap::{Parser, ValueEnum};
 use nal_tcp::{Backend, ConnectMode, ProgressMode};
 
-use crate::launch::{fresh_job_key, launch, serve, LaunchSpec, Output, Rendezvous};
+use crate::launch::{
+    end_jobs_on_termination_signals, fresh_job_key, launch, serve, LaunchSpec, Output, Rendezvous,
+};
 use crate::{JobOptions, NalKind};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -82,7 +84,14 @@ enum ConnectArg {
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
 /// The first rank that fails (non-zero exit status or a signal) fails the
 /// job: the other ranks are terminated and ptlrun exits with that rank's
-/// status (128 + signal for a signal, 124 if --timeout expired).
+/// status (128 + signal for a signal, 124 if --timeout expired). Which
+/// rank is blamed is decided within 1 s of the first failure: a rank
+/// killed by a signal, else one that failed on its own, before one that
+/// failed because a peer did.
+/// SIGTERM, SIGINT or SIGHUP to ptlrun terminates every rank the same way
+/// (SIGTERM, then SIGKILL after 2 s) and ptlrun exits with 128 + the
+/// signal's number; if ptlrun is killed outright, the kernel kills the
+/// ranks (parent-death signal).
 #[derive(Parser, Debug)]
 #[command(name = "ptlrun", version, about, long_about)]
 struct Args {
@@ -299,6 +308,10 @@ pub fn main() -> ExitCode {
         Output::Forward
     };
     spec.timeout = args.timeout.map(Duration::from_secs);
+    if let Err(e) = end_jobs_on_termination_signals() {
+        eprintln!("ptlrun: {e}");
+        return ExitCode::from(1);
+    }
     match launch(&spec) {
         Ok(out) => {
             if let Some(why) = &out.reason {

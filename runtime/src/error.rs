@@ -23,6 +23,23 @@ pub enum RuntimeError {
         /// What happened.
         why: String,
     },
+    /// The rendezvous server could not be reached for the whole bootstrap
+    /// timeout (`PTL_BOOTSTRAP` wrong, `ptlrun` gone, a firewall).
+    #[error(
+        "rendezvous server {server} ({}) unreachable for {waited:?} ({} sets the wait): {cause}",
+        crate::env::BOOTSTRAP,
+        crate::env::BOOTSTRAP_TIMEOUT
+    )]
+    RendezvousUnreachable {
+        /// host:port of the server.
+        server: String,
+        /// How long this process tried.
+        waited: std::time::Duration,
+        /// Why the last attempt failed (connection refused, timed out…).
+        cause: std::io::ErrorKind,
+        /// The last attempt's error, in words.
+        detail: String,
+    },
     /// A value that cannot be published (contains whitespace, empty).
     #[error("cannot publish {0}: keys and values must be non-empty and contain no whitespace")]
     InvalidValue(String),

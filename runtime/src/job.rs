@@ -30,6 +30,8 @@ use crate::pmi::{PmiClient, PmiEnv, PmiError, PmiOptions, VersionPreference};
 use crate::pmix::{PmixClient, PmixEnv, PmixError};
 use crate::transport::{bring_up, Published, Transport};
 
+mod abort;
+
 /// The Portals process id of `rank` in a job: node id = rank, pid 0.
 pub fn process_id(rank: u32) -> ProcessId {
     ProcessId::new(rank, 0)
@@ -44,8 +46,14 @@ pub fn rank_of(id: ProcessId, size: u32) -> Option<u32> {
 enum Coordinator {
     /// A job of one: nobody to wait for.
     Alone,
-    /// `ptlrun`'s rendezvous server.
-    Rendezvous(Mutex<KvsClient>),
+    /// `ptlrun`'s rendezvous server: this rank's connection, and the
+    /// server's address and the job key for requests made beside it (an
+    /// abort while a fence holds the connection).
+    Rendezvous {
+        client: Mutex<KvsClient>,
+        server: String,
+        key: u64,
+    },
     /// The launcher's PMI server; `None` once finalized.
     Pmi(Mutex<Option<PmiClient>>),
     /// The launcher's PMIx server; `None` once finalized.
@@ -183,7 +191,11 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
         options: env.options,
         ni,
         transport,
-        coordinator: Coordinator::Rendezvous(Mutex::new(kvs)),
+        coordinator: Coordinator::Rendezvous {
+            client: Mutex::new(kvs),
+            server: env.bootstrap,
+            key: env.job_key,
+        },
     })
 }
 
@@ -618,7 +630,7 @@ impl Job {
     fn coordinator_barrier(&self) -> Result<(), RuntimeError> {
         match &self.coordinator {
             Coordinator::Alone => Ok(()),
-            Coordinator::Rendezvous(k) => k
+            Coordinator::Rendezvous { client, .. } => client
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .fence()
@@ -650,7 +662,7 @@ impl Job {
                     c.finalize()?;
                 }
             }
-            Coordinator::Alone | Coordinator::Rendezvous(_) => {}
+            Coordinator::Alone | Coordinator::Rendezvous { .. } => {}
         }
         Ok(())
     }

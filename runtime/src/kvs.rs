@@ -13,9 +13,15 @@
 //! ```text
 //! JOIN <job-key-hex> <rank> <size>   → OK | ERR <message>
 //! PUT <key> <value>                  → OK | ERR <message>
-//! FENCE                              → DATA <n>, then n lines "<key> <value>", then END
-//!                                      | ERR <message>
+//! FENCE [<timeout-ms>]               → DATA <n>, then n lines "<key> <value>", then END
+//!                                      | ERR <message>   (waits the server's timeout,
+//!                                      or the one given)
 //! ABORT <job-key-hex> <reason…>      → OK | ERR <message>   (fails every fence)
+//! PEERFAILED                         → OK   (this rank saw a peer fail: its own
+//!                                           failure is a consequence, not a cause)
+//! ABSENT <job-key-hex>               → OK <ranks> | ERR <message>
+//!                                      (ranks not waiting in the current fence,
+//!                                      comma-separated, `-` for none)
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,6 +52,10 @@ fn read_line<R: BufRead>(r: &mut R) -> io::Result<Option<String>> {
     Ok(Some(line))
 }
 
+/// How long a rank retries an unreachable rendezvous server before it
+/// says (once) what it is waiting for.
+const SAY_WAITING_AFTER: Duration = Duration::from_secs(3);
+
 fn valid_token(s: &str) -> bool {
     !s.is_empty() && !s.chars().any(char::is_whitespace)
 }
@@ -68,6 +78,8 @@ struct State {
     broken: Option<String>,
     /// Ranks that joined and have since disconnected.
     left: BTreeSet<u32>,
+    /// Ranks that said they saw a peer fail.
+    saw_peer_fail: BTreeSet<u32>,
 }
 
 /// The rendezvous server. Runs on its own threads until dropped.
@@ -105,6 +117,7 @@ impl KvsServer {
                 snapshot: Default::default(),
                 broken: None,
                 left: BTreeSet::new(),
+                saw_peer_fail: BTreeSet::new(),
             }),
             Condvar::new(),
         ));
@@ -165,6 +178,16 @@ impl KvsServer {
                 });
             }
         }
+    }
+
+    /// Whether `rank` said it saw a peer fail (`PEERFAILED`): if it fails
+    /// too, that is a consequence of another rank's failure.
+    pub fn saw_peer_fail(&self, rank: u32) -> bool {
+        let (m, _) = &*self.state;
+        m.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .saw_peer_fail
+            .contains(&rank)
     }
 
     /// Make every current and future fence fail with `why` (used when a
@@ -238,7 +261,13 @@ fn serve(conn: TcpStream, state: Arc<(Mutex<State>, Condvar)>, timeout: Duration
                 s.kv.insert(k.to_string(), v.to_string());
                 reply(&mut w, "OK")
             }
-            (["FENCE"], Some(me)) => {
+            (["FENCE", rest @ ..], Some(me))
+                if rest.len() <= 1 && rest.iter().all(|t| t.parse::<u64>().is_ok()) =>
+            {
+                let timeout = rest
+                    .first()
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .map_or(timeout, Duration::from_millis);
                 let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
                 let gen = s.generation;
                 s.fenced.insert(me);
@@ -289,6 +318,31 @@ fn serve(conn: TcpStream, state: Arc<(Mutex<State>, Condvar)>, timeout: Duration
                     )
                 }
             }
+            (["PEERFAILED"], Some(me)) => {
+                let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+                s.saw_peer_fail.insert(me);
+                drop(s);
+                reply(&mut w, "OK")
+            }
+            (["ABSENT", key], _) => {
+                let s = m.lock().unwrap_or_else(|p| p.into_inner());
+                if u64::from_str_radix(key, 16).ok() != Some(s.job_key) {
+                    drop(s);
+                    reply(&mut w, "ERR job key mismatch")
+                } else {
+                    let absent: Vec<String> = (0..s.size)
+                        .filter(|r| !s.fenced.contains(r))
+                        .map(|r| r.to_string())
+                        .collect();
+                    drop(s);
+                    let list = if absent.is_empty() {
+                        "-".to_string()
+                    } else {
+                        absent.join(",")
+                    };
+                    reply(&mut w, &format!("OK {list}"))
+                }
+            }
             (["ABORT", key, ..], _) => {
                 // Only a holder of the job key may end the job.
                 let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
@@ -328,6 +382,8 @@ pub struct KvsClient {
     r: BufReader<TcpStream>,
     w: TcpStream,
     server: String,
+    /// How long a fence waits, if not the server's own timeout.
+    fence_timeout: Option<Duration>,
 }
 
 impl KvsClient {
@@ -360,6 +416,8 @@ impl KvsClient {
             .to_socket_addrs()
             .map_err(|e| unreachable(format!("cannot resolve: {e}")))?
             .collect();
+        let started = Instant::now();
+        let mut warned = false;
         let stream = loop {
             let mut last_err = None;
             let mut got = None;
@@ -375,9 +433,27 @@ impl KvsClient {
             if let Some(s) = got {
                 break s;
             }
+            let last_err = last_err.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the name resolves to no address")
+            });
+            let why = last_err.to_string();
             if Instant::now() >= deadline {
-                let why = last_err.map_or("no address".to_string(), |e| e.to_string());
-                return Err(unreachable(format!("unreachable for {timeout:?}: {why}")));
+                return Err(RuntimeError::RendezvousUnreachable {
+                    server: server.to_string(),
+                    waited: timeout,
+                    cause: last_err.kind(),
+                    detail: why,
+                });
+            }
+            // A rank that waits in silence looks hung: say once what for.
+            if !warned && started.elapsed() >= SAY_WAITING_AFTER {
+                warned = true;
+                eprintln!(
+                    "portals-runtime: waiting for the rendezvous server at {server} ({}): {why}; \
+                     giving up after {timeout:?} ({})",
+                    crate::env::BOOTSTRAP,
+                    crate::env::BOOTSTRAP_TIMEOUT
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         };
@@ -389,6 +465,7 @@ impl KvsClient {
             r: BufReader::new(stream),
             w,
             server: server.to_string(),
+            fence_timeout: None,
         })
     }
 
@@ -438,9 +515,48 @@ impl KvsClient {
         self.request(&format!("ABORT {job_key:x} {why}"))
     }
 
+    /// Say that this rank saw a peer fail, so that the launcher blames
+    /// that peer, not this rank, if this rank fails too.
+    pub fn saw_peer_fail(&mut self) -> Result<(), RuntimeError> {
+        self.request("PEERFAILED")
+    }
+
+    /// The ranks not waiting in the fence under way (every rank if none
+    /// is). Needs the job key.
+    pub fn absent_from_fence(&mut self, job_key: u64) -> Result<Vec<u32>, RuntimeError> {
+        self.send(&format!("ABSENT {job_key:x}"))?;
+        let a = self.recv()?;
+        if let Some(msg) = a.strip_prefix("ERR ") {
+            return Err(self.proto(msg.to_string()));
+        }
+        match a.strip_prefix("OK ") {
+            Some("-") => Ok(Vec::new()),
+            Some(list) => list
+                .split(',')
+                .map(|r| r.parse::<u32>())
+                .collect::<Result<Vec<u32>, _>>()
+                .map_err(|_| self.proto(format!("unexpected answer {a:?}"))),
+            None => Err(self.proto(format!("unexpected answer {a:?}"))),
+        }
+    }
+
+    /// Make later fences wait `timeout` for every rank instead of the
+    /// server's timeout (the bootstrap timeout of the launcher).
+    pub fn set_fence_timeout(&mut self, timeout: Duration) -> Result<(), RuntimeError> {
+        // The answer comes when the server gives up: read a little longer.
+        self.w
+            .set_read_timeout(Some(timeout + Duration::from_secs(5)))
+            .map_err(|e| self.proto(e.to_string()))?;
+        self.fence_timeout = Some(timeout);
+        Ok(())
+    }
+
     /// Wait for every rank, then return everything published.
     pub fn fence(&mut self) -> Result<BTreeMap<String, String>, RuntimeError> {
-        self.send("FENCE")?;
+        match self.fence_timeout {
+            Some(t) => self.send(&format!("FENCE {}", t.as_millis().max(1)))?,
+            None => self.send("FENCE")?,
+        }
         let head = self.recv()?;
         if let Some(msg) = head.strip_prefix("ERR ") {
             return Err(self.proto(msg.to_string()));
@@ -547,8 +663,19 @@ mod tests {
             Duration::from_millis(300),
         )
         .unwrap_err();
-        assert!(matches!(e, RuntimeError::Rendezvous { .. }), "{e}");
-        assert!(e.to_string().contains("unreachable"), "{e}");
+        match &e {
+            RuntimeError::RendezvousUnreachable { server, cause, .. } => {
+                assert_eq!(server, &format!("127.0.0.1:{port}"));
+                assert_eq!(*cause, io::ErrorKind::ConnectionRefused);
+            }
+            other => panic!("{other:?}"),
+        }
+        let msg = e.to_string();
+        assert!(
+            msg.contains("unreachable for 300ms (PTL_BOOTSTRAP_TIMEOUT sets the wait)")
+                && msg.contains("refused"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -594,6 +721,48 @@ mod tests {
             .unwrap();
         let e = h.join().unwrap().unwrap_err().to_string();
         assert!(e.contains("host b"), "{e}");
+    }
+
+    #[test]
+    fn the_server_says_who_is_absent_from_a_fence_and_who_saw_a_peer_fail() {
+        let s = server(3, 5, Duration::from_secs(30));
+        let a = s.addr().to_string();
+        let mut c0 = KvsClient::join(&a, 5, 0, 3, Duration::from_secs(2)).unwrap();
+        let mut c1 = KvsClient::join(&a, 5, 1, 3, Duration::from_secs(2)).unwrap();
+        let mut outsider = KvsClient::connect(&a, Duration::from_secs(2)).unwrap();
+        assert_eq!(outsider.absent_from_fence(5).unwrap(), vec![0, 1, 2]);
+        let h = std::thread::spawn(move || c0.fence());
+        let t = Instant::now();
+        while outsider.absent_from_fence(5).unwrap() != vec![1, 2] {
+            assert!(t.elapsed() < Duration::from_secs(20), "rank 0 never fenced");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let e = outsider.absent_from_fence(6).unwrap_err().to_string();
+        assert!(e.contains("job key mismatch"), "{e}");
+        assert!(!s.saw_peer_fail(1));
+        c1.saw_peer_fail().unwrap();
+        assert!(s.saw_peer_fail(1) && !s.saw_peer_fail(0));
+        s.break_job("done");
+        assert!(h.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_fence_waits_the_time_its_client_asked_for() {
+        // The server would give up after 300 ms; the client asks for more.
+        let s = server(2, 1, Duration::from_millis(300));
+        let a = s.addr().to_string();
+        let mut c0 = KvsClient::join(&a, 1, 0, 2, Duration::from_secs(2)).unwrap();
+        let mut c1 = KvsClient::join(&a, 1, 1, 2, Duration::from_secs(2)).unwrap();
+        c0.set_fence_timeout(Duration::from_secs(60)).unwrap();
+        let h = std::thread::spawn(move || c0.fence().map(|kv| kv.len()));
+        std::thread::sleep(Duration::from_millis(1200));
+        c1.put("k", "v").unwrap();
+        c1.fence().unwrap();
+        assert_eq!(h.join().unwrap().unwrap(), 1);
+        // And shorter: rank 0 (gone) never comes to this one.
+        c1.set_fence_timeout(Duration::from_millis(100)).unwrap();
+        let e = c1.fence().unwrap_err().to_string();
+        assert!(e.contains("timeout after 100ms waiting for ranks 0"), "{e}");
     }
 
     #[test]

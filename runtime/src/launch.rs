@@ -6,12 +6,33 @@
 //! prefix, and supervises: the first rank that fails (non-zero exit or a
 //! signal) fails the job — the others are terminated (SIGTERM, then SIGKILL
 //! after a grace period) and its status becomes the job's.
+//!
+//! The first rank to fail is not always the first one the launcher sees
+//! exit: the survivors of a rank killed by a signal notice the lost
+//! connection at once and may be reaped before it. So after the first
+//! failure the supervisor fails every fence at once but waits a settle
+//! window (1 s, or until every rank exited) before it picks the cause: a
+//! rank killed by a signal first, then one that failed on its own, last
+//! one that reported a peer's failure (MPI's finalize does, see
+//! [`crate::Job::report_peer_failure`]) — and only then terminates the
+//! rest.
+//!
+//! The ranks never outlive the launcher: a launcher that is asked to stop
+//! (SIGTERM, SIGINT or SIGHUP, once [`end_jobs_on_termination_signals`]
+//! is in force, as it is in `ptlrun`) terminates them the same way and
+//! exits with 128 + the signal's number; one that dies abruptly (SIGKILL)
+//! takes them with it, since every rank is started with the kernel's
+//! parent-death signal (`PR_SET_PDEATHSIG`, SIGKILL) armed. That signal is
+//! tied to the *thread* that started the rank, which is why [`launch`]
+//! starts and supervises its ranks on the caller's thread.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -149,7 +170,6 @@ pub fn fresh_job_key() -> u64 {
 }
 
 fn status_code(s: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
     match (s.code(), s.signal()) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
@@ -157,10 +177,140 @@ fn status_code(s: ExitStatus) -> i32 {
     }
 }
 
+/// The termination signal this process received, 0 if none: set by the
+/// handler [`end_jobs_on_termination_signals`] installs, read by [`launch`].
+static TERMINATED_BY: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_termination(sig: libc::c_int) {
+    // Only an atomic store: the one kind of work a signal handler may do.
+    TERMINATED_BY.store(sig, Ordering::SeqCst);
+}
+
+/// The signals that ask a launcher to stop.
+const TERMINATION_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// Make SIGTERM, SIGINT and SIGHUP end the jobs [`launch`] supervises in
+/// this process instead of killing the process outright: the supervisor
+/// aborts the rendezvous, terminates every rank (SIGTERM, then SIGKILL
+/// after the grace period) and returns with status 128 + the signal's
+/// number, as `mpirun` and `mpiexec` do. For launcher programs (`ptlrun`);
+/// a library user that handles these signals itself should not call it.
+pub fn end_jobs_on_termination_signals() -> Result<(), RuntimeError> {
+    for sig in TERMINATION_SIGNALS {
+        // SAFETY: an all-zero sigaction is a valid value to fill in; the
+        // handler only stores to an atomic, which is async-signal-safe;
+        // SA_RESTART keeps the supervisor's blocking calls from failing
+        // with EINTR.
+        let rc = unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = note_termination as extern "C" fn(libc::c_int) as usize;
+            act.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(RuntimeError::Launch(format!(
+                "cannot handle signal {sig}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The name of a termination signal, for messages.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// Arm the parent-death signal in a child about to run a rank, so that
+/// the rank is killed if the launcher dies without terminating it.
+fn die_with_launcher(cmd: &mut Command) {
+    let launcher = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec; it calls
+    // only prctl and getppid, which are async-signal-safe, and allocates
+    // nothing (raw OS errors carry no heap data).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The launcher may have died between fork and prctl: then the
+            // signal will never come, and the rank must not start.
+            if libc::getppid() != launcher {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 fn signal(pid: u32, sig: i32) {
     // SAFETY: kill has no memory-safety preconditions; a stale pid of an
     // already-reaped child at worst gets ESRCH.
     let _ = unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// How long the supervisor keeps collecting failures after the first one
+/// before it decides which rank to blame and terminates the rest: the
+/// survivors of a rank that died notice within microseconds (a closed
+/// connection) and may be reaped before it.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// A rank that failed.
+struct Failure {
+    rank: u32,
+    /// Its status: the exit code, or 128 + the signal's number.
+    code: i32,
+    /// The signal that killed it, if one did.
+    signaled: Option<i32>,
+}
+
+impl Failure {
+    fn describe(&self) -> String {
+        match self.signaled {
+            Some(sig) => format!(
+                "rank {} exited with status {} (killed by signal {sig})",
+                self.rank, self.code
+            ),
+            None => format!("rank {} exited with status {}", self.rank, self.code),
+        }
+    }
+}
+
+/// The failure that caused the others, among those seen in the settle
+/// window (in the order they were seen): first a rank killed by a signal
+/// (nothing in the job sends one before this decision), then a rank that
+/// failed on its own, last a rank that said it saw a peer fail
+/// (`consequence`, see [`crate::Job::report_peer_failure`]); the earliest
+/// within a class.
+fn blame(failures: &[Failure], consequence: impl Fn(u32) -> bool) -> Option<&Failure> {
+    failures
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, f)| {
+            let class = if f.signaled.is_some() {
+                0
+            } else if !consequence(f.rank) {
+                1
+            } else {
+                2
+            };
+            (class, *i)
+        })
+        .map(|(_, f)| f)
 }
 
 /// The rendezvous side of a job: the server this launcher runs, or the
@@ -260,6 +410,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         for (k, v) in &spec.env {
             cmd.env(k, v);
         }
+        die_with_launcher(&mut cmd);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -315,29 +466,71 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     let mut failed_rank = None;
     let mut reason = None;
     let mut kill_at: Option<Instant> = None;
-    while left > 0 {
+    let mut terminated = false;
+    // The failures seen since the first one, while the settle window runs.
+    let mut failures: Vec<Failure> = Vec::new();
+    let mut settle_until: Option<Instant> = None;
+    loop {
+        if reason.is_none() && settle_until.is_some_and(|t| left == 0 || Instant::now() >= t) {
+            let consequence = |rank: u32| match &meeting {
+                Meeting::Local(server) => server.saw_peer_fail(rank),
+                Meeting::Remote(..) => false,
+            };
+            if let Some(f) = blame(&failures, consequence) {
+                status = f.code;
+                failed_rank = Some(f.rank);
+                reason = Some(f.describe());
+            }
+            for (r, &p) in pids.iter().enumerate() {
+                if alive[r] {
+                    signal(p, libc::SIGTERM);
+                }
+            }
+            kill_at = Some(Instant::now() + spec.grace);
+        }
+        if left == 0 {
+            break;
+        }
+        let sig = TERMINATED_BY.load(Ordering::SeqCst);
+        if sig != 0 && !terminated {
+            terminated = true;
+            status = 128 + sig;
+            failed_rank = None;
+            let why = format!("{} received: the job was terminated", signal_name(sig));
+            kvs.abort(&why);
+            reason = Some(why);
+            for (r, &p) in pids.iter().enumerate() {
+                if alive[r] {
+                    signal(p, libc::SIGTERM);
+                }
+            }
+            kill_at = Some(Instant::now() + spec.grace);
+        }
         let wait = match (spec.timeout, kill_at) {
             (_, Some(k)) => k.saturating_duration_since(Instant::now()),
             (Some(t), None) => t.saturating_sub(start.elapsed()),
             (None, None) => Duration::from_secs(3600),
         };
+        // Wake up now and then to see whether a termination signal came
+        // or the settle window ended.
+        let wait = wait.min(Duration::from_millis(100));
         match done_rx.recv_timeout(wait.max(Duration::from_millis(1))) {
             Ok((rank, st)) => {
                 alive[(rank - first) as usize] = false;
                 left -= 1;
                 let code = status_code(st);
                 if code != 0 && reason.is_none() {
-                    status = code;
-                    failed_rank = Some(rank);
-                    let why = format!("rank {rank} exited with status {code}");
-                    kvs.abort(&why);
-                    reason = Some(why);
-                    for (r, &p) in pids.iter().enumerate() {
-                        if alive[r] {
-                            signal(p, libc::SIGTERM);
-                        }
+                    if settle_until.is_none() {
+                        // Fences fail at once; who is to blame is decided
+                        // when the window closes.
+                        kvs.abort(&format!("rank {rank} exited with status {code}"));
+                        settle_until = Some(Instant::now() + SETTLE);
                     }
-                    kill_at = Some(Instant::now() + spec.grace);
+                    failures.push(Failure {
+                        rank,
+                        code,
+                        signaled: st.signal(),
+                    });
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -428,5 +621,39 @@ fn forward(
                 };
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(rank: u32, code: i32, signaled: Option<i32>) -> Failure {
+        Failure {
+            rank,
+            code,
+            signaled,
+        }
+    }
+
+    #[test]
+    fn a_signal_beats_an_own_failure_which_beats_a_consequence() {
+        let consequence = |r: u32| r == 0 || r == 3;
+        // Seen in this order: two survivors first, then the cause.
+        let seen = [
+            failed(0, 1, None),
+            failed(3, 1, None),
+            failed(1, 3, None),
+            failed(2, 137, Some(9)),
+        ];
+        let pick = |n: usize| blame(&seen[..n], consequence).map(|f| f.rank);
+        assert_eq!(pick(0), None);
+        assert_eq!(pick(2), Some(0), "only consequences: the earliest");
+        assert_eq!(pick(3), Some(1), "an own failure beats consequences");
+        assert_eq!(pick(4), Some(2), "a signal beats everything");
+        assert_eq!(
+            seen[3].describe(),
+            "rank 2 exited with status 137 (killed by signal 9)"
+        );
     }
 }

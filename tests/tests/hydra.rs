@@ -18,6 +18,7 @@ const CG: &str = env!("CARGO_BIN_EXE_example-cg");
 const HELLO: &str = env!("CARGO_BIN_EXE_example-hello");
 const RING: &str = env!("CARGO_BIN_EXE_example-ring");
 const COLL: &str = env!("CARGO_BIN_EXE_coll_check");
+const FAULT: &str = env!("CARGO_BIN_EXE_fault_check");
 
 /// Generous: a debug build of cg on 4 ranks takes a few seconds alone, and
 /// the machine may be busy.
@@ -150,4 +151,27 @@ fn a_rank_that_never_joins_times_out_clearly() {
         r.describe()
     );
     assert!(r.took < FAST_FAILURE, "{}", r.describe());
+}
+
+/// A rank that calls `abort(3)` or panics while the others block in a
+/// receive or a probe ends the whole job at once through PMI: status 3
+/// over PMI-1; hydra 4 does not know PMI-2's abort and ends the job with
+/// 255 instead (see `PmiClient::abort`).
+#[test]
+fn one_ranks_abort_or_panic_ends_the_job_through_pmi() {
+    for (scenario, says) in [
+        ("abort", "aborts the job with status 3"),
+        ("panic", "aborts the job with status 101"),
+    ] {
+        let Some(r) = mpiexec(&["-n", "4", FAULT, scenario]) else {
+            return;
+        };
+        assert!(
+            matches!(r.code, Some(3) | Some(101) | Some(255)),
+            "{scenario}: {}",
+            r.describe()
+        );
+        assert!(r.took < FAST_FAILURE, "{scenario}: {}", r.describe());
+        assert!(r.stderr.contains(says), "{scenario}: {}", r.describe());
+    }
 }

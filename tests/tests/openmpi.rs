@@ -17,6 +17,7 @@ use portals_tests::openmpi;
 const CG: &str = env!("CARGO_BIN_EXE_example-cg");
 const HELLO: &str = env!("CARGO_BIN_EXE_example-hello");
 const RING: &str = env!("CARGO_BIN_EXE_example-ring");
+const FAULT: &str = env!("CARGO_BIN_EXE_fault_check");
 
 /// Generous for one job (a debug build of cg on 4 ranks takes seconds),
 /// yet short enough that a hung job fails its test well before nextest's
@@ -81,4 +82,20 @@ fn ranks_with_different_secrets_fail_with_a_key_mismatch() {
     assert!(!r.stdout.contains("hello from"), "{}", r.describe());
     assert!(r.stderr.contains("job key mismatch"), "{}", r.describe());
     assert!(r.took < FAST_FAILURE, "{}", r.describe());
+}
+
+/// A rank that calls `abort(3)` or panics while the others block in a
+/// receive or a probe ends the whole job at once through `PMIx_Abort`,
+/// and `mpirun` exits with that rank's status (101 for a panic).
+#[test]
+fn one_ranks_abort_or_panic_ends_the_job_with_its_status() {
+    for (scenario, status) in [("abort", 3), ("panic", 101)] {
+        let Some(r) = mpirun(&["-n", "4", FAULT, scenario]) else {
+            return;
+        };
+        assert_eq!(r.code, Some(status), "{scenario}: {}", r.describe());
+        assert!(r.took < FAST_FAILURE, "{scenario}: {}", r.describe());
+        let says = format!("aborts the job with status {status}");
+        assert!(r.stderr.contains(&says), "{scenario}: {}", r.describe());
+    }
 }

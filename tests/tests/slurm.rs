@@ -21,6 +21,7 @@ use portals_tests::slurm::Cluster;
 const CG: &str = env!("CARGO_BIN_EXE_example-cg");
 const HELLO: &str = env!("CARGO_BIN_EXE_example-hello");
 const RING: &str = env!("CARGO_BIN_EXE_example-ring");
+const FAULT: &str = env!("CARGO_BIN_EXE_fault_check");
 
 /// Generous for one job (a debug build of cg on 4 ranks takes seconds),
 /// yet short enough that one hung job fails its test well before nextest's
@@ -67,6 +68,19 @@ fn different_secrets_fail_with_a_key_mismatch(cluster: &Cluster, mpi: &str) {
     assert!(r.took < FAST_FAILURE, "{mpi}: {}", r.describe());
 }
 
+/// A rank that calls `abort(3)` while the others block in a receive or a
+/// probe ends the whole step at once (PMI-2 or PMIx abort).
+fn one_ranks_abort_ends_the_step(cluster: &Cluster, mpi: &str) {
+    let r = srun(cluster, mpi, 4, FAULT, &["abort"]);
+    assert!(!r.ok(), "{mpi}: {}", r.describe());
+    assert!(r.took < FAST_FAILURE, "{mpi}: {}", r.describe());
+    assert!(
+        r.stderr.contains("aborts the job with status 3"),
+        "{mpi}: {}",
+        r.describe()
+    );
+}
+
 #[test]
 fn under_srun_mpi_pmi2() {
     let Some(cluster) = Cluster::for_test() else {
@@ -74,6 +88,7 @@ fn under_srun_mpi_pmi2() {
     };
     the_examples_run(&cluster, "pmi2");
     different_secrets_fail_with_a_key_mismatch(&cluster, "pmi2");
+    one_ranks_abort_ends_the_step(&cluster, "pmi2");
 }
 
 #[test]
@@ -83,6 +98,7 @@ fn under_srun_mpi_pmix() {
     };
     the_examples_run(&cluster, "pmix");
     different_secrets_fail_with_a_key_mismatch(&cluster, "pmix");
+    one_ranks_abort_ends_the_step(&cluster, "pmix");
 }
 
 /// Tasks of one srun step without a PMI would each run as a job of one

@@ -309,6 +309,11 @@ impl PmixClient {
         self.timeout
     }
 
+    /// Make every later call wait at most `timeout`.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     /// The loaded library's name.
     pub fn library(&self) -> &str {
         &self.lib.name
