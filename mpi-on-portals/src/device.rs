@@ -20,6 +20,21 @@
 //!   high-water mark is the eager limit; a full buffer unlinks itself, is
 //!   drained as its messages are received, and is re-attached at the end of
 //!   the short-unexpected entries.
+//! * **No short message is lost; memory stays bounded.** A standard or
+//!   synchronous short send keeps its buffer on the read portal (header
+//!   data: unique bits with [`HDR_READ`], plus [`HDR_SYNC`] for a
+//!   synchronous one) until it knows the receiver holds the bytes. Posted
+//!   receives and unexpected buffers acknowledge the length: a standard send
+//!   is then done. When every buffer is full and the pool is at its cap
+//!   (`PTL_MPI_UNEXPECTED_MAX` × `PTL_MPI_UNEXPECTED_BUFFER`), the final
+//!   *overflow* entry takes the message as zero bytes and acknowledges zero,
+//!   exactly like the long-unexpected entry: the envelope is saved in order
+//!   and the receiver gets the data from the sender's read portal when a
+//!   receive matches it. Flow control is the senders' buffers staying lent,
+//!   never a drop. A synchronous short send asks no engine acknowledgment
+//!   (it could not tell a posted receive from a buffer) and completes on the
+//!   receiver's explicit one, sent once the data is here in every case.
+//!   Ready sends stay plain eager puts.
 //! * Long messages are put eagerly with an acknowledgment requested. Expected,
 //!   the acknowledgment carries the length and the send is done; unexpected,
 //!   the long-unexpected entry accepts zero bytes and the receiver later gets
@@ -30,12 +45,13 @@
 //!   descriptor of its own, not on the send buffer (docs/ARCHITECTURE.md).
 //!
 //! Extensions, each documented where it lives: the unexpected-buffer pool
-//! grows (up to a cap) instead of dropping messages when all buffers are
-//! full, and is replenished by an unlink hook on whichever thread filled a
-//! buffer, so also while the application computes; a final *overflow*
-//! entry catches what would otherwise vanish and turns it into
-//! [`MpiError::UnexpectedOverflow`]; a long message received into a
-//! zero-length buffer releases its sender with a zero-length get.
+//! grows (up to a cap) while fewer than two buffers are *active* (not past
+//! their high-water mark — a buffer stops matching long before its unlink
+//! is seen), and is replenished by an unlink hook on whichever thread
+//! filled a buffer, so also while the application computes; the final
+//! *overflow* entry turns short messages beyond the cap into pulls (above);
+//! a message received into a zero-length buffer releases a sender waiting
+//! for a get with a zero-length get.
 //!
 //! **Soundness.** A request is complete only when its result is known *and*
 //! it holds nothing in the engine: every wait returns only then, also on
@@ -47,9 +63,11 @@
 //! **Failures.** Peers the transport gave up on are dead: every request
 //! with one of them fails with [`MpiError::PeerFailed`], including the
 //! passive ones the engine cannot fail (a posted receive, a send waiting for
-//! the peer's get or acknowledgment).
+//! the peer's get or acknowledgment), and so does every receive or probe
+//! from any source on a communicator with a dead member (ULFM's
+//! `MPI_ERR_PROC_FAILED_PENDING`), once no saved message matches it.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
@@ -79,6 +97,17 @@ pub(crate) const ACK_PT: PortalIndex = PortalIndex(2);
 const LONG_UNEXPECTED: u64 = u64::MAX;
 /// `user_ptr` of the overflow descriptor.
 const OVERFLOW: u64 = u64::MAX - 1;
+
+/// Header-data flag of a short message: the send is synchronous, its
+/// sender waits for an explicit acknowledgment on its ack portal (match
+/// bits: the whole header data).
+pub(crate) const HDR_SYNC: u64 = 1 << 63;
+/// Header-data flag of a short message: the sender exposes the data on its
+/// read portal (match bits: the whole header data) until it knows the
+/// receiver holds it, so a receiver that had no room for it gets it later.
+pub(crate) const HDR_READ: u64 = 1 << 62;
+/// The unique part of header data (below the flags).
+const HDR_UNIQUE: u64 = HDR_READ - 1;
 
 /// How long one blocking wait sleeps before re-checking its request. Another
 /// thread may have consumed the event that completed it.
@@ -179,6 +208,10 @@ pub struct MpiStats {
     pub buffers_recycled: u64,
     /// Unexpected-message buffers added beyond the initial ones.
     pub buffers_grown: u64,
+    /// Short messages that found no room in the unexpected-message buffers
+    /// (all full, the pool at its cap): accepted as zero bytes and fetched
+    /// from the sender's read portal when received.
+    pub unexpected_pulled: u64,
 }
 
 /// Send modes.
@@ -212,16 +245,23 @@ impl ReqId {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    /// Short standard or ready send: done on Sent.
+    /// Ready send (any size): done on Sent. Its receive is posted, so it
+    /// never needs to be fetched again.
+    SendReady,
+    /// Short standard send: done on Sent + Ack(len > 0), or Sent + Ack(0) +
+    /// Get (the receiver had no unexpected-buffer room and pulled it).
     SendShort,
-    /// Short synchronous send: done on Sent + (Ack | explicit Put).
+    /// Short synchronous send: done on Sent + the receiver's explicit
+    /// acknowledgment (sent once it holds the data, which it may first
+    /// have pulled from the read portal).
     SendSync,
     /// Long send: done on Sent + Ack(len > 0), or Sent + Ack(0) + Get.
     SendLong,
     /// Posted receive: done on Put (long truncated to zero: after a release
     /// get).
     Recv,
-    /// Receive of an unexpected long message: done on the Reply of its get.
+    /// Receive of an unexpected long message, or of a short one that found
+    /// no buffer room: done on the Reply of its get.
     RecvGet,
     /// Library-internal message nobody waits for (explicit sync ack).
     Control,
@@ -240,6 +280,18 @@ struct Req {
     me: Option<MeHandle>,
     /// Synchronous sends: the zero-byte descriptor on the ack portal.
     ack_md: Option<MdHandle>,
+    /// Synchronous short sends: the read-portal entry exposing the data
+    /// (`me` is the ack-portal entry).
+    read_me: Option<MeHandle>,
+    /// A send of zero bytes: an acknowledgment of zero bytes means it was
+    /// delivered, not that it waits to be pulled.
+    empty: bool,
+    /// A receive that pulls a synchronous short message: the sender's
+    /// process and ack bits, acknowledged once the data is here.
+    ack_after: Option<(ProcessId, u64)>,
+    /// Receives from any source: the context, whose members' failures fail
+    /// the receive (ULFM's `MPI_ERR_PROC_FAILED_PENDING`).
+    any_ctx: Option<u16>,
     sent: bool,
     acked: Option<u64>,
     got: bool,
@@ -376,6 +428,9 @@ struct State {
     dead: HashSet<u32>,
     /// How many entries of the interface's failed-peer list were handled.
     failures_seen: usize,
+    /// World ranks of the members of each context that a receive from any
+    /// source used (a member's death fails such receives).
+    members: HashMap<u16, Arc<[u32]>>,
 }
 
 /// Words of the context-id bitmap (13 bits of context: 8192 ids).
@@ -479,13 +534,7 @@ impl Shared {
             return;
         }
         let mut pool = self.pool();
-        let linked = pool
-            .bufs
-            .iter()
-            .filter_map(|b| b.md)
-            .filter(|&md| core.with_engine(|e| e.md_update(md, None, None)).is_ok())
-            .count();
-        if linked < 2 && pool.bufs.len() < self.cfg.unexpected_max {
+        if self.active_buffers(core, &pool) < 2 && pool.bufs.len() < self.cfg.unexpected_max {
             tracing::debug!(
                 buffers = pool.bufs.len() + 1,
                 "growing the unexpected-message pool while the state is busy"
@@ -497,6 +546,23 @@ impl Shared {
                 tracing::warn!(error = %e, "could not grow the unexpected-message pool");
             }
         }
+    }
+
+    /// Buffers that can take another message now. A buffer whose
+    /// high-water mark is crossed stops matching at once, but unlinks (and
+    /// reports it) only once the payload that crossed it is in — with
+    /// several senders, other messages arrive meanwhile. Counting such a
+    /// buffer as room is what made the pool overflow far below its cap, so
+    /// the engine is asked for each buffer's offset.
+    fn active_buffers(&self, core: &NiCore, pool: &Pool) -> usize {
+        pool.bufs
+            .iter()
+            .filter_map(|b| b.md)
+            .filter(|&md| {
+                core.with_engine(|e| e.md_update(md, None, None))
+                    .is_ok_and(|m| m.local_offset.saturating_add(m.max_size) <= m.length)
+            })
+            .count()
     }
 
     fn pool(&self) -> PoolGuard<'_> {
@@ -584,7 +650,9 @@ impl Shared {
                 )
             })
             .map_err(ptl)?;
-        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::ACK_DISABLE)
+        // Acknowledging: a standard sender keeps its data exposed until it
+        // learns that the message is held here.
+        let desc = MdDesc::new(MdOptions::OP_PUT)
             .max_size(self.cfg.eager_limit as u64)
             .eq(self.unexp_eq)
             .user_ptr(i as u64);
@@ -635,15 +703,12 @@ impl Shared {
                     }
                     Some(i)
                 };
-                if tag == OVERFLOW && ev.mlength < ev.rlength {
-                    let f = bits::decode(ev.match_bits);
-                    let e = MpiError::UnexpectedOverflow {
-                        sender: f.src as i32,
-                        tag: f.tag as i32,
-                        bytes: ev.rlength as usize,
-                    };
-                    st.fatal.get_or_insert(e.clone());
-                    return Err(e);
+                if tag == OVERFLOW && ev.rlength > 0 {
+                    // No room: only the envelope is kept. The data stays
+                    // with its sender (read portal) until received, so
+                    // memory here is bounded by the pool's cap and nothing
+                    // is lost.
+                    st.stats.unexpected_pulled += 1;
                 }
                 st.saved.push_back(Unexpected {
                     bits: ev.match_bits,
@@ -669,8 +734,8 @@ impl Shared {
                 }
                 // Keep at least two buffers able to take messages, growing
                 // the pool if the application falls behind.
-                let linked = pool.bufs.iter().filter(|b| b.md.is_some()).count();
-                if linked < 2 && pool.bufs.len() < self.cfg.unexpected_max {
+                if self.active_buffers(core, &pool) < 2 && pool.bufs.len() < self.cfg.unexpected_max
+                {
                     tracing::debug!(
                         buffers = pool.bufs.len() + 1,
                         "growing the unexpected-message pool"
@@ -699,7 +764,7 @@ pub(crate) struct Device {
 
 /// A request's engine objects are all unlinked.
 fn released(r: &Req) -> bool {
-    r.me.is_none() && r.md.is_none() && r.ack_md.is_none()
+    r.me.is_none() && r.md.is_none() && r.ack_md.is_none() && r.read_me.is_none()
 }
 
 /// A request is complete: it has its result and holds nothing in the engine,
@@ -745,8 +810,13 @@ impl Device {
             Unlink::Retain,
         )
         .map_err(ptl)?;
-        // Overflow: short messages no buffer could take. Zero bytes, so the
-        // data is lost, but the loss is seen and reported.
+        // Overflow: short messages no buffer could take (the pool at its
+        // cap). Zero bytes, truncating and acknowledging, like the
+        // long-unexpected entry: the envelope is kept, the sender learns
+        // from the zero-length acknowledgment that the data was not taken,
+        // and the receiver gets it from the sender's read portal when the
+        // receive is posted. Flow control, not loss: memory here stays
+        // bounded by the pool's cap.
         let over = ni
             .me_attach(
                 RECV_PT,
@@ -759,7 +829,7 @@ impl Device {
             .map_err(ptl)?;
         ni.md_attach(
             over,
-            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE | MdOptions::ACK_DISABLE)
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
                 .eq(unexp_eq)
                 .user_ptr(OVERFLOW),
             Vec::new(),
@@ -784,6 +854,7 @@ impl Device {
                 releasing: Vec::new(),
                 dead: HashSet::new(),
                 failures_seen: 0,
+                members: HashMap::new(),
             }),
             service: AtomicBool::new(false),
             pool: Mutex::new(Pool::default()),
@@ -903,8 +974,10 @@ impl Device {
     /// request that involves one of them and waits for it — a posted receive
     /// from it, a send waiting for its acknowledgment or its get — instead of
     /// waiting forever. (Operations waiting for an acknowledgment or reply
-    /// the engine fails itself.) A receive from any source is left alone:
-    /// another process may still send.
+    /// the engine fails itself.) A receive from any source fails too if its
+    /// communicator has a dead member (ULFM's
+    /// `MPI_ERR_PROC_FAILED_PENDING`): the message it waits for may have
+    /// been the dead one's, and waiting on could hang forever.
     fn on_peer_failures(&self, st: &mut State) {
         let failed = self.ni().failed_peers();
         for p in failed.get(st.failures_seen..).unwrap_or(&[]) {
@@ -914,21 +987,39 @@ impl Device {
             }
         }
         st.failures_seen = failed.len();
-        let victims: Vec<ReqId> = st
+        let victims: Vec<(ReqId, u32)> = st
             .reqs
             .iter()
-            .filter(|(_, r)| r.result.is_none() && st.dead.contains(&r.peer))
-            .map(|(i, r)| ReqId {
-                idx: i as u32,
-                gen: r.gen,
+            .filter(|(_, r)| r.result.is_none())
+            .filter_map(|(i, r)| {
+                let dead = if st.dead.contains(&r.peer) {
+                    Some(r.peer)
+                } else {
+                    r.any_ctx.and_then(|c| dead_member(st, c))
+                };
+                dead.map(|d| {
+                    let id = ReqId {
+                        idx: i as u32,
+                        gen: r.gen,
+                    };
+                    (id, d)
+                })
             })
             .collect();
-        for id in victims {
+        for (id, dead) in victims {
             if let Some(r) = st.reqs.get_mut(id.idx as usize) {
-                r.result = Some(Err(dead_peer(r.peer)));
+                r.result = Some(Err(dead_peer(dead)));
             }
             self.finish(st, id);
         }
+    }
+
+    /// A receive from any source in context `ctx` of the communicator whose
+    /// members are `members` (world ranks) is about to wait: remember the
+    /// members, so that the death of one fails the receive.
+    pub(crate) fn watch_members(&self, ctx: u16, members: &[u32]) {
+        let mut st = self.lock();
+        st.members.entry(ctx).or_insert_with(|| Arc::from(members));
     }
 
     fn on_request(&self, st: &mut State, ev: &Event) {
@@ -985,7 +1076,7 @@ impl Device {
             return Ok(());
         }
         match (r.kind, ev.kind) {
-            (Kind::SendShort | Kind::Control, EventKind::Sent)
+            (Kind::SendReady | Kind::Control, EventKind::Sent)
             | (Kind::Control, EventKind::Reply) => {
                 r.result = Some(Ok(Status::new(
                     -1,
@@ -994,17 +1085,23 @@ impl Device {
                     ev.mlength as usize,
                 )));
             }
-            (Kind::SendSync | Kind::SendLong, EventKind::Sent) => r.sent = true,
-            (Kind::SendSync, EventKind::Ack) => r.acked = Some(ev.mlength),
+            (Kind::SendShort | Kind::SendSync | Kind::SendLong, EventKind::Sent) => r.sent = true,
             (Kind::SendSync, EventKind::Put) => r.acked = Some(0),
-            (Kind::SendLong, EventKind::Ack) => r.acked = Some(ev.mlength),
-            (Kind::SendLong, EventKind::Get) => r.got = true,
+            (Kind::SendShort | Kind::SendLong, EventKind::Ack) => r.acked = Some(ev.mlength),
+            (Kind::SendShort | Kind::SendLong, EventKind::Get) => r.got = true,
             (Kind::Recv, EventKind::Put) => {
                 st.stats.expected += 1;
+                let f = bits::decode(ev.match_bits);
+                if f.proto == PROTO_SHORT && ev.hdr_data & HDR_SYNC != 0 {
+                    // A synchronous sender waits for this whether its
+                    // message was expected or not: its put is not
+                    // acknowledged, so an acknowledgment from an
+                    // unexpected buffer cannot be mistaken for a match.
+                    self.control(st, ev.initiator, ACK_PT, ev.hdr_data, false);
+                }
                 let Some(r) = st.reqs.get_mut(id.idx as usize) else {
                     return Ok(());
                 };
-                let f = bits::decode(ev.match_bits);
                 let st_ = Status::new(
                     f.src as i32,
                     f.tag as i32,
@@ -1012,9 +1109,9 @@ impl Device {
                     ev.rlength as usize,
                 );
                 r.status = Some(st_);
-                if f.proto == PROTO_LONG && ev.mlength == 0 && ev.rlength > 0 && ev.hdr_data != 0 {
-                    // A long message truncated to nothing acknowledges zero
-                    // bytes, which its sender reads as "unexpected": release
+                if ev.mlength == 0 && ev.rlength > 0 && waits_for_get(f.proto, ev.hdr_data) {
+                    // A message truncated to nothing acknowledges zero
+                    // bytes, which its sender reads as "not taken": release
                     // it with the get it is waiting for.
                     let initiator = ev.initiator;
                     let hdr = ev.hdr_data;
@@ -1040,6 +1137,11 @@ impl Device {
             (Kind::RecvGet, EventKind::Reply) => {
                 let s = r.status.unwrap_or(Status::new(-1, -1, 0, 0));
                 r.result = Some(finish_status(s));
+                if let Some((to, bits)) = r.ack_after.take() {
+                    // A synchronous short message pulled after all: its
+                    // sender completes once we hold the data.
+                    self.control(st, to, ACK_PT, bits, false);
+                }
             }
             _ => {}
         }
@@ -1049,7 +1151,9 @@ impl Device {
         if r.result.is_none() {
             let done = match r.kind {
                 Kind::SendSync => r.sent && r.acked.is_some(),
-                Kind::SendLong => r.sent && matches!(r.acked, Some(n) if n > 0 || r.got),
+                Kind::SendShort | Kind::SendLong => {
+                    r.sent && matches!(r.acked, Some(n) if n > 0 || r.got || r.empty)
+                }
                 _ => false,
             };
             if done {
@@ -1071,10 +1175,12 @@ impl Device {
         };
         // Unlinking the entry also unlinks a descriptor attached to it; the
         // explicit descriptor unlinks then find nothing, which is fine.
-        if let Some(me) = r.me {
-            match ni.me_unlink(me) {
-                Ok(_) | Err(PtlError::InvalidHandle { .. }) => r.me = None,
-                Err(e) => tracing::trace!(error = %e, "request entry still in use"),
+        for slot in [&mut r.me, &mut r.read_me] {
+            if let Some(me) = *slot {
+                match ni.me_unlink(me) {
+                    Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
+                    Err(e) => tracing::trace!(error = %e, "request entry still in use"),
+                }
             }
         }
         for slot in [&mut r.md, &mut r.ack_md] {
@@ -1130,6 +1236,10 @@ impl Device {
             md: None,
             me: None,
             ack_md: None,
+            read_me: None,
+            empty: false,
+            ack_after: None,
+            any_ctx: None,
             sent: false,
             acked: None,
             got: false,
@@ -1142,9 +1252,11 @@ impl Device {
         ReqId { idx, gen }
     }
 
+    /// Match bits for a send's own read- or ack-portal entries: unique
+    /// among this process's live sends, below the header-data flags.
     fn unique_bits(st: &mut State) -> u64 {
         let b = st.next_bits;
-        st.next_bits = st.next_bits.wrapping_add(1).max(1);
+        st.next_bits = (st.next_bits.wrapping_add(1) & HDR_UNIQUE).max(1);
         b
     }
 
@@ -1181,6 +1293,9 @@ impl Device {
     ) -> Result<ReqId> {
         let mut st = self.lock();
         self.check(&st)?;
+        // Take the events of earlier sends: a loop of sends that never
+        // waits must not overflow the request event queue.
+        self.drain(&mut st);
         if st.dead.contains(&dst) {
             return Err(dead_peer(dst));
         }
@@ -1188,7 +1303,8 @@ impl Device {
         let target = portals_runtime::process_id(dst);
         let long = len > self.cfg.eager_limit;
         let kind = match (mode, long) {
-            (Mode::Ready, _) | (Mode::Standard, false) => Kind::SendShort,
+            (Mode::Ready, _) => Kind::SendReady,
+            (Mode::Standard, false) => Kind::SendShort,
             (Mode::Synchronous, false) => Kind::SendSync,
             (_, true) => Kind::SendLong,
         };
@@ -1198,6 +1314,7 @@ impl Device {
         if let Some(rq) = st.reqs.get_mut(id.idx as usize) {
             rq.owned = owned;
             rq.detached = detached;
+            rq.empty = len == 0;
         }
         let up = id.user_ptr();
         let proto = if long { PROTO_LONG } else { PROTO_SHORT };
@@ -1205,7 +1322,7 @@ impl Device {
         let data = data.cast_mut();
         let r = (|| -> Result<()> {
             match kind {
-                Kind::SendShort => {
+                Kind::SendReady => {
                     // SAFETY: by this function's contract; the descriptor
                     // only reads (it accepts no incoming operation).
                     let md = unsafe {
@@ -1223,11 +1340,52 @@ impl Device {
                     st.reqs[id.idx as usize].md = Some(md);
                     ni.put(md, AckReq::NoAck, &remote, 0).map_err(ptl)
                 }
+                Kind::SendShort => {
+                    // Eager, but the data stays on the read portal until the
+                    // receiver's acknowledgment says it took the bytes (a
+                    // posted receive or an unexpected buffer); a zero-byte
+                    // acknowledgment (no buffer room) keeps it there for the
+                    // receiver's get. Threshold 3: the put, its
+                    // acknowledgment, the get. OP_GET only: the buffer is
+                    // never written.
+                    let read_bits = Self::unique_bits(&mut st) | HDR_READ;
+                    let me = ni
+                        .me_attach(
+                            READ_PT,
+                            target,
+                            read_bits,
+                            0,
+                            Unlink::Unlink,
+                            Position::After,
+                        )
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
+                    // SAFETY: by this function's contract.
+                    let md = unsafe {
+                        ni.md_attach_raw(
+                            me,
+                            &MdDesc::new(MdOptions::OP_GET)
+                                .threshold(Threshold::Count(3))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Unlink,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    st.reqs[id.idx as usize].md = Some(md);
+                    ni.put(md, AckReq::Ack, &remote, read_bits).map_err(ptl)
+                }
                 Kind::SendSync => {
                     // The explicit acknowledgment lands on a zero-byte
                     // descriptor of its own: the send buffer never accepts
-                    // incoming data (see docs/ARCHITECTURE.md).
-                    let ack_bits = Self::unique_bits(&mut st);
+                    // incoming data (see docs/ARCHITECTURE.md). The data
+                    // sits on the read portal (same bits) for a receiver
+                    // that had no buffer room when it arrived. The put asks
+                    // no acknowledgment: only the receiver's explicit one,
+                    // sent once it holds the data, completes the send.
+                    let ack_bits = Self::unique_bits(&mut st) | HDR_SYNC | HDR_READ;
                     let me = ni
                         .me_attach(ACK_PT, target, ack_bits, 0, Unlink::Unlink, Position::After)
                         .map_err(ptl)?;
@@ -1244,10 +1402,23 @@ impl Device {
                         )
                         .map_err(ptl)?;
                     st.reqs[id.idx as usize].ack_md = Some(ack_md);
-                    // SAFETY: as above.
+                    let read_me = ni
+                        .me_attach(
+                            READ_PT,
+                            target,
+                            ack_bits,
+                            0,
+                            Unlink::Unlink,
+                            Position::After,
+                        )
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].read_me = Some(read_me);
+                    // SAFETY: as above. Retained: the put and a get may both
+                    // use it; the request unlinks it when done.
                     let md = unsafe {
-                        ni.md_bind_raw(
-                            &MdDesc::default().eq(self.req_eq).user_ptr(up),
+                        ni.md_attach_raw(
+                            read_me,
+                            &MdDesc::new(MdOptions::OP_GET).eq(self.req_eq).user_ptr(up),
                             data,
                             len,
                             Unlink::Retain,
@@ -1255,7 +1426,7 @@ impl Device {
                     }
                     .map_err(ptl)?;
                     st.reqs[id.idx as usize].md = Some(md);
-                    ni.put(md, AckReq::Ack, &remote, ack_bits).map_err(ptl)
+                    ni.put(md, AckReq::NoAck, &remote, ack_bits).map_err(ptl)
                 }
                 Kind::SendLong => {
                     let read_bits = Self::unique_bits(&mut st);
@@ -1421,11 +1592,17 @@ impl Device {
                 return Ok(id);
             }
         }
-        // A specific source that died sends nothing more.
-        if let Some((_, w)) = src {
-            if st.dead.contains(&w) {
-                return self.fail_started(&mut st, id, dead_peer(w));
+        // A specific source that died sends nothing more; a receive from
+        // any source fails once a member died (see `on_peer_failures`).
+        let dead = match src {
+            Some((_, w)) => st.dead.contains(&w).then_some(w),
+            None => {
+                st.reqs[id.idx as usize].any_ctx = Some(ctx);
+                dead_member(&st, ctx)
             }
+        };
+        if let Some(w) = dead {
+            return self.fail_started(&mut st, id, dead_peer(w));
         }
         // SAFETY: forwarded from our caller.
         match unsafe { self.post_recv(&mut st, id, recv, src, buf, len) } {
@@ -1556,7 +1733,7 @@ impl Device {
                 self.sh.release_in(self.core(), st, &mut pool, i)?;
                 drop(pool);
                 st.stats.unexpected_short += 1;
-                if u.hdr_data != 0 {
+                if u.hdr_data & HDR_SYNC != 0 {
                     st.stats.sync_acks += 1;
                     // Synchronous send, received late: acknowledge
                     // explicitly (Fig. 5).
@@ -1567,19 +1744,33 @@ impl Device {
                 r.result = Some(finish_status(status));
                 Ok(())
             }
-            (PROTO_SHORT, None) => {
-                // Zero bytes that overflowed: nothing was lost.
+            (PROTO_SHORT, None) if u.rlength == 0 => {
+                // Zero bytes found no buffer room: nothing to fetch.
+                if u.hdr_data & HDR_SYNC != 0 {
+                    st.stats.sync_acks += 1;
+                    self.control(st, u.initiator, ACK_PT, u.hdr_data, false);
+                }
                 let r = &mut st.reqs[id.idx as usize];
                 r.status = Some(status);
                 r.result = Some(finish_status(status));
                 Ok(())
             }
-            (PROTO_LONG, _) if u.hdr_data != 0 => {
-                // Fig. 7: get the data from the sender's read portal.
-                st.stats.unexpected_long += 1;
+            (PROTO_SHORT, None) | (PROTO_LONG, _)
+                if u.hdr_data & HDR_READ != 0 || (f.proto == PROTO_LONG && u.hdr_data != 0) =>
+            {
+                // Fig. 7: get the data from the sender's read portal — a
+                // long message, or a short one that found no buffer room.
+                if f.proto == PROTO_LONG {
+                    st.stats.unexpected_long += 1;
+                } else if u.hdr_data & HDR_SYNC != 0 {
+                    st.stats.sync_acks += 1;
+                }
                 let r = &mut st.reqs[id.idx as usize];
                 r.kind = Kind::RecvGet;
                 r.status = Some(status);
+                if f.proto == PROTO_SHORT && u.hdr_data & HDR_SYNC != 0 {
+                    r.ack_after = Some((u.initiator, u.hdr_data));
+                }
                 // SAFETY: by our contract. Threshold 1: the reply (a get
                 // request itself counts nothing).
                 let md = unsafe {
@@ -1689,10 +1880,14 @@ impl Device {
             if let Some(s) = self.iprobe(ctx, src.map(|s| s.0), tag)? {
                 return Ok(s);
             }
-            if let Some((_, w)) = src {
-                if self.lock().dead.contains(&w) {
-                    return Err(dead_peer(w));
-                }
+            let st = self.lock();
+            let dead = match src {
+                Some((_, w)) => st.dead.contains(&w).then_some(w),
+                None => dead_member(&st, ctx),
+            };
+            drop(st);
+            if let Some(w) = dead {
+                return Err(dead_peer(w));
             }
             self.block();
         }
@@ -1811,12 +2006,15 @@ impl Device {
                     st.fatal.get_or_insert(e);
                 }
             }
-            if u.hdr_data != 0 {
-                let long = bits::decode(u.bits).proto == PROTO_LONG;
-                let pt = if long { READ_PT } else { ACK_PT };
-                self.control(&mut st, u.initiator, pt, u.hdr_data, long);
+            let proto = bits::decode(u.bits).proto;
+            if proto == PROTO_SHORT && u.hdr_data & HDR_SYNC != 0 {
+                self.control(&mut st, u.initiator, ACK_PT, u.hdr_data, false);
+            } else if u.buf.is_none() && u.rlength > 0 && waits_for_get(proto, u.hdr_data) {
+                self.control(&mut st, u.initiator, READ_PT, u.hdr_data, true);
             }
         }
+        st.members.remove(&(id as u16));
+        st.members.remove(&(id as u16 + 1));
         st.free_ctx[id / 64] |= 0b11 << (id % 64);
     }
 
@@ -2020,6 +2218,29 @@ impl Device {
             }
         })
     }
+}
+
+/// True if the sender of a message with protocol `proto` and header data
+/// `hdr` waits for a get when its message was taken as zero bytes: a long
+/// sender, and a standard short sender whose data is on its read portal (a
+/// synchronous one waits for its explicit acknowledgment instead).
+fn waits_for_get(proto: u64, hdr: u64) -> bool {
+    match proto {
+        PROTO_LONG => hdr != 0,
+        PROTO_SHORT => hdr & HDR_READ != 0 && hdr & HDR_SYNC == 0,
+        _ => false,
+    }
+}
+
+/// A dead member of context `ctx` (a communicator some receive from any
+/// source used), if any: the lowest.
+fn dead_member(st: &State, ctx: u16) -> Option<u32> {
+    let members = st.members.get(&ctx)?;
+    members
+        .iter()
+        .copied()
+        .filter(|r| st.dead.contains(r))
+        .min()
 }
 
 /// The error of an operation with a peer the transport gave up on.
