@@ -551,9 +551,8 @@ impl Shared {
     /// Buffers that can take another message now. A buffer whose
     /// high-water mark is crossed stops matching at once, but unlinks (and
     /// reports it) only once the payload that crossed it is in — with
-    /// several senders, other messages arrive meanwhile. Counting such a
-    /// buffer as room is what made the pool overflow far below its cap, so
-    /// the engine is asked for each buffer's offset.
+    /// several senders, other messages arrive meanwhile — so "linked" would
+    /// count it as room; the engine is asked for each buffer's offset.
     fn active_buffers(&self, core: &NiCore, pool: &Pool) -> usize {
         pool.bufs
             .iter()

@@ -759,6 +759,15 @@ fn death(u: &Universe, case: &str) -> R<()> {
         return Ok(());
     };
     let eager = u.config().eager_limit;
+    // The peer exits as soon as it has this message: the acknowledgment a
+    // standard send waits for may die with it. The send reached it either
+    // way (it exits only after receiving it).
+    let signal_the_dying = |p: &Process<'_>| -> R<()> {
+        match p.send_with_tag(&1u8, CTRL) {
+            Ok(()) | Err(MpiError::PeerFailed { .. }) => Ok(()),
+            Err(x) => Err(e(x)),
+        }
+    };
     let die = |why: &str| -> ! {
         println!("OK death rank {me} ({why})");
         std::process::exit(0)
@@ -782,11 +791,17 @@ fn death(u: &Universe, case: &str) -> R<()> {
             die("after the peer posted its receive from any source");
         }
         ("anysrc", _) => {
-            p.send_with_tag(&1u8, CTRL).map_err(e)?;
             let mut buf = [0u8; 16];
             let any = w.any_process();
-            let t = Instant::now();
-            expect_failure(any.receive_into_with_tag(&mut buf[..], 5).map(|_| ()), t)?;
+            // Posted before the peer dies: a pending receive must fail.
+            scope(|sc| -> R<()> {
+                let req = any
+                    .immediate_receive_into_with_tag(sc, &mut buf[..], 5)
+                    .map_err(e)?;
+                signal_the_dying(&p)?;
+                let t = Instant::now();
+                expect_failure(req.wait().map(|_| ()), t)
+            })?;
             // Later receives and probes from any source fail at once.
             let t = Instant::now();
             expect_failure(any.receive_into(&mut buf[..]).map(|_| ()), t)?;
@@ -798,7 +813,7 @@ fn death(u: &Universe, case: &str) -> R<()> {
             die("after the peer posted its receive");
         }
         ("recv", _) => {
-            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            signal_the_dying(&p)?;
             let mut buf = [0u8; 16];
             let t = Instant::now();
             expect_failure(p.receive_into_with_tag(&mut buf[..], 5).map(|_| ()), t)?;
