@@ -149,6 +149,14 @@ pub struct MpiConfig {
     pub unexpected_max: usize,
     /// Capacity of each event queue (`PTL_MPI_EQ_EVENTS`).
     pub eq_events: usize,
+    /// Bytes of library copies that short standard sends may hold
+    /// (`PTL_MPI_EAGER_COPY`). Such a send must keep its data until the
+    /// receiver acknowledges it (see the module docs); within this budget
+    /// the library keeps a copy instead and the send completes at once, as
+    /// an eager send did before, so the acknowledgment's round trip stays
+    /// off the sender's critical path. Beyond it, sends keep the caller's
+    /// buffer and complete on the acknowledgment. 0 turns copies off.
+    pub eager_copy: usize,
 }
 
 impl Default for MpiConfig {
@@ -159,6 +167,7 @@ impl Default for MpiConfig {
             unexpected_buffers: 3,
             unexpected_max: 32,
             eq_events: 1 << 16,
+            eager_copy: 16 << 20,
         }
     }
 }
@@ -180,6 +189,7 @@ impl MpiConfig {
         get("PTL_MPI_UNEXPECTED_BUFFERS", &mut c.unexpected_buffers)?;
         get("PTL_MPI_UNEXPECTED_MAX", &mut c.unexpected_max)?;
         get("PTL_MPI_EQ_EVENTS", &mut c.eq_events)?;
+        get("PTL_MPI_EAGER_COPY", &mut c.eager_copy)?;
         c.checked()
     }
 
@@ -313,6 +323,8 @@ struct Req {
     owned: Option<Box<dyn std::any::Any + Send>>,
     /// Bytes of attached buffered-send space the request uses.
     bsend_len: usize,
+    /// Bytes of the eager-copy budget the request's copy uses.
+    copy_len: usize,
     /// Peer world rank, for error messages.
     peer: u32,
 }
@@ -325,6 +337,9 @@ struct State {
     fatal: Option<MpiError>,
     bsend_attached: usize,
     bsend_used: usize,
+    /// Bytes of eager copies held by short sends waiting for their
+    /// acknowledgment ([`MpiConfig::eager_copy`]).
+    copy_used: usize,
     stats: MpiStats,
     /// Context ids this process does not use: bit i of word i/64. Ids go in
     /// pairs (point-to-point, collective); the world's pair is 0/1.
@@ -504,6 +519,7 @@ impl Device {
                 fatal: None,
                 bsend_attached: 0,
                 bsend_used: 0,
+                copy_used: 0,
                 stats: MpiStats::default(),
                 free_ctx: {
                     let mut f = [u64::MAX; CTX_WORDS];
@@ -810,6 +826,7 @@ impl Device {
             }
             let r = st.reqs.remove(id.idx as usize);
             st.bsend_used = st.bsend_used.saturating_sub(r.bsend_len);
+            st.copy_used = st.copy_used.saturating_sub(r.copy_len);
         }
     }
 
@@ -854,6 +871,7 @@ impl Device {
             result: None,
             owned: None,
             bsend_len: 0,
+            copy_len: 0,
             peer,
         }) as u32;
         ReqId { idx, gen }
