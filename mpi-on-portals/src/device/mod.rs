@@ -34,7 +34,10 @@
 //!   never a drop. A synchronous short send asks no engine acknowledgment
 //!   (it could not tell a posted receive from a buffer) and completes on the
 //!   receiver's explicit one, sent once the data is here in every case.
-//!   Ready sends stay plain eager puts.
+//!   Ready sends stay plain eager puts. Within [`MpiConfig::eager_copy`]
+//!   bytes, a short standard send exposes a library copy (an internal
+//!   request, like a buffered send) and completes at once, so the
+//!   acknowledgment's round trip stays off the caller's path.
 //! * Long messages are put eagerly with an acknowledgment requested. Expected,
 //!   the acknowledgment carries the length and the send is done; unexpected,
 //!   the long-unexpected entry accepts zero bytes and the receiver later gets
