@@ -857,7 +857,8 @@ fn overflow_config() -> MpiConfig {
 /// then a last message with another tag. Rank 1 receives that one first (so
 /// the 40 pile up unexpected), then the 40 in order: every one arrives
 /// intact — those that found no buffer room are pulled from the sender's
-/// read portal — and the synchronous sends complete.
+/// read portal — and the synchronous sends complete. Then both ranks send
+/// to each other past the peer's pool before receiving (see below).
 fn overflow(u: &Universe) -> R<()> {
     const N: usize = 40;
     let w = u.world();
@@ -911,6 +912,22 @@ fn overflow(u: &Universe) -> R<()> {
         ensure(st.unexpected_pulled > 0, || {
             format!("no message had to be pulled: {st:?}")
         })?;
+    }
+    // Head to head: each rank sends three 4 KB messages with blocking
+    // standard sends before receiving any. The third finds the peer's one
+    // buffer full and must be pulled; the send still completes (the
+    // library keeps a copy), or both ranks would wait for each other.
+    let out: Vec<Vec<u8>> = (0..3)
+        .map(|i| numbered(4096, 100 + 10 * me as usize + i))
+        .collect();
+    for m in &out {
+        p.send_with_tag(&m[..], 7).map_err(e)?;
+    }
+    let mut big = vec![0u8; 4096];
+    for i in 0..3 {
+        p.receive_into_with_tag(&mut big[..], 7).map_err(e)?;
+        let want = numbered(4096, 100 + 10 * (1 - me as usize) + i);
+        ensure(big == want, || format!("head-to-head message {i}: wrong"))?;
     }
     Ok(())
 }
