@@ -47,12 +47,12 @@ pub enum MpiError {
         /// What the transport reported.
         why: String,
     },
-    /// Unexpected messages arrived faster than they were received and
-    /// overflowed every unexpected-message buffer, after the pool had grown
-    /// to its cap; data was lost (the sender's short send had completed, so
-    /// nobody can resend it). Raise `PTL_MPI_UNEXPECTED_MAX` (or the buffer
-    /// size) or post receives earlier. Fatal: every later call reports it,
-    /// each wait only after its own request has let go of its buffer.
+    /// Unexpected messages overflowed every unexpected-message buffer and
+    /// data was lost. The device no longer raises it: a short message that
+    /// finds no buffer room (the pool at its cap) is kept as an envelope
+    /// and pulled from its sender's read portal when received (see the
+    /// device module docs). Kept so that code matching on it, and the C
+    /// interface's error classes, stay valid.
     #[error("unexpected-message buffers overflowed: {bytes} bytes from rank {sender} (tag {tag}) were dropped")]
     UnexpectedOverflow {
         /// Sender's rank.

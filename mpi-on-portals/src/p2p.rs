@@ -13,6 +13,16 @@ fn check_tag(tag: Tag) -> Result<u32> {
     u32::try_from(tag).map_err(|_| MpiError::InvalidTag(tag))
 }
 
+/// `src` for a receive or probe on `c`; from any source, the device learns
+/// the communicator's members first, so that a member's death fails the
+/// receive instead of leaving it waiting forever.
+fn watched(c: &CommData, src: Option<(u32, u32)>) -> Option<(u32, u32)> {
+    if src.is_none() {
+        c.dev.watch_members(c.ctx, &c.ranks);
+    }
+    src
+}
+
 fn recv_tag(tag: Tag) -> Result<Option<u32>> {
     if tag == ANY_TAG {
         Ok(None)
@@ -244,7 +254,7 @@ pub trait Source {
         let id = unsafe {
             c.dev.irecv(
                 c.ctx,
-                self.source()?,
+                watched(c, self.source()?),
                 recv_tag(tag)?,
                 bytes.as_mut_ptr(),
                 bytes.len(),
@@ -323,7 +333,7 @@ pub trait Source {
         let id = unsafe {
             c.dev.irecv(
                 c.ctx,
-                self.source()?,
+                watched(c, self.source()?),
                 recv_tag(tag)?,
                 bytes.as_mut_ptr(),
                 bytes.len(),
@@ -341,7 +351,8 @@ pub trait Source {
     /// [`Source::probe`] with a tag.
     fn probe_with_tag(&self, tag: Tag) -> Result<Status> {
         let c = self.comm();
-        c.dev.probe(c.ctx, self.source()?, recv_tag(tag)?)
+        c.dev
+            .probe(c.ctx, watched(c, self.source()?), recv_tag(tag)?)
     }
 
     /// Describe a waiting message if there is one (`MPI_Iprobe`).

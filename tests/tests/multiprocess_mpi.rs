@@ -5,7 +5,8 @@
 use nal_tcp::{Backend, ProgressMode};
 use std::time::Duration;
 
-use portals_tests::{assert_job_ok, run_job, run_job_within, LaunchOutcome};
+use portals_runtime::{JobOptions, NalKind};
+use portals_tests::{assert_job_ok, run_job, run_job_limited, run_job_within, LaunchOutcome};
 
 fn run(ranks: u32, args: &[&str], progress: ProgressMode) -> LaunchOutcome {
     run_on(ranks, args, progress, Backend::Epoll)
@@ -122,12 +123,15 @@ fn threading_multiple_four_threads_on_duplicated_communicators() {
 
 #[test]
 fn a_dead_peer_fails_passive_waits_with_peer_failed() {
-    // recv: a posted receive from the dead rank; long: a long send whose
+    // recv: a posted receive from the dead rank; anysrc: a receive and a
+    // probe from any source in a communicator with the dead rank; long: a long send whose
     // receiver acknowledged zero bytes and died before its get; sync: a
     // synchronous send never matched.
     for (case, p) in [
         ("recv", ProgressMode::Thread),
         ("recv", ProgressMode::Poll),
+        ("anysrc", ProgressMode::Thread),
+        ("anysrc", ProgressMode::Poll),
         ("long", ProgressMode::Thread),
         ("long", ProgressMode::Poll),
         ("sync", ProgressMode::Thread),
@@ -142,7 +146,11 @@ fn a_dead_peer_fails_passive_waits_with_peer_failed() {
             Duration::from_secs(90),
         );
         assert_ok(&out, 2, &format!("death {case} {p:?}"));
-        let survivor = if case == "recv" { 1 } else { 0 };
+        let survivor = if case == "recv" || case == "anysrc" {
+            1
+        } else {
+            0
+        };
         assert!(
             out.stdout_of(survivor).contains("PeerFailed after"),
             "death {case} {p:?}: the survivor did not report the failure"
@@ -151,9 +159,60 @@ fn a_dead_peer_fails_passive_waits_with_peer_failed() {
 }
 
 #[test]
-fn a_failed_receive_leaves_no_descriptor_over_its_buffer() {
+fn short_messages_beyond_a_pool_that_cannot_grow_are_pulled_not_lost() {
     for p in MODES {
         assert_ok(&run(2, &["overflow"], p), 2, &format!("overflow {p:?}"));
+    }
+}
+
+/// A job over TCP (not the shared memory `auto` picks on one host).
+fn run_tcp(ranks: u32, args: &[&str], progress: ProgressMode, limit: Duration) -> LaunchOutcome {
+    let options = JobOptions {
+        nal: NalKind::Tcp,
+        progress,
+        ..JobOptions::default()
+    };
+    run_job_limited(env!("CARGO_BIN_EXE_mpi_check"), ranks, args, options, limit)
+}
+
+/// Three senders x 2000 x 60 KB (360 MB, over five times the default
+/// unexpected pool's 64 MB cap) to a receiver that posts its first receive
+/// only after a barrier: nothing is lost, all arrive in order, and the
+/// receiver's peak RSS stays below the cap + 64 MB. Over TCP and shared
+/// memory, both progress modes.
+#[test]
+fn three_senders_flood_a_late_receiver_far_past_the_pool_cap() {
+    let args = ["manyto1", "2000", "60000", "64"];
+    for p in MODES {
+        let out = run_tcp(4, &args, p, Duration::from_secs(400));
+        assert_ok(&out, 4, &format!("manyto1 tcp {p:?}"));
+        println!("tcp {p:?}: {}", out.stdout_of(0));
+        let out = run_job_within(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            4,
+            &args,
+            p,
+            Backend::Epoll,
+            Duration::from_secs(400),
+        );
+        assert_ok(&out, 4, &format!("manyto1 auto {p:?}"));
+        println!("auto {p:?}: {}", out.stdout_of(0));
+    }
+}
+
+/// A receive from any source, posted before the only other member dies,
+/// fails with `PeerFailed` over TCP (the transport's connection loss), and
+/// so do later any-source receives and probes. A regression hangs: the job
+/// is bounded well below the default.
+#[test]
+fn an_any_source_receive_fails_when_a_member_dies_over_tcp() {
+    for p in MODES {
+        let out = run_tcp(2, &["death", "anysrc"], p, Duration::from_secs(90));
+        assert_ok(&out, 2, &format!("death anysrc tcp {p:?}"));
+        assert!(
+            out.stdout_of(1).contains("PeerFailed after"),
+            "death anysrc tcp {p:?}: the survivor did not report the failure"
+        );
     }
 }
 

@@ -148,6 +148,26 @@ fn mpi_point_to_point_over_udp() {
     assert_ok(&run(MPI, 4, &["ring"], o), 4, &format!("ring {name}"));
 }
 
+/// Three senders x 1000 x 60 KB (180 MB, about three times the default
+/// unexpected pool's cap) to a receiver that starts receiving after a
+/// barrier, on a clean loopback in both progress modes: nothing lost, in
+/// order, the receiver's peak RSS below the cap + 64 MB.
+#[test]
+fn three_senders_flood_a_late_receiver_far_past_the_pool_cap_over_udp() {
+    for p in [ProgressMode::Thread, ProgressMode::Poll] {
+        let o = options(p, Backend::Epoll, None);
+        let out = portals_tests::run_job_limited(
+            MPI,
+            4,
+            &["manyto1", "1000", "60000", "64"],
+            o,
+            Duration::from_secs(400),
+        );
+        assert_ok(&out, 4, &format!("manyto1 udp {p:?}"));
+        println!("{p:?}: {}", out.stdout_of(0));
+    }
+}
+
 #[test]
 fn an_mpi_receive_completes_over_udp_while_the_receiver_computes() {
     let o = options(ProgressMode::Thread, Backend::Epoll, lossy(23));

@@ -748,7 +748,8 @@ fn threads(u: &Universe) -> R<()> {
 
 /// A rank dies in the middle of an exchange; the survivor's wait fails
 /// with `PeerFailed` within a bounded time instead of hanging. `case`:
-/// `recv` (a posted receive from the dead rank), `long` (a long send whose
+/// `recv` (a posted receive from the dead rank), `anysrc` (a receive and a
+/// probe from any source, in a communicator the dead rank belongs to), `long` (a long send whose
 /// receiver got the envelope, acknowledged zero bytes, and died before
 /// fetching the data), `sync` (a synchronous send received unexpected by a
 /// rank that died before matching it).
@@ -758,6 +759,15 @@ fn death(u: &Universe, case: &str) -> R<()> {
         return Ok(());
     };
     let eager = u.config().eager_limit;
+    // The peer exits as soon as it has this message: the acknowledgment a
+    // standard send waits for may die with it. The send reached it either
+    // way (it exits only after receiving it).
+    let signal_the_dying = |p: &Process<'_>| -> R<()> {
+        match p.send_with_tag(&1u8, CTRL) {
+            Ok(()) | Err(MpiError::PeerFailed { .. }) => Ok(()),
+            Err(x) => Err(e(x)),
+        }
+    };
     let die = |why: &str| -> ! {
         println!("OK death rank {me} ({why})");
         std::process::exit(0)
@@ -776,12 +786,34 @@ fn death(u: &Universe, case: &str) -> R<()> {
         }
     };
     match (case, me) {
+        ("anysrc", 0) => {
+            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+            die("after the peer posted its receive from any source");
+        }
+        ("anysrc", _) => {
+            let mut buf = [0u8; 16];
+            let any = w.any_process();
+            // Posted before the peer dies: a pending receive must fail.
+            scope(|sc| -> R<()> {
+                let req = any
+                    .immediate_receive_into_with_tag(sc, &mut buf[..], 5)
+                    .map_err(e)?;
+                signal_the_dying(&p)?;
+                let t = Instant::now();
+                expect_failure(req.wait().map(|_| ()), t)
+            })?;
+            // Later receives and probes from any source fail at once.
+            let t = Instant::now();
+            expect_failure(any.receive_into(&mut buf[..]).map(|_| ()), t)?;
+            let t = Instant::now();
+            expect_failure(any.probe().map(|_| ()), t)
+        }
         ("recv", 0) => {
             p.receive_with_tag::<u8>(CTRL).map_err(e)?;
             die("after the peer posted its receive");
         }
         ("recv", _) => {
-            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            signal_the_dying(&p)?;
             let mut buf = [0u8; 16];
             let t = Instant::now();
             expect_failure(p.receive_into_with_tag(&mut buf[..], 5).map(|_| ()), t)?;
@@ -820,52 +852,161 @@ fn overflow_config() -> MpiConfig {
     }
 }
 
-/// Rank 1 sits in `receive_into` while rank 0 floods it past its unexpected
-/// buffers: the receive fails (the library lost messages). Its buffer must
-/// be out of the engine when it returns: a message that would have matched
-/// it, sent afterwards, must not be written into it.
+/// Rank 0 starts 40 sends of 4 KB (standard, every fifth synchronous, every
+/// seventh empty) to rank 1, whose pool is one 8 KB buffer that cannot grow,
+/// then a last message with another tag. Rank 1 receives that one first (so
+/// the 40 pile up unexpected), then the 40 in order: every one arrives
+/// intact — those that found no buffer room are pulled from the sender's
+/// read portal — and the synchronous sends complete. Then both ranks send
+/// to each other past the peer's pool before receiving (see below).
 fn overflow(u: &Universe) -> R<()> {
+    const N: usize = 40;
     let w = u.world();
     let Some((me, p)) = pair(&w) else {
         return Ok(());
     };
-    if me == 0 {
-        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
-        std::thread::sleep(Duration::from_millis(200));
-        let junk = pattern(4096, 5);
-        for _ in 0..40 {
-            p.send_with_tag(&junk[..], 1).map_err(e)?;
+    let msg = |i: usize| {
+        if i % 7 == 3 {
+            Vec::new()
+        } else {
+            numbered(4096, i)
         }
-        // Long after the receiver gave up (it notices the loss within
-        // milliseconds): this matches its old receive.
-        std::thread::sleep(Duration::from_millis(1500));
-        p.send_with_tag(&pattern(64, 6)[..], 99).map_err(e)?;
+    };
+    if me == 0 {
+        let msgs: Vec<Vec<u8>> = (0..N).map(msg).collect();
+        let last = pattern(64, 6);
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        scope(|sc| -> R<()> {
+            let mut reqs = Vec::new();
+            for (i, m) in msgs.iter().enumerate() {
+                reqs.push(
+                    if i % 5 == 1 {
+                        p.immediate_synchronous_send_with_tag(sc, &m[..], 1)
+                    } else {
+                        p.immediate_send_with_tag(sc, &m[..], 1)
+                    }
+                    .map_err(e)?,
+                );
+            }
+            reqs.push(p.immediate_send_with_tag(sc, &last[..], 99).map_err(e)?);
+            wait_all(reqs).map_err(e)?;
+            Ok(())
+        })?;
     } else {
         let mut buf = [0u8; 64];
         p.send_with_tag(&1u8, CTRL).map_err(e)?;
-        match p.receive_into_with_tag(&mut buf[..], 99) {
-            Err(MpiError::UnexpectedOverflow { .. }) => {}
-            other => return Err(format!("expected UnexpectedOverflow, got {other:?}")),
-        }
-        // The call returned: the buffer is ours again.
-        buf.fill(0xee);
-        std::thread::sleep(Duration::from_millis(2500));
-        // Let a polling transport move what arrived meanwhile.
-        let _ = u.stats();
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = u.stats();
-        ensure(buf.iter().all(|&b| b == 0xee), || {
-            "the buffer was written after its failed receive returned".into()
+        p.receive_into_with_tag(&mut buf[..], 99).map_err(e)?;
+        ensure(buf[..] == pattern(64, 6)[..], || {
+            "tag 99: wrong data".into()
         })?;
-        ensure(
-            matches!(
-                p.receive_into_with_tag(&mut buf[..], 99),
-                Err(MpiError::UnexpectedOverflow { .. })
-            ),
-            || "later calls do not report the loss".into(),
-        )?;
+        let mut big = vec![0u8; 4096];
+        for i in 0..N {
+            let s = p.receive_into_with_tag(&mut big[..], 1).map_err(e)?;
+            let want = msg(i);
+            ensure(big[..s.count_bytes()] == want[..], || {
+                format!("message {i}: out of order or wrong ({s:?})")
+            })?;
+        }
+        let st = u.stats();
+        println!("overflow: {N} messages, {st:?}");
+        ensure(st.unexpected_pulled > 0, || {
+            format!("no message had to be pulled: {st:?}")
+        })?;
+    }
+    // Head to head: each rank sends three 4 KB messages with blocking
+    // standard sends before receiving any. The third finds the peer's one
+    // buffer full and must be pulled; the send still completes (the
+    // library keeps a copy), or both ranks would wait for each other.
+    let out: Vec<Vec<u8>> = (0..3)
+        .map(|i| numbered(4096, 100 + 10 * me as usize + i))
+        .collect();
+    for m in &out {
+        p.send_with_tag(&m[..], 7).map_err(e)?;
+    }
+    let mut big = vec![0u8; 4096];
+    for i in 0..3 {
+        p.receive_into_with_tag(&mut big[..], 7).map_err(e)?;
+        let want = numbered(4096, 100 + 10 * (1 - me as usize) + i);
+        ensure(big == want, || format!("head-to-head message {i}: wrong"))?;
     }
     Ok(())
+}
+
+/// Rank `r`'s message `i` in a many-to-one flood: a pattern of the sender
+/// and `i` modulo a small window (so senders need not hold every message's
+/// own copy); the tag carries `i` itself.
+fn flood_msg(len: usize, r: Rank, i: usize) -> Vec<u8> {
+    numbered(len, r as usize * 1000 + i % 61)
+}
+
+/// Peak resident memory of this process (`VmHWM`), in bytes.
+fn peak_rss() -> R<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").map_err(|x| x.to_string())?;
+    let kb = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .ok_or("no VmHWM in /proc/self/status")?;
+    Ok(kb * 1024)
+}
+
+/// Every rank but 0 starts `count` sends of `len` bytes to rank 0, then all
+/// meet in a barrier, and only then does rank 0 receive them (round robin
+/// over the senders, each in order): far more than its unexpected pool's
+/// cap arrives before any receive is posted. Every message must arrive
+/// intact and in order, and rank 0's peak memory must stay within the
+/// pool's cap plus `slack_mb`.
+fn manyto1(u: &Universe, count: usize, len: usize, slack_mb: u64) -> R<()> {
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    if me != 0 {
+        let window: Vec<Vec<u8>> = (0..61.min(count)).map(|i| flood_msg(len, me, i)).collect();
+        let p = w.process_at_rank(0);
+        scope(|sc| -> R<()> {
+            let mut reqs = Vec::with_capacity(count);
+            for i in 0..count {
+                let m = &window[i % window.len()];
+                reqs.push(p.immediate_send_with_tag(sc, &m[..], i as i32).map_err(e)?);
+            }
+            w.barrier().map_err(e)?;
+            wait_all(reqs).map_err(e)?;
+            Ok(())
+        })?;
+        w.barrier().map_err(e)?;
+        return Ok(());
+    }
+    w.barrier().map_err(e)?;
+    let t = Instant::now();
+    let mut buf = vec![0u8; len];
+    for i in 0..count {
+        for r in 1..n {
+            let s = w.process_at_rank(r).receive_into(&mut buf[..]).map_err(e)?;
+            ensure(
+                s.tag() == i as i32 && s.count_bytes() == len && buf == flood_msg(len, r, i),
+                || format!("message {i} of rank {r}: out of order or wrong ({s:?})"),
+            )?;
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    w.barrier().map_err(e)?;
+    let cfg = u.config();
+    let cap = (cfg.unexpected_max * cfg.unexpected_buffer) as u64;
+    let peak = peak_rss()?;
+    let st = u.stats();
+    println!(
+        "manyto1: {} senders x {count} x {len} B received in {secs:.1} s; receiver peak RSS {} MiB \
+         (pool cap {} MiB); {st:?}",
+        n - 1,
+        peak >> 20,
+        cap >> 20
+    );
+    ensure(peak < cap + (slack_mb << 20), || {
+        format!(
+            "peak RSS {} MiB exceeds the pool cap {} MiB + {slack_mb} MiB",
+            peak >> 20,
+            cap >> 20
+        )
+    })
 }
 
 /// Message `i` of a flood: a pattern with its index in the first 8 bytes.
@@ -1130,6 +1271,12 @@ fn main() {
         "threads" => threads(&u),
         "death" => death(&u, args.get(2).map_or("", String::as_str)),
         "overflow" => overflow(&u),
+        "manyto1" => manyto1(
+            &u,
+            arg(2, 2000) as usize,
+            arg(3, 60_000) as usize,
+            arg(4, 64),
+        ),
         "sleepflood" => sleepflood(&u),
         "heldflood" => heldflood(&u),
         "finalize" => finalize(&u),

@@ -1,0 +1,1027 @@
+//! The MPI device: point-to-point protocols on Portals, as seed 001 builds
+//! them.
+//!
+//! **Portal table.** Three entries (§3.1): the *receive* portal, where every
+//! message is put; the *read* portal, where a long send exposes its buffer
+//! for the receiver to get when the message arrived unexpected; the *ack*
+//! portal, where a synchronous send waits for the receiver's explicit
+//! acknowledgment.
+//!
+//! **Receive portal match list** (§3.4, §5, Figs. 8–9):
+//! posted receives | *mark* | short-unexpected ×3 (high-water-mark buffers)
+//! | long-unexpected (zero bytes, truncating, acknowledging) | overflow.
+//!
+//! * A receive is posted as an *inactive* descriptor in front of the mark,
+//!   then the saved unexpected messages are searched, then the descriptor is
+//!   activated with `md_update` only if the unexpected event queue is still
+//!   empty — otherwise the new arrivals are examined first. This closes the
+//!   race between posting and arrival.
+//! * Short unexpected messages land one after another in 2 MB buffers whose
+//!   high-water mark is the eager limit; a full buffer unlinks itself, is
+//!   drained as its messages are received, and is re-attached at the end of
+//!   the short-unexpected entries.
+//! * **No short message is lost; memory stays bounded.** A standard or
+//!   synchronous short send keeps its buffer on the read portal (header
+//!   data: unique bits with [`HDR_READ`], plus [`HDR_SYNC`] for a
+//!   synchronous one) until it knows the receiver holds the bytes. Posted
+//!   receives and unexpected buffers acknowledge the length: a standard send
+//!   is then done. When every buffer is full and the pool is at its cap
+//!   (`PTL_MPI_UNEXPECTED_MAX` × `PTL_MPI_UNEXPECTED_BUFFER`), the final
+//!   *overflow* entry takes the message as zero bytes and acknowledges zero,
+//!   exactly like the long-unexpected entry: the envelope is saved in order
+//!   and the receiver gets the data from the sender's read portal when a
+//!   receive matches it. Flow control is the senders' buffers staying lent,
+//!   never a drop. A synchronous short send asks no engine acknowledgment
+//!   (it could not tell a posted receive from a buffer) and completes on the
+//!   receiver's explicit one, sent once the data is here in every case.
+//!   Ready sends stay plain eager puts. Within [`MpiConfig::eager_copy`]
+//!   bytes, a short standard send exposes a library copy (an internal
+//!   request, like a buffered send) and completes at once, so the
+//!   acknowledgment's round trip stays off the caller's path.
+//! * Long messages are put eagerly with an acknowledgment requested. Expected,
+//!   the acknowledgment carries the length and the send is done; unexpected,
+//!   the long-unexpected entry accepts zero bytes and the receiver later gets
+//!   the data from the sender's read portal.
+//! * Synchronous sends complete on the target's acknowledgment (expected) or
+//!   on the receiver's explicit zero-length put to the ack portal
+//!   (unexpected). The explicit acknowledgment lands on a zero-byte
+//!   descriptor of its own, not on the send buffer (docs/ARCHITECTURE.md).
+//!
+//! Extensions, each documented where it lives: the unexpected-buffer pool
+//! grows (up to a cap) while fewer than two buffers are *active* (not past
+//! their high-water mark — a buffer stops matching long before its unlink
+//! is seen), and is replenished by an unlink hook on whichever thread
+//! filled a buffer, so also while the application computes; the final
+//! *overflow* entry turns short messages beyond the cap into pulls (above);
+//! a message received into a zero-length buffer releases a sender waiting
+//! for a get with a zero-length get.
+//!
+//! **Soundness.** A request is complete only when its result is known *and*
+//! it holds nothing in the engine: every wait returns only then, also on
+//! errors (a library-wide error aborts the waited-for request — unlinks its
+//! entry and descriptors, retrying while a transfer uses them — before it is
+//! reported). So a caller never gets back a buffer the engine can still
+//! write or read.
+//!
+//! **Failures.** Peers the transport gave up on are dead: every request
+//! with one of them fails with [`MpiError::PeerFailed`], including the
+//! passive ones the engine cannot fail (a posted receive, a send waiting for
+//! the peer's get or acknowledgment), and so does every receive or probe
+//! from any source on a communicator with a dead member (ULFM's
+//! `MPI_ERR_PROC_FAILED_PENDING`), once no saved message matches it.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use portals::{
+    EqHandle, Event, EventKind, FailType, MdDesc, MdHandle, MdOptions, MeHandle, NetworkInterface,
+    NiCore, PortalIndex, Position, ProcessId, PtlError, Remote, Threshold, Unlink,
+};
+use portals_runtime::Job;
+use slab::Slab;
+
+mod completion;
+mod failure;
+mod pool;
+mod probe;
+mod recv;
+mod send;
+
+use completion::released;
+use failure::{dead_member, dead_peer};
+use pool::{Pool, Unexpected};
+
+use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
+use crate::error::{MpiError, Result};
+use crate::status::Status;
+
+/// The receive portal: every message is put here.
+pub(crate) const RECV_PT: PortalIndex = PortalIndex(0);
+/// The read portal: long sends expose their buffers here.
+pub(crate) const READ_PT: PortalIndex = PortalIndex(1);
+/// The ack portal: synchronous sends wait for explicit acknowledgments here.
+pub(crate) const ACK_PT: PortalIndex = PortalIndex(2);
+
+/// `user_ptr` of the long-unexpected descriptor.
+const LONG_UNEXPECTED: u64 = u64::MAX;
+/// `user_ptr` of the overflow descriptor.
+const OVERFLOW: u64 = u64::MAX - 1;
+
+/// Header-data flag of a short message: the send is synchronous, its
+/// sender waits for an explicit acknowledgment on its ack portal (match
+/// bits: the whole header data).
+pub(crate) const HDR_SYNC: u64 = 1 << 63;
+/// Header-data flag of a short message: the sender exposes the data on its
+/// read portal (match bits: the whole header data) until it knows the
+/// receiver holds it, so a receiver that had no room for it gets it later.
+pub(crate) const HDR_READ: u64 = 1 << 62;
+/// The unique part of header data (below the flags).
+const HDR_UNIQUE: u64 = HDR_READ - 1;
+
+/// How long one blocking wait sleeps before re-checking its request. Another
+/// thread may have consumed the event that completed it.
+const WAIT_SLICE: Duration = Duration::from_millis(1);
+
+/// Tunables of the MPI library. Read from the environment by
+/// [`MpiConfig::from_env`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MpiConfig {
+    /// Messages up to this many bytes use the short (eager, buffered when
+    /// unexpected) protocol; longer ones the long protocol
+    /// (`PTL_MPI_EAGER`).
+    ///
+    /// The default, 64 KiB, was chosen by measurement (2 ranks, TCP,
+    /// progress thread, `mpi-on-portals/examples/pingpong` with `PTL_MPI_EAGER` varied,
+    /// medians of 3 runs): the short protocol's half round trip beats the
+    /// long one's at every size, by 17–20 % at 32–64 KiB (9.5 vs 11.7 µs,
+    /// 15.2 vs 18.1 µs) and by ~10 % at 128–256 KiB. Above 64 KiB the long
+    /// protocol is kept because it never buffers an unexpected message: the
+    /// receiver pulls it straight into place, and each 2 MiB unexpected
+    /// buffer still holds at least 31 short messages.
+    pub eager_limit: usize,
+    /// Size of each unexpected-message buffer (`PTL_MPI_UNEXPECTED_BUFFER`).
+    pub unexpected_buffer: usize,
+    /// Unexpected-message buffers created at start (`PTL_MPI_UNEXPECTED_BUFFERS`).
+    pub unexpected_buffers: usize,
+    /// The pool grows up to this many buffers when messages arrive faster
+    /// than they are received (`PTL_MPI_UNEXPECTED_MAX`).
+    pub unexpected_max: usize,
+    /// Capacity of each event queue (`PTL_MPI_EQ_EVENTS`).
+    pub eq_events: usize,
+    /// Bytes of library copies that short standard sends may hold
+    /// (`PTL_MPI_EAGER_COPY`). Such a send must keep its data until the
+    /// receiver acknowledges it (see the module docs); within this budget
+    /// the library keeps a copy instead and the send completes at once, as
+    /// an eager send did before, so the acknowledgment's round trip stays
+    /// off the sender's critical path. Beyond it, sends keep the caller's
+    /// buffer and complete on the acknowledgment. 0 turns copies off.
+    pub eager_copy: usize,
+}
+
+impl Default for MpiConfig {
+    fn default() -> Self {
+        MpiConfig {
+            eager_limit: 64 << 10,
+            unexpected_buffer: 2 << 20,
+            unexpected_buffers: 3,
+            unexpected_max: 32,
+            eq_events: 1 << 16,
+            eager_copy: 16 << 20,
+        }
+    }
+}
+
+impl MpiConfig {
+    /// Defaults, overridden by `PTL_MPI_*` environment variables.
+    pub fn from_env() -> Result<MpiConfig> {
+        let mut c = MpiConfig::default();
+        let get = |name: &str, v: &mut usize| -> Result<()> {
+            if let Ok(s) = std::env::var(name) {
+                *v = s
+                    .parse()
+                    .map_err(|_| MpiError::Init(format!("{name}={s:?} is not a number")))?;
+            }
+            Ok(())
+        };
+        get("PTL_MPI_EAGER", &mut c.eager_limit)?;
+        get("PTL_MPI_UNEXPECTED_BUFFER", &mut c.unexpected_buffer)?;
+        get("PTL_MPI_UNEXPECTED_BUFFERS", &mut c.unexpected_buffers)?;
+        get("PTL_MPI_UNEXPECTED_MAX", &mut c.unexpected_max)?;
+        get("PTL_MPI_EQ_EVENTS", &mut c.eq_events)?;
+        get("PTL_MPI_EAGER_COPY", &mut c.eager_copy)?;
+        c.checked()
+    }
+
+    /// Check the tunables (also those given to
+    /// [`crate::initialize_with_config`]): an unexpected-message buffer must
+    /// hold two eager messages (its high-water mark is the eager limit: a
+    /// smaller buffer would never accept anything); at least one buffer, and
+    /// a cap no lower than the initial count.
+    pub(crate) fn checked(mut self) -> Result<MpiConfig> {
+        if self.unexpected_buffer < 2 * self.eager_limit.max(1) {
+            return Err(MpiError::Init(
+                "an unexpected-message buffer must hold at least two eager messages".into(),
+            ));
+        }
+        if self.eq_events == 0 {
+            return Err(MpiError::Init("event queues need room for events".into()));
+        }
+        self.unexpected_buffers = self.unexpected_buffers.max(1);
+        self.unexpected_max = self.unexpected_max.max(self.unexpected_buffers);
+        Ok(self)
+    }
+}
+
+/// Counters of the MPI protocols in this process, for tests and tuning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpiStats {
+    /// Messages that found their receive posted (deposited in place).
+    pub expected: u64,
+    /// Short messages received from an unexpected-message buffer.
+    pub unexpected_short: u64,
+    /// Long messages that arrived unexpected and were fetched with a get.
+    pub unexpected_long: u64,
+    /// Explicit acknowledgments sent for synchronous sends received late.
+    pub sync_acks: u64,
+    /// Unexpected-message buffers drained and re-attached.
+    pub buffers_recycled: u64,
+    /// Unexpected-message buffers added beyond the initial ones.
+    pub buffers_grown: u64,
+    /// Short messages that found no room in the unexpected-message buffers
+    /// (all full, the pool at its cap): accepted as zero bytes and fetched
+    /// from the sender's read portal when received.
+    pub unexpected_pulled: u64,
+}
+
+/// Send modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Standard,
+    Synchronous,
+    Ready,
+}
+
+/// A request's identity: slab slot plus generation, so that a late event for
+/// a recycled slot is recognised as stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReqId {
+    idx: u32,
+    gen: u32,
+}
+
+impl ReqId {
+    fn user_ptr(self) -> u64 {
+        (self.gen as u64) << 32 | self.idx as u64
+    }
+
+    fn from_user_ptr(p: u64) -> ReqId {
+        ReqId {
+            idx: p as u32,
+            gen: (p >> 32) as u32,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Ready send (any size): done on Sent. Its receive is posted, so it
+    /// never needs to be fetched again.
+    SendReady,
+    /// Short standard send: done on Sent + Ack(len > 0), or Sent + Ack(0) +
+    /// Get (the receiver had no unexpected-buffer room and pulled it).
+    SendShort,
+    /// Short synchronous send: done on Sent + the receiver's explicit
+    /// acknowledgment (sent once it holds the data, which it may first
+    /// have pulled from the read portal).
+    SendSync,
+    /// Long send: done on Sent + Ack(len > 0), or Sent + Ack(0) + Get.
+    SendLong,
+    /// Posted receive: done on Put (long truncated to zero: after a release
+    /// get).
+    Recv,
+    /// Receive of an unexpected long message, or of a short one that found
+    /// no buffer room: done on the Reply of its get.
+    RecvGet,
+    /// Library-internal message nobody waits for (explicit sync ack).
+    Control,
+}
+
+struct Req {
+    gen: u32,
+    kind: Kind,
+    /// The user gave the request up (buffered sends, internal messages):
+    /// free it on completion.
+    detached: bool,
+    /// Descriptor of the data (send buffer or receive buffer).
+    md: Option<MdHandle>,
+    /// Match entry owned by the request (read/ack portal for sends, posted
+    /// receive for receives).
+    me: Option<MeHandle>,
+    /// Synchronous sends: the zero-byte descriptor on the ack portal.
+    ack_md: Option<MdHandle>,
+    /// Synchronous short sends: the read-portal entry exposing the data
+    /// (`me` is the ack-portal entry).
+    read_me: Option<MeHandle>,
+    /// A send of zero bytes: an acknowledgment of zero bytes means it was
+    /// delivered, not that it waits to be pulled.
+    empty: bool,
+    /// A receive that pulls a synchronous short message: the sender's
+    /// process and ack bits, acknowledged once the data is here.
+    ack_after: Option<(ProcessId, u64)>,
+    /// Receives from any source: the context, whose members' failures fail
+    /// the receive (ULFM's `MPI_ERR_PROC_FAILED_PENDING`).
+    any_ctx: Option<u16>,
+    sent: bool,
+    acked: Option<u64>,
+    got: bool,
+    /// Receives: the status to report (filled when the envelope is known).
+    status: Option<Status>,
+    result: Option<Result<Status>>,
+    /// Memory owned by the request (buffered and owned sends): the send reads
+    /// from it, so it lives as long as the request.
+    owned: Option<Box<dyn std::any::Any + Send>>,
+    /// Bytes of attached buffered-send space the request uses.
+    bsend_len: usize,
+    /// Bytes of the eager-copy budget the request's copy uses.
+    copy_len: usize,
+    /// Peer world rank, for error messages.
+    peer: u32,
+}
+
+struct State {
+    reqs: Slab<Req>,
+    next_gen: u32,
+    saved: VecDeque<Unexpected>,
+    next_bits: u64,
+    fatal: Option<MpiError>,
+    bsend_attached: usize,
+    bsend_used: usize,
+    /// Bytes of eager copies held by short sends waiting for their
+    /// acknowledgment ([`MpiConfig::eager_copy`]).
+    copy_used: usize,
+    stats: MpiStats,
+    /// Context ids this process does not use: bit i of word i/64. Ids go in
+    /// pairs (point-to-point, collective); the world's pair is 0/1.
+    free_ctx: [u64; CTX_WORDS],
+    /// Requests with a result whose engine objects could not be unlinked yet
+    /// (a transfer was still using them): retried at every drain.
+    releasing: Vec<ReqId>,
+    /// World ranks the transport gave up on.
+    dead: HashSet<u32>,
+    /// How many entries of the interface's failed-peer list were handled.
+    failures_seen: usize,
+    /// World ranks of the members of each context that a receive from any
+    /// source used (a member's death fails such receives).
+    members: HashMap<u16, Arc<[u32]>>,
+}
+
+/// Words of the context-id bitmap (13 bits of context: 8192 ids).
+pub(crate) const CTX_WORDS: usize = (crate::bits::MAX_CONTEXT as usize + 1) / 64;
+
+// SAFETY: `State` holds raw pointers only to memory that a live request's
+// borrow keeps alive; all access is under the device mutex.
+unsafe impl Send for State {}
+
+/// What the device shares with the unlink hook it installs in the network
+/// interface (which may run on the transport's progress thread): the state
+/// and what the unexpected-buffer pool needs.
+struct Shared {
+    st: Mutex<State>,
+    /// The hook found the state locked: whoever holds it services the
+    /// unexpected queue when it unlocks.
+    service: AtomicBool,
+    /// The unexpected-message buffers. A lock of their own, taken after the
+    /// state's (never before) and held only around engine calls, so that
+    /// the unlink hook can add room even while an application thread holds
+    /// the state: that thread may be preempted by the very progress thread
+    /// that keeps depositing (both run on one core when ranks are bound),
+    /// and a hook that could only defer would let every buffer fill up.
+    pool: Mutex<Pool>,
+    cfg: MpiConfig,
+    unexp_eq: EqHandle,
+    long_me: MeHandle,
+}
+
+/// The locked state. Unlocking looks at [`Shared::service`], so that work
+/// an unlink hook could not do while the lock was held is done now.
+struct StateGuard<'a> {
+    sh: &'a Shared,
+    core: &'a NiCore,
+    g: ManuallyDrop<MutexGuard<'a, State>>,
+}
+
+impl Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.g
+    }
+}
+
+impl DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.g
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `g` is dropped exactly once, here, and not used after.
+        unsafe { ManuallyDrop::drop(&mut self.g) };
+        self.sh.after_unlock(self.core);
+    }
+}
+
+fn ptl(e: PtlError) -> MpiError {
+    MpiError::Portals(e)
+}
+
+impl Shared {
+    fn lock<'a>(&'a self, core: &'a NiCore) -> StateGuard<'a> {
+        StateGuard {
+            sh: self,
+            core,
+            g: ManuallyDrop::new(self.st.lock().unwrap_or_else(|p| p.into_inner())),
+        }
+    }
+
+    fn after_unlock(&self, core: &NiCore) {
+        // Pairs with the fence in `service_unexpected`: either the hook's
+        // try_lock saw the lock free, or this load sees its flag.
+        fence(Ordering::SeqCst);
+        if self.service.load(Ordering::SeqCst) {
+            self.service_unexpected(core);
+        }
+    }
+}
+
+/// The MPI device of one process.
+pub(crate) struct Device {
+    // Declared first so it is dropped first: the interface (and its progress
+    // thread) must be gone before the memory it writes into.
+    job: Job,
+    pub(crate) cfg: MpiConfig,
+    sh: Arc<Shared>,
+    req_eq: EqHandle,
+    unexp_eq: EqHandle,
+    mark: MeHandle,
+}
+
+impl Device {
+    pub(crate) fn new(job: Job, cfg: MpiConfig) -> Result<Device> {
+        let cfg = cfg.checked()?;
+        let ni = job.ni();
+        let req_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
+        let unexp_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
+        // The mark has no descriptor: it matches nothing and separates the
+        // posted receives from the unexpected buffers.
+        let mark = ni
+            .me_attach(
+                RECV_PT,
+                ProcessId::ANY,
+                0,
+                0,
+                Unlink::Retain,
+                Position::After,
+            )
+            .map_err(ptl)?;
+        let long_me = ni
+            .me_attach(
+                RECV_PT,
+                ProcessId::ANY,
+                bits::encode(PROTO_LONG, 0, 0, 0),
+                !bits::PROTO_MASK,
+                Unlink::Retain,
+                Position::After,
+            )
+            .map_err(ptl)?;
+        ni.md_attach(
+            long_me,
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+                .eq(unexp_eq)
+                .user_ptr(LONG_UNEXPECTED),
+            Vec::new(),
+            Unlink::Retain,
+        )
+        .map_err(ptl)?;
+        // Overflow: short messages no buffer could take (the pool at its
+        // cap). Zero bytes, truncating and acknowledging, like the
+        // long-unexpected entry: the envelope is kept, the sender learns
+        // from the zero-length acknowledgment that the data was not taken,
+        // and the receiver gets it from the sender's read portal when the
+        // receive is posted. Flow control, not loss: memory here stays
+        // bounded by the pool's cap.
+        let over = ni
+            .me_attach(
+                RECV_PT,
+                ProcessId::ANY,
+                bits::encode(PROTO_SHORT, 0, 0, 0),
+                !bits::PROTO_MASK,
+                Unlink::Retain,
+                Position::After,
+            )
+            .map_err(ptl)?;
+        ni.md_attach(
+            over,
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+                .eq(unexp_eq)
+                .user_ptr(OVERFLOW),
+            Vec::new(),
+            Unlink::Retain,
+        )
+        .map_err(ptl)?;
+        let sh = Arc::new(Shared {
+            st: Mutex::new(State {
+                reqs: Slab::new(),
+                next_gen: 1,
+                saved: VecDeque::new(),
+                next_bits: 1,
+                fatal: None,
+                bsend_attached: 0,
+                bsend_used: 0,
+                copy_used: 0,
+                stats: MpiStats::default(),
+                free_ctx: {
+                    let mut f = [u64::MAX; CTX_WORDS];
+                    f[0] &= !0b11; // the world's pair
+                    f
+                },
+                releasing: Vec::new(),
+                dead: HashSet::new(),
+                failures_seen: 0,
+                members: HashMap::new(),
+            }),
+            service: AtomicBool::new(false),
+            pool: Mutex::new(Pool::default()),
+            cfg: cfg.clone(),
+            unexp_eq,
+            long_me,
+        });
+        {
+            let mut pool = sh.pool();
+            for _ in 0..cfg.unexpected_buffers {
+                sh.add_buffer(ni.core(), &mut pool)?;
+            }
+        }
+        // Full buffers are replaced as soon as they unlink, whoever makes
+        // progress (seed 001 recycles them at the next MPI call; with a
+        // progress thread that call may be far away).
+        let hook = sh.clone();
+        ni.core()
+            .set_unlink_hook(unexp_eq, Box::new(move |core| hook.on_unlink_hook(core)))
+            .map_err(ptl)?;
+        let dev = Device {
+            job,
+            cfg,
+            sh,
+            req_eq,
+            unexp_eq,
+            mark,
+        };
+        // No message may reach a process before its entries exist.
+        dev.job
+            .barrier()
+            .map_err(|e| MpiError::Init(e.to_string()))?;
+        Ok(dev)
+    }
+
+    fn ni(&self) -> &NetworkInterface {
+        self.job.ni()
+    }
+
+    fn core(&self) -> &NiCore {
+        self.job.ni().core()
+    }
+
+    pub(crate) fn job(&self) -> &Job {
+        &self.job
+    }
+
+    fn lock(&self) -> StateGuard<'_> {
+        self.sh.lock(self.core())
+    }
+
+    /// Drive the transport once, without blocking, if it needs calls to make
+    /// progress (polling mode); free otherwise. Called without the state
+    /// lock, so that an unlink hook run by this progress can take it.
+    fn poll(&self) {
+        if let Err(e) = self.ni().poll() {
+            self.lock().fatal.get_or_insert(ptl(e));
+        }
+    }
+
+    // ----- events ---------------------------------------------------------
+
+    /// Take every queued event and act on it, unexpected messages first so
+    /// that a receive posted by a request event sees them; then learn of
+    /// failed peers, and retry releasing what a transfer held. Never fails:
+    /// an error that concerns one request becomes its result, one that
+    /// concerns the library is kept in `fatal` (and reported by every wait
+    /// once the waited-for request has let go of its buffer).
+    fn drain(&self, st: &mut State) {
+        // Read before the events: whatever the transport delivered before
+        // giving up on a peer is queued by then, and handled first.
+        let failures = self.ni().failed_peer_count();
+        loop {
+            let unexpected = self.take_event(st, self.unexp_eq);
+            if let Some(ev) = &unexpected {
+                if let Err(e) = self.sh.on_unexpected(self.core(), st, ev) {
+                    st.fatal.get_or_insert(e);
+                }
+            }
+            let request = self.take_event(st, self.req_eq);
+            if let Some(ev) = &request {
+                self.on_request(st, ev);
+            }
+            if unexpected.is_none() && request.is_none() {
+                break;
+            }
+        }
+        if failures > st.failures_seen {
+            self.on_peer_failures(st);
+        }
+        if !st.releasing.is_empty() {
+            for id in std::mem::take(&mut st.releasing) {
+                self.finish(st, id);
+            }
+        }
+    }
+
+    /// The next event of `eq`; an overflow is fatal (and reported once, so
+    /// the kept events follow).
+    fn take_event(&self, st: &mut State, eq: EqHandle) -> Option<Event> {
+        loop {
+            match self.ni().eq_get(eq) {
+                Ok(ev) => return ev,
+                Err(PtlError::EqDropped { dropped }) => {
+                    st.fatal
+                        .get_or_insert(MpiError::EventQueueOverflow(dropped));
+                }
+                Err(e) => {
+                    st.fatal.get_or_insert(ptl(e));
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn on_request(&self, st: &mut State, ev: &Event) {
+        let id = ReqId::from_user_ptr(ev.md.user_ptr);
+        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+            return; // a late event of a finished request
+        };
+        if ev.kind == EventKind::Unlink {
+            if r.md == Some(ev.md_handle) {
+                r.md = None;
+            }
+            if r.ack_md == Some(ev.md_handle) {
+                r.ack_md = None;
+            }
+            if r.result.is_some() {
+                self.finish(st, id);
+            }
+            return;
+        }
+        if r.result.is_some() {
+            // Decided already (failed, aborted): later events change nothing.
+            return;
+        }
+        if let Err(e) = self.on_request_event(st, id, ev) {
+            if let Some(r) = st.reqs.get_mut(id.idx as usize) {
+                r.result.get_or_insert(Err(e));
+            }
+        }
+        if st
+            .reqs
+            .get(id.idx as usize)
+            .is_some_and(|r| r.result.is_some())
+        {
+            self.finish(st, id);
+        }
+    }
+
+    /// Advance request `id` (live, no result yet) by event `ev`.
+    fn on_request_event(&self, st: &mut State, id: ReqId, ev: &Event) -> Result<()> {
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return Ok(());
+        };
+        if ev.fail != FailType::Ok {
+            let why = format!("{:?} on {:?}", ev.fail, ev.kind);
+            let rank = if r.peer == u32::MAX {
+                self.job.rank_of(ev.initiator).unwrap_or(u32::MAX)
+            } else {
+                r.peer
+            };
+            r.result = Some(Err(MpiError::PeerFailed {
+                rank: rank as i32,
+                why,
+            }));
+            return Ok(());
+        }
+        match (r.kind, ev.kind) {
+            (Kind::SendReady | Kind::Control, EventKind::Sent)
+            | (Kind::Control, EventKind::Reply) => {
+                r.result = Some(Ok(Status::new(
+                    -1,
+                    -1,
+                    ev.mlength as usize,
+                    ev.mlength as usize,
+                )));
+            }
+            (Kind::SendShort | Kind::SendSync | Kind::SendLong, EventKind::Sent) => r.sent = true,
+            (Kind::SendSync, EventKind::Put) => r.acked = Some(0),
+            (Kind::SendShort | Kind::SendLong, EventKind::Ack) => r.acked = Some(ev.mlength),
+            (Kind::SendShort | Kind::SendLong, EventKind::Get) => r.got = true,
+            (Kind::Recv, EventKind::Put) => {
+                st.stats.expected += 1;
+                let f = bits::decode(ev.match_bits);
+                if f.proto == PROTO_SHORT && ev.hdr_data & HDR_SYNC != 0 {
+                    // A synchronous sender waits for this whether its
+                    // message was expected or not: its put is not
+                    // acknowledged, so an acknowledgment from an
+                    // unexpected buffer cannot be mistaken for a match.
+                    self.control(st, ev.initiator, ACK_PT, ev.hdr_data, false);
+                }
+                let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+                    return Ok(());
+                };
+                let st_ = Status::new(
+                    f.src as i32,
+                    f.tag as i32,
+                    ev.mlength as usize,
+                    ev.rlength as usize,
+                );
+                r.status = Some(st_);
+                if ev.mlength == 0 && ev.rlength > 0 && waits_for_get(f.proto, ev.hdr_data) {
+                    // A message truncated to nothing acknowledges zero
+                    // bytes, which its sender reads as "not taken": release
+                    // it with the get it is waiting for.
+                    let initiator = ev.initiator;
+                    let hdr = ev.hdr_data;
+                    r.kind = Kind::RecvGet;
+                    let ni = self.ni();
+                    let md = ni
+                        .md_bind(
+                            &MdDesc::default()
+                                .threshold(Threshold::Count(1))
+                                .eq(self.req_eq)
+                                .user_ptr(id.user_ptr()),
+                            Vec::new(),
+                            Unlink::Unlink,
+                        )
+                        .map_err(ptl)?;
+                    r.md = Some(md);
+                    ni.get(md, &Remote::new(initiator, READ_PT, hdr))
+                        .map_err(ptl)?;
+                    return Ok(());
+                }
+                r.result = Some(finish_status(st_));
+            }
+            (Kind::RecvGet, EventKind::Reply) => {
+                let s = r.status.unwrap_or(Status::new(-1, -1, 0, 0));
+                r.result = Some(finish_status(s));
+                if let Some((to, bits)) = r.ack_after.take() {
+                    // A synchronous short message pulled after all: its
+                    // sender completes once we hold the data.
+                    self.control(st, to, ACK_PT, bits, false);
+                }
+            }
+            _ => {}
+        }
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return Ok(());
+        };
+        if r.result.is_none() {
+            let done = match r.kind {
+                Kind::SendSync => r.sent && r.acked.is_some(),
+                Kind::SendShort | Kind::SendLong => {
+                    r.sent && matches!(r.acked, Some(n) if n > 0 || r.got || r.empty)
+                }
+                _ => false,
+            };
+            if done {
+                r.result = Some(Ok(Status::new(-1, -1, 0, 0)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Request `id` has its result: unlink what it still holds in the engine
+    /// so that the user's buffer is free before anyone can see it complete.
+    /// What a transfer still uses is retried at the next drain (the request
+    /// stays incomplete meanwhile). A detached request is forgotten once
+    /// released.
+    fn finish(&self, st: &mut State, id: ReqId) {
+        let ni = self.ni();
+        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+            return;
+        };
+        // Unlinking the entry also unlinks a descriptor attached to it; the
+        // explicit descriptor unlinks then find nothing, which is fine.
+        for slot in [&mut r.me, &mut r.read_me] {
+            if let Some(me) = *slot {
+                match ni.me_unlink(me) {
+                    Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
+                    Err(e) => tracing::trace!(error = %e, "request entry still in use"),
+                }
+            }
+        }
+        for slot in [&mut r.md, &mut r.ack_md] {
+            if let Some(md) = *slot {
+                match ni.md_unlink(md) {
+                    Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
+                    Err(e) => tracing::trace!(error = %e, "request descriptor still in use"),
+                }
+            }
+        }
+        if !released(r) {
+            if !st.releasing.contains(&id) {
+                st.releasing.push(id);
+            }
+            return;
+        }
+        if r.detached {
+            if let Err(e) = r.result.as_ref().unwrap_or(&Ok(Status::cancelled())) {
+                tracing::warn!(error = %e, "a request nobody waits for failed");
+            }
+            let r = st.reqs.remove(id.idx as usize);
+            st.bsend_used = st.bsend_used.saturating_sub(r.bsend_len);
+            st.copy_used = st.copy_used.saturating_sub(r.copy_len);
+        }
+    }
+
+    /// Give request `id` the result `e` unless it has one, and release it.
+    fn abort(&self, st: &mut State, id: ReqId, e: MpiError) {
+        if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
+            r.result.get_or_insert(Err(e));
+            self.finish(st, id);
+        }
+    }
+
+    /// A request that was just created failed with `e` while being started.
+    /// If it holds nothing in the engine any more, forget it and return the
+    /// error; otherwise it is returned (its result is the error) and the
+    /// caller's wait reports the error once the engine has let go.
+    fn fail_started(&self, st: &mut State, id: ReqId, e: MpiError) -> Result<ReqId> {
+        self.abort(st, id, e.clone());
+        match Self::take_result(st, id) {
+            Some(_) => Err(e),
+            None => Ok(id),
+        }
+    }
+
+    fn new_req(&self, st: &mut State, kind: Kind, peer: u32) -> ReqId {
+        let gen = st.next_gen;
+        st.next_gen = st.next_gen.wrapping_add(1).max(1);
+        let idx = st.reqs.insert(Req {
+            gen,
+            kind,
+            detached: false,
+            md: None,
+            me: None,
+            ack_md: None,
+            read_me: None,
+            empty: false,
+            ack_after: None,
+            any_ctx: None,
+            sent: false,
+            acked: None,
+            got: false,
+            status: None,
+            result: None,
+            owned: None,
+            bsend_len: 0,
+            copy_len: 0,
+            peer,
+        }) as u32;
+        ReqId { idx, gen }
+    }
+
+    fn check(&self, st: &State) -> Result<()> {
+        match &st.fatal {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// This process's free context ids.
+    pub(crate) fn free_contexts(&self) -> [u64; CTX_WORDS] {
+        self.lock().free_ctx
+    }
+
+    /// The lowest pair free in `all` (the AND of every member's map): mark it
+    /// used here and return its first id.
+    pub(crate) fn take_context_pair(&self, all: &[u64; CTX_WORDS]) -> Result<u16> {
+        let mut st = self.lock();
+        for id in (0..=crate::bits::MAX_CONTEXT as usize).step_by(2) {
+            let (w, b) = (id / 64, id % 64);
+            if all[w] >> b & 0b11 == 0b11 {
+                st.free_ctx[w] &= !(0b11 << b);
+                return Ok(id as u16);
+            }
+        }
+        Err(MpiError::NoContext(format!(
+            "all {} context ids are in use by some member; free communicators first",
+            crate::bits::MAX_CONTEXT as usize + 1
+        )))
+    }
+
+    /// Give a context pair back. Unexpected messages still saved for it are
+    /// dropped first — a communicator that reuses the ids must not receive
+    /// them — and their senders released: a synchronous sender gets its
+    /// acknowledgment, a long sender a zero-length get, so neither waits
+    /// forever for a receive that cannot come any more.
+    pub(crate) fn release_context_pair(&self, id: u16) {
+        let id = id as usize & !1;
+        if id == 0 || id > crate::bits::MAX_CONTEXT as usize {
+            return;
+        }
+        self.poll();
+        let mut st = self.lock();
+        self.drain(&mut st);
+        let mut stale = Vec::new();
+        st.saved.retain(|u| {
+            let mine = bits::decode(u.bits).ctx as usize & !1 == id;
+            if mine {
+                stale.push(*u);
+            }
+            !mine
+        });
+        for u in stale {
+            tracing::debug!(
+                context = id,
+                bytes = u.rlength,
+                "dropping an unreceived message of a freed communicator"
+            );
+            if let Some(i) = u.buf {
+                if let Err(e) = self.sh.release(self.core(), &mut st, i) {
+                    st.fatal.get_or_insert(e);
+                }
+            }
+            let proto = bits::decode(u.bits).proto;
+            if proto == PROTO_SHORT && u.hdr_data & HDR_SYNC != 0 {
+                self.control(&mut st, u.initiator, ACK_PT, u.hdr_data, false);
+            } else if u.buf.is_none() && u.rlength > 0 && waits_for_get(proto, u.hdr_data) {
+                self.control(&mut st, u.initiator, READ_PT, u.hdr_data, true);
+            }
+        }
+        st.members.remove(&(id as u16));
+        st.members.remove(&(id as u16 + 1));
+        st.free_ctx[id / 64] |= 0b11 << (id % 64);
+    }
+
+    /// The protocol counters.
+    /// See [`crate::Universe::with_state_locked`].
+    #[cfg(feature = "testing")]
+    pub(crate) fn with_state_locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _st = self.lock();
+        f()
+    }
+
+    pub(crate) fn stats(&self) -> MpiStats {
+        self.poll();
+        let mut st = self.lock();
+        self.drain(&mut st);
+        let mut stats = st.stats;
+        stats.buffers_grown += self.sh.pool().grown_early;
+        stats
+    }
+
+    /// Finalize's second half: the job-wide barrier, while driving progress
+    /// if the transport needs calls for it (polling mode), so that a peer
+    /// still finishing its own requests with us is served.
+    pub(crate) fn final_barrier(&self) -> Result<()> {
+        let barrier = || {
+            self.job
+                .barrier()
+                .map_err(|e| MpiError::Init(format!("finalize barrier: {e}")))
+        };
+        if self.ni().nal().progresses_alone() {
+            return barrier();
+        }
+        std::thread::scope(|s| {
+            let helper = std::thread::Builder::new()
+                .name("mpi-finalize".into())
+                .spawn_scoped(s, barrier);
+            match helper {
+                Ok(h) => {
+                    while !h.is_finished() {
+                        self.poll();
+                        {
+                            let mut st = self.lock();
+                            self.drain(&mut st);
+                        }
+                        self.block();
+                    }
+                    h.join()
+                        .unwrap_or_else(|_| Err(MpiError::Init("finalize barrier panicked".into())))
+                }
+                // No thread: a plain barrier (nothing moves meanwhile).
+                Err(_) => barrier(),
+            }
+        })
+    }
+}
+
+/// True if the sender of a message with protocol `proto` and header data
+/// `hdr` waits for a get when its message was taken as zero bytes: a long
+/// sender, and a standard short sender whose data is on its read portal (a
+/// synchronous one waits for its explicit acknowledgment instead).
+fn waits_for_get(proto: u64, hdr: u64) -> bool {
+    match proto {
+        PROTO_LONG => hdr != 0,
+        PROTO_SHORT => hdr & HDR_READ != 0 && hdr & HDR_SYNC == 0,
+        _ => false,
+    }
+}
+
+fn finish_status(s: Status) -> Result<Status> {
+    if s.is_truncated() {
+        Err(MpiError::Truncated(s))
+    } else {
+        Ok(s)
+    }
+}

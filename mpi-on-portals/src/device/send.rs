@@ -1,0 +1,340 @@
+//! Sending: the short (eager, data kept on the read portal until the
+//! receiver holds it), synchronous, ready and long protocols (seed 001
+//! §3.2–3.3), and buffered sends.
+
+use portals::{AckReq, MdDesc, MdOptions, Position, Remote, Threshold, Unlink};
+
+use super::{
+    dead_peer, ptl, Device, Kind, Mode, ReqId, State, ACK_PT, HDR_READ, HDR_SYNC, HDR_UNIQUE,
+    READ_PT, RECV_PT,
+};
+use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
+use crate::error::{MpiError, Result};
+use crate::status::Status;
+
+impl Device {
+    /// Start a send of `len` bytes at `data` from `src_rank` (in the
+    /// communicator with context `ctx`) to world rank `dst`.
+    ///
+    /// An error is returned only if nothing of the send reached the engine;
+    /// a send that fails later reports its error through the request.
+    ///
+    /// # Safety
+    /// `data..data+len` must stay valid and unmodified until the request
+    /// completes (or, with `owned`, is the owned vector's buffer).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn isend(
+        &self,
+        ctx: u16,
+        src_rank: u32,
+        dst: u32,
+        tag: u32,
+        data: *const u8,
+        len: usize,
+        mode: Mode,
+        owned: Option<Box<dyn std::any::Any + Send>>,
+        detached: bool,
+    ) -> Result<ReqId> {
+        let mut st = self.lock();
+        self.check(&st)?;
+        // Take the events of earlier sends: a loop of sends that never
+        // waits must not overflow the request event queue.
+        self.drain(&mut st);
+        if st.dead.contains(&dst) {
+            return Err(dead_peer(dst));
+        }
+        let ni = self.ni();
+        let target = portals_runtime::process_id(dst);
+        let long = len > self.cfg.eager_limit;
+        let kind = match (mode, long) {
+            (Mode::Ready, _) => Kind::SendReady,
+            (Mode::Standard, false) => Kind::SendShort,
+            (Mode::Synchronous, false) => Kind::SendSync,
+            (_, true) => Kind::SendLong,
+        };
+        // A short standard send of the caller's buffer completes only on
+        // the receiver's acknowledgment; within the budget, send a copy
+        // instead (an internal request nobody waits for) and hand the
+        // caller a request that is complete already.
+        let (mut owned, mut detached, mut data, mut copy_len) = (owned, detached, data, 0);
+        let mut done_for_caller = None;
+        if kind == Kind::SendShort
+            && owned.is_none()
+            && !detached
+            && len > 0
+            && st.copy_used + len <= self.cfg.eager_copy
+        {
+            // SAFETY: by this function's contract, `data..data+len` is valid.
+            let copy = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+            data = copy.as_ptr();
+            owned = Some(Box::new(copy));
+            detached = true;
+            copy_len = len;
+            st.copy_used += len;
+            let caller = self.new_req(&mut st, kind, dst);
+            if let Some(rq) = st.reqs.get_mut(caller.idx as usize) {
+                rq.result = Some(Ok(Status::new(-1, -1, len, len)));
+            }
+            done_for_caller = Some(caller);
+        }
+        let id = self.new_req(&mut st, kind, dst);
+        // The request owns the memory from now on, so that it lives as long
+        // as anything in the engine may read it.
+        if let Some(rq) = st.reqs.get_mut(id.idx as usize) {
+            rq.owned = owned;
+            rq.detached = detached;
+            rq.empty = len == 0;
+            rq.copy_len = copy_len;
+        }
+        let up = id.user_ptr();
+        let proto = if long { PROTO_LONG } else { PROTO_SHORT };
+        let remote = Remote::new(target, RECV_PT, bits::encode(proto, ctx, src_rank, tag));
+        let data = data.cast_mut();
+        let r = (|| -> Result<()> {
+            match kind {
+                Kind::SendReady => {
+                    // SAFETY: by this function's contract; the descriptor
+                    // only reads (it accepts no incoming operation).
+                    let md = unsafe {
+                        ni.md_bind_raw(
+                            &MdDesc::default()
+                                .threshold(Threshold::Count(1))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Unlink,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    st.reqs[id.idx as usize].md = Some(md);
+                    ni.put(md, AckReq::NoAck, &remote, 0).map_err(ptl)
+                }
+                Kind::SendShort => {
+                    // Eager, but the data stays on the read portal until the
+                    // receiver's acknowledgment says it took the bytes (a
+                    // posted receive or an unexpected buffer); a zero-byte
+                    // acknowledgment (no buffer room) keeps it there for the
+                    // receiver's get. Threshold 3: the put, its
+                    // acknowledgment, the get. OP_GET only: the buffer is
+                    // never written.
+                    let read_bits = Self::unique_bits(&mut st) | HDR_READ;
+                    let me = ni
+                        .me_attach(
+                            READ_PT,
+                            target,
+                            read_bits,
+                            0,
+                            Unlink::Unlink,
+                            Position::After,
+                        )
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
+                    // SAFETY: by this function's contract.
+                    let md = unsafe {
+                        ni.md_attach_raw(
+                            me,
+                            &MdDesc::new(MdOptions::OP_GET)
+                                .threshold(Threshold::Count(3))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Unlink,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    st.reqs[id.idx as usize].md = Some(md);
+                    ni.put(md, AckReq::Ack, &remote, read_bits).map_err(ptl)
+                }
+                Kind::SendSync => {
+                    // The explicit acknowledgment lands on a zero-byte
+                    // descriptor of its own: the send buffer never accepts
+                    // incoming data (see docs/ARCHITECTURE.md). The data
+                    // sits on the read portal (same bits) for a receiver
+                    // that had no buffer room when it arrived. The put asks
+                    // no acknowledgment: only the receiver's explicit one,
+                    // sent once it holds the data, completes the send.
+                    let ack_bits = Self::unique_bits(&mut st) | HDR_SYNC | HDR_READ;
+                    let me = ni
+                        .me_attach(ACK_PT, target, ack_bits, 0, Unlink::Unlink, Position::After)
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
+                    let ack_md = ni
+                        .md_attach(
+                            me,
+                            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+                                .threshold(Threshold::Count(1))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            Vec::new(),
+                            Unlink::Unlink,
+                        )
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].ack_md = Some(ack_md);
+                    let read_me = ni
+                        .me_attach(
+                            READ_PT,
+                            target,
+                            ack_bits,
+                            0,
+                            Unlink::Unlink,
+                            Position::After,
+                        )
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].read_me = Some(read_me);
+                    // SAFETY: as above. Retained: the put and a get may both
+                    // use it; the request unlinks it when done.
+                    let md = unsafe {
+                        ni.md_attach_raw(
+                            read_me,
+                            &MdDesc::new(MdOptions::OP_GET).eq(self.req_eq).user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Retain,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    st.reqs[id.idx as usize].md = Some(md);
+                    ni.put(md, AckReq::NoAck, &remote, ack_bits).map_err(ptl)
+                }
+                Kind::SendLong => {
+                    let read_bits = Self::unique_bits(&mut st);
+                    let me = ni
+                        .me_attach(
+                            READ_PT,
+                            target,
+                            read_bits,
+                            0,
+                            Unlink::Unlink,
+                            Position::After,
+                        )
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
+                    // Threshold 3: the put, its acknowledgment, and the get
+                    // of an unexpected receiver (§3.3). OP_GET only: the
+                    // buffer is never written.
+                    // SAFETY: as above.
+                    let md = unsafe {
+                        ni.md_attach_raw(
+                            me,
+                            &MdDesc::new(MdOptions::OP_GET)
+                                .threshold(Threshold::Count(3))
+                                .eq(self.req_eq)
+                                .user_ptr(up),
+                            data,
+                            len,
+                            Unlink::Unlink,
+                        )
+                    }
+                    .map_err(ptl)?;
+                    st.reqs[id.idx as usize].md = Some(md);
+                    ni.put(md, AckReq::Ack, &remote, read_bits).map_err(ptl)
+                }
+                _ => Err(MpiError::InvalidBuffer("not a send")),
+            }
+        })();
+        if let Err(e) = r {
+            if let Some(caller) = done_for_caller {
+                st.reqs.remove(caller.idx as usize);
+            }
+            return self.fail_started(&mut st, id, e);
+        }
+        if detached
+            && st
+                .reqs
+                .get(id.idx as usize)
+                .is_some_and(|r| r.result.is_some())
+        {
+            self.finish(&mut st, id);
+        }
+        Ok(done_for_caller.unwrap_or(id))
+    }
+
+    /// Attach `bytes` of buffer space for buffered sends.
+    pub(crate) fn buffer_attach(&self, bytes: usize) {
+        self.lock().bsend_attached = bytes;
+    }
+
+    /// Detach the buffered-send space, waiting until it is unused.
+    pub(crate) fn buffer_detach(&self) -> Result<usize> {
+        loop {
+            self.poll();
+            {
+                let mut st = self.lock();
+                self.drain(&mut st);
+                if st.bsend_used == 0 {
+                    return Ok(std::mem::take(&mut st.bsend_attached));
+                }
+                // Buffered sends own their copies: giving up is safe.
+                self.check(&st)?;
+            }
+            self.block();
+        }
+    }
+
+    /// A buffered send: copy, send, return at once.
+    pub(crate) fn bsend(
+        &self,
+        ctx: u16,
+        src_rank: u32,
+        dst: u32,
+        tag: u32,
+        data: &[u8],
+    ) -> Result<()> {
+        self.poll();
+        {
+            let mut st = self.lock();
+            self.drain(&mut st);
+            let free = st.bsend_attached.saturating_sub(st.bsend_used);
+            if data.len() > free {
+                return Err(MpiError::BufferSpace {
+                    need: data.len(),
+                    free,
+                });
+            }
+            st.bsend_used += data.len();
+        }
+        let copy = data.to_vec();
+        let (ptr, len) = (copy.as_ptr(), copy.len());
+        // SAFETY: the vector moves into the request, which keeps its heap
+        // buffer (which does not move) until the send completes.
+        let r = unsafe {
+            self.isend(
+                ctx,
+                src_rank,
+                dst,
+                tag,
+                ptr,
+                len,
+                Mode::Standard,
+                Some(Box::new(copy)),
+                true,
+            )
+        };
+        let mut st = self.lock();
+        match r {
+            Ok(id) => {
+                if let Some(rq) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
+                    rq.bsend_len = len;
+                } else {
+                    // Already complete and freed.
+                    st.bsend_used = st.bsend_used.saturating_sub(len);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                st.bsend_used = st.bsend_used.saturating_sub(len);
+                Err(e)
+            }
+        }
+    }
+
+    /// Match bits for a send's own read- or ack-portal entries: unique
+    /// among this process's live sends, below the header-data flags.
+    pub(super) fn unique_bits(st: &mut State) -> u64 {
+        let b = st.next_bits;
+        st.next_bits = (st.next_bits.wrapping_add(1) & HDR_UNIQUE).max(1);
+        b
+    }
+}
