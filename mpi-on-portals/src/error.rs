@@ -47,6 +47,18 @@ pub enum MpiError {
         /// What the transport reported.
         why: String,
     },
+    /// The operation waits for a rank that has finalized (left MPI) without
+    /// sending what it waits for: a receive or probe naming it, one from any
+    /// source when every other member of the communicator has left, or a
+    /// send waiting for its receive. Such a program is erroneous; the
+    /// operation fails instead of waiting forever (a rank that returned an
+    /// error from `main` would otherwise hang the others, and their
+    /// finalize with them).
+    #[error("rank {rank} finalized without sending or receiving what this operation waits for")]
+    PeerFinalized {
+        /// World rank of the peer that left.
+        rank: i32,
+    },
     /// Unexpected messages overflowed every unexpected-message buffer and
     /// data was lost. The device no longer raises it: a short message that
     /// finds no buffer room (the pool at its cap) is kept as an envelope

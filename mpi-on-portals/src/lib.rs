@@ -64,7 +64,7 @@ pub use p2p::{Destination, Source};
 pub use status::Status;
 pub use universe::{
     initialize, initialize_with_config, initialize_with_threading, Threading, Universe,
-    DEFAULT_FINALIZE_TIMEOUT, PANIC_EXIT_STATUS,
+    PANIC_EXIT_STATUS,
 };
 
 /// The traits to bring into scope, as with `use mpi::traits::*`.

@@ -41,18 +41,28 @@ pub enum Threading {
 /// * dropped while its thread panics (a panic unwinding through `main`),
 ///   it aborts the job with status 101 — Rust's status for a panic —
 ///   instead of finalizing;
-/// * finalize as a whole waits at most `PTL_FINALIZE_TIMEOUT` seconds
-///   (default 60): a rank that returned an error while the others block
-///   in a receive or a probe never sees them at the closing barrier; when
-///   the time is up it aborts the job with status 1, naming the ranks that
-///   never arrived (under `ptlrun`; PMI and PMIx do not say). A closing
-///   barrier that fails aborts the job the same way.
+/// * a rank that finalizes tells the others (a departure notice, once its
+///   own requests are done): what they still wait for from it — a receive
+///   or probe naming it, one from any source when every other member has
+///   left, a send waiting for its receive — fails with
+///   [`MpiError::PeerFinalized`](crate::MpiError::PeerFinalized) instead
+///   of waiting forever. So a rank that returned an error from `main`
+///   while the others wait for its messages ends the job instead of
+///   hanging it in the closing barrier;
+/// * with `PTL_FINALIZE_TIMEOUT` set (seconds), finalize as a whole waits
+///   at most that long, then aborts the job with status 1, naming the ranks
+///   that never reached the closing barrier (under `ptlrun`; PMI and PMIx
+///   do not say). A closing barrier that fails aborts the job the same way.
+///   Unset, the barrier waits for every rank however late, as every MPI
+///   does: a rank may legitimately reach finalize long after the others
+///   (rank 0 writing the results), and a limit would kill such a job at
+///   its very end.
 ///
 /// [`Communicator::abort`](crate::Communicator::abort) aborts it at any
 /// time.
 pub struct Universe {
     dev: Arc<Device>,
-    finalize_timeout: Duration,
+    finalize_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for Universe {
@@ -170,16 +180,19 @@ impl Universe {
 /// initialized: what Rust exits with after a panic.
 pub const PANIC_EXIT_STATUS: i32 = 101;
 
-/// How long finalize waits by default (`PTL_FINALIZE_TIMEOUT`).
-pub const DEFAULT_FINALIZE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the closing barrier waits when `PTL_FINALIZE_TIMEOUT` is not
+/// set: for good, in effect, as every MPI does — a rank may legitimately
+/// reach finalize long after the others (rank 0 writing the results), and
+/// ranks that wait for a finalized one fail instead (departure notices).
+const UNBOUNDED_BARRIER: Duration = Duration::from_secs(30 * 24 * 3600);
 
-/// `PTL_FINALIZE_TIMEOUT`: whole seconds, at least 1.
-fn finalize_timeout_from_env() -> Result<Duration> {
+/// `PTL_FINALIZE_TIMEOUT`: whole seconds, at least 1; unset, no limit.
+fn finalize_timeout_from_env() -> Result<Option<Duration>> {
     let var = portals_runtime::env::FINALIZE_TIMEOUT;
     match std::env::var(var) {
-        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_FINALIZE_TIMEOUT),
+        Err(std::env::VarError::NotPresent) => Ok(None),
         Ok(v) => match v.trim().parse::<u64>() {
-            Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+            Ok(n) if n > 0 => Ok(Some(Duration::from_secs(n))),
             _ => Err(MpiError::Init(format!(
                 "{var}={v:?}: expected a positive number of seconds"
             ))),
@@ -290,17 +303,28 @@ impl Drop for Universe {
         if std::thread::panicking() {
             job.abort(PANIC_EXIT_STATUS, "the rank panicked with MPI initialized");
         }
-        let watchdog = Watchdog::start(self.dev.clone(), self.finalize_timeout);
+        let watchdog = self
+            .finalize_timeout
+            .map(|t| Watchdog::start(self.dev.clone(), t));
         // The closing barrier must not give up before the watchdog, which
-        // names the missing ranks: past the bootstrap timeout, say, when
-        // PTL_FINALIZE_TIMEOUT is the longer.
-        if let Err(e) = job.set_coordinator_timeout(self.finalize_timeout + BARRIER_SLACK) {
+        // names the missing ranks (past the bootstrap timeout, say, when
+        // PTL_FINALIZE_TIMEOUT is the longer), nor at all without one.
+        let barrier_limit = self
+            .finalize_timeout
+            .map_or(UNBOUNDED_BARRIER, |t| t + BARRIER_SLACK);
+        if let Err(e) = job.set_coordinator_timeout(barrier_limit) {
             tracing::warn!(error = %e, "the closing barrier keeps its default time limit");
         }
         // Finalize. First the sends nobody waits for (buffered, owned,
         // acknowledgments): a peer may be waiting to fetch their data.
         self.dev.complete_detached();
-        watchdog.stage.store(IN_BARRIER, Ordering::SeqCst);
+        // Then tell the others this rank is leaving: whatever they still
+        // wait for from it fails instead of hanging them (and this rank in
+        // the barrier with them).
+        self.dev.depart();
+        if let Some(w) = &watchdog {
+            w.stage.store(IN_BARRIER, Ordering::SeqCst);
+        }
         // Then nobody leaves before everybody is done with it — unless a
         // rank died: it will never join, and its survivors must not hang.
         if self.dev.peers_failed() {
@@ -310,14 +334,18 @@ impl Drop for Universe {
             if self.dev.peers_failed() {
                 job.report_peer_failure();
             }
-            watchdog.stop();
+            if let Some(w) = watchdog {
+                w.stop();
+            }
             job.abort(1, &e.to_string());
         }
         // Then let a PMI launcher know this process is done with it.
         if let Err(e) = job.finalize() {
             tracing::warn!(error = %e, "PMI finalize failed");
         }
-        watchdog.stop();
+        if let Some(w) = watchdog {
+            w.stop();
+        }
         INITIALIZED.store(false, Ordering::SeqCst);
     }
 }

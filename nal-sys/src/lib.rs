@@ -100,6 +100,12 @@ pub struct Ready {
     pub writable: bool,
     /// Hang-up or error: the connection is finished.
     pub closed: bool,
+    /// The peer sent its last byte (`RDHUP`, or a hang-up or error): read
+    /// until end of file. A reader that skips its confirming read after a
+    /// short one (the edge of later data would wake it) must not skip it
+    /// now — the end of file may have come with this very edge, and no
+    /// other will follow.
+    pub peer_done: bool,
 }
 
 /// The token the poller uses for its own wake-up eventfd.
@@ -320,6 +326,7 @@ impl Epoll {
                     != 0,
                 writable: f & libc::EPOLLOUT as u32 != 0,
                 closed: f & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0,
+                peer_done: f & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0,
             });
         }
         Ok(())
@@ -483,6 +490,8 @@ impl Uring {
                             readable: true,
                             writable: true,
                             closed: false,
+                            // Unknown: read to the end to find out.
+                            peer_done: true,
                         });
                     }
                     continue;
@@ -495,6 +504,7 @@ impl Uring {
                         != 0,
                     writable: m & libc::POLLOUT as u32 != 0,
                     closed: m & (libc::POLLHUP | libc::POLLERR) as u32 != 0,
+                    peer_done: m & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) as u32 != 0,
                 });
             }
         }

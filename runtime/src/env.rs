@@ -12,7 +12,7 @@
 //! | `PTL_CONNECT` | `lazy` or `eager` | `lazy` |
 //! | `PTL_BIND` | IP address the transport listens on | `127.0.0.1` |
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank (a rank that cannot reach the rendezvous says so after 3 s) | `60` |
-//! | `PTL_FINALIZE_TIMEOUT` | MPI: seconds finalize may take before it aborts the job, naming the ranks that never reached it (see `mpi_on_portals::Universe`) | `60` |
+//! | `PTL_FINALIZE_TIMEOUT` | MPI: seconds finalize may take before it aborts the job, naming the ranks that never reached it (see `mpi_on_portals::Universe`) | no limit |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
 //! | `PTL_WAIT_YIELD` | `1`: a waiting thread yields the core between polls of its spin window; `0`: it spins; `auto`: yield when this host runs more ranks of the job than it has cores online | `auto` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |

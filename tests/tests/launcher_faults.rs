@@ -282,6 +282,8 @@ fn one_ranks_abort_panic_or_error_ends_the_job_while_the_others_block() {
     for (scenario, status, says) in [
         ("abort", 3, "aborts the job with status 3"),
         ("panic", 101, "panicked with MPI initialized"),
+        // Ranks 0, 2 and 3 each wait for any of the others, which no
+        // departure notice can settle: the deadline does.
         ("error", 1, "ranks 0,2,3 never reached it"),
     ] {
         let t = Instant::now();
@@ -313,15 +315,48 @@ fn one_ranks_abort_panic_or_error_ends_the_job_while_the_others_block() {
 
 /// A rank that reaches finalize later than the bootstrap timeout (which
 /// bounds the rendezvous's fences by default) is still waited for: the
-/// closing barrier waits as long as `PTL_FINALIZE_TIMEOUT` allows.
+/// closing barrier waits as long as `PTL_FINALIZE_TIMEOUT` allows, and
+/// without it for good (a late rank is no error).
 #[test]
 fn the_closing_barrier_waits_as_long_as_the_finalize_timeout_allows() {
-    let out = fault_job_with(
-        &["late", "8"],
-        ProgressMode::Thread,
-        &[("PTL_FINALIZE_TIMEOUT", "120")],
-        Duration::from_secs(5),
-        150,
-    );
-    assert_eq!(out.status, 0, "{:?}\n{}", out.reason, lines(&out));
+    for env in [&[("PTL_FINALIZE_TIMEOUT", "120")][..], &[]] {
+        let out = fault_job_with(
+            &["late", "8"],
+            ProgressMode::Thread,
+            env,
+            Duration::from_secs(5),
+            150,
+        );
+        assert_eq!(out.status, 0, "{env:?}: {:?}\n{}", out.reason, lines(&out));
+    }
+}
+
+/// The hang, with no finalize deadline: rank 0 returns an error
+/// from `main` while rank 1 probes for any message and rank 2 waits for
+/// one from rank 0. Once the ranks they wait for have finalized, their
+/// waits fail with `PeerFinalized` (departure notices), they return those
+/// errors, and the job ends with a failure instead of hanging in the
+/// closing barrier.
+#[test]
+fn waits_for_ranks_that_finalized_fail_and_the_job_ends() {
+    for progress in [ProgressMode::Thread, ProgressMode::Poll] {
+        let t = Instant::now();
+        let out = fault_job("stranded", progress, &[], 90);
+        let what = format!("{progress:?}: {:?} after {:?}", out.reason, t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(45),
+            "{what}\n{}",
+            lines(&out)
+        );
+        assert_eq!(out.status, 1, "{what}\n{}", lines(&out));
+        for r in [1, 2] {
+            assert!(
+                out.output
+                    .iter()
+                    .any(|l| l.rank == r && l.text.contains("PeerFinalized")),
+                "rank {r} names the departed rank: {what}\n{}",
+                lines(&out)
+            );
+        }
+    }
 }

@@ -1,22 +1,33 @@
-//! Peer failure: what the transport gave up on becomes `PeerFailed` on every
-//! request that waits for the dead — named peers, and receives and probes
-//! from any source on a communicator with a dead member (ULFM's
-//! `MPI_ERR_PROC_FAILED_PENDING`).
+//! Peers that can no longer take part: what the transport gave up on
+//! becomes `PeerFailed`, and a rank that finalized becomes `PeerFinalized`,
+//! on every request that waits for them — named peers, and receives and
+//! probes from any source on a communicator with a dead member (ULFM's
+//! `MPI_ERR_PROC_FAILED_PENDING`) or whose other members all left.
+//!
+//! **Departure notices.** Finalize, once this process's own requests are
+//! done, puts zero bytes on every other process's departure portal. A rank
+//! that finalized will never send or receive again, so a receive that
+//! still names it (or a send still waiting for its receive) is the bug of
+//! an erroneous program — typically one rank returned an error from `main`
+//! while another waited for its message. Every MPI hangs there, and so did
+//! this one: the survivor waited forever and the finalizing rank with it,
+//! in the closing barrier. Failing the wait lets the survivor's error
+//! surface and the job end. The notice rides the unexpected queue behind
+//! the sender's earlier messages, so what it did send is received first.
+//! Cost: one zero-byte put per peer at finalize (over lazily connected TCP
+//! that may open a connection a pair never needed; shared memory and UDP
+//! have none to open).
 
 use std::sync::Arc;
 
-use super::{Device, ReqId, State};
+use portals::{AckReq, MdDesc, Remote, Unlink};
+
+use super::{Device, ReqId, State, DEPART_PT};
 use crate::error::MpiError;
 
 impl Device {
     /// The transport gave up on some peers: they are dead to MPI. Fail every
-    /// request that involves one of them and waits for it — a posted receive
-    /// from it, a send waiting for its acknowledgment or its get — instead of
-    /// waiting forever. (Operations waiting for an acknowledgment or reply
-    /// the engine fails itself.) A receive from any source fails too if its
-    /// communicator has a dead member (ULFM's
-    /// `MPI_ERR_PROC_FAILED_PENDING`): the message it waits for may have
-    /// been the dead one's, and waiting on could hang forever.
+    /// request that waits for one of them (see [`Device::fail_unreachable`]).
     pub(super) fn on_peer_failures(&self, st: &mut State) {
         let failed = self.ni().failed_peers();
         for p in failed.get(st.failures_seen..).unwrap_or(&[]) {
@@ -26,28 +37,39 @@ impl Device {
             }
         }
         st.failures_seen = failed.len();
-        let victims: Vec<(ReqId, u32)> = st
+        self.fail_unreachable(st);
+    }
+
+    /// Fail every unfinished request that waits for a dead or departed
+    /// peer — a posted receive from it, a send waiting for its
+    /// acknowledgment or its get — instead of waiting forever. (Operations
+    /// waiting for an acknowledgment or reply the engine fails itself.) A
+    /// receive from any source fails if its communicator has a dead member
+    /// (ULFM's `MPI_ERR_PROC_FAILED_PENDING`: the message it waits for may
+    /// have been the dead one's) or if every other member departed.
+    pub(super) fn fail_unreachable(&self, st: &mut State) {
+        let me = self.job.rank();
+        let victims: Vec<(ReqId, MpiError)> = st
             .reqs
             .iter()
             .filter(|(_, r)| r.result.is_none())
             .filter_map(|(i, r)| {
-                let dead = if st.dead.contains(&r.peer) {
-                    Some(r.peer)
-                } else {
-                    r.any_ctx.and_then(|c| dead_member(st, c))
+                let why = match r.any_ctx {
+                    Some(c) if r.peer == u32::MAX => gone_any(st, c, me),
+                    _ => gone(st, r.peer),
                 };
-                dead.map(|d| {
+                why.map(|e| {
                     let id = ReqId {
                         idx: i as u32,
                         gen: r.gen,
                     };
-                    (id, d)
+                    (id, e)
                 })
             })
             .collect();
-        for (id, dead) in victims {
+        for (id, e) in victims {
             if let Some(r) = st.reqs.get_mut(id.idx as usize) {
-                r.result = Some(Err(dead_peer(dead)));
+                r.result = Some(Err(e));
             }
             self.finish(st, id);
         }
@@ -68,6 +90,61 @@ impl Device {
         self.drain(&mut st);
         !st.dead.is_empty()
     }
+
+    /// Tell every other live rank that this process left MPI (finalize,
+    /// once its own requests are done): see the module docs. Best effort:
+    /// a notice that cannot be sent only leaves that peer as it was.
+    pub(crate) fn depart(&self) {
+        let ni = self.ni();
+        let md = match ni.md_bind(&MdDesc::default(), Vec::new(), Unlink::Retain) {
+            Ok(md) => md,
+            Err(e) => {
+                tracing::warn!(error = %e, "no departure notices: the peers are not told");
+                return;
+            }
+        };
+        let (me, size) = (self.job.rank(), self.job.size());
+        let dead = self.lock().dead.clone();
+        for r in (0..size).filter(|r| *r != me && !dead.contains(r)) {
+            let to = Remote::new(self.job.id(r), DEPART_PT, 0);
+            if let Err(e) = ni.put(md, AckReq::NoAck, &to, 0) {
+                tracing::debug!(rank = r, error = %e, "departure notice not sent");
+            }
+        }
+    }
+}
+
+/// Why world rank `w` can never again take part in an operation: it died,
+/// or it finalized.
+pub(super) fn gone(st: &State, w: u32) -> Option<MpiError> {
+    if st.dead.contains(&w) {
+        Some(dead_peer(w))
+    } else if st.departed.contains(&w) {
+        Some(MpiError::PeerFinalized { rank: w as i32 })
+    } else {
+        None
+    }
+}
+
+/// Why a receive from any source in context `ctx` (a communicator some
+/// receive from any source used) can never be matched, seen from world rank
+/// `me`: a member died, or every other member finalized. (A communicator of
+/// this process alone never fails: another of its threads may send.)
+pub(super) fn gone_any(st: &State, ctx: u16, me: u32) -> Option<MpiError> {
+    if let Some(d) = dead_member(st, ctx) {
+        return Some(dead_peer(d));
+    }
+    let members = st.members.get(&ctx)?;
+    let mut others = members.iter().copied().filter(|r| *r != me).peekable();
+    others.peek()?;
+    let mut first = None;
+    for r in others {
+        if !st.departed.contains(&r) {
+            return None;
+        }
+        first = Some(first.map_or(r, |f: u32| f.min(r)));
+    }
+    first.map(|r| MpiError::PeerFinalized { rank: r as i32 })
 }
 
 /// A dead member of context `ctx` (a communicator some receive from any

@@ -92,7 +92,7 @@ mod recv;
 mod send;
 
 use completion::released;
-use failure::{dead_member, dead_peer};
+use failure::{gone, gone_any};
 use pool::{Pool, Unexpected};
 
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
@@ -105,11 +105,18 @@ pub(crate) const RECV_PT: PortalIndex = PortalIndex(0);
 pub(crate) const READ_PT: PortalIndex = PortalIndex(1);
 /// The ack portal: synchronous sends wait for explicit acknowledgments here.
 pub(crate) const ACK_PT: PortalIndex = PortalIndex(2);
+/// The departure portal: a finalizing process puts zero bytes here on every
+/// other process, so that what they wait for from it fails instead of
+/// hanging (see `failure`).
+pub(crate) const DEPART_PT: PortalIndex = PortalIndex(3);
 
 /// `user_ptr` of the long-unexpected descriptor.
 const LONG_UNEXPECTED: u64 = u64::MAX;
 /// `user_ptr` of the overflow descriptor.
 const OVERFLOW: u64 = u64::MAX - 1;
+/// `user_ptr` of the departure descriptor (events on the unexpected queue,
+/// after every message the departed process sent before).
+const DEPARTED: u64 = u64::MAX - 2;
 
 /// Header-data flag of a short message: the send is synchronous, its
 /// sender waits for an explicit acknowledgment on its ack portal (match
@@ -352,6 +359,10 @@ struct State {
     releasing: Vec<ReqId>,
     /// World ranks the transport gave up on.
     dead: HashSet<u32>,
+    /// World ranks that finalized (their departure notice arrived).
+    departed: HashSet<u32>,
+    /// Senders of departure notices `drain` has not acted on yet.
+    departures_new: Vec<ProcessId>,
     /// How many entries of the interface's failed-peer list were handled.
     failures_seen: usize,
     /// World ranks of the members of each context that a receive from any
@@ -513,6 +524,27 @@ impl Device {
             Unlink::Retain,
         )
         .map_err(ptl)?;
+        // Departure notices: zero bytes from anyone, on the unexpected
+        // queue so that they follow the sender's earlier messages.
+        let depart_me = ni
+            .me_attach(
+                DEPART_PT,
+                ProcessId::ANY,
+                0,
+                u64::MAX,
+                Unlink::Retain,
+                Position::After,
+            )
+            .map_err(ptl)?;
+        ni.md_attach(
+            depart_me,
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+                .eq(unexp_eq)
+                .user_ptr(DEPARTED),
+            Vec::new(),
+            Unlink::Retain,
+        )
+        .map_err(ptl)?;
         let sh = Arc::new(Shared {
             st: Mutex::new(State {
                 reqs: Slab::new(),
@@ -531,6 +563,8 @@ impl Device {
                 },
                 releasing: Vec::new(),
                 dead: HashSet::new(),
+                departed: HashSet::new(),
+                departures_new: Vec::new(),
                 failures_seen: 0,
                 members: HashMap::new(),
             }),
@@ -622,6 +656,14 @@ impl Device {
         }
         if failures > st.failures_seen {
             self.on_peer_failures(st);
+        }
+        if !st.departures_new.is_empty() {
+            for p in std::mem::take(&mut st.departures_new) {
+                if let Some(r) = self.job.rank_of(p) {
+                    st.departed.insert(r);
+                }
+            }
+            self.fail_unreachable(st);
         }
         if !st.releasing.is_empty() {
             for id in std::mem::take(&mut st.releasing) {

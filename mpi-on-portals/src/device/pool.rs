@@ -14,7 +14,7 @@ use portals::{
     Unlink,
 };
 
-use super::{ptl, Shared, State, LONG_UNEXPECTED, OVERFLOW};
+use super::{ptl, Shared, State, DEPARTED, LONG_UNEXPECTED, OVERFLOW};
 use crate::bits::{self, PROTO_SHORT};
 use crate::error::{MpiError, Result};
 
@@ -307,6 +307,13 @@ impl Shared {
 
     pub(super) fn on_unexpected(&self, core: &NiCore, st: &mut State, ev: &Event) -> Result<()> {
         let tag = ev.md.user_ptr;
+        if tag == DEPARTED {
+            // Acted on by `drain`, after the events queued before it.
+            if ev.kind == EventKind::Put && ev.fail == FailType::Ok {
+                st.departures_new.push(ev.initiator);
+            }
+            return Ok(());
+        }
         match ev.kind {
             EventKind::Put if ev.fail == FailType::Ok => {
                 let buf = if tag == LONG_UNEXPECTED || tag == OVERFLOW {

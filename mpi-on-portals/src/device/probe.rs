@@ -1,6 +1,6 @@
 //! Probe: look for a saved unexpected message without receiving it.
 
-use super::{dead_member, dead_peer, Device};
+use super::{gone, gone_any, Device};
 use crate::bits;
 use crate::error::Result;
 use crate::status::Status;
@@ -45,13 +45,13 @@ impl Device {
                 return Ok(s);
             }
             let st = self.lock();
-            let dead = match src {
-                Some((_, w)) => st.dead.contains(&w).then_some(w),
-                None => dead_member(&st, ctx),
+            let unreachable = match src {
+                Some((_, w)) => gone(&st, w),
+                None => gone_any(&st, ctx, self.job.rank()),
             };
             drop(st);
-            if let Some(w) = dead {
-                return Err(dead_peer(w));
+            if let Some(e) = unreachable {
+                return Err(e);
             }
             self.block();
         }

@@ -5,8 +5,8 @@
 use portals::{AckReq, MdDesc, MdOptions, Position, Remote, Threshold, Unlink};
 
 use super::{
-    dead_peer, ptl, Device, Kind, Mode, ReqId, State, ACK_PT, HDR_READ, HDR_SYNC, HDR_UNIQUE,
-    READ_PT, RECV_PT,
+    gone, ptl, Device, Kind, Mode, ReqId, State, ACK_PT, HDR_READ, HDR_SYNC, HDR_UNIQUE, READ_PT,
+    RECV_PT,
 };
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
@@ -40,8 +40,8 @@ impl Device {
         // Take the events of earlier sends: a loop of sends that never
         // waits must not overflow the request event queue.
         self.drain(&mut st);
-        if st.dead.contains(&dst) {
-            return Err(dead_peer(dst));
+        if let Some(e) = gone(&st, dst) {
+            return Err(e);
         }
         let ni = self.ni();
         let target = portals_runtime::process_id(dst);

@@ -219,6 +219,10 @@ struct Conn {
     answers_probes: AtomicBool,
     /// The token is on `Inner::flush_later`.
     flush_deferred: AtomicBool,
+    /// The poller said the peer sent its last byte: the receive side reads
+    /// until end of file instead of trusting a short read (see
+    /// `nal_sys::Ready::peer_done`).
+    peer_done: AtomicBool,
 }
 
 impl Conn {
@@ -700,6 +704,7 @@ impl Inner {
             probed: AtomicU64::new(0),
             answers_probes: AtomicBool::new(false),
             flush_deferred: AtomicBool::new(false),
+            peer_done: AtomicBool::new(false),
         });
         entry.insert(conn.clone());
         drop(conns);
@@ -807,6 +812,9 @@ impl Inner {
         };
         if r.writable {
             self.on_writable(&conn);
+        }
+        if r.peer_done {
+            conn.peer_done.store(true, Ordering::Relaxed);
         }
         if r.readable || r.closed {
             self.service_rx(&conn);

@@ -110,7 +110,10 @@ impl Inner {
                     bump(&self.stats.bytes_received, n as u64);
                     conn.heard.store(self.now_ns(), Ordering::Relaxed);
                     budget = budget.saturating_sub(n);
-                    drained = n < want;
+                    // Not after the peer's last byte: its end of file came
+                    // with the edge this read answers, and no other edge
+                    // will announce it.
+                    drained = n < want && !conn.peer_done.load(Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Drained; anything still buffered was handled above.

@@ -12,9 +12,15 @@
 //! * `error`: rank 1 returns an error from `main` (a send to a rank that
 //!   does not exist);
 //!
-//! while, in these three, rank 0 waits in a receive from rank 1 and the
-//! others in a probe for any message, none of which ever comes;
+//! while, in these three, rank 0 waits in a receive from rank 1 (in
+//! `error`, like the others, in a probe for any message: a receive naming
+//! rank 1 would fail once it finalized) and the others in a probe for any
+//! message, none of which ever comes;
 //!
+//! * `stranded`: rank 0 returns an error from `main` at once; rank 1
+//!   probes for a message from any source, rank 2 waits in a receive from
+//!   rank 0, rank 3 finishes: the waits of ranks 1 and 2 must fail with
+//!   `PeerFinalized` once the ranks they wait for have left;
 //! * `late <seconds>`: no failure: rank 1 reaches finalize that much later
 //!   than the others, which wait for it in the closing barrier.
 
@@ -87,12 +93,22 @@ fn main() -> Result<(), MpiError> {
             pause();
             world.process_at_rank(world.size() + 5).send(&1u64)?;
         }
-        ("abort" | "panic" | "error", 0) => {
+        ("abort" | "panic", 0) => {
             world.process_at_rank(1).receive::<u64>()?;
         }
         ("abort" | "panic" | "error", _) => {
             world.any_process().probe()?;
         }
+        ("stranded", 0) => {
+            return Err(MpiError::Init("rank 0 gives up on purpose".into()));
+        }
+        ("stranded", 1) => {
+            world.any_process().probe()?;
+        }
+        ("stranded", 2) => {
+            world.process_at_rank(0).receive::<u64>()?;
+        }
+        ("stranded", _) => {}
         ("late", 1) => {
             let secs = std::env::args()
                 .nth(2)
