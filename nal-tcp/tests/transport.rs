@@ -690,3 +690,52 @@ fn a_flood_of_idle_connections_is_capped_and_real_peers_still_get_in() {
         });
     }
 }
+
+/// A peer whose last message and end of file arrive together, while
+/// nobody reads (one readiness edge for both), and then another peer's
+/// message (so the first is not the connection a waiter reads first): the
+/// message is delivered and the first peer is then known to have gone. A
+/// short read that was trusted to have emptied the socket skipped the end
+/// of file, and a survivor waiting for that peer never learned it left.
+#[test]
+fn a_last_message_and_end_of_file_in_one_edge_are_both_seen() {
+    for cfg in variants::<TcpConfig>() {
+        let cfg = TcpConfig {
+            progress: ProgressMode::Poll,
+            ..cfg
+        };
+        let nodes = job(2, &cfg);
+        let (t, b) = (&nodes[0], &nodes[1]);
+        let eq = t.ni.eq_alloc(8).unwrap();
+        catch_all(&t.ni, eq, 64);
+        let raw = ProcessId::new(0, 9);
+        let mut s = raw_peer(t, raw);
+        let beq = b.ni.eq_alloc(8).unwrap();
+        let src = bind_md(&b.ni, beq, b"later".to_vec());
+        let to_t = Remote::new(id(0), PT, 0);
+        // Connect b (both sides driven), then let everything arrive while
+        // t does not poll: the raw peer's frame and end of file, then b's.
+        std::thread::scope(|sc| {
+            sc.spawn(|| expect(&b.ni, beq, EventKind::Sent));
+            b.ni.put(src, AckReq::NoAck, &to_t, 0).unwrap();
+            expect(&t.ni, eq, EventKind::Put);
+        });
+        s.write_all(&put_frame(t.key, raw, id(0), b"last words"))
+            .unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        b.ni.put(src, AckReq::NoAck, &to_t, 0).unwrap();
+        std::thread::scope(|sc| {
+            sc.spawn(|| expect(&b.ni, beq, EventKind::Sent));
+            std::thread::sleep(Duration::from_millis(50));
+            let mut from = vec![expect(&t.ni, eq, EventKind::Put).initiator];
+            from.push(expect(&t.ni, eq, EventKind::Put).initiator);
+            from.sort();
+            assert_eq!(from, [id(1), raw], "{cfg:?}");
+        });
+        let gone = drive_until(t, Duration::from_secs(10), || {
+            t.ni.failed_peers().contains(&raw)
+        });
+        assert!(gone, "{cfg:?}: the end of file was never read");
+    }
+}
