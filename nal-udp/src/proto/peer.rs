@@ -2,7 +2,8 @@
 //! timer or a transmit opportunity moves it along.
 //!
 //! Liveness: a peer is declared dead after `max_retransmits` consecutive
-//! expiries of whichever timer is waiting on it: the retransmission timer
+//! expiries of whichever timer is waiting on it, once it has also been
+//! silent for `peer_timeout`: the retransmission timer
 //! (while our datagrams are unacknowledged), the pull silence timer (while
 //! we pull from it), or the keep-alive probe timer (while we wait on it for
 //! anything else: a window to open, a completion notice for a large message,
