@@ -21,6 +21,21 @@ pub struct UdpConfig {
     /// The reliability protocol's tunables. With
     /// [`size_windows`](Self::size_windows) the driver lowers the receive
     /// window and pull depth to what the socket buffer holds.
+    ///
+    /// Its [`peer_timeout`](proto::Config::peer_timeout) bounds how long a
+    /// rank waiting on a dead peer takes to learn it when no launcher
+    /// watches the job (ranks started by hand or under another launcher):
+    /// while a thread sleeps in the library, peers silent for a sixteenth
+    /// of it are probed, and one silent for all of it is declared dead, so
+    /// that operations towards it fail (`PeerFailed` in MPI). A peer whose
+    /// process is gone usually answers the first probe with ICMP "port
+    /// unreachable" and is declared dead at once
+    /// ([`icmp_peer_death`](Self::icmp_peer_death)). The default, 10 s,
+    /// can be changed with the `PTL_UDP_PEER_TIMEOUT` environment variable
+    /// (milliseconds, `0` turns the watch off; see [`peer_timeout_from_env`]),
+    /// which [`UdpConfig::default`] reads. With [`ProgressMode::Poll`] a
+    /// rank answers probes only inside library calls: keep the timeout
+    /// above its longest computation between them.
     pub protocol: proto::Config,
     /// `SO_RCVBUF` to ask for (past `net.core.rmem_max` when the process may).
     /// Every datagram in flight towards this process waits here until the
@@ -63,18 +78,63 @@ pub struct UdpConfig {
     pub fault: Option<FaultConfig>,
 }
 
+/// Environment variable overriding the default
+/// [`peer_timeout`](proto::Config::peer_timeout), in milliseconds (`0`:
+/// no liveness watch).
+pub const PEER_TIMEOUT_ENV: &str = "PTL_UDP_PEER_TIMEOUT";
+
+/// A `PTL_UDP_PEER_TIMEOUT` value that is not a number of milliseconds the
+/// protocol accepts.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{PEER_TIMEOUT_ENV}={value:?}: expected milliseconds, 0 (off) or at least 16")]
+pub struct PeerTimeoutError {
+    value: String,
+}
+
+/// Parse a `PTL_UDP_PEER_TIMEOUT` value: milliseconds, `0` for none.
+pub fn parse_peer_timeout(value: &str) -> Result<Option<Duration>, PeerTimeoutError> {
+    let err = || PeerTimeoutError {
+        value: value.to_string(),
+    };
+    match value.trim().parse::<u64>().map_err(|_| err())? {
+        0 => Ok(None),
+        ms if ms >= 16 => Ok(Some(Duration::from_millis(ms))),
+        _ => Err(err()),
+    }
+}
+
+/// The peer timeout `PTL_UDP_PEER_TIMEOUT` asks for: `Ok(None)` when it is
+/// unset, `Ok(Some(None))` for `0` (no watch).
+pub fn peer_timeout_from_env() -> Result<Option<Option<Duration>>, PeerTimeoutError> {
+    match std::env::var(PEER_TIMEOUT_ENV) {
+        Ok(v) => parse_peer_timeout(&v).map(Some),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(PeerTimeoutError {
+            value: v.to_string_lossy().into_owned(),
+        }),
+    }
+}
+
 impl Default for UdpConfig {
+    /// The defaults, with `PTL_UDP_PEER_TIMEOUT` applied when set (a value
+    /// that does not parse is reported and ignored: a default cannot fail).
     fn default() -> Self {
+        let mut protocol = proto::Config {
+            // The driver never refuses a send for queue length: a Portals
+            // send that cannot be queued could only fail.
+            max_queued_sends: 1 << 24,
+            ..proto::Config::default()
+        };
+        match peer_timeout_from_env() {
+            Ok(Some(t)) => protocol.peer_timeout = t,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "ignored"),
+        }
         UdpConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             progress: ProgressMode::Thread,
             backend: Backend::Epoll,
-            protocol: proto::Config {
-                // The driver never refuses a send for queue length: a
-                // Portals send that cannot be queued could only fail.
-                max_queued_sends: 1 << 24,
-                ..proto::Config::default()
-            },
+            protocol,
             recv_buffer: 16 << 20,
             send_buffer: 4 << 20,
             size_windows: true,
@@ -125,6 +185,18 @@ pub fn fit_windows(cfg: &mut proto::Config, rcvbuf: usize, senders: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_timeout_values() {
+        assert_eq!(parse_peer_timeout("0"), Ok(None));
+        assert_eq!(
+            parse_peer_timeout(" 2500 "),
+            Ok(Some(Duration::from_millis(2500)))
+        );
+        for bad in ["", "10", "-5", "1s", "x"] {
+            assert!(parse_peer_timeout(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn truesize_matches_what_the_kernel_charged() {

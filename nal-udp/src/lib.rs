@@ -31,7 +31,12 @@
 //!   overflow the kernel buffer.
 //! * **Failures.** A peer silent through the protocol's retransmission bound
 //!   is declared dead: its pending operations complete with
-//!   [`portals::FailType::Unreachable`], deposits in progress abort.
+//!   [`portals::FailType::Unreachable`], deposits in progress abort, and
+//!   the engine learns of it ([`portals::Engine::peer_failed`]). While a
+//!   thread sleeps in the library, silent peers are probed, so that a rank
+//!   that only waits on a dead peer learns within
+//!   [`proto::Config::peer_timeout`] (`PTL_UDP_PEER_TIMEOUT`).
+
 //! * **Fault injection** ([`FaultConfig`]) drops, duplicates and reorders
 //!   outgoing datagrams with a seed, for tests of the whole stack.
 
@@ -47,7 +52,10 @@ mod nal;
 pub mod proto;
 
 pub use addr::{BadPeerAddr, PeerAddr};
-pub use config::{datagram_truesize, fit_windows, UdpConfig};
+pub use config::{
+    datagram_truesize, fit_windows, parse_peer_timeout, peer_timeout_from_env, PeerTimeoutError,
+    UdpConfig, PEER_TIMEOUT_ENV,
+};
 pub use fault::{FaultConfig, FaultParseError};
 pub use nal::{UdpEndpoint, UdpNal, UdpStats};
 pub use nal_sys::{Backend, ProgressMode};

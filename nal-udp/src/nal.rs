@@ -475,6 +475,8 @@ impl Nal for UdpNal {
     fn shutdown(&self) {
         let i = &self.inner;
         i.linger();
+        // What a lossy run cost, for whoever asks (`PTL_LOG=nal_udp=debug`).
+        tracing::debug!(me = %i.me, stats = ?self.stats(), "closing");
         i.gate.stop();
         if let Some(pt) = &i.pt {
             pt.wake();
@@ -898,6 +900,10 @@ impl Inner {
         };
         let wait = {
             let mut st = lock(&self.state);
+            // Only a thread about to sleep in the library counts as waiting:
+            // spinning passes stay free of clock reads, and a computing
+            // application (or an idle progress thread) probes nobody.
+            st.ep.note_waiting(Instant::now());
             if self.drive(&mut st) {
                 self.nudge_progress_thread(&st);
                 return Ok(());

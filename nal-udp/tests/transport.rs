@@ -196,6 +196,7 @@ fn a_dead_peer_fails_pending_operations_in_bounded_time() {
         for mut cfg in variants::<UdpConfig>() {
             cfg.protocol.rto_max = Duration::from_millis(100);
             cfg.protocol.max_retransmits = 4;
+            cfg.protocol.peer_timeout = Some(Duration::from_millis(500));
             cfg.icmp_peer_death = icmp;
             cfg.connected_sends = connected;
             let within = Duration::from_secs(20);
@@ -209,6 +210,55 @@ fn a_dead_peer_fails_pending_operations_in_bounded_time() {
             }
             // Later operations to it fail at once.
             dead.put_again(Duration::from_secs(5));
+        }
+    }
+}
+
+/// Issue 23: a rank blocked waiting for a message (a posted receive,
+/// nothing sent) from a peer whose interface goes away without a word
+/// (its socket closed, as when the process is killed) must learn that the
+/// peer failed, within the peer timeout, with no launcher to tell it. With
+/// ICMP the first probe finds the port closed; without, the silence does.
+#[test]
+fn a_rank_that_only_waits_learns_that_its_peer_died() {
+    let timeout = Duration::from_millis(800);
+    for icmp in [true, false] {
+        for mut cfg in variants::<UdpConfig>() {
+            cfg.protocol.peer_timeout = Some(timeout);
+            cfg.icmp_peer_death = icmp;
+            let mut nodes = job_with(&[cfg.clone(), cfg.clone()]);
+            let b = nodes.pop().unwrap();
+            let a = nodes.pop().unwrap();
+            let eq = a.ni.eq_alloc(16).unwrap();
+            catch_all(&a.ni, eq, 64);
+            // One message first, so that the peers have talked.
+            let beq = b.ni.eq_alloc(16).unwrap();
+            let md = bind_md(&b.ni, beq, vec![5; 8]);
+            b.ni.put(md, AckReq::NoAck, &Remote::new(id(0), PT, 0), 0)
+                .unwrap();
+            expect(&a.ni, eq, EventKind::Put);
+            drop(b);
+            let died = Instant::now();
+            let bound = Duration::from_secs(10);
+            while !a.ni.failed_peers().contains(&id(1)) {
+                assert!(
+                    died.elapsed() < bound,
+                    "{cfg:?}: survivor not told within {bound:?}"
+                );
+                match a.ni.eq_wait(eq, Some(Duration::from_millis(100))) {
+                    Err(PtlError::Timeout) => {}
+                    other => panic!("{cfg:?}: {other:?}"),
+                }
+            }
+            let took = died.elapsed();
+            let st = a.nal.stats();
+            assert_eq!(st.protocol.peers_dead, 1, "{st:?}");
+            if icmp {
+                assert_eq!(st.icmp_deaths, 1, "{st:?}");
+            } else {
+                assert_eq!(st.protocol.watch_deaths, 1, "{st:?}");
+                assert!(took >= timeout, "{cfg:?}: declared dead after {took:?}");
+            }
         }
     }
 }

@@ -66,16 +66,28 @@ pub struct Config {
     pub ack_every: u32,
     /// Retransmission timeout before the first RTT sample.
     pub rto_initial: Duration,
-    /// Floor of the retransmission timeout.
+    /// Floor of the retransmission timeout. A message with nothing sent
+    /// after it (the common case of a blocking exchange) can only be
+    /// recovered by this timer, so each loss costs at least this much;
+    /// 2 ms is about 60 loopback round trips, enough to ride out a
+    /// descheduled peer (a spurious retransmission costs one datagram).
     pub rto_min: Duration,
     /// Ceiling of the retransmission timeout, back-off included.
     pub rto_max: Duration,
+    /// Doublings of a timer (retransmission, pull re-request, probe) in a
+    /// row at most. Kept small because losses here are mostly random, not
+    /// congestion: a retransmission succeeds only if it and its answer both
+    /// get through (49 % of the time at 30 % loss), so with unbounded
+    /// doubling the expected wait for one message, the sum of
+    /// 0.51^k · 2^k, grows with every loss instead of converging, and a
+    /// job at 30 % loss stalls for seconds per lost datagram. Silence
+    /// still ends in death after [`peer_timeout`](Self::peer_timeout).
+    pub max_backoff: u32,
     /// Retransmissions (or pull re-requests, or probes) in a row without
-    /// any sign of progress; the next expiry declares the peer dead. The
-    /// time that takes is the sum of the backed-off timeouts: with the
-    /// defaults on a LAN (RTO at the 5 ms floor, doubling to the 2 s cap)
-    /// 5 + 10 + … + 1280 + 2000 ms ≈ 4.6 s; on a path whose RTO is already
-    /// 100 ms, about 12 s.
+    /// any sign of progress; the next expiry declares the peer dead if it
+    /// has also been silent (sent nothing at all) for
+    /// [`peer_timeout`](Self::peer_timeout). With the defaults a peer that
+    /// stops answering is given up on after 10 s of silence.
     pub max_retransmits: u32,
     /// A datagram is presumed lost once this many datagrams sent after it
     /// have been acknowledged (fast retransmit; also the pull re-request
@@ -94,6 +106,19 @@ pub struct Config {
     pub max_queued_sends: usize,
     /// When eager sends report completion.
     pub eager_completion: EagerCompletion,
+    /// How long a peer may stay silent while the application waits before
+    /// it is declared dead, even though nothing is outstanding towards it
+    /// (a process blocked in a receive from a peer that died). While the
+    /// driver reports waiting ([`Endpoint::note_waiting`](super::Endpoint::note_waiting)),
+    /// a peer silent for a sixteenth of this is probed every sixteenth; a
+    /// live peer answers from its progress engine, so only a dead or
+    /// unreachable one (or one polling for progress that does not enter
+    /// the library for this long) runs out the clock. `None` turns the
+    /// watch off. The same silence is required before a retransmission,
+    /// pull or keep-alive timer that ran out of tries declares the peer
+    /// dead (with `None`, running out of tries is enough). At least 16 ms.
+    /// Default 10 s.
+    pub peer_timeout: Option<Duration>,
 }
 
 impl Default for Config {
@@ -106,8 +131,9 @@ impl Default for Config {
             ack_delay: Duration::from_micros(500),
             ack_every: 4,
             rto_initial: Duration::from_millis(50),
-            rto_min: Duration::from_millis(5),
+            rto_min: Duration::from_millis(2),
             rto_max: Duration::from_secs(2),
+            max_backoff: 3,
             max_retransmits: 9,
             reorder_threshold: 3,
             pull_block_frags: 16,
@@ -115,6 +141,7 @@ impl Default for Config {
             max_large_in_flight: 8,
             max_queued_sends: 1 << 16,
             eager_completion: EagerCompletion::OnSend,
+            peer_timeout: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -169,6 +196,11 @@ impl Config {
         bad(
             self.max_queued_sends >= 1,
             "max_queued_sends must be at least 1",
+        )?;
+        bad(
+            self.peer_timeout
+                .is_none_or(|t| t >= Duration::from_millis(16)),
+            "peer_timeout must be at least 16 ms",
         )?;
         let layout = Layout::new(self);
         bad(
@@ -271,6 +303,10 @@ mod tests {
             },
             Config {
                 eager_max: 1 << 40,
+                ..base.clone()
+            },
+            Config {
+                peer_timeout: Some(Duration::from_millis(15)),
                 ..base.clone()
             },
         ];

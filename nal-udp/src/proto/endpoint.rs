@@ -6,6 +6,7 @@ use rustc_hash::FxHashMap;
 use std::time::Instant;
 
 use super::config::{Config, ConfigError, Layout};
+use super::liveness::Waiting;
 use super::peer::{Ctx, Peer};
 use super::recv::BufPool;
 use super::send::{Body, OutMsg};
@@ -40,6 +41,7 @@ pub struct Endpoint {
     events: VecDeque<Event>,
     stats: Stats,
     pool: BufPool,
+    waiting: Waiting,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -71,6 +73,7 @@ impl Endpoint {
             events: VecDeque::new(),
             stats: Stats::default(),
             pool: BufPool::new(keep),
+            waiting: Waiting::default(),
         })
     }
 
@@ -115,6 +118,7 @@ impl Endpoint {
                 events: &mut self.events,
                 stats: &mut self.stats,
                 pool: &mut self.pool,
+                waiting: &self.waiting,
             },
         )
     }
@@ -271,6 +275,21 @@ impl Endpoint {
                 let (peers, mut ctx) = self.ctx();
                 peers[i].on_timeout(now, &mut ctx, sink);
                 self.mark_ready(i);
+            }
+        }
+    }
+
+    /// The application is waiting (blocked in the library for an event) at
+    /// `now`. Call it whenever a waiting thread drives the endpoint, at
+    /// least once per [`Config::peer_timeout`]` / 16`; gaps shorter than
+    /// that count as one wait. While it waits, peers silent for too long
+    /// are probed and, once silent for the whole timeout, declared dead
+    /// (see [`Config::peer_timeout`]). An endpoint never told this only
+    /// watches peers it is owed something by.
+    pub fn note_waiting(&mut self, now: Instant) {
+        if self.waiting.note(now, &self.cfg) {
+            for p in &mut self.peers {
+                p.watch(now, &self.cfg);
             }
         }
     }

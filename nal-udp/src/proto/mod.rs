@@ -21,7 +21,8 @@
 //!   [`Config::reorder_threshold`] transmissions after it is acknowledged
 //!   (fast retransmit, also catching lost retransmissions). Otherwise an RFC
 //!   6298 RTO (Karn's rule, `[rto_min, rto_max]`) resends only the oldest
-//!   unacknowledged datagram and doubles.
+//!   unacknowledged datagram and doubles, at most
+//!   [`Config::max_backoff`] times in a row.
 //! * **Flow control.** A sender keeps at most
 //!   `min(send_window, advertised window)` datagrams beyond the cumulative
 //!   ack; a receiver buffers out-of-order datagrams only inside its window
@@ -48,9 +49,13 @@
 //!   payload is never read again.
 //! * **Failure.** A peer that stays silent through [`Config::max_retransmits`]
 //!   consecutive back-off steps of whichever timer waits on it (retransmission,
-//!   pull, or keep-alive probe) is declared dead: [`Event::PeerDead`], its
+//!   pull, or keep-alive probe), and for at least [`Config::peer_timeout`],
+//!   is declared dead: [`Event::PeerDead`], its
 //!   pending sends complete with `ok: false`, its receives in progress are
-//!   aborted ([`Sink::on_abort`]).
+//!   aborted ([`Sink::on_abort`]). While the application waits
+//!   ([`Endpoint::note_waiting`]), a peer silent for
+//!   [`Config::peer_timeout`] despite probes is declared dead too, even
+//!   if nothing is outstanding towards it.
 //! * **Hostile input.** Datagrams with a wrong job key, magic or version,
 //!   from unknown or dead peers, misaddressed, oversized or malformed are
 //!   dropped and counted ([`Stats`]); every number a peer sends is checked
@@ -58,6 +63,7 @@
 
 mod config;
 mod endpoint;
+mod liveness;
 mod peer;
 mod pull;
 mod recv;

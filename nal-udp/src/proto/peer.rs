@@ -2,17 +2,21 @@
 //! timer or a transmit opportunity moves it along.
 //!
 //! Liveness: a peer is declared dead after `max_retransmits` consecutive
-//! expiries of whichever timer is waiting on it: the retransmission timer
+//! expiries of whichever timer is waiting on it, once it has also been
+//! silent for `peer_timeout`: the retransmission timer
 //! (while our datagrams are unacknowledged), the pull silence timer (while
 //! we pull from it), or the keep-alive probe timer (while we wait on it for
 //! anything else: a window to open, a completion notice for a large message,
 //! the rest of an eager message). Probes are bare acks that ask for an
 //! immediate answer; any datagram from the peer resets the probe count.
+//! While the application waits, the [liveness watch](super::liveness)
+//! covers the peers none of those timers watch.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::config::{Config, Layout};
+use super::liveness::{PeerWatch, Waiting, WatchOutcome};
 use super::pull::{DataOutcome, PullReceiver, PullReject, PullRequest, PullServer};
 use super::recv::{BufPool, RecvState, Violation};
 use super::rtt::RttEstimator;
@@ -29,6 +33,7 @@ pub(crate) struct Ctx<'a> {
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) stats: &'a mut Stats,
     pub(crate) pool: &'a mut BufPool,
+    pub(crate) waiting: &'a Waiting,
 }
 
 impl Ctx<'_> {
@@ -61,6 +66,9 @@ pub(crate) struct Peer {
     probe_at: Option<Instant>,
     probe_count: u32,
     probe_due: bool,
+    watch: PeerWatch,
+    /// The liveness watch asks for an answer.
+    watch_probe_due: bool,
     /// Alternate pull data and new sequenced frames.
     pull_data_turn: bool,
 }
@@ -71,7 +79,7 @@ impl Peer {
             id,
             dead: false,
             in_ready: false,
-            rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
+            rtt: RttEstimator::for_config(cfg),
             send: SendState::new(id, cfg),
             recv: RecvState::new(cfg),
             pulls: PullReceiver::default(),
@@ -79,6 +87,8 @@ impl Peer {
             probe_at: None,
             probe_count: 0,
             probe_due: false,
+            watch: PeerWatch::default(),
+            watch_probe_due: false,
             pull_data_turn: false,
         }
     }
@@ -106,6 +116,7 @@ impl Peer {
             self.send.deadline(),
             self.pulls.deadline(),
             self.probe_at,
+            self.watch.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -123,6 +134,7 @@ impl Peer {
     ) {
         self.probe_count = 0;
         self.probe_at = None;
+        self.watch.heard(now);
         self.send
             .on_ack(now, &d.ack, &mut self.rtt, ctx.cfg, ctx.events, ctx.stats);
         if d.ack.ack_requested {
@@ -373,8 +385,9 @@ impl Peer {
         let n = self.produce(now, buf, ctx);
         if let Some(n) = n {
             self.recv.ack.on_sent();
-            if self.probe_due {
+            if self.probe_due || self.watch_probe_due {
                 self.probe_due = false;
+                self.watch_probe_due = false;
                 ctx.stats.probes_sent += 1;
             }
             ctx.stats.datagrams_sent += 1;
@@ -394,7 +407,7 @@ impl Peer {
             cum_ack: self.recv.win.rcv_nxt(),
             window: self.recv.win.advertised(),
             sack: &sack,
-            ack_requested: self.probe_due,
+            ack_requested: self.probe_due || self.watch_probe_due,
         };
         while let Some((seq, frame)) = self.send.next_retransmit(now, &self.rtt, ctx.stats) {
             if let Some(n) = self.encode_segment(buf, &hdr, seq, frame, ctx.layout) {
@@ -444,7 +457,7 @@ impl Peer {
                 }
             }
         }
-        if self.recv.ack.due() || self.probe_due {
+        if self.recv.ack.due() || self.probe_due || self.watch_probe_due {
             ctx.stats.acks_sent += 1;
             return encode(buf, &hdr, &FrameOut::Ack, |_| {});
         }
@@ -522,25 +535,48 @@ impl Peer {
             return;
         }
         self.recv.ack.on_timer(now);
-        if self.send.on_timeout(now, &self.rtt, ctx.cfg, ctx.stats) == TimerOutcome::Dead {
+        let may_die = self.watch.silent_for(now, ctx.cfg);
+        let send = self
+            .send
+            .on_timeout(now, &self.rtt, ctx.cfg, ctx.stats, may_die);
+        if send == TimerOutcome::Dead {
             self.kill(ctx, sink);
             return;
         }
-        if self.pulls.on_timeout(now, &self.rtt, ctx.cfg, ctx.stats) {
+        if self
+            .pulls
+            .on_timeout(now, &self.rtt, ctx.cfg, ctx.stats, may_die)
+        {
             self.kill(ctx, sink);
             return;
         }
         if self.probe_at.is_some_and(|at| at <= now) {
             self.probe_at = None;
             self.probe_count += 1;
-            if self.probe_count > ctx.cfg.max_retransmits {
+            if self.probe_count > ctx.cfg.max_retransmits && may_die {
                 self.kill(ctx, sink);
                 return;
             }
             self.probe_due = true;
             self.probe_at = Some(now + self.rtt.backed_off(self.probe_count));
         }
+        match self.watch.on_timeout(now, ctx.waiting, ctx.cfg) {
+            WatchOutcome::Idle => {}
+            WatchOutcome::Probe => self.watch_probe_due = true,
+            WatchOutcome::Dead => {
+                ctx.stats.watch_deaths += 1;
+                self.kill(ctx, sink);
+                return;
+            }
+        }
         self.update_keepalive(now);
+    }
+
+    /// The application started waiting: watch this peer.
+    pub(crate) fn watch(&mut self, now: Instant, cfg: &Config) {
+        if !self.dead {
+            self.watch.arm(now, cfg);
+        }
     }
 
     /// Declare the peer dead: fail its sends, abort its receives, free its
@@ -559,6 +595,8 @@ impl Peer {
         self.recv.ack.on_sent();
         self.probe_at = None;
         self.probe_due = false;
+        self.watch.disarm();
+        self.watch_probe_due = false;
     }
 }
 

@@ -334,13 +334,14 @@ impl PullReceiver {
     }
 
     /// Check the silence timer. Returns true when the peer must be declared
-    /// dead.
+    /// dead (only if `may_die`: it has been silent long enough).
     pub(crate) fn on_timeout(
         &mut self,
         now: Instant,
         rtt: &RttEstimator,
         cfg: &Config,
         stats: &mut Stats,
+        may_die: bool,
     ) -> bool {
         match self.timer {
             Some(at) if at <= now => {}
@@ -352,7 +353,7 @@ impl PullReceiver {
         }
         stats.pull_timeouts += 1;
         self.timeouts += 1;
-        if self.timeouts > cfg.max_retransmits {
+        if self.timeouts > cfg.max_retransmits && may_die {
             return true;
         }
         for p in &mut self.pulls {
@@ -642,7 +643,7 @@ mod tests {
         assert_eq!(rx.next_done(now, &rtt), None);
         assert_eq!(rx.active(), 1, "still counts against capacity");
         let late = now + Duration::from_secs(1);
-        assert!(!rx.on_timeout(late, &rtt, &cfg, &mut stats));
+        assert!(!rx.on_timeout(late, &rtt, &cfg, &mut stats, true));
         assert_eq!(rx.next_done(late, &rtt), Some(7));
         let again = rx.on_data(
             late, 1, 7, 0, &[0; 100], &mut sink, &mut rtt, &cfg, &mut stats,
@@ -689,7 +690,7 @@ mod tests {
             let d = rx.deadline().unwrap();
             gaps.push((d - at).as_millis());
             at = d;
-            if rx.on_timeout(at, &rtt, &cfg, &mut stats) {
+            if rx.on_timeout(at, &rtt, &cfg, &mut stats, true) {
                 break;
             }
             let mut n = 0;

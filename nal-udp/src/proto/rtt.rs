@@ -8,6 +8,9 @@
 
 use std::time::Duration;
 
+/// How many times the smoothed RTT one sample may count for at most.
+const OUTLIER: u32 = 8;
+
 /// Smoothed RTT and variance of one peer.
 #[derive(Clone, Debug)]
 pub(crate) struct RttEstimator {
@@ -17,6 +20,8 @@ pub(crate) struct RttEstimator {
     initial: Duration,
     min: Duration,
     max: Duration,
+    /// Doublings at most (see [`Config::max_backoff`](super::Config::max_backoff)).
+    max_backoff: u32,
 }
 
 impl RttEstimator {
@@ -28,12 +33,33 @@ impl RttEstimator {
             initial,
             min,
             max,
+            max_backoff: 16,
+        }
+    }
+
+    /// The estimator a peer starts with under `cfg`.
+    pub(crate) fn for_config(cfg: &super::Config) -> Self {
+        RttEstimator {
+            max_backoff: cfg.max_backoff,
+            ..RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max)
         }
     }
 
     /// Feed one RTT measurement.
+    ///
+    /// A sample more than [`OUTLIER`] times the smoothed RTT is counted as
+    /// that much: on a path whose round trip is tens of microseconds, an
+    /// ack that takes 100 ms says the peer (or this process) was not
+    /// running, not that the network slowed down, and taken whole it would
+    /// inflate the RTO a thousandfold for the next dozen samples, making
+    /// every loss in that time cost that much. A real increase is still
+    /// followed, by up to 2× per sample.
     pub(crate) fn on_sample(&mut self, r: Duration) {
         self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        let r = match self.srtt {
+            Some(s) => r.min(s * OUTLIER),
+            None => r,
+        };
         match self.srtt {
             None => {
                 self.srtt = Some(r);
@@ -72,7 +98,7 @@ impl RttEstimator {
     pub(crate) fn backed_off(&self, exp: u32) -> Duration {
         let base = self.rto();
         // 2^16 times any sane RTO exceeds `max`; stop doubling before overflow.
-        base.checked_mul(1u32 << exp.min(16))
+        base.checked_mul(1u32 << exp.min(self.max_backoff).min(16))
             .unwrap_or(self.max)
             .min(self.max)
     }

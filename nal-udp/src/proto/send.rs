@@ -152,6 +152,8 @@ pub(crate) struct SendState {
     tx_counter: u64,
     highest_acked_tx: u64,
     rto_at: Option<Instant>,
+    /// When the retransmission timer last expired.
+    expired_at: Option<Instant>,
     backoff: u32,
     timeouts: u32,
     large_outstanding: u32,
@@ -175,6 +177,7 @@ impl SendState {
             tx_counter: 0,
             highest_acked_tx: 0,
             rto_at: None,
+            expired_at: None,
             backoff: 0,
             timeouts: 0,
             large_outstanding: 0,
@@ -309,7 +312,14 @@ impl SendState {
     ) {
         if !seg.retransmitted {
             self.highest_acked_tx = self.highest_acked_tx.max(seg.tx_no);
-            if !matches!(*sample, Some(s) if s >= seg.sent_at) {
+            // A datagram sent before the timer last expired was in flight
+            // beside the lost one the timer resent; its ack may have waited
+            // for that retransmission (its own first ack lost, say), so its
+            // round trip measures the loss, not the path. Taken as a sample
+            // it ratchets the RTO up by the outlier cap loss after loss
+            // (at 50 % loss, to seconds).
+            let ambiguous = self.expired_at.is_some_and(|t| seg.sent_at <= t);
+            if !ambiguous && !matches!(*sample, Some(s) if s >= seg.sent_at) {
                 *sample = Some(seg.sent_at);
             }
             return;
@@ -513,13 +523,16 @@ impl SendState {
         self.msgs.get(&msg)
     }
 
-    /// Check the retransmission timer.
+    /// Check the retransmission timer. The peer is given up on only when
+    /// `may_die` (it has been silent long enough) as well as after
+    /// `max_retransmits` expiries.
     pub(crate) fn on_timeout(
         &mut self,
         now: Instant,
         rtt: &RttEstimator,
         cfg: &Config,
         stats: &mut Stats,
+        may_die: bool,
     ) -> TimerOutcome {
         match self.rto_at {
             Some(at) if at <= now => {}
@@ -530,8 +543,9 @@ impl SendState {
             return TimerOutcome::Idle;
         }
         stats.rto_expiries += 1;
+        self.expired_at = Some(now);
         self.timeouts += 1;
-        if self.timeouts > cfg.max_retransmits {
+        if self.timeouts > cfg.max_retransmits && may_die {
             return TimerOutcome::Dead;
         }
         if let Some(i) = self.inflight.iter().position(|s| !s.acked) {
@@ -763,7 +777,7 @@ mod tests {
             let d = f.s.deadline().unwrap();
             expiries.push(d - at);
             at = d;
-            match f.s.on_timeout(at, &f.rtt, &f.cfg, &mut f.stats) {
+            match f.s.on_timeout(at, &f.rtt, &f.cfg, &mut f.stats, true) {
                 TimerOutcome::Retransmit => {
                     assert_eq!(
                         f.s.next_retransmit(at, &f.rtt, &mut f.stats).map(|x| x.0),

@@ -212,6 +212,10 @@ pub struct Stats {
     pub max_buffered_datagrams: u64,
     /// Peers declared dead.
     pub peers_dead: u64,
+    /// Peers declared dead by the liveness watch: silent for
+    /// [`Config::peer_timeout`](super::Config::peer_timeout) while the
+    /// application waited (also counted in `peers_dead`).
+    pub watch_deaths: u64,
 }
 
 impl Stats {
