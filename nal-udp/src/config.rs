@@ -31,9 +31,9 @@ pub struct UdpConfig {
     /// process is gone usually answers the first probe with ICMP "port
     /// unreachable" and is declared dead at once
     /// ([`icmp_peer_death`](Self::icmp_peer_death)). The default, 10 s,
-    /// can be changed with the `PTL_UDP_PEER_TIMEOUT` environment variable
-    /// (milliseconds, `0` turns the watch off; see [`peer_timeout_from_env`]),
-    /// which [`UdpConfig::default`] reads. With [`ProgressMode::Poll`] a
+    /// is what jobs started by the runtime take from the
+    /// `PTL_UDP_PEER_TIMEOUT` environment variable (milliseconds, `0` turns
+    /// the watch off; see [`parse_peer_timeout`]). With [`ProgressMode::Poll`] a
     /// rank answers probes only inside library calls: keep the timeout
     /// above its longest computation between them.
     pub protocol: proto::Config,
@@ -116,20 +116,13 @@ pub fn peer_timeout_from_env() -> Result<Option<Option<Duration>>, PeerTimeoutEr
 }
 
 impl Default for UdpConfig {
-    /// The defaults, with `PTL_UDP_PEER_TIMEOUT` applied when set (a value
-    /// that does not parse is reported and ignored: a default cannot fail).
     fn default() -> Self {
-        let mut protocol = proto::Config {
+        let protocol = proto::Config {
             // The driver never refuses a send for queue length: a Portals
             // send that cannot be queued could only fail.
             max_queued_sends: 1 << 24,
             ..proto::Config::default()
         };
-        match peer_timeout_from_env() {
-            Ok(Some(t)) => protocol.peer_timeout = t,
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "ignored"),
-        }
         UdpConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             progress: ProgressMode::Thread,

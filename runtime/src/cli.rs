@@ -136,6 +136,13 @@ struct Args {
     /// `loss=0.05,dup=0.01,reorder=0.02,seed=7` (for testing).
     #[arg(long, value_name = "SPEC")]
     udp_fault: Option<nal_udp::FaultConfig>,
+    /// UDP only: declare a peer failed when it stays silent this long, in
+    /// milliseconds, while a rank waits in the library (it is probed
+    /// meanwhile); 0 turns the watch off (default 10000). With
+    /// `--progress poll`, keep it above the longest computation between
+    /// library calls.
+    #[arg(long, value_name = "MS", value_parser = parse_udp_peer_timeout)]
+    udp_peer_timeout: Option<PeerTimeoutArg>,
     /// UDP only: largest datagram in bytes, headers included (1472 for a
     /// 1500-byte Ethernet MTU, 8972 for 9000; default 65000, which fits
     /// loopback and is IP-fragmented elsewhere).
@@ -276,6 +283,7 @@ pub fn main() -> ExitCode {
         },
         handback: args.handback.map(Duration::from_micros),
         udp_fault: args.udp_fault,
+        udp_peer_timeout: args.udp_peer_timeout.map(|t| t.0),
         udp_max_datagram: args.udp_max_datagram.map(usize::from),
         udp_connected_sends: !args.udp_unconnected,
         send_buffer: args.sndbuf,
@@ -324,4 +332,16 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// A `--udp-peer-timeout` value (`None`: no liveness watch). A type of its
+/// own: clap reads `Option<Option<_>>` as a flag whose value is optional.
+#[derive(Clone, Copy, Debug)]
+struct PeerTimeoutArg(Option<Duration>);
+
+/// `--udp-peer-timeout`: milliseconds, 0 for none.
+fn parse_udp_peer_timeout(v: &str) -> Result<PeerTimeoutArg, String> {
+    nal_udp::parse_peer_timeout(v)
+        .map(PeerTimeoutArg)
+        .map_err(|e| e.to_string())
 }

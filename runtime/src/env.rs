@@ -18,6 +18,7 @@
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
+//! | `PTL_UDP_PEER_TIMEOUT` | UDP only: a peer silent this long while a thread waits in the library (probed meanwhile) is declared failed, ms; `0` turns the watch off (see [`nal_udp::UdpConfig::protocol`]) | `10000` |
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
@@ -79,6 +80,8 @@ pub const WAIT_SPIN_US: &str = "PTL_WAIT_SPIN_US";
 pub const HANDBACK_US: &str = "PTL_HANDBACK_US";
 /// UDP fault injection.
 pub const UDP_FAULT: &str = "PTL_UDP_FAULT";
+/// See the module table.
+pub const UDP_PEER_TIMEOUT: &str = "PTL_UDP_PEER_TIMEOUT";
 /// UDP datagram size.
 pub const UDP_MAX_DATAGRAM: &str = "PTL_UDP_MAX_DATAGRAM";
 /// UDP sends through connected per-peer sockets (`1`) or not (`0`).
@@ -146,6 +149,9 @@ pub struct JobOptions {
     pub handback: Option<Duration>,
     /// UDP only: faults injected into outgoing datagrams (tests).
     pub udp_fault: Option<FaultConfig>,
+    /// UDP only: the peer timeout (`None`: the protocol's default;
+    /// `Some(None)`: no liveness watch).
+    pub udp_peer_timeout: Option<Option<Duration>>,
     /// UDP only: largest datagram (`None`: the protocol's default).
     pub udp_max_datagram: Option<usize>,
     /// UDP only: send through one connected socket per peer
@@ -183,6 +189,7 @@ impl Default for JobOptions {
             wait_spin: Duration::from_micros(50),
             handback: None,
             udp_fault: None,
+            udp_peer_timeout: None,
             udp_max_datagram: None,
             udp_connected_sends: true,
             send_buffer: None,
@@ -232,6 +239,9 @@ impl JobOptions {
         }
         if let Some(f) = &self.udp_fault {
             env.push((UDP_FAULT, f.to_string()));
+        }
+        if let Some(t) = self.udp_peer_timeout {
+            env.push((UDP_PEER_TIMEOUT, t.map_or(0, |d| d.as_millis()).to_string()));
         }
         if let Some(n) = self.udp_max_datagram {
             env.push((UDP_MAX_DATAGRAM, n.to_string()));
@@ -317,6 +327,14 @@ impl JobOptions {
                 .parse()
                 .map_err(|_| bad(HANDBACK_US, "expected microseconds"))?;
             o.handback = Some(Duration::from_micros(us));
+        }
+        if let Some(v) = var(get, UDP_PEER_TIMEOUT)? {
+            o.udp_peer_timeout = Some(nal_udp::parse_peer_timeout(&v).map_err(|_| {
+                bad(
+                    UDP_PEER_TIMEOUT,
+                    "expected milliseconds, 0 (off) or at least 16",
+                )
+            })?);
         }
         if let Some(v) = var(get, UDP_FAULT)? {
             o.udp_fault = Some(
@@ -540,6 +558,34 @@ mod tests {
                     err,
                     RuntimeError::Env {
                         var: UDP_CONNECTED,
+                        ..
+                    }
+                ),
+                "{v:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_udp_peer_timeout_round_trips_and_bad_values_are_named_errors() {
+        for (v, want) in [
+            ("0", Some(None)),
+            ("2500", Some(Some(Duration::from_millis(2500)))),
+        ] {
+            let o = JobOptions::from_lookup(&lookup(&[(UDP_PEER_TIMEOUT, v)])).unwrap();
+            assert_eq!(o.udp_peer_timeout, want, "{v:?}");
+            // What ptlrun passes on reads back the same.
+            let env: Vec<(&str, String)> = o.to_env();
+            let again = env.iter().find(|(k, _)| *k == UDP_PEER_TIMEOUT);
+            assert_eq!(again.map(|(_, v)| v.as_str()), Some(v));
+        }
+        for v in ["", "x", "-5", "15"] {
+            let err = JobOptions::from_lookup(&lookup(&[(UDP_PEER_TIMEOUT, v)])).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    RuntimeError::Env {
+                        var: UDP_PEER_TIMEOUT,
                         ..
                     }
                 ),

@@ -158,6 +158,9 @@ fn bind_endpoints(
             if let Some(n) = o.udp_max_datagram {
                 cfg.protocol.max_datagram = n;
             }
+            if let Some(t) = o.udp_peer_timeout {
+                cfg.protocol.peer_timeout = t;
+            }
             if let Some(n) = o.recv_buffer {
                 cfg.recv_buffer = n;
             }
