@@ -96,6 +96,13 @@ impl Device {
             if let Some((r, owned)) = self.test_owned(id)? {
                 return r.map(|s| (s, owned));
             }
+            {
+                let mut st = self.lock();
+                self.fail_if_stranded(&mut st, id);
+                if let Some((r, owned)) = self.settled(&mut st, id) {
+                    return r.map(|s| (s, owned));
+                }
+            }
             self.block();
         }
     }
@@ -126,6 +133,14 @@ impl Device {
                             return Ok((i, r));
                         }
                     }
+                }
+                // Sleeping is hopeless only if every one of them waits for
+                // a rank that finalized.
+                if ids.iter().all(|id| self.stranded(&st, *id).is_some()) {
+                    for id in ids {
+                        self.fail_if_stranded(&mut st, *id);
+                    }
+                    continue;
                 }
             }
             self.block();
@@ -193,6 +208,19 @@ impl Device {
             {
                 let mut st = self.lock();
                 self.drain(&mut st);
+                // One a finalized rank would have to take can never end.
+                let stranded: Vec<ReqId> = st
+                    .reqs
+                    .iter()
+                    .filter(|(_, r)| r.detached)
+                    .map(|(i, r)| ReqId {
+                        idx: i as u32,
+                        gen: r.gen,
+                    })
+                    .collect();
+                for id in stranded {
+                    self.fail_if_stranded(&mut st, id);
+                }
                 let left = st.reqs.iter().filter(|(_, r)| r.detached).count();
                 if left == 0 || st.fatal.is_some() {
                     return;

@@ -1,8 +1,9 @@
 //! Peers that can no longer take part: what the transport gave up on
-//! becomes `PeerFailed`, and a rank that finalized becomes `PeerFinalized`,
-//! on every request that waits for them — named peers, and receives and
-//! probes from any source on a communicator with a dead member (ULFM's
-//! `MPI_ERR_PROC_FAILED_PENDING`) or whose other members all left.
+//! becomes `PeerFailed` on every request that waits for it — named peers,
+//! and receives and probes from any source on a communicator with a dead
+//! member (ULFM's `MPI_ERR_PROC_FAILED_PENDING`); a rank that finalized
+//! becomes `PeerFinalized` on a blocking wait or probe that needs it (a
+//! named peer, or any source once every other member left).
 //!
 //! **Departure notices.** Finalize, once this process's own requests are
 //! done, puts zero bytes on every other process's departure portal. A rank
@@ -12,7 +13,8 @@
 //! while another waited for its message. Every MPI hangs there, and so did
 //! this one: the survivor waited forever and the finalizing rank with it,
 //! in the closing barrier. Failing the wait lets the survivor's error
-//! surface and the job end. The notice rides the unexpected queue behind
+//! surface and the job end. Only waits that would block fail: a request
+//! left pending (to be tested or cancelled later) is the program's right. The notice rides the unexpected queue behind
 //! the sender's earlier messages, so what it did send is received first.
 //! Cost: one zero-byte put per peer at finalize (over lazily connected TCP
 //! that may open a connection a pair never needed; shared memory and UDP
@@ -40,38 +42,66 @@ impl Device {
         self.fail_unreachable(st);
     }
 
-    /// Fail every unfinished request that waits for a dead or departed
-    /// peer — a posted receive from it, a send waiting for its
-    /// acknowledgment or its get — instead of waiting forever. (Operations
-    /// waiting for an acknowledgment or reply the engine fails itself.) A
-    /// receive from any source fails if its communicator has a dead member
-    /// (ULFM's `MPI_ERR_PROC_FAILED_PENDING`: the message it waits for may
-    /// have been the dead one's) or if every other member departed.
+    /// Fail every unfinished request that waits for a dead peer — a posted
+    /// receive from it, a send waiting for its acknowledgment or its get —
+    /// instead of waiting forever. (Operations waiting for an
+    /// acknowledgment or reply the engine fails itself.) A receive from any
+    /// source fails if its communicator has a dead member (ULFM's
+    /// `MPI_ERR_PROC_FAILED_PENDING`: the message it waits for may have
+    /// been the dead one's).
     pub(super) fn fail_unreachable(&self, st: &mut State) {
-        let me = self.job.rank();
-        let victims: Vec<(ReqId, MpiError)> = st
+        let victims: Vec<(ReqId, u32)> = st
             .reqs
             .iter()
             .filter(|(_, r)| r.result.is_none())
             .filter_map(|(i, r)| {
-                let why = match r.any_ctx {
-                    Some(c) if r.peer == u32::MAX => gone_any(st, c, me),
-                    _ => gone(st, r.peer),
+                let dead = if st.dead.contains(&r.peer) {
+                    Some(r.peer)
+                } else {
+                    r.any_ctx.and_then(|c| dead_member(st, c))
                 };
-                why.map(|e| {
+                dead.map(|d| {
                     let id = ReqId {
                         idx: i as u32,
                         gen: r.gen,
                     };
-                    (id, e)
+                    (id, d)
                 })
             })
             .collect();
-        for (id, e) in victims {
+        for (id, dead) in victims {
+            if let Some(r) = st.reqs.get_mut(id.idx as usize) {
+                r.result = Some(Err(dead_peer(dead)));
+            }
+            self.finish(st, id);
+        }
+    }
+
+    /// A blocking wait is about to sleep on request `id`: if it waits for a
+    /// rank that finalized (a receive naming it, one from any source when
+    /// every other member left, a send waiting for its receive), fail it
+    /// with `PeerFinalized` — sleeping could only hang. Only blocking waits
+    /// do this, unlike a death: a program may legally leave a receive from
+    /// a finalized rank pending, and test or cancel it later.
+    pub(super) fn fail_if_stranded(&self, st: &mut State, id: ReqId) {
+        if let Some(e) = self.stranded(st, id) {
             if let Some(r) = st.reqs.get_mut(id.idx as usize) {
                 r.result = Some(Err(e));
             }
             self.finish(st, id);
+        }
+    }
+
+    /// Why unfinished request `id` can never complete because a rank it
+    /// needs finalized (see [`Device::fail_if_stranded`]); `None` if it can.
+    pub(super) fn stranded(&self, st: &State, id: ReqId) -> Option<MpiError> {
+        let r = st
+            .reqs
+            .get(id.idx as usize)
+            .filter(|r| r.gen == id.gen && r.result.is_none())?;
+        match r.any_ctx {
+            Some(c) if r.peer == u32::MAX => gone_any(st, c, self.job.rank()),
+            _ => gone(st, r.peer),
         }
     }
 

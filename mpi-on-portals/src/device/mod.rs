@@ -92,7 +92,7 @@ mod recv;
 mod send;
 
 use completion::released;
-use failure::{gone, gone_any};
+use failure::{dead_member, dead_peer, gone, gone_any};
 use pool::{Pool, Unexpected};
 
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
@@ -663,7 +663,6 @@ impl Device {
                     st.departed.insert(r);
                 }
             }
-            self.fail_unreachable(st);
         }
         if !st.releasing.is_empty() {
             for id in std::mem::take(&mut st.releasing) {

@@ -12,8 +12,8 @@ use portals::{
 };
 
 use super::{
-    finish_status, gone, gone_any, ptl, Device, Kind, ReqId, State, Unexpected, ACK_PT, HDR_READ,
-    HDR_SYNC, READ_PT,
+    dead_member, dead_peer, finish_status, ptl, Device, Kind, ReqId, State, Unexpected, ACK_PT,
+    HDR_READ, HDR_SYNC, READ_PT,
 };
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
@@ -53,18 +53,19 @@ impl Device {
                 return Ok(id);
             }
         }
-        // A specific source that died or finalized sends nothing more; a
-        // receive from any source fails once a member died or every other
-        // one finalized (see `fail_unreachable`).
-        let unreachable = match src {
-            Some((_, w)) => gone(&st, w),
+        // A specific source that died sends nothing more; a receive from
+        // any source fails once a member died (see `fail_unreachable`). A
+        // finalized source fails only a wait that would block on it
+        // (`fail_if_stranded`): posting and then cancelling is legal.
+        let dead = match src {
+            Some((_, w)) => st.dead.contains(&w).then_some(w),
             None => {
                 st.reqs[id.idx as usize].any_ctx = Some(ctx);
-                gone_any(&st, ctx, self.job.rank())
+                dead_member(&st, ctx)
             }
         };
-        if let Some(e) = unreachable {
-            return self.fail_started(&mut st, id, e);
+        if let Some(w) = dead {
+            return self.fail_started(&mut st, id, dead_peer(w));
         }
         // SAFETY: forwarded from our caller.
         match unsafe { self.post_recv(&mut st, id, recv, src, buf, len) } {
