@@ -739,3 +739,48 @@ fn a_last_message_and_end_of_file_in_one_edge_are_both_seen() {
         assert!(gone, "{cfg:?}: the end of file was never read");
     }
 }
+
+/// A put asking for an acknowledgment, answered by a put the target's
+/// application sends as soon as it sees the first: the acknowledgment is
+/// held back and leaves in the same write as the answer (one segment
+/// instead of two on a round trip's critical path), and the initiator
+/// still gets both, the acknowledgment first.
+#[test]
+fn an_acknowledgment_leaves_with_the_next_message_to_its_peer() {
+    for cfg in variants::<TcpConfig>() {
+        let nodes = job(2, &cfg);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let aeq = a.ni.eq_alloc(16).unwrap();
+        let beq = b.ni.eq_alloc(16).unwrap();
+        catch_all(&a.ni, aeq, 1024);
+        catch_all(&b.ni, beq, 1024);
+        let asrc = bind_md(&a.ni, aeq, b"ping".to_vec());
+        let bsrc = bind_md(&b.ni, beq, b"pong".to_vec());
+        const ROUNDS: u64 = 20;
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                for _ in 0..ROUNDS {
+                    expect(&b.ni, beq, EventKind::Put);
+                    b.ni.put(bsrc, AckReq::NoAck, &Remote::new(id(0), PT, 0), 0)
+                        .unwrap();
+                }
+            });
+            for _ in 0..ROUNDS {
+                a.ni.put(asrc, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
+                    .unwrap();
+                let ack = expect(&a.ni, aeq, EventKind::Ack);
+                assert_eq!(ack.fail, FailType::Ok, "{cfg:?}");
+                expect(&a.ni, aeq, EventKind::Put);
+            }
+        });
+        let st = b.nal.stats();
+        assert!(
+            // At least one: on a loaded machine the progress thread may
+            // read some puts while the application is descheduled, and
+            // flush their acknowledgments on its next pass.
+            st.acks_coalesced >= 1,
+            "{cfg:?}: {} of {ROUNDS} acknowledgments left with the answer: {st:?}",
+            st.acks_coalesced
+        );
+    }
+}

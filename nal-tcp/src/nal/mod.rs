@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use portals::wire::{Header, HEADER_LEN};
+use portals::wire::{Header, Op, HEADER_LEN};
 use portals::{
     FailType, Nal, NiCore, Outbound, Payload, ProcessId, PtlError, RecvAction, RecvToken, Region,
     SendToken,
@@ -96,6 +96,9 @@ pub struct TcpStats {
     pub writes_deferred: u64,
     /// Messages written whole by the thread that sent them (optimistic).
     pub optimistic_sends: u64,
+    /// Acknowledgments held back that left in the same write as the next
+    /// message to their peer (in a round trip: with the reply).
+    pub acks_coalesced: u64,
     /// Non-blocking progress passes that found bytes by reading the
     /// connection that last delivered some, without asking the poller first
     /// (the latency path of a waiting thread in a round trip).
@@ -121,6 +124,7 @@ struct Stats {
     peers_timed_out: AtomicU64,
     writes_deferred: AtomicU64,
     optimistic_sends: AtomicU64,
+    acks_coalesced: AtomicU64,
     hot_reads: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
@@ -378,6 +382,9 @@ struct Tx {
     queue: VecDeque<OutMsg>,
     /// Connect again at this time if still unconnected with data queued.
     retry_at: Option<Instant>,
+    /// Everything queued is acknowledgments held back to go out with the
+    /// next message (see `Inner::answer`).
+    lazy_only: bool,
 }
 
 struct Peer {
@@ -537,6 +544,7 @@ impl TcpNal {
             peers_timed_out: g(&s.peers_timed_out),
             writes_deferred: g(&s.writes_deferred),
             optimistic_sends: g(&s.optimistic_sends),
+            acks_coalesced: g(&s.acks_coalesced),
             hot_reads: g(&s.hot_reads),
             bytes_sent: g(&s.bytes_sent),
             bytes_received: g(&s.bytes_received),
@@ -631,6 +639,7 @@ impl Inner {
                         pending: None,
                         queue: VecDeque::new(),
                         retry_at: None,
+                        lazy_only: false,
                     }),
                 })
             })

@@ -256,7 +256,7 @@ impl Inner {
                         out = self.core.with_engine(|e| e.recv_complete(t));
                     }
                     if let Some(m) = out {
-                        self.send(m);
+                        self.answer(m);
                     }
                 }
             }
@@ -297,7 +297,7 @@ impl Inner {
             });
             rx.buf.consume(plen as usize);
             if let Some(m) = out {
-                self.send(m);
+                self.answer(m);
             }
             return;
         }

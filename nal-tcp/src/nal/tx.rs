@@ -18,14 +18,19 @@ impl Inner {
             return;
         };
         let mut tx = lock(&peer.tx);
+        // Held-back acknowledgments leave with this message.
+        let lazy = std::mem::take(&mut tx.lazy_only);
         tx.queue.push_back(OutMsg::portals(msg));
         tracing::trace!(%dst, queued = tx.queue.len(), conn = tx.conn.is_some(), pending = tx.pending.is_some(), "queued");
         match tx.conn.clone() {
-            Some(conn) if tx.queue.len() == 1 => {
+            Some(conn) if tx.queue.len() == 1 || lazy => {
                 let before = tx.queue.len();
                 self.flush(&peer, &mut tx, &conn);
                 if tx.queue.len() < before {
                     bump(&self.stats.optimistic_sends, 1);
+                    if lazy && tx.queue.is_empty() {
+                        bump(&self.stats.acks_coalesced, before as u64 - 1);
+                    }
                 }
             }
             Some(_) => {}
@@ -34,6 +39,36 @@ impl Inner {
                     self.start_connect(&peer, &mut tx);
                 }
             }
+        }
+    }
+
+    /// Send what the engine answered an incoming message with. An
+    /// acknowledgment is held back to share a write with the next message
+    /// to the same peer — in a round trip, the reply the application is
+    /// about to send (one `sendmsg` and one segment instead of two: the
+    /// extra write cost a TCP 8-byte ping-pong 5.7 → 12.8 µs once every
+    /// short MPI send asked for one) — or goes out on the next progress
+    /// pass, whoever makes it: the waiting thread's next call, or the
+    /// progress thread once the application has left the library.
+    pub(super) fn answer(&self, msg: Outbound) {
+        if msg.header.op != Op::Ack || msg.header.dst == self.me {
+            return self.send(msg);
+        }
+        let Some(peer) = self.peer(msg.header.dst) else {
+            return self.send(msg);
+        };
+        let mut tx = lock(&peer.tx);
+        let Some(conn) = tx.conn.clone() else {
+            drop(tx);
+            return self.send(msg);
+        };
+        if tx.queue.is_empty() {
+            tx.lazy_only = true;
+        }
+        tx.queue.push_back(OutMsg::portals(msg));
+        // No wake-up: the pass that follows this one picks it up.
+        if !conn.flush_deferred.swap(true, Ordering::SeqCst) {
+            lock(&self.flush_later).push(conn.token);
         }
     }
 
