@@ -49,9 +49,15 @@ impl Inner {
     /// extra write cost a TCP 8-byte ping-pong 5.7 → 12.8 µs once every
     /// short MPI send asked for one) — or goes out on the next progress
     /// pass, whoever makes it: the waiting thread's next call, or the
-    /// progress thread once the application has left the library.
+    /// progress thread once the application has left the library. Only
+    /// with a progress thread: in polling mode the next pass may never
+    /// come (the call that read the message may be the application's
+    /// last), so the acknowledgment goes out at once.
     pub(super) fn answer(&self, msg: Outbound) {
-        if msg.header.op != Op::Ack || msg.header.dst == self.me {
+        if msg.header.op != Op::Ack
+            || msg.header.dst == self.me
+            || self.cfg.progress == ProgressMode::Poll
+        {
             return self.send(msg);
         }
         let Some(peer) = self.peer(msg.header.dst) else {
