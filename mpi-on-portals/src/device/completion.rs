@@ -93,11 +93,14 @@ impl Device {
         id: ReqId,
     ) -> Result<(Status, Option<Box<dyn std::any::Any + Send>>)> {
         loop {
-            if let Some((r, owned)) = self.test_owned(id)? {
-                return r.map(|s| (s, owned));
-            }
+            self.poll();
             {
                 let mut st = self.lock();
+                self.drain(&mut st);
+                if let Some((r, owned)) = self.settled(&mut st, id) {
+                    return r.map(|s| (s, owned));
+                }
+                // Before sleeping: a rank it needs may have finalized.
                 self.fail_if_stranded(&mut st, id);
                 if let Some((r, owned)) = self.settled(&mut st, id) {
                     return r.map(|s| (s, owned));

@@ -110,15 +110,18 @@ impl Device {
                     st.reqs[id.idx as usize].md = Some(md);
                     ni.put(md, AckReq::NoAck, &remote, 0).map_err(ptl)
                 }
-                Kind::SendShort => {
-                    // Eager, but the data stays on the read portal until the
-                    // receiver's acknowledgment says it took the bytes (a
-                    // posted receive or an unexpected buffer); a zero-byte
-                    // acknowledgment (no buffer room) keeps it there for the
-                    // receiver's get. Threshold 3: the put, its
-                    // acknowledgment, the get. OP_GET only: the buffer is
-                    // never written.
-                    let read_bits = Self::unique_bits(&mut st) | HDR_READ;
+                Kind::SendShort | Kind::SendLong => {
+                    // The data stays on the read portal until the receiver's
+                    // acknowledgment says it took the bytes (a posted
+                    // receive, or for a short message an unexpected buffer);
+                    // a zero-byte acknowledgment (unexpected long message, or
+                    // no buffer room) keeps it there for the receiver's get
+                    // (§3.3). Threshold 3: the put, its acknowledgment, the
+                    // get. OP_GET only: the buffer is never written. A short
+                    // message says so in its header data (`HDR_READ`): its
+                    // receiver tells it from one sent with no exposure.
+                    let flag = if kind == Kind::SendShort { HDR_READ } else { 0 };
+                    let read_bits = Self::unique_bits(&mut st) | flag;
                     let me = ni
                         .me_attach(
                             READ_PT,
@@ -183,7 +186,7 @@ impl Device {
                         )
                         .map_err(ptl)?;
                     st.reqs[id.idx as usize].read_me = Some(read_me);
-                    // SAFETY: as above. Retained: the put and a get may both
+                    // SAFETY: by this function's contract. Retained: the put and a get may both
                     // use it; the request unlinks it when done.
                     let md = unsafe {
                         ni.md_attach_raw(
@@ -197,39 +200,6 @@ impl Device {
                     .map_err(ptl)?;
                     st.reqs[id.idx as usize].md = Some(md);
                     ni.put(md, AckReq::NoAck, &remote, ack_bits).map_err(ptl)
-                }
-                Kind::SendLong => {
-                    let read_bits = Self::unique_bits(&mut st);
-                    let me = ni
-                        .me_attach(
-                            READ_PT,
-                            target,
-                            read_bits,
-                            0,
-                            Unlink::Unlink,
-                            Position::After,
-                        )
-                        .map_err(ptl)?;
-                    st.reqs[id.idx as usize].me = Some(me);
-                    // Threshold 3: the put, its acknowledgment, and the get
-                    // of an unexpected receiver (§3.3). OP_GET only: the
-                    // buffer is never written.
-                    // SAFETY: as above.
-                    let md = unsafe {
-                        ni.md_attach_raw(
-                            me,
-                            &MdDesc::new(MdOptions::OP_GET)
-                                .threshold(Threshold::Count(3))
-                                .eq(self.req_eq)
-                                .user_ptr(up),
-                            data,
-                            len,
-                            Unlink::Unlink,
-                        )
-                    }
-                    .map_err(ptl)?;
-                    st.reqs[id.idx as usize].md = Some(md);
-                    ni.put(md, AckReq::Ack, &remote, read_bits).map_err(ptl)
                 }
                 _ => Err(MpiError::InvalidBuffer("not a send")),
             }

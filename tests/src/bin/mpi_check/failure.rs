@@ -1,0 +1,97 @@
+//! Peer failure: what the survivors of a dead rank see.
+
+use super::*;
+
+/// A rank dies in the middle of an exchange; the survivor's wait fails
+/// with `PeerFailed` within a bounded time instead of hanging. `case`:
+/// `recv` (a posted receive from the dead rank), `anysrc` (a receive and a
+/// probe from any source, in a communicator the dead rank belongs to), `long` (a long send whose
+/// receiver got the envelope, acknowledged zero bytes, and died before
+/// fetching the data), `sync` (a synchronous send received unexpected by a
+/// rank that died before matching it).
+pub(crate) fn death(u: &Universe, case: &str) -> R<()> {
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    let eager = u.config().eager_limit;
+    // The peer exits as soon as it has this message: the acknowledgment a
+    // standard send waits for may die with it. The send reached it either
+    // way (it exits only after receiving it).
+    let signal_the_dying = |p: &Process<'_>| -> R<()> {
+        match p.send_with_tag(&1u8, CTRL) {
+            Ok(()) | Err(MpiError::PeerFailed { .. }) => Ok(()),
+            Err(x) => Err(e(x)),
+        }
+    };
+    let die = |why: &str| -> ! {
+        println!("OK death rank {me} ({why})");
+        std::process::exit(0)
+    };
+    let expect_failure = |r: Result<(), MpiError>, t: Instant| -> R<()> {
+        match r {
+            Err(MpiError::PeerFailed { rank, .. }) => {
+                ensure(rank == 1 - me, || format!("PeerFailed names rank {rank}"))?;
+                ensure(t.elapsed() < Duration::from_secs(60), || {
+                    format!("the failure took {:?} to show", t.elapsed())
+                })?;
+                println!("death {case}: PeerFailed after {:?}", t.elapsed());
+                Ok(())
+            }
+            other => Err(format!("{case}: expected PeerFailed, got {other:?}")),
+        }
+    };
+    match (case, me) {
+        ("anysrc", 0) => {
+            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+            die("after the peer posted its receive from any source");
+        }
+        ("anysrc", _) => {
+            let mut buf = [0u8; 16];
+            let any = w.any_process();
+            // Posted before the peer dies: a pending receive must fail.
+            scope(|sc| -> R<()> {
+                let req = any
+                    .immediate_receive_into_with_tag(sc, &mut buf[..], 5)
+                    .map_err(e)?;
+                signal_the_dying(&p)?;
+                let t = Instant::now();
+                expect_failure(req.wait().map(|_| ()), t)
+            })?;
+            // Later receives and probes from any source fail at once.
+            let t = Instant::now();
+            expect_failure(any.receive_into(&mut buf[..]).map(|_| ()), t)?;
+            let t = Instant::now();
+            expect_failure(any.probe().map(|_| ()), t)
+        }
+        ("recv", 0) => {
+            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+            die("after the peer posted its receive");
+        }
+        ("recv", _) => {
+            signal_the_dying(&p)?;
+            let mut buf = [0u8; 16];
+            let t = Instant::now();
+            expect_failure(p.receive_into_with_tag(&mut buf[..], 5).map(|_| ()), t)?;
+            // The dead rank cannot be received from any more.
+            let t = Instant::now();
+            expect_failure(p.receive_into_with_tag(&mut buf[..], 6).map(|_| ()), t)
+        }
+        ("long" | "sync", 1) => {
+            // Let the message arrive unexpected, then die without matching.
+            p.probe_with_tag(5).map_err(e)?;
+            std::thread::sleep(Duration::from_millis(100));
+            die("after the message arrived unexpected");
+        }
+        ("long", _) => {
+            let data = pattern(eager * 4, 3);
+            let t = Instant::now();
+            expect_failure(p.send_with_tag(&data[..], 5), t)
+        }
+        ("sync", _) => {
+            let t = Instant::now();
+            expect_failure(p.synchronous_send_with_tag(&[1u8, 2, 3][..], 5), t)
+        }
+        _ => Err(format!("unknown death case {case:?}")),
+    }
+}

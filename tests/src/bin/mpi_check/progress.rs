@@ -1,0 +1,200 @@
+//! Progress: transfers that complete while the target computes, spinning
+//! waiters, and finalize completing what nobody waits for.
+
+use super::*;
+
+/// Rank 1 posts an 8 MB receive and computes without calling MPI; rank 0
+/// sends. With a progress thread the data is there when rank 1 comes back:
+/// the first `test` finds the request complete.
+pub(crate) fn progress(u: &Universe, expect_progress: bool) -> R<()> {
+    const LEN: usize = 8 << 20;
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    let data = pattern(LEN, 11);
+    if me == 0 {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?; // receive is posted
+        let t = Instant::now();
+        p.send(&data[..]).map_err(e)?;
+        println!("send of 8 MB completed in {} ms", t.elapsed().as_millis());
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    } else {
+        let mut buf = vec![0u8; LEN];
+        let ni = u.network_interface();
+        let (completed_early, moved) = scope(|sc| -> R<(bool, bool)> {
+            let req = p.immediate_receive_into(sc, &mut buf[..]).map_err(e)?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            // Compute for a while: no MPI call at all.
+            let before = ni.status().accepted;
+            let t = Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < Duration::from_millis(1500) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+            let moved = ni.status().accepted != before;
+            match req.test().map_err(e)? {
+                Ok(_) => Ok((true, moved)),
+                Err(req) => {
+                    req.wait().map_err(e)?;
+                    Ok((false, moved))
+                }
+            }
+        })?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        ensure(buf == data, || "8 MB arrived wrong".into())?;
+        if expect_progress {
+            ensure(completed_early, || {
+                "the receive was not complete after computing".into()
+            })?;
+            println!("progress: 8 MB receive completed while computing");
+        } else {
+            // Without a progress thread nothing arrives between MPI calls
+            // (the first `test` may then finish it: it drives progress).
+            ensure(!moved, || {
+                "polling mode accepted a message without MPI calls".into()
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Spin on non-blocking calls only — `test`, `immediate_probe`,
+/// `is_complete`, `test_all` — each loop bounded by a deadline: in polling
+/// mode they must drive progress themselves.
+pub(crate) fn spin(u: &Universe) -> R<()> {
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    let eager = u.config().eager_limit;
+    let long = pattern(4 * eager + 3, 21);
+    let deadline = |what: &str, t: Instant| -> R<()> {
+        ensure(t.elapsed() < Duration::from_secs(30), || {
+            format!("{what}: no completion within 30 s of non-blocking calls")
+        })
+    };
+    if me == 0 {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&long[..], 1).map_err(e)?;
+        p.send_with_tag(&pattern(100, 22)[..], 2).map_err(e)?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&7u64, 3).map_err(e)?;
+        p.send_with_tag(&pattern(eager * 2, 23)[..], 4).map_err(e)?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+    } else {
+        // 1. A long receive completed by a loop on test().
+        let mut buf = vec![0u8; long.len()];
+        scope(|sc| -> R<()> {
+            let mut req = p
+                .immediate_receive_into_with_tag(sc, &mut buf[..], 1)
+                .map_err(e)?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            let t = Instant::now();
+            loop {
+                match req.test().map_err(e)? {
+                    Ok(s) => {
+                        return ensure(s.count_bytes() == long.len(), || format!("{s:?}"));
+                    }
+                    Err(r) => req = r,
+                }
+                deadline("test", t)?;
+            }
+        })?;
+        ensure(buf == long, || {
+            "long message via test() arrived wrong".into()
+        })?;
+        // 2. A probe loop.
+        let t = Instant::now();
+        let s = loop {
+            if let Some(s) = p.immediate_probe_with_tag(2).map_err(e)? {
+                break s;
+            }
+            deadline("immediate_probe", t)?;
+        };
+        ensure(s.message_len() == 100, || format!("probe {s:?}"))?;
+        let (v, _) = p.receive_vec_with_tag::<u8>(2).map_err(e)?;
+        ensure(v == pattern(100, 22), || "probed message".into())?;
+        // 3. is_complete and test_all loops over two receives.
+        let mut seven = 0u64;
+        let mut big = vec![0u8; eager * 2];
+        scope(|sc| -> R<()> {
+            let a = p
+                .immediate_receive_into_with_tag(sc, std::slice::from_mut(&mut seven), 3)
+                .map_err(e)?;
+            let b = p
+                .immediate_receive_into_with_tag(sc, &mut big[..], 4)
+                .map_err(e)?;
+            ensure(!a.is_complete().map_err(e)?, || {
+                "a receive was complete before its message was sent".into()
+            })?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            let t = Instant::now();
+            while !a.is_complete().map_err(e)? {
+                deadline("is_complete", t)?;
+            }
+            let mut reqs = vec![a, b];
+            let t = Instant::now();
+            let st = loop {
+                if let Some(st) = test_all(&mut reqs).map_err(e)? {
+                    break st;
+                }
+                deadline("test_all", t)?;
+            };
+            ensure(
+                st.len() == 2 && st[0].tag() == 3 && st[1].tag() == 4,
+                || format!("test_all statuses {st:?}"),
+            )
+        })?;
+        ensure(seven == 7 && big == pattern(eager * 2, 23), || {
+            "test_all data".into()
+        })?;
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// A rank finalizes right after starting sends nobody waits for (a buffered
+/// long send, a dropped owned long send); the receiver posts its receives
+/// only later. Finalize must complete them — serving the receiver's gets,
+/// also in polling mode — before its closing barrier.
+pub(crate) fn finalize(u: &Universe) -> R<()> {
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    let eager = u.config().eager_limit;
+    let a = pattern(eager * 8, 31);
+    let b: Vec<u8> = pattern(eager * 5 + 1, 32);
+    if me == 0 {
+        u.buffer_attach(a.len() + 1024);
+        p.buffered_send_with_tag(&a[..], 1).map_err(e)?;
+        drop(p.immediate_send_owned(b.clone(), 2).map_err(e)?);
+        // Now finalize (when `u` is dropped by the caller).
+    } else {
+        // Let rank 0 reach finalize first.
+        std::thread::sleep(Duration::from_millis(1000));
+        for (tag, want) in [(1, &a), (2, &b)] {
+            let mut buf = vec![0u8; want.len()];
+            scope(|sc| -> R<()> {
+                let mut req = p
+                    .immediate_receive_into_with_tag(sc, &mut buf[..], tag)
+                    .map_err(e)?;
+                let t = Instant::now();
+                loop {
+                    match req.test().map_err(e)? {
+                        Ok(_) => return Ok(()),
+                        Err(r) => req = r,
+                    }
+                    ensure(t.elapsed() < Duration::from_secs(30), || {
+                        format!("tag {tag}: the finalizing sender never delivered")
+                    })?;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            })?;
+            ensure(buf == *want, || format!("tag {tag}: wrong data"))?;
+        }
+    }
+    Ok(())
+}
