@@ -491,8 +491,11 @@ fn a_peer_scribbling_over_ring_indices_is_failed() {
             ni.put(out, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
                 .unwrap();
         }
+        // Noticing counts at once; the engine hears of the failure on the
+        // next progress pass (`reap_failures`), maybe the progress
+        // thread's: wait for both.
         until(Duration::from_secs(5), "the corruption was noticed", || {
-            nal.stats().corrupt_ring_errors == 1
+            nal.stats().corrupt_ring_errors == 1 && ni.failed_peer_count() == 1
         });
         assert_eq!(ni.failed_peer_count(), 1, "{what}");
         ni.put(out, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
