@@ -520,8 +520,8 @@ pub(crate) fn ring(u: &Universe) -> R<()> {
 /// `soak <seconds> <seed>`: rounds of the [`order`] mix (wildcards, mixed
 /// sizes, every send mode) until the time is up — rank 0 decides, everyone
 /// follows — then the messages moved and each rank's resident memory at
-/// the start, after the first round (pools and caches warm) and at the
-/// end. Not run by the suite; `docs/TESTING.md` says how to run it.
+/// the start, after the first round (pools and caches warm), about once a
+/// minute, and at the end. Not run by the suite; `docs/TESTING.md` says how to run it.
 pub(crate) fn soak(u: &Universe, secs: u64, seed: u64) -> R<()> {
     const PER_ROUND: usize = 500;
     let w = u.world();
@@ -529,11 +529,23 @@ pub(crate) fn soak(u: &Universe, secs: u64, seed: u64) -> R<()> {
     let start = status_kib("VmRSS")?;
     let mut warm = 0;
     let mut rounds = 0u64;
+    // A leak shows as a line that keeps climbing; caches and pools level
+    // off after the first minutes.
+    let mut next_sample = Duration::from_secs(60);
     loop {
         order(u, PER_ROUND, seed.wrapping_add(rounds))?;
         rounds += 1;
         if rounds == 1 {
             warm = status_kib("VmRSS")?;
+        }
+        if t0.elapsed() >= next_sample {
+            println!(
+                "soak: rank {} at {:.0} s rounds {rounds} rss_kib {}",
+                w.rank(),
+                t0.elapsed().as_secs_f64(),
+                status_kib("VmRSS")?
+            );
+            next_sample += Duration::from_secs(60);
         }
         let mut go = [u8::from(t0.elapsed() < Duration::from_secs(secs))];
         w.process_at_rank(0)
