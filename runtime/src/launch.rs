@@ -25,6 +25,12 @@
 //! parent-death signal (`PR_SET_PDEATHSIG`, SIGKILL) armed. That signal is
 //! tied to the *thread* that started the rank, which is why [`launch`]
 //! starts and supervises its ranks on the caller's thread.
+//!
+//! Each rank leads its own process group and is signalled as a group, so
+//! a rank that is a wrapper (a script, `valgrind`, `perf record`) does not
+//! leave the program it started running. The parent-death signal reaches
+//! only the rank itself: a SIGKILLed launcher still orphans the
+//! grandchildren of a wrapper that does not pass the signal on.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -257,10 +263,14 @@ fn die_with_launcher(cmd: &mut Command) {
     }
 }
 
+/// Signal a rank and every process of its group (each rank leads its
+/// own). A group outlives its leader while anything in it runs, and the
+/// kernel does not reuse the number of a live group, so this never
+/// reaches a stranger.
 fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions; a stale pid of an
-    // already-reaped child at worst gets ESRCH.
-    let _ = unsafe { libc::kill(pid as libc::pid_t, sig) };
+    // SAFETY: kill has no memory-safety preconditions; a group that is
+    // gone at worst gets ESRCH.
+    let _ = unsafe { libc::kill(-(pid as libc::pid_t), sig) };
 }
 
 /// How long the supervisor keeps collecting failures after the first one
@@ -411,6 +421,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
             cmd.env(k, v);
         }
         die_with_launcher(&mut cmd);
+        // Its own process group, so that terminating the rank reaches
+        // what it started too (a wrapper script's program, a tool such as
+        // `valgrind` or `perf` in front of it), as `mpirun` does.
+        cmd.process_group(0);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {

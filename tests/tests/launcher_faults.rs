@@ -187,6 +187,68 @@ fn a_terminated_launcher_terminates_its_ranks_and_exits_128_plus_the_signal() {
     }
 }
 
+/// The pids of live processes whose command line is exactly `args`.
+fn processes_running(args: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = args
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let mut out = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want)
+                && runs(pid, args[0])
+            {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_terminated_launcher_terminates_what_its_ranks_started() {
+    // Each rank is a shell that runs a program as its child (no exec: a
+    // command follows), as a wrapper script does. A sleep whose length no
+    // other process on the machine uses marks the programs.
+    let marker = format!(
+        "{}.{}",
+        3000 + std::process::id() % 1000,
+        std::process::id() % 97
+    );
+    let script = format!("sleep {marker}; true");
+    let mut ptlrun = Command::new(PTLRUN)
+        .args(["-n", "2", "--timeout", "300", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ptlrun");
+    let programs = ["sleep", marker.as_str()];
+    let t = Instant::now();
+    while processes_running(&programs).len() < 2 && t.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = processes_running(&programs);
+    signal(ptlrun.id(), libc::SIGTERM);
+    let st = wait_bounded(&mut ptlrun, Duration::from_secs(60));
+    let t = Instant::now();
+    let mut left = processes_running(&programs);
+    while !left.is_empty() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+        left = processes_running(&programs);
+    }
+    for &p in &left {
+        signal(p, libc::SIGKILL);
+    }
+    assert_eq!(started.len(), 2, "both ranks' programs ran: {started:?}");
+    assert_eq!(st.and_then(|s| s.code()), Some(128 + libc::SIGTERM));
+    assert!(left.is_empty(), "the ranks' programs {left:?} survived");
+}
+
 #[test]
 fn a_killed_launcher_takes_its_ranks_with_it() {
     let (mut ptlrun, ranks) = long_ring();
