@@ -74,9 +74,10 @@ fn hydra_pmi2_over_fd() {
     }
 }
 
+/// Hydra speaks both; `Auto` takes PMI-1, whose abort carries the status.
 #[test]
-fn hydra_auto_picks_pmi2() {
-    verified(&[], 2, &[], "2.0");
+fn hydra_auto_picks_pmi1() {
+    verified(&[], 2, &[], "1.1");
 }
 
 #[test]

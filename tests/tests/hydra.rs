@@ -154,23 +154,19 @@ fn a_rank_that_never_joins_times_out_clearly() {
 }
 
 /// A rank that calls `abort(3)` or panics while the others block in a
-/// receive or a probe ends the whole job at once through PMI: status 3
-/// over PMI-1; hydra 4 does not know PMI-2's abort and ends the job with
-/// 255 instead (see `PmiClient::abort`).
+/// receive or a probe ends the whole job at once through PMI, with that
+/// status (the client asks hydra for PMI-1, whose abort carries it; see
+/// `VersionPreference::Auto`).
 #[test]
 fn one_ranks_abort_or_panic_ends_the_job_through_pmi() {
-    for (scenario, says) in [
-        ("abort", "aborts the job with status 3"),
-        ("panic", "aborts the job with status 101"),
+    for (scenario, says, code) in [
+        ("abort", "aborts the job with status 3", 3),
+        ("panic", "aborts the job with status 101", 101),
     ] {
         let Some(r) = mpiexec(&["-n", "4", FAULT, scenario]) else {
             return;
         };
-        assert!(
-            matches!(r.code, Some(3) | Some(101) | Some(255)),
-            "{scenario}: {}",
-            r.describe()
-        );
+        assert_eq!(r.code, Some(code), "{scenario}: {}", r.describe());
         assert!(r.took < FAST_FAILURE, "{scenario}: {}", r.describe());
         assert!(r.stderr.contains(says), "{scenario}: {}", r.describe());
     }

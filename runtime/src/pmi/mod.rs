@@ -12,9 +12,13 @@
 //! # Versions
 //!
 //! With [`VersionPreference::Auto`] (the default) the client asks for
-//! PMI-2 (`cmd=init pmi_version=2 pmi_subversion=0`) and falls back to
-//! PMI-1.1 on the same connection when the server refuses. Hydra and Slurm
-//! accept both; [`PmiOptions::version`] forces one.
+//! PMI-1.1 (`cmd=init pmi_version=1 pmi_subversion=1`), as MPICH's own
+//! client does, and for PMI-2 on the same connection when the server
+//! refuses; under Slurm (`PMI_JOBID` set) it asks for PMI-2 first and
+//! falls back to PMI-1.1. Hydra and Slurm accept both;
+//! [`PmiOptions::version`] forces one. PMI-1 is preferred elsewhere for
+//! its abort, which carries the exit status: hydra 4.0 does not know
+//! PMI-2's and ends the job with status 255 instead.
 //!
 //! # Publishing values: put, fence, get
 //!
@@ -143,7 +147,10 @@ impl std::fmt::Display for PmiVersion {
 /// Which protocol to ask the launcher for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum VersionPreference {
-    /// PMI-2 when the server accepts it, else PMI-1.
+    /// PMI-1 (MPICH's own default with hydra), else PMI-2; under Slurm
+    /// (`PMI_JOBID` set) PMI-2 first, its `pmi2` plugin's native protocol.
+    /// PMI-1 first because its abort carries the exit status: hydra 4.0
+    /// does not know PMI-2's abort and ends such a job with status 255.
     #[default]
     Auto,
     /// PMI-1 only.
@@ -414,6 +421,24 @@ impl PmiClient {
         let mut v1_init_done = false;
         let version = match opts.version {
             VersionPreference::V1 => PmiVersion::V1,
+            VersionPreference::Auto if env.jobid.is_none() => match v1::init(&mut ch, 1, 1)? {
+                v1::InitReply::Accepted(1) => {
+                    v1_init_done = true;
+                    PmiVersion::V1
+                }
+                // A server may accept while saying it speaks PMI-2 only.
+                v1::InitReply::Accepted(2) => PmiVersion::V2,
+                v1::InitReply::Accepted(v) => {
+                    return Err(PmiError::VersionMismatch {
+                        wanted: "1.1",
+                        offered: v.to_string(),
+                    })
+                }
+                v1::InitReply::Refused(_) => {
+                    v1::init(&mut ch, 2, 0)?.require(2, "2.0")?;
+                    PmiVersion::V2
+                }
+            },
             pref @ (VersionPreference::Auto | VersionPreference::V2) => {
                 match v1::init(&mut ch, 2, 0)? {
                     // A server may accept while saying it speaks PMI-1 only.
@@ -673,7 +698,8 @@ impl PmiClient {
     /// is for its log (made wire safe: other characters become `_`).
     /// Hydra 4.0 exits with `code` at once for PMI-1 and kills every
     /// process; for PMI-2 it does not know the command and kills the job
-    /// with status 255.
+    /// with status 255 (which is why [`VersionPreference::Auto`] asks
+    /// hydra for PMI-1).
     ///
     /// No reply comes. Like MPICH's `PMI_Abort`, this then waits for the
     /// launcher to act — it normally kills this process — and returns only

@@ -710,8 +710,40 @@ fn v1_initack_with_a_repeated_set_is_malformed() {
     });
 }
 
+/// Outside Slurm, `Auto` asks for PMI-1.1 first (the version whose abort
+/// hydra 4.0 ends the job on with the abort's status), and for PMI-2 only
+/// when the server refuses.
 #[test]
-fn auto_negotiates_the_version() {
+fn auto_asks_for_pmi1_first_outside_slurm() {
+    within(10, || {
+        let init1 = || req1("cmd=init pmi_version=1 pmi_subversion=1");
+        // Refused: a second init, for PMI-2.
+        let mut refused = vec![
+            init1(),
+            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=-1"),
+        ];
+        refused.extend(v2_start());
+        // Accepted as PMI-2: no second init.
+        let mut as_v2 = vec![
+            init1(),
+            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
+        ];
+        as_v2.extend(v2_start().into_iter().skip(2));
+        for (script, want) in [
+            (v1_start(), PmiVersion::V1),
+            (refused, PmiVersion::V2),
+            (as_v2, PmiVersion::V2),
+        ] {
+            let c = startup(script, &fd_env(1, 2), VersionPreference::Auto).unwrap();
+            assert_eq!(c.version(), want);
+        }
+    });
+}
+
+/// Under Slurm (`PMI_JOBID` set), `Auto` asks for PMI-2 first, its
+/// plugin's own protocol, and falls back to PMI-1.1.
+#[test]
+fn auto_asks_for_pmi2_first_under_slurm() {
     within(10, || {
         let init2 = || req1("cmd=init pmi_version=2 pmi_subversion=0");
         // Refused: a second init, for PMI-1.
@@ -726,13 +758,11 @@ fn auto_negotiates_the_version() {
             rep1("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"),
         ];
         as_v1.extend(v1_start().into_iter().skip(2));
-        for (script, want) in [
-            (refused, PmiVersion::V1),
-            (as_v1, PmiVersion::V1),
-            (v2_start(), PmiVersion::V2),
-        ] {
-            let c = startup(script, &fd_env(1, 2), VersionPreference::Auto).unwrap();
-            assert_eq!(c.version(), want);
+        let mut env = fd_env(1, 2);
+        env.jobid = Some("4711.0".into());
+        for script in [refused, as_v1] {
+            let c = startup(script, &env, VersionPreference::Auto).unwrap();
+            assert_eq!(c.version(), PmiVersion::V1);
         }
     });
 }
