@@ -627,6 +627,12 @@ impl Engine {
     /// bounded by the operations the process started itself. So nothing
     /// is ever dropped from a flow-controlled queue, except through
     /// [`Engine::recv_header_unheld`]. Capacity must be at least 2.
+    ///
+    /// The price is head-of-line blocking: a held message stops every later
+    /// message from the same peer, whatever its target. A reader waiting for
+    /// anything from a peer must therefore keep draining the flow-controlled
+    /// queues that peer's messages may post to (the MPI device drains both
+    /// of its queues in every wait).
     pub fn eq_set_flow_control(&mut self, eq: EqHandle, on: bool) -> Result<()> {
         let k = self.eq_key(eq)?;
         let q = &mut self.eqs[k];
@@ -1147,6 +1153,12 @@ impl Engine {
             .and_then(|e| self.eqs.get_mut(e))
         {
             eq.in_flight = eq.in_flight.saturating_add_signed(delta);
+            // A transfer that posts no end event frees its reservation
+            // without a read: the intake may resume here too.
+            if eq.resume_due() {
+                eq.held = false;
+                self.intake_resumed = true;
+            }
         }
     }
 
