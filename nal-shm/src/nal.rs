@@ -138,8 +138,25 @@ pub(crate) struct Peer {
     /// Its send queue is not empty (a lock-free hint for progress passes).
     pub(crate) has_queue: AtomicBool,
     pub(crate) next_attach_ns: AtomicU64,
+    /// The record at the head of its ring was held back by the engine (a
+    /// flow-controlled event queue was full): the interface's intake epoch
+    /// read before it was offered, or [`NOT_HELD`]. Its ring is not read
+    /// again until the epoch moves.
+    pub(crate) held: AtomicU64,
     pub(crate) tx: Mutex<Tx>,
     pub(crate) rx: Mutex<Rx>,
+}
+
+/// [`Peer::held`] when nothing is held back.
+pub(crate) const NOT_HELD: u64 = u64::MAX;
+
+impl Peer {
+    /// Its ring waits for the engine's intake to resume (see
+    /// [`Peer::held`]).
+    pub(crate) fn is_held(&self, core: &portals::NiCore) -> bool {
+        let h = self.held.load(Ordering::SeqCst);
+        h != NOT_HELD && h == core.intake_epoch()
+    }
 }
 
 #[derive(Default)]
@@ -281,6 +298,7 @@ impl ShmNal {
                 probed: AtomicBool::new(false),
                 has_queue: AtomicBool::new(false),
                 next_attach_ns: AtomicU64::new(0),
+                held: AtomicU64::new(NOT_HELD),
                 tx: Mutex::new(Tx::new()),
                 rx: Mutex::new(Rx {
                     ring,
@@ -595,7 +613,7 @@ impl Inner {
             if p.failed.load(Ordering::Relaxed) {
                 return false;
             }
-            if self.inbox.ring(p.ring_in).pending() {
+            if self.inbox.ring(p.ring_in).pending() && !p.is_held(&self.core) {
                 return true;
             }
             p.has_queue.load(Ordering::SeqCst)

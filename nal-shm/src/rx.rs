@@ -12,7 +12,7 @@ use portals::{Outbound, RecvAction, RecvToken, Region};
 
 use crate::cma;
 use crate::doorbell;
-use crate::nal::{bump, Failure, Inner, Peer};
+use crate::nal::{bump, Failure, Inner, Peer, NOT_HELD};
 use crate::ring::{Consumer, Kind};
 use crate::segment::CMA_OK;
 use crate::tx::CMA_TRAILER;
@@ -47,6 +47,15 @@ pub(crate) enum Phase {
     },
 }
 
+/// Whether the engine took a record.
+enum Taken {
+    /// Consumed: the ring cell may be released.
+    Yes,
+    /// Held back by the engine ([`RecvAction::Defer`]): leave it in the
+    /// ring and read nothing more from this peer until the intake resumes.
+    Held,
+}
+
 /// The receive side of one peer: the consumer of its ring in our inbox.
 pub(crate) struct Rx {
     pub(crate) ring: Consumer,
@@ -79,7 +88,7 @@ fn fill(region: &Region, filled: usize, data: &[u8]) -> usize {
 impl Inner {
     /// Read `p`'s ring as far as the budget goes; true if anything moved.
     pub(crate) fn service(&self, p: &Peer) -> bool {
-        if p.failed.load(Ordering::Relaxed) {
+        if p.failed.load(Ordering::Relaxed) || p.is_held(&self.core) {
             return false;
         }
         let mut rx = match p.rx.try_lock() {
@@ -115,6 +124,9 @@ impl Inner {
     fn drain(&self, p: &Peer, rx: &mut Rx) -> (bool, bool, Result<(), Failure>) {
         let (mut worked, mut released) = (false, false);
         let mut budget = RX_BUDGET;
+        // Read before any header is offered (see `NiCore::intake_epoch`).
+        let epoch = self.core.intake_epoch();
+        p.held.store(NOT_HELD, Ordering::SeqCst);
         let Rx { ring, phase } = rx;
         loop {
             if let Phase::Cma { .. } = phase {
@@ -132,7 +144,17 @@ impl Inner {
                 Err(e) => return (worked, released, Err(corrupt(format!("its ring: {e}")))),
             };
             worked = true;
-            let r = self.on_record(p, phase, rec.kind, ring.body(&rec));
+            let r = match self.on_record(p, phase, rec.kind, ring.body(&rec)) {
+                Ok(Taken::Yes) => Ok(()),
+                Ok(Taken::Held) => {
+                    // The engine's queue for it is full: the record stays in
+                    // the ring (the sender waits for space), and so does
+                    // everything behind it, until the intake resumes.
+                    p.held.store(epoch, Ordering::SeqCst);
+                    return (worked, released, Ok(()));
+                }
+                Err(f) => Err(f),
+            };
             ring.consume(rec);
             released = true;
             budget = budget.saturating_sub(rec.len + 8);
@@ -148,17 +170,17 @@ impl Inner {
         phase: &mut Phase,
         kind: Kind,
         body: &[u8],
-    ) -> Result<(), Failure> {
+    ) -> Result<Taken, Failure> {
         match (kind, &mut *phase) {
             (Kind::Done, _) => {
                 if body.len() != 8 {
                     return Err(corrupt("done record of the wrong size"));
                 }
-                self.on_done(p, u64_at(body, 0))
+                self.on_done(p, u64_at(body, 0)).map(|()| Taken::Yes)
             }
             (Kind::Msg, Phase::Idle) => self.on_msg(p, phase, body),
             (Kind::Cma, Phase::Idle) => self.on_cma(p, phase, body),
-            (Kind::Chunk, Phase::Pipe { .. }) => self.on_chunk(phase, body),
+            (Kind::Chunk, Phase::Pipe { .. }) => self.on_chunk(phase, body).map(|()| Taken::Yes),
             (k, _) => Err(corrupt(format!("{k:?} record out of sequence"))),
         }
     }
@@ -179,7 +201,7 @@ impl Inner {
         Ok(h)
     }
 
-    fn on_msg(&self, p: &Peer, phase: &mut Phase, body: &[u8]) -> Result<(), Failure> {
+    fn on_msg(&self, p: &Peer, phase: &mut Phase, body: &[u8]) -> Result<Taken, Failure> {
         let h = self.header(p, body)?;
         let data = &body[HEADER_LEN..];
         let plen = h.payload_len();
@@ -191,21 +213,26 @@ impl Inner {
             let out = self.core.with_engine(|e| match e.recv_header(&h) {
                 RecvAction::Deposit { region, token, .. } => {
                     fill(&region, 0, data);
-                    e.recv_complete(token)
+                    Some(e.recv_complete(token))
                 }
-                RecvAction::Discard(_) => None,
-                RecvAction::Respond { response, .. } => Some(response),
+                RecvAction::Discard(_) => Some(None),
+                RecvAction::Respond { response, .. } => Some(Some(response)),
+                RecvAction::Defer => None,
             });
+            let Some(out) = out else {
+                return Ok(Taken::Held);
+            };
             self.received(plen);
             if let Some(m) = out {
                 self.send_inner(m);
             }
-            return Ok(());
+            return Ok(Taken::Yes);
         }
         let (region, token, respond) = match self.core.with_engine(|e| e.recv_header(&h)) {
             RecvAction::Deposit { region, token, .. } => (region, Some(token), None),
             RecvAction::Discard(_) => (Region::empty(), None, None),
             RecvAction::Respond { response, .. } => (Region::empty(), None, Some(response)),
+            RecvAction::Defer => return Ok(Taken::Held),
         };
         let filled = fill(&region, 0, data);
         *phase = Phase::Pipe {
@@ -216,7 +243,7 @@ impl Inner {
             token,
             respond,
         };
-        Ok(())
+        Ok(Taken::Yes)
     }
 
     fn on_chunk(&self, phase: &mut Phase, data: &[u8]) -> Result<(), Failure> {
@@ -258,7 +285,7 @@ impl Inner {
         Ok(())
     }
 
-    fn on_cma(&self, p: &Peer, phase: &mut Phase, body: &[u8]) -> Result<(), Failure> {
+    fn on_cma(&self, p: &Peer, phase: &mut Phase, body: &[u8]) -> Result<Taken, Failure> {
         if body.len() != HEADER_LEN + CMA_TRAILER {
             return Err(corrupt("single-copy record of the wrong size"));
         }
@@ -304,8 +331,10 @@ impl Inner {
                 self.send_done(p, cookie);
                 self.send_inner(response);
             }
+            // The sender's memory stays lent until we take it later.
+            RecvAction::Defer => return Ok(Taken::Held),
         }
-        Ok(())
+        Ok(Taken::Yes)
     }
 
     /// Read the next `cma_chunk` bytes of a single-copy payload; complete

@@ -40,6 +40,9 @@ pub struct EngineSink<'a> {
     pub deposits: &'a mut Deposits,
     /// Responses to send.
     pub responses: &'a mut Vec<Outbound>,
+    /// The engine held the last message back ([`RecvAction::Defer`]); see
+    /// [`Sink::take_held`].
+    pub held: bool,
 }
 
 impl Sink for EngineSink<'_> {
@@ -71,7 +74,15 @@ impl Sink for EngineSink<'_> {
                 self.responses.push(response);
                 0
             }
+            RecvAction::Defer => {
+                self.held = true;
+                0
+            }
         }
+    }
+
+    fn take_held(&mut self) -> bool {
+        std::mem::take(&mut self.held)
     }
 
     fn on_data(&mut self, msg: MsgId, offset: u64, data: &[u8]) {

@@ -209,6 +209,9 @@ struct State {
     rx_idle: bool,
     /// The socket's send buffer was full; wait for writability.
     tx_blocked: bool,
+    /// The interface's intake epoch when the last pass began: a message
+    /// the engine held back is offered again once it moves.
+    intake_seen: u64,
 }
 
 impl State {
@@ -227,6 +230,7 @@ impl State {
             core,
             deposits: &mut self.deposits,
             responses: &mut self.responses,
+            held: false,
         };
         (&mut self.ep, sink, &self.rx, &self.by_addr)
     }
@@ -340,6 +344,7 @@ impl UdpNal {
             rx_more: false,
             rx_idle: false,
             tx_blocked: false,
+            intake_seen: 0,
         };
         let inner = Arc::new(Inner {
             me,
@@ -737,6 +742,16 @@ impl Inner {
         // most likely the one answer a thread waits for: ask for one.
         let probe = st.rx_idle;
         let mut got_any = false;
+        // Read before any header is offered in this pass (see
+        // `NiCore::intake_epoch`).
+        let epoch = self.core.intake_epoch();
+        if std::mem::replace(&mut st.intake_seen, epoch) != epoch {
+            // The engine has room again: offer the streams it held back.
+            let (ep, mut sink, _, _) = st.split(&self.core);
+            ep.resume(&mut sink);
+            work = true;
+            unsettled = true;
+        }
         for pass in 0..self.cfg.recv_batches_per_pass.max(1) {
             let want = if pass == 0 && probe {
                 1

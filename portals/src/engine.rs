@@ -102,6 +102,11 @@ pub struct NiStatus {
     pub initiated: u64,
     /// Events lost to full event queues.
     pub eq_overflows: u64,
+    /// Times an incoming request was held back (answered with
+    /// [`RecvAction::Defer`]) because the flow-controlled event queue it
+    /// would post to had no free slot. Not a drop: the transport offers the
+    /// message again later.
+    pub held_back: u64,
 }
 
 /// A region of descriptor memory lent to the transport.
@@ -262,6 +267,17 @@ pub enum RecvAction {
         /// The message to send back.
         response: Outbound,
     },
+    /// Not now: the request matched a descriptor whose event queue is
+    /// flow-controlled ([`Engine::eq_set_flow_control`]) and has no free
+    /// slot. Nothing changed in the engine. The transport must keep the
+    /// message (and every later one from the same peer, to keep their
+    /// order) where it is — a shared-memory ring cell unconsumed, a socket
+    /// unread, a datagram unprocessed — and offer the header again once
+    /// [`crate::NiCore::intake_epoch`] has moved past the value it read
+    /// before this call. The sender is then held back by the transport's
+    /// own flow control. Only [`Engine::recv_header`] answers this;
+    /// [`Engine::recv_header_unheld`] never does.
+    Defer,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -356,6 +372,9 @@ pub struct Engine {
     unlink_watch: Option<EqKey>,
     /// A watched descriptor unlinked itself since the last take.
     watched_unlinked: bool,
+    /// A flow-controlled queue that held a request back has room again
+    /// since the last [`Engine::take_intake_resumed`].
+    intake_resumed: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -409,6 +428,7 @@ impl Engine {
             failed_peers: Vec::new(),
             unlink_watch: None,
             watched_unlinked: false,
+            intake_resumed: false,
         })
     }
 
@@ -460,6 +480,15 @@ impl Engine {
     /// (see [`Engine::watch_unlinks`]).
     pub fn take_watched_unlink(&mut self) -> bool {
         std::mem::take(&mut self.watched_unlinked)
+    }
+
+    /// True (once) if a flow-controlled event queue that held a request
+    /// back has drained far enough to take requests again: the transport
+    /// should offer its held messages again. [`crate::NiCore::with_engine`]
+    /// turns it into a new [`crate::NiCore::intake_epoch`] and a wake of
+    /// the transport.
+    pub fn take_intake_resumed(&mut self) -> bool {
+        std::mem::take(&mut self.intake_resumed)
     }
 
     /// The peers the transport gave up on ([`Engine::peer_failed`]), in the
@@ -560,7 +589,9 @@ impl Engine {
     /// stop producing events.
     pub fn eq_free(&mut self, eq: EqHandle) -> Result<()> {
         let k = self.eq_key(eq)?;
-        self.eqs.remove(k);
+        if self.eqs.remove(k).is_some_and(|q| q.held) {
+            self.intake_resumed = true;
+        }
         Ok(())
     }
 
@@ -568,7 +599,53 @@ impl Engine {
     /// next call returns [`PtlError::EqDropped`] once, then the kept events.
     pub fn eq_get(&mut self, eq: EqHandle) -> Result<Option<Event>> {
         let k = self.eq_key(eq)?;
-        self.eqs[k].pop()
+        let q = &mut self.eqs[k];
+        let r = q.pop();
+        if q.resume_due() {
+            q.held = false;
+            self.intake_resumed = true;
+        }
+        r
+    }
+
+    /// Make `eq` flow-controlled, or an ordinary queue again (`on` false).
+    ///
+    /// An ordinary queue that fills keeps its oldest events and reports
+    /// the loss ([`PtlError::EqDropped`]), as Portals 3 specifies. A
+    /// flow-controlled one is never overflowed by incoming requests (puts,
+    /// gets, get-puts matched on descriptors that post to it): a request
+    /// that finds fewer than two free slots (its end event and a possible
+    /// unlink; each transfer in flight to the queue reserves two as well)
+    /// is answered [`RecvAction::Defer`] and stays in its transport, which
+    /// holds the sender back, until the reader has drained the queue to
+    /// half its capacity. Like Portals 4's `PTL_PT_FLOWCTRL`, but the
+    /// message waits instead of being dropped for the initiator to retry.
+    /// Acknowledgments and replies to the process's own operations are
+    /// held back the same way. Events no transport can hold (a send's
+    /// completion, an unlink) that find the queue full wait, in order,
+    /// beyond its capacity and move in as it drains: their number is
+    /// bounded by the operations the process started itself. So nothing
+    /// is ever dropped from a flow-controlled queue, except through
+    /// [`Engine::recv_header_unheld`]. Capacity must be at least 2.
+    ///
+    /// The price is head-of-line blocking: a held message stops every later
+    /// message from the same peer, whatever its target. A reader waiting for
+    /// anything from a peer must therefore keep draining the flow-controlled
+    /// queues that peer's messages may post to (the MPI device drains both
+    /// of its queues in every wait).
+    pub fn eq_set_flow_control(&mut self, eq: EqHandle, on: bool) -> Result<()> {
+        let k = self.eq_key(eq)?;
+        let q = &mut self.eqs[k];
+        if on && q.capacity() < 2 {
+            return Err(PtlError::InvalidArgument(
+                "a flow-controlled event queue needs a capacity of at least 2",
+            ));
+        }
+        q.flow_control = on;
+        if !on && std::mem::take(&mut q.held) {
+            self.intake_resumed = true;
+        }
+        Ok(())
     }
 
     /// True if `eq_get` would return something (an event or an overflow).
@@ -1076,6 +1153,12 @@ impl Engine {
             .and_then(|e| self.eqs.get_mut(e))
         {
             eq.in_flight = eq.in_flight.saturating_add_signed(delta);
+            // A transfer that posts no end event frees its reservation
+            // without a read: the intake may resume here too.
+            if eq.resume_due() {
+                eq.held = false;
+                self.intake_resumed = true;
+            }
         }
     }
 
@@ -1587,17 +1670,30 @@ impl Engine {
     /// or an ack/reply arriving at the initiator) and say what to do with the
     /// payload that follows it.
     pub fn recv_header(&mut self, h: &Header) -> RecvAction {
+        self.recv_header_with(h, true)
+    }
+
+    /// [`Engine::recv_header`] for a transport that cannot hold a message
+    /// back (in-process delivery inside the sender's call, such as
+    /// [`crate::loopback`] and self-sends): never [`RecvAction::Defer`]; a
+    /// flow-controlled queue without room then overflows as an ordinary
+    /// one does.
+    pub fn recv_header_unheld(&mut self, h: &Header) -> RecvAction {
+        self.recv_header_with(h, false)
+    }
+
+    fn recv_header_with(&mut self, h: &Header, hold: bool) -> RecvAction {
         let payload = h.payload_len();
         if h.job_key != self.job_key || h.dst != self.id || !h.src.is_concrete() {
             self.status.dropped_bad_header += 1;
             return RecvAction::Discard(payload);
         }
         match h.op {
-            Op::Ack => self.recv_ack(h),
-            Op::Reply => self.recv_reply(h),
-            Op::Put => self.recv_request(h, OpKind::Put, REQUIRED_PUT),
-            Op::Get => self.recv_request(h, OpKind::Get, REQUIRED_GET),
-            Op::GetPut => self.recv_request(h, OpKind::GetPut, REQUIRED_GETPUT),
+            Op::Ack => self.recv_ack(h, hold),
+            Op::Reply => self.recv_reply(h, hold),
+            Op::Put => self.recv_request(h, OpKind::Put, REQUIRED_PUT, hold),
+            Op::Get => self.recv_request(h, OpKind::Get, REQUIRED_GET, hold),
+            Op::GetPut => self.recv_request(h, OpKind::GetPut, REQUIRED_GETPUT, hold),
         }
     }
 
@@ -1619,10 +1715,14 @@ impl Engine {
         }
     }
 
-    fn recv_ack(&mut self, h: &Header) -> RecvAction {
+    fn recv_ack(&mut self, h: &Header, hold: bool) -> RecvAction {
         let Some(opk) = self.pending_response(h, Awaiting::Ack) else {
             return RecvAction::Discard(0);
         };
+        if hold && self.must_hold(self.ops[opk].md) {
+            self.status.held_back += 1;
+            return RecvAction::Defer;
+        }
         if h.mlength > self.ops[opk].length {
             self.status.dropped_bad_header += 1;
             return RecvAction::Discard(0);
@@ -1646,11 +1746,15 @@ impl Engine {
         self.finish_awaiting(opk);
     }
 
-    fn recv_reply(&mut self, h: &Header) -> RecvAction {
+    fn recv_reply(&mut self, h: &Header, hold: bool) -> RecvAction {
         let payload = h.payload_len();
         let Some(opk) = self.pending_response(h, Awaiting::Reply) else {
             return RecvAction::Discard(payload);
         };
+        if hold && self.must_hold(self.ops[opk].md) {
+            self.status.held_back += 1;
+            return RecvAction::Defer;
+        }
         let op = &self.ops[opk];
         let (md, off, len) = (op.md, op.local_offset, op.length);
         if h.mlength > len {
@@ -1746,7 +1850,31 @@ impl Engine {
         Err(matched)
     }
 
-    fn recv_request(&mut self, h: &Header, kind: OpKind, required: MdOptions) -> RecvAction {
+    /// The queue `mdk` posts to is flow-controlled and lacks room for one
+    /// more request: mark it, so that draining it resumes the intake.
+    fn must_hold(&mut self, mdk: MdKey) -> bool {
+        let Some(d) = self.mds.get(mdk) else {
+            return false;
+        };
+        // The end event and a possible unlink, plus a start event if wanted.
+        let need = 2 + usize::from(d.desc.options.contains(MdOptions::EVENT_START));
+        let Some(q) = d.eq.and_then(|e| self.eqs.get_mut(e)) else {
+            return false;
+        };
+        if !q.flow_control || q.free() >= need {
+            return false;
+        }
+        q.held = true;
+        true
+    }
+
+    fn recv_request(
+        &mut self,
+        h: &Header,
+        kind: OpKind,
+        required: MdOptions,
+        hold: bool,
+    ) -> RecvAction {
         let payload = h.payload_len();
         let pt = h.pt_index.0 as usize;
         if pt >= self.portals.len() {
@@ -1768,6 +1896,10 @@ impl Engine {
                 return self.nack(h, payload);
             }
         };
+        if hold && self.must_hold(mdk) {
+            self.status.held_back += 1;
+            return RecvAction::Defer;
+        }
         self.status.accepted += 1;
         let d = &mut self.mds[mdk];
         d.consume();

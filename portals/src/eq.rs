@@ -17,6 +17,17 @@ pub(crate) struct EventQueue {
     /// is not posted yet. `md_update`'s emptiness test counts them, so that a
     /// message which matched before the update cannot be missed.
     pub(crate) in_flight: u32,
+    /// Flow-controlled (see [`crate::Engine::eq_set_flow_control`]): an
+    /// incoming request that would post here without a free slot is held
+    /// back in its transport instead of overflowing the queue.
+    pub(crate) flow_control: bool,
+    /// A request was held back since the queue last had room.
+    pub(crate) held: bool,
+    /// Flow-controlled only: events of the process's own operations (sent,
+    /// ack, reply, unlink) that found the ring full, in order, moved into
+    /// it as it drains. Bounded by the operations the process started
+    /// itself (incoming requests are held back in the transport instead).
+    backlog: VecDeque<Event>,
 }
 
 impl EventQueue {
@@ -27,6 +38,9 @@ impl EventQueue {
             next_sequence: 0,
             dropped: 0,
             in_flight: 0,
+            flow_control: false,
+            held: false,
+            backlog: VecDeque::new(),
         }
     }
 
@@ -35,6 +49,10 @@ impl EventQueue {
     pub(crate) fn push(&mut self, mut ev: Event) -> bool {
         ev.sequence = self.next_sequence;
         self.next_sequence += 1;
+        if self.flow_control && (self.ring.len() >= self.capacity || !self.backlog.is_empty()) {
+            self.backlog.push_back(ev);
+            return true;
+        }
         if self.ring.len() >= self.capacity {
             self.dropped += 1;
             return false;
@@ -50,7 +68,11 @@ impl EventQueue {
             let dropped = std::mem::take(&mut self.dropped);
             return Err(PtlError::EqDropped { dropped });
         }
-        Ok(self.ring.pop_front())
+        let ev = self.ring.pop_front();
+        if let Some(b) = self.backlog.pop_front() {
+            self.ring.push_back(b);
+        }
+        Ok(ev)
     }
 
     /// True if there is something for a reader: an event or an overflow.
@@ -62,6 +84,22 @@ impl EventQueue {
     /// transfer that will post one.
     pub(crate) fn is_quiescent(&self) -> bool {
         !self.has_news() && self.in_flight == 0
+    }
+
+    /// Slots neither taken nor promised: every transfer in flight may
+    /// still post its end event and an unlink.
+    pub(crate) fn free(&self) -> usize {
+        self.capacity
+            .saturating_sub(self.ring.len())
+            .saturating_sub(self.backlog.len())
+            .saturating_sub(2 * self.in_flight as usize)
+    }
+
+    /// A held-back request may be offered again: the queue has drained to
+    /// half its capacity (hysteresis, so that a reader taking one event at
+    /// a time does not wake the transport for each).
+    pub(crate) fn resume_due(&self) -> bool {
+        self.held && self.free() >= self.capacity.div_ceil(2).max(2)
     }
 
     pub(crate) fn len(&self) -> usize {

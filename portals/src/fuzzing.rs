@@ -186,6 +186,8 @@ pub fn engine_headers(data: &[u8]) {
                 }
             }
             RecvAction::Discard(n) => assert!(n <= h.payload_len()),
+            // Nothing changed in the engine; a transport offers it again.
+            RecvAction::Defer => {}
         }
         if ctl & 8 != 0 {
             while let Ok(Some(_)) | Err(_) = e.eq_get(eq) {

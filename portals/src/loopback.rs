@@ -304,7 +304,7 @@ fn deliver(
     let mut fail = FailType::Ok;
     match &target {
         None => fail = FailType::Unreachable,
-        Some(t) => match t.with_engine(|e| e.recv_header(&header)) {
+        Some(t) => match t.with_engine(|e| e.recv_header_unheld(&header)) {
             RecvAction::Deposit { region, token, .. } => {
                 let n = region.len().min(src_len);
                 if n > 0 {
@@ -320,7 +320,8 @@ fn deliver(
                     out.push_back((responder(t, &target_pass), resp));
                 }
             }
-            RecvAction::Discard(_) => {}
+            // `recv_header_unheld` never defers.
+            RecvAction::Discard(_) | RecvAction::Defer => {}
             RecvAction::Respond { response, .. } => {
                 out.push_back((responder(t, &target_pass), response));
             }

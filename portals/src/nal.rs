@@ -125,6 +125,8 @@ pub struct NiCore {
     parked: Condvar,
     waker: OnceLock<Box<dyn Fn() + Send + Sync>>,
     unlink_hook: OnceLock<UnlinkHook>,
+    /// See [`NiCore::intake_epoch`].
+    intake_epoch: AtomicU64,
 }
 
 impl std::fmt::Debug for NiCore {
@@ -150,6 +152,7 @@ impl NiCore {
             parked: Condvar::new(),
             waker: OnceLock::new(),
             unlink_hook: OnceLock::new(),
+            intake_epoch: AtomicU64::new(0),
         }
     }
 
@@ -182,11 +185,24 @@ impl NiCore {
     /// run the unlink hook (after the engine lock is released).
     #[inline]
     pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        let (r, posted, unlinked) = {
+        let (r, posted, unlinked, resumed) = {
             let mut e = self.lock();
             let r = f(&mut e);
-            (r, e.take_posted(), e.take_watched_unlink())
+            let resumed = e.take_intake_resumed();
+            if resumed {
+                // Under the engine lock: a transport that read the epoch
+                // before a call answered `Defer` sees it move.
+                self.intake_epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            (r, e.take_posted(), e.take_watched_unlink(), resumed)
         };
+        if resumed {
+            // Held messages wait in the transport for a pass: make sure one
+            // comes (a progress thread may be asleep).
+            if let Some(w) = self.waker.get() {
+                w();
+            }
+        }
         if posted && self.sleepers.load(Ordering::SeqCst) > 0 {
             self.wake_sleepers();
         }
@@ -196,6 +212,16 @@ impl NiCore {
             }
         }
         r
+    }
+
+    /// Moves each time a flow-controlled event queue that held an incoming
+    /// request back ([`crate::RecvAction::Defer`]) has room again. A
+    /// transport reads it *before* offering a header; if the answer is
+    /// `Defer`, it keeps the message and offers it again once this value
+    /// differs from the one it read (the interface's waker is called when
+    /// it moves).
+    pub fn intake_epoch(&self) -> u64 {
+        self.intake_epoch.load(Ordering::SeqCst)
     }
 
     /// Install `hook`, to run whenever a descriptor that posts its events to

@@ -185,6 +185,13 @@ impl NetworkInterface {
         self.core.with_engine(|e| e.eq_alloc(capacity))
     }
 
+    /// Make `eq` flow-controlled (or ordinary again): incoming requests
+    /// that would overflow it are held back in the transport instead
+    /// (see [`crate::Engine::eq_set_flow_control`]).
+    pub fn eq_set_flow_control(&self, eq: EqHandle, on: bool) -> Result<()> {
+        self.core.with_engine(|e| e.eq_set_flow_control(eq, on))
+    }
+
     /// Free an event queue (`PtlEQFree`).
     pub fn eq_free(&self, eq: EqHandle) -> Result<()> {
         self.core.with_engine(|e| e.eq_free(eq))

@@ -200,6 +200,33 @@ fn three_senders_flood_a_late_receiver_far_past_the_pool_cap() {
     }
 }
 
+/// Three senders x 1000 x 16 KB to a late receiver whose event queues hold
+/// 256 events (`eqflood`): the envelopes and acknowledgments outnumber a
+/// queue many times over between two drains. Flow-controlled queues make
+/// the transports hold messages back instead of overflowing (before, a
+/// rank died with `EventQueueOverflow`). Shared memory, TCP and UDP, both
+/// progress modes; every message checked.
+#[test]
+fn a_flood_never_overflows_small_event_queues_on_any_transport() {
+    for nal in [NalKind::Shm, NalKind::Tcp, NalKind::Udp] {
+        for p in MODES {
+            let options = JobOptions {
+                nal,
+                progress: p,
+                ..JobOptions::default()
+            };
+            let out = run_job_limited(
+                env!("CARGO_BIN_EXE_mpi_check"),
+                4,
+                &["eqflood", "1000"],
+                options,
+                Duration::from_secs(120),
+            );
+            assert_ok(&out, 4, &format!("eqflood {nal:?} {p:?}"));
+        }
+    }
+}
+
 /// A receive from any source, posted before the only other member dies,
 /// fails with `PeerFailed` over TCP (the transport's connection loss), and
 /// so do later any-source receives and probes. A regression hangs: the job

@@ -157,7 +157,9 @@ pub struct MpiConfig {
     /// The pool grows up to this many buffers when messages arrive faster
     /// than they are received (`PTL_MPI_UNEXPECTED_MAX`).
     pub unexpected_max: usize,
-    /// Capacity of each event queue (`PTL_MPI_EQ_EVENTS`).
+    /// Capacity of each event queue (`PTL_MPI_EQ_EVENTS`, at least 2). Both
+    /// queues are flow-controlled: when one is full, arriving messages wait
+    /// in the transport (their senders held back) until it is drained.
     pub eq_events: usize,
     /// Bytes of library copies that short standard sends may hold
     /// (`PTL_MPI_EAGER_COPY`). Such a send must keep its data until the
@@ -214,8 +216,10 @@ impl MpiConfig {
                 "an unexpected-message buffer must hold at least two eager messages".into(),
             ));
         }
-        if self.eq_events == 0 {
-            return Err(MpiError::Init("event queues need room for events".into()));
+        if self.eq_events < 2 {
+            return Err(MpiError::Init(
+                "event queues need room for at least two events".into(),
+            ));
         }
         self.unexpected_buffers = self.unexpected_buffers.max(1);
         self.unexpected_max = self.unexpected_max.max(self.unexpected_buffers);
@@ -467,6 +471,12 @@ impl Device {
         let ni = job.ni();
         let req_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
         let unexp_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
+        // Flow control: a message that would overflow a queue waits in the
+        // transport (its sender held back) until a drain makes room, so a
+        // flood of envelopes never turns into `EventQueueOverflow`.
+        for eq in [req_eq, unexp_eq] {
+            ni.eq_set_flow_control(eq, true).map_err(ptl)?;
+        }
         // The mark has no descriptor: it matches nothing and separates the
         // posted receives from the unexpected buffers.
         let mark = ni

@@ -351,7 +351,9 @@ impl Inner {
             .map(|(_, c)| c.clone())
             .collect();
         for c in watched {
-            if deaf {
+            // A connection held back by the engine has bytes we do not
+            // read yet: its peer is alive.
+            if deaf || c.held.load(Ordering::Relaxed) != NOT_HELD {
                 c.heard.fetch_max(now_ns, Ordering::Relaxed);
                 continue;
             }

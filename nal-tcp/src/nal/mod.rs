@@ -39,6 +39,8 @@ mod tx;
 const LISTENER: u64 = 0;
 /// Size of each connection's receive buffer.
 const RX_BUF: usize = 64 << 10;
+/// [`Conn::held`] when nothing is held back.
+const NOT_HELD: u64 = u64::MAX;
 /// How many messages one `sendmsg` may gather.
 const MAX_IOV: usize = 64;
 /// Longest sleep of the progress thread in the kernel; it bounds how late
@@ -213,6 +215,12 @@ struct Conn {
     rx: Mutex<Rx>,
     /// Set by a thread that found `rx` busy, so the holder reads again.
     rx_again: AtomicBool,
+    /// The header at the front of `rx`'s buffer was held back by the
+    /// engine (a flow-controlled event queue was full): the interface's
+    /// intake epoch read before it was offered, or [`NOT_HELD`]. The socket
+    /// is not read until the epoch moves, so TCP's own flow control holds
+    /// the sender back.
+    held: AtomicU64,
     /// The receive side has been torn down (tokens aborted, deregistered).
     reaped: AtomicBool,
     /// When bytes last arrived (nanoseconds since `Inner::epoch`).
@@ -411,6 +419,10 @@ struct Inner {
     /// Connections that need a look without a new readiness edge (read
     /// budget exhausted, closed by the send side).
     dirty: Mutex<Vec<u64>>,
+    /// Connections held back by the engine (see [`Conn::held`]), serviced
+    /// again once the intake epoch moves past `intake_seen`.
+    held: Mutex<Vec<u64>>,
+    intake_seen: AtomicU64,
     /// Connections whose writer stopped at the write budget with data
     /// queued: the socket is still writable, so no edge will come.
     flush_later: Mutex<Vec<u64>>,
@@ -485,6 +497,8 @@ impl TcpNal {
             conns: Mutex::new(Slab::new()),
             next_gen: AtomicU64::new(1),
             dirty: Mutex::new(Vec::new()),
+            held: Mutex::new(Vec::new()),
+            intake_seen: AtomicU64::new(0),
             flush_later: Mutex::new(Vec::new()),
             gate,
             epoch: Instant::now(),
@@ -609,8 +623,10 @@ impl Nal for TcpNal {
         // it installs the interface's waker before this one starts.) The
         // housekeeping timers are coarse; the interface's own bound on a
         // nap keeps them running, as it does for `progress`.
-        (lock(&self.inner.dirty).is_empty() && lock(&self.inner.flush_later).is_empty())
-            .then_some(Duration::MAX)
+        (lock(&self.inner.dirty).is_empty()
+            && lock(&self.inner.flush_later).is_empty()
+            && !self.inner.resume_due())
+        .then_some(Duration::MAX)
     }
 
     fn shutdown(&self) {
@@ -708,6 +724,7 @@ impl Inner {
             )),
             rx: Mutex::new(Rx::new()),
             rx_again: AtomicBool::new(false),
+            held: AtomicU64::new(NOT_HELD),
             reaped: AtomicBool::new(false),
             heard: AtomicU64::new(self.now_ns()),
             probed: AtomicU64::new(0),
@@ -764,6 +781,7 @@ impl Inner {
             // sockets get their turn on the next pass.
             return Ok(());
         }
+        self.resume_held();
         let dirty = std::mem::take(&mut *lock(&self.dirty));
         for t in dirty {
             if let Some(c) = self.conn(t) {
@@ -802,6 +820,26 @@ impl Inner {
             }
             Ok(())
         })
+    }
+
+    /// The engine's intake resumed since the held connections were set
+    /// aside.
+    fn resume_due(&self) -> bool {
+        self.core.intake_epoch() != self.intake_seen.load(Ordering::SeqCst)
+            && !lock(&self.held).is_empty()
+    }
+
+    /// Read the held connections again if the intake resumed (their bytes
+    /// raise no new readiness edge).
+    fn resume_held(&self) {
+        let epoch = self.core.intake_epoch();
+        if self.intake_seen.swap(epoch, Ordering::SeqCst) == epoch {
+            return;
+        }
+        let held = std::mem::take(&mut *lock(&self.held));
+        if !held.is_empty() {
+            lock(&self.dirty).extend(held);
+        }
     }
 
     fn dispatch(&self, r: Ready) {

@@ -51,6 +51,17 @@ impl Inner {
             self.reap(conn, rx);
             return got;
         }
+        let held = conn.held.load(Ordering::SeqCst);
+        if held != NOT_HELD {
+            if held == self.core.intake_epoch() {
+                // Still no room: leave the bytes in the socket, and stay on
+                // the list the next resume services (a pass may have taken
+                // it off for an older epoch).
+                self.hold(conn.token);
+                return got;
+            }
+            conn.held.store(NOT_HELD, Ordering::SeqCst);
+        }
         let mut budget = self.cfg.read_budget;
         // A read that returned less than it asked for emptied the socket:
         // what arrives later raises a new readiness edge, so a second read
@@ -59,6 +70,12 @@ impl Inner {
         let mut drained = false;
         loop {
             if !self.process_buffered(conn, rx) {
+                return got;
+            }
+            if conn.held.load(Ordering::SeqCst) != NOT_HELD {
+                // The engine could not take the next message: read no
+                // further (the kernel's buffers fill, and TCP holds the
+                // sender back) until the intake resumes.
                 return got;
             }
             if drained {
@@ -125,6 +142,14 @@ impl Inner {
                     return got;
                 }
             }
+        }
+    }
+
+    /// Put a held connection on the list the next resume services (once).
+    fn hold(&self, token: u64) {
+        let mut held = lock(&self.held);
+        if !held.contains(&token) {
+            held.push(token);
         }
     }
 
@@ -214,8 +239,14 @@ impl Inner {
                             return false;
                         }
                     };
-                    rx.buf.consume(HEADER_LEN);
-                    self.on_header(rx, &h);
+                    // Read before the header is offered (see
+                    // `NiCore::intake_epoch`).
+                    let epoch = self.core.intake_epoch();
+                    if !self.on_header(rx, &h) {
+                        conn.held.store(epoch, Ordering::SeqCst);
+                        self.hold(conn.token);
+                        return true;
+                    }
                 }
                 Phase::Payload {
                     region,
@@ -263,14 +294,17 @@ impl Inner {
         }
     }
 
-    /// A header arrived: let the engine match it. When the whole payload is
-    /// already buffered, match, copy and complete under one engine lock.
-    pub(super) fn on_header(&self, rx: &mut Rx, h: &Header) {
+    /// A header arrived (still at the front of the buffer): let the engine
+    /// match it, and consume it unless the engine held it back (false).
+    /// When the whole payload is already buffered, match, copy and complete
+    /// under one engine lock.
+    pub(super) fn on_header(&self, rx: &mut Rx, h: &Header) -> bool {
         tracing::trace!(src = %h.src, op = ?h.op, len = h.payload_len(), buffered = rx.buf.len(), "header");
         if rx.peer != Some(h.src) {
             // A header must come from the process that proved itself in the
             // handshake; anything else is counted and skipped.
             self.core.with_engine(|e| e.note_bad_header());
+            rx.buf.consume(HEADER_LEN);
             rx.phase = Phase::Payload {
                 region: Region::empty(),
                 filled: 0,
@@ -278,11 +312,11 @@ impl Inner {
                 token: None,
                 respond: None,
             };
-            return;
+            return true;
         }
         let plen = h.payload_len();
-        if plen <= rx.buf.len() as u64 {
-            let data = &rx.buf.bytes()[..plen as usize];
+        if plen <= (rx.buf.len() - HEADER_LEN) as u64 {
+            let data = &rx.buf.bytes()[HEADER_LEN..HEADER_LEN + plen as usize];
             let out = self.core.with_engine(|e| match e.recv_header(h) {
                 RecvAction::Deposit { region, token, .. } => {
                     if !region.is_empty() {
@@ -290,18 +324,27 @@ impl Inner {
                         // buffer, distinct from descriptor memory.
                         unsafe { region.as_mut_slice() }.copy_from_slice(&data[..region.len()]);
                     }
-                    e.recv_complete(token)
+                    Some(e.recv_complete(token))
                 }
-                RecvAction::Discard(_) => None,
-                RecvAction::Respond { response, .. } => Some(response),
+                RecvAction::Discard(_) => Some(None),
+                RecvAction::Respond { response, .. } => Some(Some(response)),
+                RecvAction::Defer => None,
             });
-            rx.buf.consume(plen as usize);
+            let Some(out) = out else {
+                return false;
+            };
+            rx.buf.consume(HEADER_LEN + plen as usize);
             if let Some(m) = out {
                 self.answer(m);
             }
-            return;
+            return true;
         }
-        rx.phase = match self.core.with_engine(|e| e.recv_header(h)) {
+        let action = self.core.with_engine(|e| e.recv_header(h));
+        if matches!(action, RecvAction::Defer) {
+            return false;
+        }
+        rx.buf.consume(HEADER_LEN);
+        rx.phase = match action {
             RecvAction::Deposit {
                 region,
                 discard,
@@ -327,7 +370,9 @@ impl Inner {
                 token: None,
                 respond: Some(response),
             },
+            RecvAction::Defer => return false,
         };
+        true
     }
 
     /// A control message on an established connection; false if it is

@@ -279,6 +279,18 @@ impl Endpoint {
         }
     }
 
+    /// The receiver can take messages again after its sink held one back
+    /// ([`Sink::take_held`]): offer every stalled peer's stream again.
+    pub fn resume(&mut self, sink: &mut impl Sink) {
+        let sink: &mut dyn Sink = sink;
+        for i in 0..self.peers.len() {
+            let (peers, mut ctx) = self.ctx();
+            if peers[i].resume(&mut ctx, sink) {
+                self.mark_ready(i);
+            }
+        }
+    }
+
     /// The application is waiting (blocked in the library for an event) at
     /// `now`. Call it whenever a waiting thread drives the endpoint, at
     /// least once per [`Config::peer_timeout`]` / 16`; gaps shorter than

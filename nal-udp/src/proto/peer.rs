@@ -286,7 +286,9 @@ impl Peer {
                     .recv
                     .start_eager(self.id, msg, total, frag_size, header, data, sink)
                 {
-                    Ok(()) => ctx.stats.messages_started += 1,
+                    Ok(true) => ctx.stats.messages_started += 1,
+                    // The receiver cannot take it now: wait in the window.
+                    Ok(false) => return Err(Stalled),
                     Err(why) => ctx.violation(self.id, why),
                 }
             }
@@ -315,7 +317,8 @@ impl Peer {
                     ctx.violation(self.id, "message started before the previous one finished");
                 }
                 match self.recv.start_large(self.id, msg, total, header, sink) {
-                    Ok(wanted) => {
+                    Ok(None) => return Err(Stalled),
+                    Ok(Some(wanted)) => {
                         ctx.stats.messages_started += 1;
                         if wanted == 0 {
                             sink.on_complete(MsgId {
@@ -336,6 +339,16 @@ impl Peer {
             | Frame::DoneAck { .. } => {}
         }
         Ok(())
+    }
+
+    /// Offer the stalled stream again (the receiver has room now); whether
+    /// it was stalled.
+    pub(crate) fn resume(&mut self, ctx: &mut Ctx<'_>, sink: &mut dyn Sink) -> bool {
+        if !self.recv.stalled || self.dead {
+            return false;
+        }
+        self.drain(ctx, sink);
+        true
     }
 
     /// Process buffered datagrams that are now in order.

@@ -203,7 +203,8 @@ impl RecvState {
         }
     }
 
-    /// Start an eager message (a `Msg` frame processed in order).
+    /// Start an eager message (a `Msg` frame processed in order); false if
+    /// the sink held it back (nothing changed).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_eager(
         &mut self,
@@ -214,7 +215,7 @@ impl RecvState {
         header: &[u8; HEADER_LEN],
         data: &[u8],
         sink: &mut dyn Sink,
-    ) -> Result<(), Violation> {
+    ) -> Result<bool, Violation> {
         if msg != self.next_msg {
             return Err("message index out of order");
         }
@@ -235,6 +236,9 @@ impl RecvState {
         }
         let id = MsgId { peer, index: msg };
         let wanted = sink.on_message(peer, id, header, total).min(total);
+        if sink.take_held() {
+            return Ok(false);
+        }
         self.next_msg += 1;
         let first = first_len.min(wanted);
         if first > 0 {
@@ -259,7 +263,7 @@ impl RecvState {
                 completed,
             });
         }
-        Ok(())
+        Ok(true)
     }
 
     /// A continuation fragment of the eager message in progress.
@@ -309,7 +313,8 @@ impl RecvState {
     }
 
     /// Start a large message (a `Rndv` frame processed in order): match it
-    /// and return the wanted length.
+    /// and return the wanted length; `None` if the sink held it back
+    /// (nothing changed).
     pub(crate) fn start_large(
         &mut self,
         peer: PeerId,
@@ -317,14 +322,17 @@ impl RecvState {
         total: u64,
         header: &[u8; HEADER_LEN],
         sink: &mut dyn Sink,
-    ) -> Result<u64, Violation> {
+    ) -> Result<Option<u64>, Violation> {
         if msg != self.next_msg {
             return Err("message index out of order");
         }
         let id = MsgId { peer, index: msg };
         let wanted = sink.on_message(peer, id, header, total).min(total);
+        if sink.take_held() {
+            return Ok(None);
+        }
         self.next_msg += 1;
-        Ok(wanted)
+        Ok(Some(wanted))
     }
 
     /// Drop every buffered datagram (peer death); returns how many.

@@ -102,6 +102,17 @@ pub trait Sink {
     fn on_complete(&mut self, msg: MsgId);
     /// The peer was declared dead before every wanted byte arrived.
     fn on_abort(&mut self, msg: MsgId);
+    /// Asked right after each [`Sink::on_message`]: true if the receiver
+    /// could not take that message now (its return value is then ignored)
+    /// and wants it offered again later. The core then stops processing
+    /// this peer's stream in order, keeps its datagrams in the receive
+    /// window (acknowledged, so the peer stays alive, but the advertised
+    /// window shrinks until the sender stops), and offers the message
+    /// again from [`Endpoint::resume`](super::Endpoint::resume). The
+    /// default never holds.
+    fn take_held(&mut self) -> bool {
+        false
+    }
 }
 
 /// Something the driver must hear about; see [`Endpoint::poll_event`](super::Endpoint::poll_event).

@@ -146,6 +146,13 @@ pub struct Checker {
     pub aborted: Vec<(PeerId, u64)>,
     pub bytes: u64,
     scratch: Vec<u8>,
+    /// Hold back every this-many-th offered message (`Sink::take_held`),
+    /// as an engine with a full flow-controlled queue does; 0: never.
+    pub hold_every: u64,
+    offers: u64,
+    held: bool,
+    /// Messages held back so far.
+    pub holds: u64,
 }
 
 impl Checker {
@@ -162,6 +169,10 @@ impl Checker {
             aborted: Vec::new(),
             bytes: 0,
             scratch: Vec::new(),
+            hold_every: 0,
+            offers: 0,
+            held: false,
+            holds: 0,
         }
     }
 
@@ -188,6 +199,12 @@ impl Sink for Checker {
         header: &[u8; HEADER_LEN],
         total_len: u64,
     ) -> u64 {
+        self.offers += 1;
+        if self.hold_every > 0 && self.offers % self.hold_every == 0 {
+            self.held = true;
+            self.holds += 1;
+            return 0;
+        }
         let spec = MsgSpec::parse(header);
         assert_eq!(msg.peer, peer);
         assert_eq!((spec.src, spec.dst), (peer, self.me), "misrouted message");
@@ -270,6 +287,10 @@ impl Sink for Checker {
         self.completed += 1;
         self.completed_at
             .insert((rx.spec.src, rx.spec.no), self.now);
+    }
+
+    fn take_held(&mut self) -> bool {
+        std::mem::take(&mut self.held)
     }
 
     fn on_abort(&mut self, msg: MsgId) {
@@ -699,6 +720,10 @@ impl Sim {
                 self.nodes[i].busy_until = now + self.nodes[i].proc_time;
             }
             let node = &mut self.nodes[i];
+            if node.sink.hold_every > 0 {
+                // The receiver has room again (its engine's intake resumed).
+                node.ep.resume(&mut node.sink);
+            }
             if node.ep.poll_timeout().is_some_and(|t| t <= now) {
                 node.sink.now = now;
                 node.ep.handle_timeout(now, &mut node.sink);

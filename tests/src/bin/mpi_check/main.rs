@@ -90,6 +90,8 @@ fn main() {
             })
         }
         "overflow" => mpi_on_portals::initialize_with_config(overflow_config()),
+        "eqflood" => MpiConfig::from_env()
+            .and_then(|c| mpi_on_portals::initialize_with_config(eqflood_config(c))),
         _ => mpi_on_portals::initialize(),
     };
     let u = match init {
@@ -120,6 +122,8 @@ fn main() {
         ),
         "sleepflood" => sleepflood(&u),
         "heldflood" => heldflood(&u),
+        // Far more envelopes than the (small) event queues hold.
+        "eqflood" => manyto1(&u, arg(2, 1000) as usize, 16_000, 64),
         "finalize" => finalize(&u),
         "soak" => soak(&u, arg(2, 1800), arg(3, 1)),
         other => Err(format!("unknown scenario {other:?}")),

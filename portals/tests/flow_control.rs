@@ -1,0 +1,147 @@
+//! Flow-controlled event queues (`Engine::eq_set_flow_control`): a request
+//! that would overflow the queue is answered `Defer` and changes nothing;
+//! draining to half the capacity resumes the intake; ordinary queues still
+//! overflow as Portals 3 says; in-process delivery is never held.
+
+mod common;
+
+use portals::wire::Op;
+use portals::*;
+
+use common::*;
+
+/// An engine with a queue of `cap` events behind a retained, truncating
+/// entry that takes every put to `PT` (zero bytes kept).
+fn engine(cap: usize, flow: bool) -> (Engine, EqHandle) {
+    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
+    let eq = t.eq_alloc(cap).unwrap();
+    t.eq_set_flow_control(eq, flow).unwrap();
+    let me = t
+        .me_attach(
+            PT,
+            ProcessId::ANY,
+            0,
+            u64::MAX,
+            Unlink::Retain,
+            Position::After,
+        )
+        .unwrap();
+    t.md_attach(
+        me,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE).eq(eq),
+        Vec::new(),
+        Unlink::Retain,
+    )
+    .unwrap();
+    (t, eq)
+}
+
+/// Offer a put of `len` bytes with `bits`; true if it was taken.
+fn offer(t: &mut Engine, bits: u64, len: u64) -> bool {
+    match t.recv_header(&request(Op::Put, bits, len)) {
+        RecvAction::Deposit { token, .. } => {
+            let _ = t.recv_complete(token);
+            true
+        }
+        RecvAction::Defer => false,
+        RecvAction::Discard(_) | RecvAction::Respond { .. } => panic!("the entry takes every put"),
+    }
+}
+
+#[test]
+fn a_full_flow_controlled_queue_defers_requests_until_drained_to_half() {
+    let (mut t, eq) = engine(8, true);
+    // Two slots stay free for the next request's end event and unlink.
+    let mut taken = 0;
+    while offer(&mut t, taken, 100) {
+        taken += 1;
+        assert!(taken <= 8, "the queue never pushed back");
+    }
+    assert_eq!(taken, 7);
+    let before = t.status();
+    assert_eq!(before.held_back, 1);
+    assert_eq!(before.eq_overflows, 0);
+    // Deferring changed nothing: offered again, still no room.
+    assert!(!offer(&mut t, 99, 100));
+    assert!(!t.take_intake_resumed());
+    // Taking one event is not enough (hysteresis: half the capacity).
+    assert_eq!(t.eq_get(eq).unwrap().unwrap().match_bits, 0);
+    assert!(!t.take_intake_resumed());
+    for i in 1..4 {
+        assert_eq!(t.eq_get(eq).unwrap().unwrap().match_bits, i);
+    }
+    assert!(t.take_intake_resumed(), "half empty: the intake resumes");
+    assert!(!t.take_intake_resumed(), "said once");
+    // The held message goes in now, after the earlier ones, nothing lost.
+    assert!(offer(&mut t, 7, 100));
+    let rest: Vec<u64> = std::iter::from_fn(|| t.eq_get(eq).unwrap())
+        .map(|e| e.match_bits)
+        .collect();
+    assert_eq!(rest, vec![4, 5, 6, 7]);
+    assert_eq!(t.status().eq_overflows, 0);
+}
+
+#[test]
+fn transfers_in_flight_reserve_their_slots() {
+    let (mut t, eq) = engine(4, true);
+    // Two deposits under way promise four events: no room for a third.
+    let mut tokens = Vec::new();
+    for bits in [1, 2] {
+        let RecvAction::Deposit { token, .. } = t.recv_header(&request(Op::Put, bits, 8)) else {
+            panic!("deposit {bits}");
+        };
+        tokens.push(token);
+    }
+    assert!(matches!(
+        t.recv_header(&request(Op::Put, 3, 8)),
+        RecvAction::Defer
+    ));
+    for token in tokens {
+        let _ = t.recv_complete(token);
+    }
+    assert_eq!(t.eq_get(eq).unwrap().unwrap().match_bits, 1);
+    assert!(t.take_intake_resumed());
+    assert!(offer(&mut t, 3, 8));
+}
+
+#[test]
+fn an_ordinary_queue_still_overflows_and_unheld_delivery_is_never_deferred() {
+    let (mut t, eq) = engine(2, false);
+    for i in 0..4 {
+        assert!(offer(&mut t, i, 1));
+    }
+    assert_eq!(t.status().eq_overflows, 2);
+    assert!(matches!(
+        t.eq_get(eq),
+        Err(PtlError::EqDropped { dropped: 2 })
+    ));
+
+    let (mut t, eq) = engine(2, true);
+    for i in 0..3 {
+        match t.recv_header_unheld(&request(Op::Put, i, 1)) {
+            RecvAction::Deposit { token, .. } => {
+                let _ = t.recv_complete(token);
+            }
+            _ => panic!("unheld delivery must be taken"),
+        }
+    }
+    assert_eq!(t.status().held_back, 0);
+    // The queue keeps what it cannot hold beyond its capacity, in order.
+    let got: Vec<u64> = std::iter::from_fn(|| t.eq_get(eq).unwrap())
+        .map(|e| e.match_bits)
+        .collect();
+    assert_eq!(got, vec![0, 1, 2]);
+}
+
+#[test]
+fn flow_control_needs_room_for_two_events_and_can_be_turned_off() {
+    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
+    let tiny = t.eq_alloc(1).unwrap();
+    assert!(t.eq_set_flow_control(tiny, true).is_err());
+    let (mut t, eq) = engine(2, true);
+    assert!(offer(&mut t, 0, 1));
+    assert!(!offer(&mut t, 1, 1));
+    t.eq_set_flow_control(eq, false).unwrap();
+    assert!(t.take_intake_resumed(), "turning it off releases the held");
+    assert!(offer(&mut t, 1, 1));
+}
