@@ -257,6 +257,56 @@ struct Epoll {
     lock: Mutex<()>,
 }
 
+/// `epoll_pwait2` is missing (kernel before 5.11): fall back to
+/// `epoll_wait`.
+static NO_PWAIT2: AtomicBool = AtomicBool::new(false);
+
+/// `epoll_wait` with a timeout in nanoseconds where the kernel has
+/// `epoll_pwait2`. `epoll_wait` counts in milliseconds, so a protocol timer
+/// due in 200 µs (a delayed ack, a tail loss probe) would fire after a full
+/// millisecond: five times late, and every loss recovered by such a timer
+/// costs that much. Returns what `epoll_wait` returns.
+fn epoll_wait_precise(
+    epfd: RawFd,
+    evs: &mut [libc::epoll_event],
+    timeout: Option<Duration>,
+) -> libc::c_int {
+    let max = evs.len().min(i32::MAX as usize) as libc::c_int;
+    if let Some(t) = timeout {
+        if !t.is_zero() && !NO_PWAIT2.load(Ordering::Relaxed) {
+            let ts = libc::timespec {
+                tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+                tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+            };
+            // SAFETY: `evs` has room for `max` events; `ts` outlives the
+            // call; a null signal mask means "leave it alone", like
+            // `epoll_wait`. Called through `syscall` so that an older C
+            // library without the wrapper still links.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_epoll_pwait2,
+                    epfd,
+                    evs.as_mut_ptr(),
+                    max,
+                    &ts as *const libc::timespec,
+                    std::ptr::null::<libc::sigset_t>(),
+                    0usize,
+                )
+            };
+            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
+                return n as libc::c_int;
+            }
+            NO_PWAIT2.store(true, Ordering::Relaxed);
+        }
+    }
+    let ms = match timeout {
+        None => 0,
+        Some(t) => t.as_millis().clamp(1, i32::MAX as u128) as libc::c_int,
+    };
+    // SAFETY: `evs` has room for `max` events.
+    unsafe { libc::epoll_wait(epfd, evs.as_mut_ptr(), max, ms) }
+}
+
 impl Epoll {
     fn new() -> io::Result<Self> {
         // SAFETY: no preconditions; result checked.
@@ -304,12 +354,7 @@ impl Epoll {
     fn wait(&self, out: &mut Vec<Ready>, timeout: Option<Duration>) -> io::Result<()> {
         const N: usize = 64;
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; N];
-        let ms = match timeout {
-            None => 0,
-            Some(t) => t.as_millis().clamp(1, i32::MAX as u128) as i32,
-        };
-        // SAFETY: `evs` has room for N events.
-        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), evs.as_mut_ptr(), N as i32, ms) };
+        let n = epoll_wait_precise(self.fd.as_raw_fd(), &mut evs, timeout);
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {

@@ -35,7 +35,10 @@ pub struct UdpConfig {
     /// `PTL_UDP_PEER_TIMEOUT` environment variable (milliseconds, `0` turns
     /// the watch off; see [`parse_peer_timeout`]). With [`ProgressMode::Poll`] a
     /// rank answers probes only inside library calls: keep the timeout
-    /// above its longest computation between them.
+    /// above its longest computation between them. The default also
+    /// shortens the protocol's ack delay, tail probe slack and
+    /// retransmission floor for loopback and LAN round trips, which is
+    /// what a lost datagram costs a blocking exchange.
     pub protocol: proto::Config,
     /// `SO_RCVBUF` to ask for (past `net.core.rmem_max` when the process may).
     /// Every datagram in flight towards this process waits here until the
@@ -121,6 +124,18 @@ impl Default for UdpConfig {
             // The driver never refuses a send for queue length: a Portals
             // send that cannot be queued could only fail.
             max_queued_sends: 1 << 24,
+            // Loss recovery tuned for loopback and LAN round trips of tens
+            // of microseconds (issue 23): a blocking exchange that loses its
+            // only datagram waits for the tail loss probe, twice the path's
+            // round trip plus the ack delay plus the slack, so these set
+            // what each loss costs (about 200 µs here instead of the
+            // protocol's conservative 650 µs; the retransmission timer, for
+            // a probe that is lost too, 1 ms instead of 2). A peer
+            // descheduled for longer costs a spurious probe or
+            // retransmission: one datagram, never a death.
+            ack_delay: Duration::from_micros(100),
+            tail_probe_slack: Some(Duration::from_micros(50)),
+            rto_min: Duration::from_millis(1),
             ..proto::Config::default()
         };
         UdpConfig {

@@ -930,6 +930,16 @@ impl Inner {
             poller.poll(&mut events, Some(wait))?;
         }
         let mut st = lock(&self.state);
+        if !wait.is_zero() {
+            // It waited until now. Said before the timers run: a sleep that
+            // ends exactly at the liveness watch's deadline (a probe
+            // interval after the note above) would otherwise find the
+            // waiting episode just over and disarm the watch, and a
+            // waiter sleeping from deadline to deadline would never detect
+            // a dead peer (with millisecond sleeps, which woke early, this
+            // never showed).
+            st.ep.note_waiting(Instant::now());
+        }
         self.drive(&mut st);
         self.nudge_progress_thread(&st);
         Ok(())

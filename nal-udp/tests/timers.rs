@@ -63,6 +63,7 @@ fn crashed_peer_is_declared_dead_after_exponential_back_off() {
         "pull and medium message under way"
     );
     let crash_at = sim.now;
+    let probes_before = sim.nodes[0].ep.stats().tail_probes;
     sim.crash(1);
     assert!(sim.run_until(Duration::from_secs(30), |s| !s.nodes[0].dead.is_empty()));
     let node = &sim.nodes[0];
@@ -97,10 +98,14 @@ fn crashed_peer_is_declared_dead_after_exponential_back_off() {
         .filter(|r| r.src == 0 && r.at > crash_at && r.seq.is_some())
         .collect();
     let oldest = seq_tx.iter().filter_map(|r| r.seq).min().unwrap();
+    // (after the tail loss probes, which come first and do not back off)
+    let probes = (node.ep.stats().tail_probes - probes_before) as usize;
+    assert!(probes <= 3, "{probes} tail probes");
     let times: Vec<_> = seq_tx
         .iter()
         .filter(|r| r.seq == Some(oldest))
         .map(|r| r.at)
+        .skip(probes)
         .collect();
     let gaps: Vec<f64> = times.windows(2).map(|w| ms(w[1] - w[0])).collect();
     assert!(gaps.len() >= 8, "too few retransmissions: {gaps:?}");

@@ -60,17 +60,22 @@ pub struct Config {
     /// `recv_window · max_datagram` bytes per peer. At most 512.
     pub recv_window: u32,
     /// Longest an acknowledgment is held back waiting for a datagram to ride
-    /// on.
+    /// on. The peer's tail loss probe waits this long beyond the round trip
+    /// before it suspects a loss, so it bounds what the loss of a one-way
+    /// message costs. Default 500 µs; the UDP driver uses 100 µs (see
+    /// `UdpConfig`), a few loopback round trips.
     pub ack_delay: Duration,
     /// Acknowledge at once after this many sequenced datagrams.
     pub ack_every: u32,
     /// Retransmission timeout before the first RTT sample.
     pub rto_initial: Duration,
     /// Floor of the retransmission timeout. A message with nothing sent
-    /// after it (the common case of a blocking exchange) can only be
-    /// recovered by this timer, so each loss costs at least this much;
-    /// 2 ms is about 60 loopback round trips, enough to ride out a
-    /// descheduled peer (a spurious retransmission costs one datagram).
+    /// after it (the common case of a blocking exchange) is recovered by
+    /// the tail loss probe first; this timer takes over when the probes
+    /// or their answers are lost too. It must ride out a descheduled peer
+    /// and a path queued behind bulk data: an expiry that was not needed
+    /// costs a datagram (and a back-off step). Default 2 ms, about 60
+    /// loopback round trips; the UDP driver uses 1 ms (see `UdpConfig`).
     pub rto_min: Duration,
     /// Ceiling of the retransmission timeout, back-off included.
     pub rto_max: Duration,
@@ -119,6 +124,19 @@ pub struct Config {
     /// dead (with `None`, running out of tries is enough). At least 16 ms.
     /// Default 10 s.
     pub peer_timeout: Option<Duration>,
+    /// Tail loss probe (module `tlp`): when a flight has gone unanswered
+    /// for twice the path's round trip (the smallest RTT seen) plus the
+    /// peer's [`ack_delay`](Self::ack_delay) plus this much since the
+    /// latest new datagram or acknowledged progress, the sender resends its
+    /// oldest unacknowledged datagram asking for an immediate ack, up to 3
+    /// times between acknowledgments that make progress. This is what
+    /// recovers the loss of a blocking exchange's only datagram in a few
+    /// round trips instead of the retransmission timer's floor. The slack
+    /// absorbs the peer's scheduling jitter; a probe sent too early costs
+    /// one datagram and one ack, and a probe neither backs off the timer
+    /// nor counts towards declaring the peer dead. `None` turns probes off.
+    /// Default 100 µs; the UDP driver uses 50 µs.
+    pub tail_probe_slack: Option<Duration>,
 }
 
 impl Default for Config {
@@ -142,6 +160,7 @@ impl Default for Config {
             max_queued_sends: 1 << 16,
             eager_completion: EagerCompletion::OnSend,
             peer_timeout: Some(Duration::from_secs(10)),
+            tail_probe_slack: Some(Duration::from_micros(100)),
         }
     }
 }

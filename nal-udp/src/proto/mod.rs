@@ -19,10 +19,18 @@
 //!   hole, is a duplicate, or a probe asks for one.
 //! * **Retransmission.** A datagram is presumed lost once one transmitted
 //!   [`Config::reorder_threshold`] transmissions after it is acknowledged
-//!   (fast retransmit, also catching lost retransmissions). Otherwise an RFC
-//!   6298 RTO (Karn's rule, `[rto_min, rto_max]`) resends only the oldest
-//!   unacknowledged datagram and doubles, at most
-//!   [`Config::max_backoff`] times in a row.
+//!   (fast retransmit, also catching lost retransmissions). The last
+//!   datagrams of a flight have nothing after them to reveal their loss (a
+//!   blocking exchange: one message, then silence until the answer): a
+//!   *tail loss probe* (after RFC 8985) resends the oldest unacknowledged
+//!   datagram, asking for an immediate ack, once the flight has gone
+//!   unanswered for twice the path's round trip plus the peer's ack delay
+//!   and [`Config::tail_probe_slack`]; at most 3 times between
+//!   acknowledgments that make progress, without back-off or counting
+//!   towards death, so an unneeded probe costs a datagram and an ack
+//!   (module `tlp`). Otherwise an RFC 6298 RTO (Karn's rule, `[rto_min,
+//!   rto_max]`) resends only the oldest unacknowledged datagram and
+//!   doubles, at most [`Config::max_backoff`] times in a row.
 //! * **Flow control.** A sender keeps at most
 //!   `min(send_window, advertised window)` datagrams beyond the cumulative
 //!   ack; a receiver buffers out-of-order datagrams only inside its window
@@ -70,6 +78,7 @@ mod recv;
 mod rtt;
 mod send;
 mod seq;
+mod tlp;
 mod types;
 pub mod wire;
 

@@ -69,6 +69,10 @@ pub(crate) struct Peer {
     watch: PeerWatch,
     /// The liveness watch asks for an answer.
     watch_probe_due: bool,
+    /// A tail loss probe is queued: its datagram asks for an immediate ack.
+    tail_probe_due: bool,
+    /// When pull data last went to this peer (it holds tail probes back).
+    pull_data_at: Option<Instant>,
     /// Alternate pull data and new sequenced frames.
     pull_data_turn: bool,
 }
@@ -89,6 +93,8 @@ impl Peer {
             probe_due: false,
             watch: PeerWatch::default(),
             watch_probe_due: false,
+            tail_probe_due: false,
+            pull_data_at: None,
             pull_data_turn: false,
         }
     }
@@ -398,6 +404,7 @@ impl Peer {
         let n = self.produce(now, buf, ctx);
         if let Some(n) = n {
             self.recv.ack.on_sent();
+            self.tail_probe_due = false;
             if self.probe_due || self.watch_probe_due {
                 self.probe_due = false;
                 self.watch_probe_due = false;
@@ -420,7 +427,7 @@ impl Peer {
             cum_ack: self.recv.win.rcv_nxt(),
             window: self.recv.win.advertised(),
             sack: &sack,
-            ack_requested: self.probe_due || self.watch_probe_due,
+            ack_requested: self.probe_due || self.watch_probe_due || self.tail_probe_due,
         };
         while let Some((seq, frame)) = self.send.next_retransmit(now, &self.rtt, ctx.stats) {
             if let Some(n) = self.encode_segment(buf, &hdr, seq, frame, ctx.layout) {
@@ -455,6 +462,7 @@ impl Peer {
                     let n = encode(buf, &hdr, &frame, |dst| m.body.read_at(offset, dst));
                     if n.is_some() {
                         ctx.stats.pull_data_sent += 1;
+                        self.pull_data_at = Some(now);
                         self.pull_data_turn = false;
                         return n;
                     }
@@ -556,6 +564,19 @@ impl Peer {
             self.kill(ctx, sink);
             return;
         }
+        // Bulk pull data on the path, ours or the peer's, delays acks by
+        // more than the smallest RTT says: no probes while it may be queued.
+        let bulk_at = if self.pulls.active() > 0 {
+            Some(now)
+        } else {
+            self.pull_data_at
+        };
+        if self
+            .send
+            .on_tail_probe(now, &self.rtt, ctx.cfg, ctx.stats, bulk_at)
+        {
+            self.tail_probe_due = true;
+        }
         if self
             .pulls
             .on_timeout(now, &self.rtt, ctx.cfg, ctx.stats, may_die)
@@ -610,6 +631,7 @@ impl Peer {
         self.probe_due = false;
         self.watch.disarm();
         self.watch_probe_due = false;
+        self.tail_probe_due = false;
     }
 }
 

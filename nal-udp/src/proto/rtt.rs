@@ -75,7 +75,6 @@ impl RttEstimator {
     }
 
     /// The smoothed RTT, once there has been a sample.
-    #[cfg(test)]
     pub(crate) fn srtt(&self) -> Option<Duration> {
         self.srtt
     }

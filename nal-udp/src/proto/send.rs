@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use super::config::{Config, EagerCompletion, Layout};
 use super::rtt::RttEstimator;
+use super::tlp::TailProbe;
 use super::types::{Event, PayloadSource, PeerId, Stats};
 use super::wire::{AckInfo, HEADER_LEN};
 
@@ -117,6 +118,10 @@ struct Segment {
     acked: bool,
     /// Queued in `lost` for retransmission.
     lost: bool,
+    /// Queued by a tail probe, which is no evidence of loss: its
+    /// retransmission keeps the transmit number it had, so that an ack for
+    /// the original cannot make everything sent since look lost.
+    probe: bool,
 }
 
 /// Result of a timer check.
@@ -152,6 +157,8 @@ pub(crate) struct SendState {
     tx_counter: u64,
     highest_acked_tx: u64,
     rto_at: Option<Instant>,
+    /// Resends the oldest datagram of a silent flight before the RTO.
+    tlp: TailProbe,
     /// When the retransmission timer last expired.
     expired_at: Option<Instant>,
     backoff: u32,
@@ -177,6 +184,7 @@ impl SendState {
             tx_counter: 0,
             highest_acked_tx: 0,
             rto_at: None,
+            tlp: TailProbe::default(),
             expired_at: None,
             backoff: 0,
             timeouts: 0,
@@ -220,9 +228,12 @@ impl SendState {
         self.large_outstanding > 0
     }
 
-    /// The retransmission timer.
+    /// The retransmission or tail probe timer, whichever is sooner.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.rto_at
+        [self.rto_at, self.tlp.deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// A large message whose rendezvous has been sequenced (what a pull may
@@ -299,6 +310,11 @@ impl SendState {
             self.backoff = 0;
             self.timeouts = 0;
             self.rto_at = self.has_unacked().then(|| now + rtt.rto());
+            if self.has_unacked() {
+                self.tlp.arm(now, rtt, cfg, self.rto_at);
+            } else {
+                self.tlp.disarm();
+            }
         }
         progress
     }
@@ -327,9 +343,18 @@ impl SendState {
         // An ack for a retransmitted datagram may be for its original
         // transmission; crediting it with the retransmission's number would
         // make every datagram sent in between look lost. Only an ack that
-        // could have made the round trip since the retransmission counts.
+        // could have made the round trip since the retransmission counts:
+        // one taking at least the smoothed RTT, not merely the smallest (on
+        // a queued path, the ack of an original that the timer thought lost
+        // arrives a little after the retransmission left, and taken for its
+        // ack it declared the whole window lost: hundreds of spurious
+        // retransmissions).
         let since = now.saturating_duration_since(seg.sent_at);
-        if rtt.min_rtt().is_some_and(|m| since >= m) {
+        let round_trip = match (rtt.min_rtt(), rtt.srtt()) {
+            (Some(m), Some(s)) => Some(m.max(s)),
+            (m, _) => m,
+        };
+        if round_trip.is_some_and(|m| since >= m) {
             self.highest_acked_tx = self.highest_acked_tx.max(seg.tx_no);
         }
     }
@@ -427,8 +452,10 @@ impl SendState {
                     continue;
                 }
             }
-            self.tx_counter += 1;
-            seg.tx_no = self.tx_counter;
+            if !std::mem::take(&mut seg.probe) {
+                self.tx_counter += 1;
+                seg.tx_no = self.tx_counter;
+            }
             seg.sent_at = now;
             seg.retransmitted = true;
             let frame = seg.frame;
@@ -467,9 +494,11 @@ impl SendState {
             retransmitted: false,
             acked: false,
             lost: false,
+            probe: false,
         });
         self.unacked += 1;
         self.arm(now, rtt);
+        self.tlp.on_new_data(now, rtt, cfg, self.rto_at);
         Some((seq, frame))
     }
 
@@ -539,6 +568,7 @@ impl SendState {
             _ => return TimerOutcome::Idle,
         }
         self.rto_at = None;
+        self.tlp.disarm();
         if !self.has_unacked() {
             return TimerOutcome::Idle;
         }
@@ -548,16 +578,52 @@ impl SendState {
         if self.timeouts > cfg.max_retransmits && may_die {
             return TimerOutcome::Dead;
         }
+        self.queue_oldest(false);
+        self.backoff += 1;
+        self.rto_at = Some(now + rtt.backed_off(self.backoff));
+        TimerOutcome::Retransmit
+    }
+
+    /// Queue the oldest unacknowledged datagram for retransmission, ahead
+    /// of any other.
+    fn queue_oldest(&mut self, probe: bool) {
         if let Some(i) = self.inflight.iter().position(|s| !s.acked) {
             let seg = &mut self.inflight[i];
             if !seg.lost {
                 seg.lost = true;
+                seg.probe = probe;
                 self.lost.push_front(self.snd_una + i as u64);
             }
         }
-        self.backoff += 1;
-        self.rto_at = Some(now + rtt.backed_off(self.backoff));
-        TimerOutcome::Retransmit
+    }
+
+    /// Check the tail probe timer; when it fires, the oldest unacknowledged
+    /// datagram is queued for retransmission and the caller must ask for an
+    /// immediate ack with it. Returns whether it fired. `bulk_at` is the
+    /// latest time pull data may have been on the path between the peers
+    /// (sent by us, or pulled by us): a datagram sent before then, or its
+    /// ack, may wait behind that data (a queue the smallest RTT knows
+    /// nothing about), so its probe is skipped.
+    pub(crate) fn on_tail_probe(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        stats: &mut Stats,
+        bulk_at: Option<Instant>,
+    ) -> bool {
+        if !self.tlp.fire(now, rtt, cfg, self.rto_at) {
+            return false;
+        }
+        let Some(oldest) = self.inflight.iter().find(|s| !s.acked) else {
+            return false;
+        };
+        if bulk_at.is_some_and(|b| oldest.sent_at <= b) {
+            return false;
+        }
+        stats.tail_probes += 1;
+        self.queue_oldest(true);
+        true
     }
 
     /// The current back-off exponent (for probes sharing the peer's RTO).
@@ -582,6 +648,7 @@ impl SendState {
         self.lost.clear();
         self.unacked = 0;
         self.rto_at = None;
+        self.tlp.disarm();
         self.large_outstanding = 0;
     }
 

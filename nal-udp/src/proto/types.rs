@@ -181,6 +181,10 @@ pub struct Stats {
     pub fast_retransmits: u64,
     /// Retransmission timer expiries.
     pub rto_expiries: u64,
+    /// Tail loss probes: the oldest unacknowledged datagram sent again
+    /// (also counted in `retransmits`) because a flight went unanswered for
+    /// about two round trips.
+    pub tail_probes: u64,
     /// Datagrams sent asking for an immediate ack (liveness probes).
     pub probes_sent: u64,
     /// Pull requests sent.

@@ -366,6 +366,9 @@ pub struct Node {
     pub sink: Checker,
     /// Stopped: sends, receives and timers no longer happen.
     pub crashed: bool,
+    /// Descheduled until then: arriving datagrams queue in its receive
+    /// buffer, and nothing else happens until it runs again.
+    pub paused_until: Option<Instant>,
     /// Time to process one datagram; zero processes on arrival.
     pub proc_time: Duration,
     busy_until: Instant,
@@ -462,6 +465,7 @@ impl Sim {
                     ep,
                     sink: Checker::new(i as PeerId, t0),
                     crashed: false,
+                    paused_until: None,
                     proc_time: Duration::ZERO,
                     busy_until: t0,
                     inbox: VecDeque::new(),
@@ -636,10 +640,21 @@ impl Sim {
         }
     }
 
+    /// Whether node `i` runs at `now` (neither crashed nor descheduled).
+    fn runs(&self, i: usize) -> bool {
+        let n = &self.nodes[i];
+        !n.crashed && n.paused_until.is_none_or(|t| t <= self.now)
+    }
+
+    /// Deschedule node `i` for `d` from now.
+    pub fn pause(&mut self, i: usize, d: Duration) {
+        self.nodes[i].paused_until = Some(self.now + d);
+    }
+
     /// Let every node transmit all it wants now.
     fn flush(&mut self) {
         for i in 0..self.nodes.len() {
-            if self.nodes[i].crashed {
+            if !self.runs(i) {
                 continue;
             }
             let max = self.nodes[i].ep.max_datagram();
@@ -660,11 +675,13 @@ impl Sim {
             if n.crashed {
                 continue;
             }
+            // a descheduled node does nothing before it runs again
+            let paused = n.paused_until.filter(|&t| t > self.now);
             if let Some(x) = n.ep.poll_timeout() {
-                consider(x);
+                consider(paused.map_or(x, |p| p.max(x)));
             }
             if !n.inbox.is_empty() {
-                consider(n.busy_until);
+                consider(paused.map_or(n.busy_until, |p| p.max(n.busy_until)));
             }
         }
         if let Some((&(at, _), _)) = self.schedule.iter().next() {
@@ -711,7 +728,7 @@ impl Sim {
             node.inbox.push_back((a.src as PeerId, data));
         }
         for i in 0..self.nodes.len() {
-            if self.nodes[i].crashed {
+            if !self.runs(i) {
                 continue;
             }
             if self.nodes[i].proc_time.is_zero() {

@@ -1,0 +1,223 @@
+//! Tail loss probe, after RFC 8985 (RACK-TLP).
+//!
+//! Fast retransmit needs later datagrams to be acknowledged, so it never
+//! sees the loss of the *last* datagram of a flight: the common case of a
+//! blocking exchange, where one message goes out and nothing follows until
+//! the answer comes back. Without a probe, such a loss waits for the
+//! retransmission timer, whose floor is tens of round trips (it must ride
+//! out a descheduled peer), so at 10 % loss a job spends most of its time
+//! waiting for timers.
+//!
+//! The probe timer runs at [`pto`] (twice the smallest RTT seen plus the
+//! peer's ack delay plus [`Config::tail_probe_slack`], at most the RTO)
+//! after the latest new transmission or acknowledged progress. On expiry
+//! the oldest unacknowledged datagram is sent again, asking for an
+//! immediate acknowledgment: if it was lost, this repairs it; if only its
+//! ack was held back or lost, the answer's cumulative ack and SACK tell the
+//! sender at once. Either way the sender learns the state of the whole
+//! flight within a round trip. Without an answer it probes again a probe
+//! timeout later: at 30 % loss a probe and its answer both get through
+//! only half the time, and waiting for the retransmission timer instead
+//! costs several times as much.
+//!
+//! The probes are bounded so that a peer that is merely slow (descheduled,
+//! or polling for progress) or gone costs a few datagrams, never a
+//! cascade: [`MAX_TAIL_PROBES`] between two acknowledgments that make
+//! progress, whatever the application sends meanwhile; none while pull
+//! data may be queued on the path; a probe neither backs off the timer nor
+//! counts towards declaring the peer dead (liveness stays with the
+//! retransmission timer and the peer timeout), and it keeps the transmit
+//! number of the datagram it repeats, so that the ack of the original
+//! cannot make everything sent since look lost.
+
+use std::time::{Duration, Instant};
+
+use super::config::Config;
+use super::rtt::RttEstimator;
+
+/// The probe timeout under `cfg`, or `None` when probes are off or there
+/// is no RTT sample yet (before the first sample the retransmission timer's
+/// initial value is the only sane guess).
+pub(crate) fn pto(rtt: &RttEstimator, cfg: &Config) -> Option<Duration> {
+    let slack = cfg.tail_probe_slack?;
+    let path = rtt.min_rtt()?;
+    // An ack comes back within a round trip of the path plus the longest
+    // the peer holds an ack back when it has nothing to send (a one-way
+    // message, such as the MPI layer's engine acknowledgment); twice the
+    // path's round trip (the smallest seen) leaves room for jitter. The
+    // smoothed RTT would not do on loopback: it mixes in every ack the
+    // peer held back and every reply that waited for the application, ten
+    // times the path, and each loss would cost that much. Where datagrams
+    // queue behind our own pull data, the probe is held back instead (see
+    // `SendState::on_tail_probe`). Never later than the retransmission
+    // timer would fire: then the probe is pointless.
+    let wait = path * 2 + cfg.ack_delay + slack;
+    Some(wait.min(rtt.rto()))
+}
+
+/// The probe timer of one peer's send side.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TailProbe {
+    at: Option<Instant>,
+    /// Probes sent since the timer was last armed.
+    sent: u32,
+}
+
+/// Probes between two acknowledgments that make progress, at most.
+pub(crate) const MAX_TAIL_PROBES: u32 = 3;
+
+impl TailProbe {
+    /// An ack made progress while data is still unacknowledged: (re)start
+    /// the timer with a fresh budget of probes. `rto_at` is the
+    /// retransmission timer; a probe due no earlier is not armed.
+    pub(crate) fn arm(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        rto_at: Option<Instant>,
+    ) {
+        self.sent = 0;
+        self.schedule(now, rtt, cfg, rto_at);
+    }
+
+    /// New data went out: restart the timer, but only within the budget of
+    /// probes left since the last progress. A peer that went silent (dead,
+    /// or the path down) thus gets [`MAX_TAIL_PROBES`] probes in all, not
+    /// that many for every message the application keeps sending it.
+    pub(crate) fn on_new_data(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        rto_at: Option<Instant>,
+    ) {
+        if self.sent < MAX_TAIL_PROBES {
+            self.schedule(now, rtt, cfg, rto_at);
+        }
+    }
+
+    fn schedule(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        rto_at: Option<Instant>,
+    ) {
+        self.at = pto(rtt, cfg)
+            .map(|p| now + p)
+            .filter(|&at| rto_at.is_none_or(|r| at < r));
+    }
+
+    /// Nothing is unacknowledged any more, or the retransmission timer took
+    /// over.
+    pub(crate) fn disarm(&mut self) {
+        self.at = None;
+    }
+
+    /// When the probe is due.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// Whether the probe is due at `now`; if so it is consumed, and the
+    /// next one scheduled while the budget lasts.
+    pub(crate) fn fire(
+        &mut self,
+        now: Instant,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        rto_at: Option<Instant>,
+    ) -> bool {
+        match self.at {
+            Some(at) if at <= now => {
+                self.at = None;
+                self.sent += 1;
+                if self.sent < MAX_TAIL_PROBES {
+                    self.schedule(now, rtt, cfg, rto_at);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rtt_with(sample: Duration) -> RttEstimator {
+        let cfg = Config::default();
+        let mut r = RttEstimator::for_config(&cfg);
+        for _ in 0..20 {
+            r.on_sample(sample);
+        }
+        r
+    }
+
+    #[test]
+    fn pto_is_two_path_rtts_plus_ack_delay_and_slack_capped_by_the_rto() {
+        let cfg = Config::default();
+        let slack = cfg.tail_probe_slack.unwrap();
+        let mut r = rtt_with(Duration::from_micros(40));
+        assert_eq!(
+            pto(&r, &cfg),
+            Some(Duration::from_micros(80) + cfg.ack_delay + slack)
+        );
+        // acks held back up to the ack delay raise the smoothed RTT, not
+        // the probe timeout
+        for _ in 0..20 {
+            r.on_sample(Duration::from_micros(40) + cfg.ack_delay);
+        }
+        assert_eq!(
+            pto(&r, &cfg),
+            Some(Duration::from_micros(80) + cfg.ack_delay + slack)
+        );
+        // a long path: the RTO (srtt + 4 rttvar, about srtt here) is sooner
+        let r = rtt_with(Duration::from_millis(100));
+        assert_eq!(pto(&r, &cfg), Some(r.rto()));
+        // no sample yet, or probes off: no probe
+        assert_eq!(pto(&RttEstimator::for_config(&cfg), &cfg), None);
+        let off = Config {
+            tail_probe_slack: None,
+            ..Config::default()
+        };
+        assert_eq!(pto(&rtt_with(Duration::from_micros(40)), &off), None);
+    }
+
+    #[test]
+    fn fires_a_bounded_number_of_times_per_arming() {
+        let cfg = Config::default();
+        let r = rtt_with(Duration::from_micros(40));
+        let p_to = pto(&r, &cfg).unwrap();
+        let t0 = Instant::now();
+        let rto_at = Some(t0 + Duration::from_secs(1));
+        let mut p = TailProbe::default();
+        p.arm(t0, &r, &cfg, rto_at);
+        let mut at = p.deadline().unwrap();
+        assert_eq!(at, t0 + p_to);
+        assert!(!p.fire(at - Duration::from_micros(1), &r, &cfg, rto_at));
+        for k in 1..=MAX_TAIL_PROBES {
+            assert!(p.fire(at, &r, &cfg, rto_at), "probe {k}");
+            match p.deadline() {
+                Some(next) => {
+                    assert_eq!(next, at + p_to);
+                    at = next;
+                }
+                None => assert_eq!(k, MAX_TAIL_PROBES),
+            }
+        }
+        assert!(!p.fire(at + Duration::from_secs(1), &r, &cfg, rto_at));
+        // new data does not bring more probes, only progress does
+        p.on_new_data(at, &r, &cfg, rto_at);
+        assert_eq!(p.deadline(), None);
+        p.arm(at, &r, &cfg, rto_at);
+        assert_eq!(p.deadline(), Some(at + p_to));
+        p.on_new_data(at + p_to, &r, &cfg, rto_at);
+        assert_eq!(p.deadline(), Some(at + p_to * 2));
+        // not armed when the retransmission timer comes first
+        p.arm(t0, &r, &cfg, Some(t0 + Duration::from_micros(50)));
+        assert_eq!(p.deadline(), None);
+    }
+}
