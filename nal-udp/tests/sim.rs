@@ -432,3 +432,41 @@ fn a_blocking_exchange_at_30_and_50_percent_loss_finishes_promptly() {
         }
     }
 }
+
+/// A sender whose peer takes nothing for a while copies borrowed eager
+/// payloads only up to `max_copied_bytes_per_peer`: those sends complete at
+/// once, the rest are read from the caller's memory and complete when the
+/// peer acknowledges them (the source fails the test if it is read after
+/// its completion), and every message still arrives intact.
+#[test]
+fn eager_copies_stop_at_the_per_peer_cap() {
+    const LEN: u64 = 10_000;
+    let cfg = Config {
+        max_copied_bytes_per_peer: 3 * LEN,
+        ..Config::default()
+    };
+    let mut sim = Sim::new(2, cfg, LinkCfg::default(), 5);
+    sim.pause(1, Duration::from_millis(20));
+    let plan: Vec<MsgSpec> = (0..10)
+        .map(|no| MsgSpec {
+            src: 0,
+            dst: 1,
+            no,
+            total: LEN,
+            seed: 100 + no,
+            want: LEN,
+            borrowed: true,
+        })
+        .collect();
+    for &spec in &plan {
+        sim.send(spec);
+    }
+    let done_at_once: Vec<u64> = plan
+        .iter()
+        .filter(|s| sim.nodes[0].tokens[&s.token()] != TokenState::Pending)
+        .map(|s| s.no)
+        .collect();
+    assert_eq!(done_at_once, vec![0, 1, 2], "only the copies complete at once");
+    assert!(sim.run_until(Duration::from_secs(5), |s| s.all_sends_done()));
+    assert_all_delivered(&sim, &plan);
+}

@@ -136,8 +136,10 @@ impl Endpoint {
     /// [`Event::SendComplete`] if this returns `Ok`.
     ///
     /// Payloads up to [`Config::eager_max`] bytes are copied (or moved, if
-    /// inline) into the endpoint here; a borrowed eager payload is dropped
-    /// before this returns. Longer ones are pulled by the receiver; a
+    /// inline) into the endpoint here, and a borrowed eager payload is
+    /// dropped before this returns, while the peer's copies stay within
+    /// [`Config::max_copied_bytes_per_peer`]; beyond, it is read until its
+    /// completion like a large one. Longer ones are pulled by the receiver; a
     /// borrowed large payload is read until, and never after, its
     /// completion. `now` is the current time, as for every entry point.
     pub fn send(
@@ -161,17 +163,22 @@ impl Endpoint {
             return Err(SendError::TooLarge(total));
         }
         let large = total > self.cfg.eager_max;
-        let body = match payload {
-            OutPayload::Inline(v) => Body::Owned(v),
-            OutPayload::Borrowed(src) if large => Body::Borrowed(src),
+        let copy_room = self.cfg.max_copied_bytes_per_peer
+            - self.peers[i]
+                .copied_bytes()
+                .min(self.cfg.max_copied_bytes_per_peer);
+        let (body, copied) = match payload {
+            OutPayload::Inline(v) => (Body::Owned(v), 0),
+            OutPayload::Borrowed(src) if large || total > copy_room => (Body::Borrowed(src), 0),
             OutPayload::Borrowed(src) => {
                 // `total <= eager_max`, which validation bounds well below usize.
                 let mut v = vec![0u8; total as usize];
                 src.read_at(0, &mut v);
-                Body::Owned(v)
+                (Body::Owned(v), total)
             }
         };
-        let msg = OutMsg::new(token, *header, total, body, large);
+        let mut msg = OutMsg::new(token, *header, total, body, large);
+        msg.copied = copied;
         self.stats.messages_sent += 1;
         let (peers, mut ctx) = self.ctx();
         peers[i].enqueue(msg, &mut ctx);

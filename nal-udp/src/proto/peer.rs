@@ -103,6 +103,10 @@ impl Peer {
         self.send.live_messages()
     }
 
+    pub(crate) fn copied_bytes(&self) -> u64 {
+        self.send.copied_bytes()
+    }
+
     pub(crate) fn enqueue(&mut self, m: OutMsg, ctx: &mut Ctx<'_>) {
         self.send.enqueue(m, ctx.cfg, ctx.events);
     }

@@ -28,7 +28,8 @@ use super::wire::{AckInfo, HEADER_LEN};
 pub(crate) enum Body {
     /// Owned by the endpoint (inline payloads and copied eager payloads).
     Owned(Vec<u8>),
-    /// Owned by the caller (large borrowed payloads).
+    /// Owned by the caller (large borrowed payloads, and eager ones beyond
+    /// [`Config::max_copied_bytes_per_peer`]).
     Borrowed(Box<dyn PayloadSource>),
 }
 
@@ -62,6 +63,9 @@ pub(crate) struct OutMsg {
     pub(crate) body: Body,
     /// Sent by rendezvous and pull.
     pub(crate) large: bool,
+    /// Bytes of a borrowed eager payload copied into `body`, counted
+    /// against [`Config::max_copied_bytes_per_peer`].
+    pub(crate) copied: u64,
     /// `SendComplete` already emitted (eager completion on send).
     reported: bool,
     /// Its first frame (`Msg` or `Rndv`) has a sequence number.
@@ -88,6 +92,7 @@ impl OutMsg {
             total,
             body,
             large,
+            copied: 0,
             reported: false,
             started: false,
             next_off: 0,
@@ -164,6 +169,8 @@ pub(crate) struct SendState {
     backoff: u32,
     timeouts: u32,
     large_outstanding: u32,
+    /// Bytes of copied eager payloads in `msgs`.
+    copied_bytes: u64,
 }
 
 impl SendState {
@@ -189,6 +196,7 @@ impl SendState {
             backoff: 0,
             timeouts: 0,
             large_outstanding: 0,
+            copied_bytes: 0,
         }
     }
 
@@ -197,11 +205,27 @@ impl SendState {
         self.msgs.len()
     }
 
+    /// Bytes of copied eager payloads held for messages not yet completed.
+    pub(crate) fn copied_bytes(&self) -> u64 {
+        self.copied_bytes
+    }
+
+    /// Forget message `id`, and what its copy counted.
+    fn remove_msg(&mut self, id: u64) -> Option<OutMsg> {
+        let m = self.msgs.remove(&id)?;
+        self.copied_bytes = self.copied_bytes.saturating_sub(m.copied);
+        Some(m)
+    }
+
     /// Queue a message; completion is reported now if the policy says so.
     pub(crate) fn enqueue(&mut self, mut m: OutMsg, cfg: &Config, events: &mut VecDeque<Event>) {
         let id = self.next_msg;
         self.next_msg += 1;
-        if !m.large && cfg.eager_completion == EagerCompletion::OnSend {
+        self.copied_bytes += m.copied;
+        // Only a copy may complete before the peer has the bytes: a
+        // borrowed payload is read until its acknowledgment.
+        let owned = matches!(m.body, Body::Owned(_));
+        if !m.large && owned && cfg.eager_completion == EagerCompletion::OnSend {
             m.reported = true;
             events.push_back(Event::SendComplete {
                 peer: self.peer,
@@ -373,14 +397,17 @@ impl SendState {
         m.unacked = m.unacked.saturating_sub(1);
         if m.unacked == 0 && m.sequenced_all {
             if !m.reported {
-                debug_assert_eq!(cfg.eager_completion, EagerCompletion::OnAck);
+                debug_assert!(
+                    cfg.eager_completion == EagerCompletion::OnAck
+                        || matches!(m.body, Body::Borrowed(_))
+                );
                 events.push_back(Event::SendComplete {
                     peer: self.peer,
                     token: m.token,
                     ok: true,
                 });
             }
-            self.msgs.remove(&msg);
+            self.remove_msg(msg);
         }
     }
 
@@ -407,7 +434,7 @@ impl SendState {
             Some(m) if m.large && m.started => {}
             _ => return false,
         }
-        if let Some(m) = self.msgs.remove(&msg) {
+        if let Some(m) = self.remove_msg(msg) {
             self.large_outstanding = self.large_outstanding.saturating_sub(1);
             if !m.reported {
                 events.push_back(Event::SendComplete {
@@ -650,6 +677,7 @@ impl SendState {
         self.rto_at = None;
         self.tlp.disarm();
         self.large_outstanding = 0;
+        self.copied_bytes = 0;
     }
 
     #[cfg(test)]
