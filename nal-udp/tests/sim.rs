@@ -466,7 +466,11 @@ fn eager_copies_stop_at_the_per_peer_cap() {
         .filter(|s| sim.nodes[0].tokens[&s.token()] != TokenState::Pending)
         .map(|s| s.no)
         .collect();
-    assert_eq!(done_at_once, vec![0, 1, 2], "only the copies complete at once");
+    assert_eq!(
+        done_at_once,
+        vec![0, 1, 2],
+        "only the copies complete at once"
+    );
     assert!(sim.run_until(Duration::from_secs(5), |s| s.all_sends_done()));
     assert_all_delivered(&sim, &plan);
 }
