@@ -11,7 +11,7 @@ use common::*;
 
 #[test]
 fn aborted_deposit_reports_failure_and_sends_no_ack() {
-    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
+    let mut t = bare_target();
     let eq = t.eq_alloc(4).unwrap();
     let me = t
         .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
@@ -31,17 +31,8 @@ fn aborted_deposit_reports_failure_and_sends_no_ack() {
 
 #[test]
 fn foreign_and_bad_headers_are_counted_not_matched() {
-    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
-    let me = t
-        .me_attach(
-            PT,
-            ProcessId::ANY,
-            0,
-            u64::MAX,
-            Unlink::Retain,
-            Position::After,
-        )
-        .unwrap();
+    let mut t = bare_target();
+    let me = catch_all(&mut t);
     t.md_attach(me, &put_desc(), vec![0; 8], Unlink::Retain)
         .unwrap();
     let mut wrong_key = request(Op::Put, 1, 4);

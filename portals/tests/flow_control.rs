@@ -13,19 +13,10 @@ use common::*;
 /// An engine with a queue of `cap` events behind a retained, truncating
 /// entry that takes every put to `PT` (zero bytes kept).
 fn engine(cap: usize, flow: bool) -> (Engine, EqHandle) {
-    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
+    let mut t = bare_target();
     let eq = t.eq_alloc(cap).unwrap();
     t.eq_set_flow_control(eq, flow).unwrap();
-    let me = t
-        .me_attach(
-            PT,
-            ProcessId::ANY,
-            0,
-            u64::MAX,
-            Unlink::Retain,
-            Position::After,
-        )
-        .unwrap();
+    let me = catch_all(&mut t);
     t.md_attach(
         me,
         &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE).eq(eq),
@@ -135,7 +126,7 @@ fn an_ordinary_queue_still_overflows_and_unheld_delivery_is_never_deferred() {
 
 #[test]
 fn flow_control_needs_room_for_two_events_and_can_be_turned_off() {
-    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
+    let mut t = bare_target();
     let tiny = t.eq_alloc(1).unwrap();
     assert!(t.eq_set_flow_control(tiny, true).is_err());
     let (mut t, eq) = engine(2, true);

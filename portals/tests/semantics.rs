@@ -534,18 +534,9 @@ fn md_update_only_when_the_test_queue_is_empty() {
 
 #[test]
 fn md_update_counts_transfers_in_progress_as_not_empty() {
-    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
+    let mut t = bare_target();
     let ueq = t.eq_alloc(8).unwrap();
-    let me = t
-        .me_attach(
-            PT,
-            ProcessId::ANY,
-            0,
-            u64::MAX,
-            Unlink::Retain,
-            Position::After,
-        )
-        .unwrap();
+    let me = catch_all(&mut t);
     t.md_attach(me, &put_desc().eq(ueq), vec![0; 64], Unlink::Retain)
         .unwrap();
     let rme = t
@@ -576,7 +567,7 @@ fn md_update_counts_transfers_in_progress_as_not_empty() {
 
 #[test]
 fn md_in_use_while_a_transfer_holds_its_memory() {
-    let mut t = Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap();
+    let mut t = bare_target();
     let me = t
         .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
         .unwrap();

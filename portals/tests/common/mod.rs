@@ -19,6 +19,26 @@ pub struct Pair {
     pub ieq: EqHandle,
 }
 
+/// An engine alone (process 1.1, no transport), driven by hand through
+/// `recv_header`.
+pub fn bare_target() -> Engine {
+    Engine::new(ProcessId::new(1, 1), KEY, NiLimits::default()).unwrap()
+}
+
+/// A retained entry at the end of `PT`'s list that matches every message
+/// from anyone.
+pub fn catch_all(t: &mut Engine) -> MeHandle {
+    t.me_attach(
+        PT,
+        ProcessId::ANY,
+        0,
+        u64::MAX,
+        Unlink::Retain,
+        Position::After,
+    )
+    .unwrap()
+}
+
 pub fn pair() -> Pair {
     let net = LoopbackNetwork::new();
     let target = net.ni(NiConfig::new(ProcessId::new(1, 10), KEY)).unwrap();

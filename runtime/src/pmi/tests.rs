@@ -4,9 +4,9 @@
 //! version — every command the client sends — and breaks each reply in
 //! every way a server can: garbage, the wrong command, a refusal, a bad
 //! `rc`, a missing or invalid field, silence, a reply cut short. The other
-//! tests cover what a table cannot: version negotiation, the identity
-//! handshake over `PMI_PORT`, limits, timeouts, abort, and the inherited
-//! descriptor.
+//! tests cover what a table cannot: start-up (version negotiation, the
+//! identity handshake over `PMI_PORT`, in [`startup`]), limits, timeouts,
+//! abort, and the inherited descriptor.
 
 use std::os::fd::IntoRawFd;
 use std::sync::atomic::AtomicBool;
@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use super::fake::{raw, rep1, rep2, req1, req2, Fake, Step};
 use super::testutil::{fd_env, within};
 use super::*;
+
+mod startup;
 
 const KVS: &str = "kvs_77_0_123_vm";
 
@@ -655,219 +657,6 @@ fn startup(script: Vec<Step>, env: &PmiEnv, version: VersionPreference) -> Resul
     let r = PmiClient::connect(PmiTransport::Unix(sock), env, &opts(version));
     fake.finish();
     r
-}
-
-#[test]
-fn v1_startup_over_port_sends_initack_first() {
-    within(10, || {
-        let mut script = vec![
-            req1("cmd=initack pmiid=3"),
-            // Hydra sends the four lines in one write.
-            raw(b"cmd=initack\ncmd=set size=4\ncmd=set rank=3\ncmd=set debug=1\n"),
-        ];
-        script.extend(v1_start());
-        script.push(Step::Eof);
-        let (port, fake) = Fake::tcp(script);
-        let env = PmiEnv::from_lookup(|k| match k {
-            "PMI_PORT" => Some(format!("127.0.0.1:{port}")),
-            "PMI_ID" => Some("3".into()),
-            _ => None,
-        })
-        .unwrap()
-        .unwrap();
-        let c = PmiClient::open(&env, &opts(VersionPreference::V1)).unwrap();
-        assert_eq!((c.rank(), c.size()), (3, 4));
-        assert!(c.debug());
-        drop(c);
-        fake.finish();
-    });
-}
-
-#[test]
-fn v1_initack_with_a_repeated_set_is_malformed() {
-    within(10, || {
-        let script = vec![
-            req1("cmd=initack pmiid=0"),
-            raw(b"cmd=initack\ncmd=set size=4\ncmd=set size=4\n"),
-        ];
-        let mut env = fd_env(0, 1);
-        env.endpoint = PmiEndpoint::Port {
-            host: "h".into(),
-            port: 1,
-        };
-        env.id = Some(0);
-        let err = startup(script, &env, VersionPreference::V1).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                PmiError::Malformed {
-                    request: "initack",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-    });
-}
-
-/// Outside Slurm, `Auto` asks for PMI-1.1 first (the version whose abort
-/// hydra 4.0 ends the job on with the abort's status), and for PMI-2 only
-/// when the server refuses.
-#[test]
-fn auto_asks_for_pmi1_first_outside_slurm() {
-    within(10, || {
-        let init1 = || req1("cmd=init pmi_version=1 pmi_subversion=1");
-        // Refused: a second init, for PMI-2.
-        let mut refused = vec![
-            init1(),
-            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=-1"),
-        ];
-        refused.extend(v2_start());
-        // Accepted as PMI-2: no second init.
-        let mut as_v2 = vec![
-            init1(),
-            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
-        ];
-        as_v2.extend(v2_start().into_iter().skip(2));
-        for (script, want) in [
-            (v1_start(), PmiVersion::V1),
-            (refused, PmiVersion::V2),
-            (as_v2, PmiVersion::V2),
-        ] {
-            let c = startup(script, &fd_env(1, 2), VersionPreference::Auto).unwrap();
-            assert_eq!(c.version(), want);
-        }
-    });
-}
-
-/// Under Slurm (`PMI_JOBID` set), `Auto` asks for PMI-2 first, its
-/// plugin's own protocol, and falls back to PMI-1.1.
-#[test]
-fn auto_asks_for_pmi2_first_under_slurm() {
-    within(10, || {
-        let init2 = || req1("cmd=init pmi_version=2 pmi_subversion=0");
-        // Refused: a second init, for PMI-1.
-        let mut refused = vec![
-            init2(),
-            rep1("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1"),
-        ];
-        refused.extend(v1_start());
-        // Accepted as PMI-1: no second init.
-        let mut as_v1 = vec![
-            init2(),
-            rep1("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0"),
-        ];
-        as_v1.extend(v1_start().into_iter().skip(2));
-        let mut env = fd_env(1, 2);
-        env.jobid = Some("4711.0".into());
-        for script in [refused, as_v1] {
-            let c = startup(script, &env, VersionPreference::Auto).unwrap();
-            assert_eq!(c.version(), PmiVersion::V1);
-        }
-    });
-}
-
-#[test]
-fn forced_version_refused_is_a_version_mismatch() {
-    within(10, || {
-        let init1 = "cmd=init pmi_version=1 pmi_subversion=1";
-        let init2 = "cmd=init pmi_version=2 pmi_subversion=0";
-        let cases = [
-            (
-                VersionPreference::V2,
-                init2,
-                "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=-1 msg=too_new",
-                "2.0",
-                "1.1",
-            ),
-            (
-                VersionPreference::V1,
-                init1,
-                "cmd=response_to_init rc=-1",
-                "1.1",
-                "unknown",
-            ),
-            // Accepted, but as another version than forced.
-            (
-                VersionPreference::V2,
-                init2,
-                "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0",
-                "2.0",
-                "1",
-            ),
-        ];
-        for (pref, init, answer, want_wanted, want_offered) in cases {
-            let err = startup(vec![req1(init), rep1(answer)], &fd_env(0, 1), pref).unwrap_err();
-            match err {
-                PmiError::VersionMismatch { wanted, offered } => {
-                    assert_eq!((wanted, offered.as_str()), (want_wanted, want_offered));
-                }
-                other => panic!("{answer}: {other:?}"),
-            }
-        }
-    });
-}
-
-#[test]
-fn v1_over_fd_needs_rank_and_size_from_the_environment() {
-    within(10, || {
-        let mut env = fd_env(0, 1);
-        env.rank = None;
-        let err = startup(
-            v1_start().into_iter().take(2).collect(),
-            &env,
-            VersionPreference::V1,
-        )
-        .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                PmiError::Env {
-                    var: "PMI_RANK",
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-    });
-}
-
-#[test]
-fn v1_huge_maxes_do_not_overflow() {
-    within(10, || {
-        let mut script = v1_start();
-        script[3] = rep1(&format!(
-            "cmd=maxes kvsname_max={m} keylen_max={m} vallen_max={m}",
-            m = usize::MAX
-        ));
-        let mut c = startup(script, &fd_env(0, 1), VersionPreference::V1).unwrap();
-        // No line budget is left for values: every non-empty put is refused.
-        assert_eq!((c.max_key_len(), c.max_val_len()), (255, 0));
-        assert!(matches!(c.put("k", "v"), Err(PmiError::TooLong { .. })));
-    });
-}
-
-#[test]
-fn v2_startup_announces_pmi_id_and_jobid() {
-    within(10, || {
-        let body = "cmd=fullinit-response;rank=5;size=6;appnum=1;spawner-jobid=kvs_1;debugged=TRUE;pmiverbose=FALSE;rc=0;";
-        let script = vec![
-            req1("cmd=init pmi_version=2 pmi_subversion=0"),
-            rep1("cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0"),
-            req2("cmd=fullinit;pmijobid=j.7;pmirank=5;threaded=FALSE;"),
-            // Left-aligned length, as MPICH's own code writes it.
-            raw(format!("{:<6}{body}", body.len()).as_bytes()),
-            req2("cmd=job-getid;"),
-            rep2("cmd=job-getid-response;jobid=kvs_2;rc=0;"),
-        ];
-        let mut env = fd_env(2, 6);
-        env.id = Some(5);
-        env.jobid = Some("j.7".into());
-        let c = startup(script, &env, VersionPreference::V2).unwrap();
-        assert_eq!((c.rank(), c.size(), c.appnum()), (5, 6, 1));
-        assert_eq!(c.kvs_name(), "kvs_2");
-        assert!(c.spawned() && c.debug());
-    });
 }
 
 // ----- the key-value space ---------------------------------------------------------
