@@ -99,7 +99,7 @@ impl Engine {
     /// gets, get-puts matched on descriptors that post to it): a request
     /// that finds fewer than two free slots (its end event and a possible
     /// unlink; each transfer in flight to the queue reserves two as well)
-    /// is answered [`RecvAction::Defer`] and stays in its transport, which
+    /// is answered [`RecvAction::Defer`](super::RecvAction::Defer) and stays in its transport, which
     /// holds the sender back, until the reader has drained the queue to
     /// half its capacity. Like Portals 4's `PTL_PT_FLOWCTRL`, but the
     /// message waits instead of being dropped for the initiator to retry.
