@@ -849,6 +849,15 @@ impl Engine {
         Ok(d.mem.into_owned())
     }
 
+    /// True while a transfer reads or writes the descriptor's memory: a put
+    /// or a get's reply still leaving, a deposit still arriving. Such a
+    /// descriptor is waiting for the transport, not for the peer's
+    /// application: its events will come (or fail) without anyone's help.
+    pub fn md_busy(&self, md: MdHandle) -> Result<bool> {
+        let k = self.md_key(md)?;
+        Ok(!self.mds[k].io.is_empty())
+    }
+
     /// Replace a descriptor's description (threshold, options, max size, user
     /// value, event queue) and return the previous state (`PtlMDUpdate`).
     ///

@@ -450,6 +450,12 @@ impl NetworkInterface {
         self.core.with_engine(|e| e.md_unlink(md))
     }
 
+    /// True while a transfer reads or writes the descriptor's memory (see
+    /// [`Engine::md_busy`](crate::Engine::md_busy)).
+    pub fn md_busy(&self, md: MdHandle) -> Result<bool> {
+        self.core.with_engine(|e| e.md_busy(md))
+    }
+
     /// Replace a descriptor's description iff `test_eq` is empty
     /// (`PtlMDUpdate`); returns the previous state.
     pub fn md_update(

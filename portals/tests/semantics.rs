@@ -574,6 +574,7 @@ fn md_in_use_while_a_transfer_holds_its_memory() {
     let md = t
         .md_attach(me, &put_desc(), vec![0; 8], Unlink::Retain)
         .unwrap();
+    assert_eq!(t.md_busy(md), Ok(false));
     let RecvAction::Deposit {
         region,
         discard,
@@ -583,6 +584,7 @@ fn md_in_use_while_a_transfer_holds_its_memory() {
         panic!("expected a deposit");
     };
     assert_eq!((region.len(), discard), (6, 0));
+    assert_eq!(t.md_busy(md), Ok(true));
     assert_eq!(t.md_unlink(md), Err(PtlError::MdInUse));
     assert_eq!(t.me_unlink(me), Err(PtlError::MdInUse));
     let mut buf = [0u8; 2];
@@ -591,6 +593,7 @@ fn md_in_use_while_a_transfer_holds_its_memory() {
     // SAFETY: the token is open and nothing else touches the region.
     unsafe { region.as_mut_slice() }.copy_from_slice(b"abcdef");
     t.recv_complete(token);
+    assert_eq!(t.md_busy(md), Ok(false), "the deposit is done");
     let buf = t.md_unlink(md).unwrap().unwrap();
     assert_eq!(&buf, b"abcdef\0\0");
 }

@@ -148,6 +148,32 @@ fn mpi_point_to_point_over_udp() {
     assert_ok(&run(MPI, 4, &["ring"], o), 4, &format!("ring {name}"));
 }
 
+/// A rank's last act is a 1 MiB send to a rank that receives it and
+/// finalizes at once, at 30 % loss: the receiver's departure notice often
+/// arrives before the sender's transport has confirmed its last datagrams.
+/// The send completes anyway (it used to fail with `PeerFinalized` in about
+/// a third of these jobs). Both the expected and the pulled (unexpected)
+/// paths, eight loss seeds each.
+#[test]
+fn a_send_the_receiver_took_completes_after_its_departure_notice_at_30_percent_loss() {
+    for case in ["expected", "unexpected"] {
+        for seed in 1..=8 {
+            let fault = FaultConfig {
+                loss: 0.3,
+                dup: 0.0,
+                reorder: 0.0,
+                seed,
+            };
+            let o = options(ProgressMode::Thread, Backend::Epoll, Some(fault));
+            assert_ok(
+                &run(MPI, 2, &["lastlong", case], &o),
+                2,
+                &format!("lastlong {case} seed {seed}"),
+            );
+        }
+    }
+}
+
 /// Three senders x 1000 x 60 KB (180 MB, about three times the default
 /// unexpected pool's cap) to a receiver that starts receiving after a
 /// barrier, on a clean loopback in both progress modes: nothing lost, in

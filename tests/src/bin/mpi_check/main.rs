@@ -125,6 +125,7 @@ fn main() {
         // Far more envelopes than the (small) event queues hold.
         "eqflood" => manyto1(&u, arg(2, 1000) as usize, 16_000, 64),
         "finalize" => finalize(&u),
+        "lastlong" => lastlong(&u, args.get(2).map_or("", String::as_str)),
         "soak" => soak(&u, arg(2, 1800), arg(3, 1)),
         other => Err(format!("unknown scenario {other:?}")),
     };
