@@ -608,6 +608,7 @@ impl SendState {
         self.queue_oldest(false);
         self.backoff += 1;
         self.rto_at = Some(now + rtt.backed_off(self.backoff));
+        self.tlp.on_new_data(now, rtt, cfg, self.rto_at);
         TimerOutcome::Retransmit
     }
 

@@ -15,20 +15,31 @@
 //! immediate acknowledgment: if it was lost, this repairs it; if only its
 //! ack was held back or lost, the answer's cumulative ack and SACK tell the
 //! sender at once. Either way the sender learns the state of the whole
-//! flight within a round trip. Without an answer it probes again a probe
-//! timeout later: at 30 % loss a probe and its answer both get through
-//! only half the time, and waiting for the retransmission timer instead
-//! costs several times as much.
+//! flight within a round trip. Without an answer it probes again, sooner:
+//! the probe asked for an immediate answer, so the peer's ack delay no
+//! longer counts ([`pto_after_probe`]). At 30 % loss a probe and its
+//! answer both get through only half the time, and waiting for the
+//! retransmission timer instead costs several times as much: its floor
+//! rides out a descheduled peer, and each expiry doubles it.
 //!
 //! The probes are bounded so that a peer that is merely slow (descheduled,
 //! or polling for progress) or gone costs a few datagrams, never a
 //! cascade: [`MAX_TAIL_PROBES`] between two acknowledgments that make
-//! progress, whatever the application sends meanwhile; none while pull
-//! data may be queued on the path; a probe neither backs off the timer nor
+//! progress, whatever the application sends meanwhile, and never later than
+//! the retransmission timer; none while pull data may be queued on the
+//! path. The budget left carries over a retransmission timeout, so an
+//! expiry that found the path still losing goes on probing rather than
+//! waiting out the doubled timer. A probe neither backs off the timer nor
 //! counts towards declaring the peer dead (liveness stays with the
 //! retransmission timer and the peer timeout), and it keeps the transmit
 //! number of the datagram it repeats, so that the ack of the original
 //! cannot make everything sent since look lost.
+//!
+//! Measured in simulated time (`tests/loss_recovery.rs`, the cg pattern,
+//! 30 % loss, 150 µs compute per iteration, three seeds): 3 probes and a
+//! fresh ack delay before each gave 2.98 ms per iteration against
+//! 0.27 ms lossless (146 timer expiries in 300 iterations); 8 probes, 2.45;
+//! the shorter wait after a probe, 2.20 ms (20 expiries).
 
 use std::time::{Duration, Instant};
 
@@ -55,6 +66,16 @@ pub(crate) fn pto(rtt: &RttEstimator, cfg: &Config) -> Option<Duration> {
     Some(wait.min(rtt.rto()))
 }
 
+/// The probe timeout after a probe went unanswered: the probe asked for an
+/// immediate acknowledgment, so the peer's ack delay no longer counts.
+/// (At 30 % loss a probe and its answer both get through only half the
+/// time; waiting the ack delay again for each of them doubled the cost.)
+fn pto_after_probe(rtt: &RttEstimator, cfg: &Config) -> Option<Duration> {
+    let slack = cfg.tail_probe_slack?;
+    let path = rtt.min_rtt()?;
+    Some((path * 2 + slack).min(rtt.rto()))
+}
+
 /// The probe timer of one peer's send side.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct TailProbe {
@@ -63,8 +84,11 @@ pub(crate) struct TailProbe {
     sent: u32,
 }
 
-/// Probes between two acknowledgments that make progress, at most.
-pub(crate) const MAX_TAIL_PROBES: u32 = 3;
+/// Probes between two acknowledgments that make progress, at most. Eight
+/// probes at 30 % loss leave a flight unrepaired with probability
+/// 0.51^8 ≈ 0.5 % (three left 13 %, each a retransmission timeout); in
+/// practice the retransmission timer (1 ms floor) ends the series earlier.
+pub(crate) const MAX_TAIL_PROBES: u32 = 8;
 
 impl TailProbe {
     /// An ack made progress while data is still unacknowledged: (re)start
@@ -104,7 +128,12 @@ impl TailProbe {
         cfg: &Config,
         rto_at: Option<Instant>,
     ) {
-        self.at = pto(rtt, cfg)
+        let wait = if self.sent == 0 {
+            pto(rtt, cfg)
+        } else {
+            pto_after_probe(rtt, cfg)
+        };
+        self.at = wait
             .map(|p| now + p)
             .filter(|&at| rto_at.is_none_or(|r| at < r));
     }
@@ -187,10 +216,23 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_after_an_unanswered_probe_does_not_wait_for_the_ack_delay() {
+        let cfg = Config::default();
+        let r = rtt_with(Duration::from_micros(40));
+        let slack = cfg.tail_probe_slack.unwrap();
+        assert_eq!(
+            pto_after_probe(&r, &cfg),
+            Some(Duration::from_micros(80) + slack)
+        );
+        assert!(pto_after_probe(&r, &cfg) < pto(&r, &cfg));
+    }
+
+    #[test]
     fn fires_a_bounded_number_of_times_per_arming() {
         let cfg = Config::default();
         let r = rtt_with(Duration::from_micros(40));
         let p_to = pto(&r, &cfg).unwrap();
+        let again = pto_after_probe(&r, &cfg).unwrap();
         let t0 = Instant::now();
         let rto_at = Some(t0 + Duration::from_secs(1));
         let mut p = TailProbe::default();
@@ -202,7 +244,7 @@ mod tests {
             assert!(p.fire(at, &r, &cfg, rto_at), "probe {k}");
             match p.deadline() {
                 Some(next) => {
-                    assert_eq!(next, at + p_to);
+                    assert_eq!(next, at + again);
                     at = next;
                 }
                 None => assert_eq!(k, MAX_TAIL_PROBES),
