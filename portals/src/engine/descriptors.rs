@@ -1,0 +1,258 @@
+//! The engine's memory descriptors: attaching them to a match entry or
+//! binding them free-standing, unlinking, updating under the event-queue
+//! test (`PtlMDUpdate`), reading and writing their memory while no transfer
+//! holds it, and retiring one whose threshold ran out. The descriptor
+//! itself is `crate::md`.
+
+use super::{check_range, Awaiting, Engine, EvInfo};
+use crate::error::{PtlError, Result};
+use crate::event::EventKind;
+use crate::handle::{EqHandle, MdHandle, MdKey, MeHandle, MeKey};
+use crate::md::{Access, MdDesc, MdState, Memory, MemoryDescriptor};
+use crate::types::{FailType, PortalIndex, Unlink};
+
+impl Engine {
+    fn new_md(&mut self, desc: &MdDesc, mem: Memory, unlink: Unlink) -> Result<MdKey> {
+        let eq = match desc.eq {
+            Some(h) => Some(self.eq_key(h)?),
+            None => None,
+        };
+        if self.mds.len() >= self.limits.max_mds {
+            return Err(PtlError::NoSpace {
+                what: "memory descriptors",
+                limit: self.limits.max_mds,
+            });
+        }
+        Ok(self
+            .mds
+            .insert(MemoryDescriptor::new(mem, *desc, eq, unlink)))
+    }
+
+    /// Attach a descriptor over `mem` to a match entry (`PtlMDAttach`).
+    pub(crate) fn md_attach_mem(
+        &mut self,
+        me: MeHandle,
+        desc: &MdDesc,
+        mem: Memory,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        let mek = self.me_key(me)?;
+        if self.mes[mek].md.is_some() {
+            return Err(PtlError::MeInUse);
+        }
+        let k = self.new_md(desc, mem, unlink)?;
+        self.mds[k].me = Some(mek);
+        self.mes[mek].md = Some(k);
+        Ok(self.md_handle(k))
+    }
+
+    /// Create a free-floating descriptor over `mem` for initiating
+    /// operations (`PtlMDBind`).
+    pub(crate) fn md_bind_mem(
+        &mut self,
+        desc: &MdDesc,
+        mem: Memory,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        let k = self.new_md(desc, mem, unlink)?;
+        Ok(self.md_handle(k))
+    }
+
+    /// Attach a descriptor owning `buf` to a match entry (`PtlMDAttach`).
+    /// The buffer comes back from [`Engine::md_unlink`].
+    pub fn md_attach(
+        &mut self,
+        me: MeHandle,
+        desc: &MdDesc,
+        buf: Vec<u8>,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        self.md_attach_mem(me, desc, Memory::Owned(buf), unlink)
+    }
+
+    /// Bind a descriptor owning `buf`, not attached to any match entry
+    /// (`PtlMDBind`).
+    pub fn md_bind(&mut self, desc: &MdDesc, buf: Vec<u8>, unlink: Unlink) -> Result<MdHandle> {
+        self.md_bind_mem(desc, Memory::Owned(buf), unlink)
+    }
+
+    /// Unlink a descriptor (`PtlMDUnlink`) and give back its memory if the
+    /// engine owned it. Also accepts a descriptor that already unlinked
+    /// itself (its handle stays good for this one call, so that the memory
+    /// can be taken back). The match entry it was attached to stays in the
+    /// list, without a descriptor, unless it was created with
+    /// `Unlink::Unlink`. Operations still waiting for an acknowledgment or
+    /// reply to this descriptor are forgotten. Fails with `MdInUse` while a
+    /// transfer reads or writes the memory.
+    pub fn md_unlink(&mut self, md: MdHandle) -> Result<Option<Vec<u8>>> {
+        let k = self.md_key(md)?;
+        if !self.mds[k].io.is_empty() {
+            return Err(PtlError::MdInUse);
+        }
+        self.cancel_awaiting(k);
+        let d = self.mds.remove(k).expect("checked key");
+        if let Some(mek) = d.me {
+            self.detach_from_me(mek);
+        }
+        Ok(d.mem.into_owned())
+    }
+
+    /// True while a transfer reads or writes the descriptor's memory: a put
+    /// or a get's reply still leaving, a deposit still arriving. Such a
+    /// descriptor is waiting for the transport, not for the peer's
+    /// application: its events will come (or fail) without anyone's help.
+    pub fn md_busy(&self, md: MdHandle) -> Result<bool> {
+        let k = self.md_key(md)?;
+        Ok(!self.mds[k].io.is_empty())
+    }
+
+    /// Replace a descriptor's description (threshold, options, max size, user
+    /// value, event queue) and return the previous state (`PtlMDUpdate`).
+    ///
+    /// With `test_eq`, the update happens only if that queue has no events
+    /// and no transfer in progress that will post one — atomically with
+    /// respect to incoming messages; otherwise `MdNoUpdate` and nothing
+    /// changes. The memory and the local offset are kept. With `new` = `None`
+    /// this only reads the state.
+    pub fn md_update(
+        &mut self,
+        md: MdHandle,
+        new: Option<&MdDesc>,
+        test_eq: Option<EqHandle>,
+    ) -> Result<crate::event::MdSnapshot> {
+        let k = self.live_md_key(md)?;
+        let eq_h = self.mds[k].eq.map(|e| self.eq_handle(e));
+        let old = self.mds[k].snapshot(eq_h);
+        let Some(new) = new else {
+            return Ok(old);
+        };
+        let new_eq = match new.eq {
+            Some(h) => Some(self.eq_key(h)?),
+            None => None,
+        };
+        if let Some(t) = test_eq {
+            let tk = self.eq_key(t)?;
+            if !self.eqs[tk].is_quiescent() {
+                return Err(PtlError::MdNoUpdate);
+            }
+        }
+        let d = &mut self.mds[k];
+        if d.state != MdState::Live {
+            return Err(PtlError::MdInactive);
+        }
+        if d.eq != new_eq {
+            // Move the in-flight accounting with the descriptor's transfers.
+            let moving = self.xfers.values().filter(|x| x.md == k).count() as u32;
+            if moving > 0 {
+                return Err(PtlError::MdInUse);
+            }
+        }
+        let d = &mut self.mds[k];
+        d.desc = *new;
+        d.eq = new_eq;
+        d.check_high_water_mark();
+        Ok(old)
+    }
+
+    /// Copy bytes out of a descriptor's memory (live, or unlinked and not yet
+    /// taken back). Fails with `MdInUse` if the range overlaps a transfer in
+    /// progress.
+    pub fn md_read(&mut self, md: MdHandle, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let k = self.md_key(md)?;
+        let d = &mut self.mds[k];
+        let end = check_range(offset, dst.len() as u64, d.length)?;
+        if d.io_conflicts(offset, end, Access::Read) {
+            return Err(PtlError::MdInUse);
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let src = d.mem.base().wrapping_add(offset as usize);
+        // SAFETY: offset..end is inside the descriptor's live allocation
+        // (checked above), no transfer writes it (no overlapping lent
+        // region), and `dst` is a distinct Rust-borrowed buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copy bytes into a live descriptor's memory. Fails with `MdInUse` if
+    /// the range overlaps a transfer in progress.
+    pub fn md_write(&mut self, md: MdHandle, offset: u64, src: &[u8]) -> Result<()> {
+        let k = self.live_md_key(md)?;
+        let d = &mut self.mds[k];
+        let end = check_range(offset, src.len() as u64, d.length)?;
+        if d.io_conflicts(offset, end, Access::Write) {
+            return Err(PtlError::MdInUse);
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        let dst = d.mem.base().wrapping_add(offset as usize);
+        // SAFETY: offset..end is inside the descriptor's allocation, no
+        // transfer reads or writes it, and `src` is a distinct borrow.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        Ok(())
+    }
+
+    fn detach_from_me(&mut self, mek: MeKey) {
+        if let Some(me) = self.mes.get_mut(mek) {
+            me.md = None;
+            if me.unlink == Unlink::Unlink {
+                self.unlink_me_from_list(mek);
+            }
+        }
+    }
+
+    /// Forget initiated operations that only wait for an ack/reply on `k`.
+    pub(super) fn cancel_awaiting(&mut self, k: MdKey) {
+        if self.mds[k].awaiting == 0 {
+            return;
+        }
+        self.ops
+            .retain(|_, op| !(op.md == k && op.awaiting != Awaiting::Nothing && !op.send_pending));
+        self.mds[k].awaiting = 0;
+    }
+
+    /// Unlink `k` if it is consumed and nothing uses its memory.
+    pub(super) fn settle(&mut self, k: MdKey) {
+        let Some(d) = self.mds.get_mut(k) else {
+            return;
+        };
+        if !d.wants_unlink() {
+            return;
+        }
+        if !d.io.is_empty() {
+            d.state = MdState::Unlinking;
+            return;
+        }
+        let info = EvInfo {
+            initiator: self.id,
+            pt_index: d
+                .me
+                .and_then(|m| self.mes.get(m))
+                .map(|m| m.pt_index)
+                .unwrap_or(PortalIndex(0)),
+            match_bits: 0,
+            rlength: 0,
+            mlength: 0,
+            offset: d.local_offset,
+            hdr_data: 0,
+            fail: FailType::Ok,
+        };
+        if d.eq.is_some() && d.eq == self.unlink_watch {
+            self.watched_unlinked = true;
+        }
+        self.post(k, EventKind::Unlink, &info);
+        self.cancel_awaiting(k);
+        let d = &mut self.mds[k];
+        let mek = d.me.take();
+        if matches!(d.mem, Memory::Owned(_)) {
+            d.state = MdState::Parked;
+        } else {
+            self.mds.remove(k);
+        }
+        if let Some(mek) = mek {
+            self.detach_from_me(mek);
+        }
+    }
+}
