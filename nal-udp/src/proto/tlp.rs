@@ -50,20 +50,10 @@ use super::rtt::RttEstimator;
 /// is no RTT sample yet (before the first sample the retransmission timer's
 /// initial value is the only sane guess).
 pub(crate) fn pto(rtt: &RttEstimator, cfg: &Config) -> Option<Duration> {
-    let slack = cfg.tail_probe_slack?;
-    let path = rtt.min_rtt()?;
     // An ack comes back within a round trip of the path plus the longest
     // the peer holds an ack back when it has nothing to send (a one-way
-    // message, such as the MPI layer's engine acknowledgment); twice the
-    // path's round trip (the smallest seen) leaves room for jitter. The
-    // smoothed RTT would not do on loopback: it mixes in every ack the
-    // peer held back and every reply that waited for the application, ten
-    // times the path, and each loss would cost that much. Where datagrams
-    // queue behind our own pull data, the probe is held back instead (see
-    // `SendState::on_tail_probe`). Never later than the retransmission
-    // timer would fire: then the probe is pointless.
-    let wait = path * 2 + cfg.ack_delay + slack;
-    Some(wait.min(rtt.rto()))
+    // message, such as the MPI layer's engine acknowledgment).
+    probe_wait(rtt, cfg, cfg.ack_delay)
 }
 
 /// The probe timeout after a probe went unanswered: the probe asked for an
@@ -71,9 +61,21 @@ pub(crate) fn pto(rtt: &RttEstimator, cfg: &Config) -> Option<Duration> {
 /// (At 30 % loss a probe and its answer both get through only half the
 /// time; waiting the ack delay again for each of them doubled the cost.)
 fn pto_after_probe(rtt: &RttEstimator, cfg: &Config) -> Option<Duration> {
+    probe_wait(rtt, cfg, Duration::ZERO)
+}
+
+/// Twice the path's round trip (the smallest seen: room for jitter) plus
+/// the time the peer may hold its answer back plus the slack, never later
+/// than the retransmission timer would fire (then the probe is pointless).
+/// The smoothed RTT would not do on loopback: it mixes in every ack the
+/// peer held back and every reply that waited for the application, ten
+/// times the path, and each loss would cost that much. Where datagrams
+/// queue behind our own pull data, the probe is held back instead (see
+/// `SendState::on_tail_probe`).
+fn probe_wait(rtt: &RttEstimator, cfg: &Config, held_back: Duration) -> Option<Duration> {
     let slack = cfg.tail_probe_slack?;
     let path = rtt.min_rtt()?;
-    Some((path * 2 + slack).min(rtt.rto()))
+    Some((path * 2 + held_back + slack).min(rtt.rto()))
 }
 
 /// The probe timer of one peer's send side.
