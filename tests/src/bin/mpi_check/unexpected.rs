@@ -245,48 +245,75 @@ pub(crate) fn wait_accepted(ni: &portals::NetworkInterface, n: usize) -> R<()> {
     Ok(())
 }
 
+/// Messages of [`flood_a_held_receiver`].
+const HELD_FLOOD: usize = 1400;
+
+/// Rank 0 sends 1400 numbered 8 KB messages (more than 10 MB) to rank 1,
+/// which first runs `hold` — keeping its MPI layer from receiving while
+/// they arrive — then receives them all and checks each one, in order.
+/// With `tag`, every message carries it and is received by it; without,
+/// tags cycle 0, 1, 2 and are received from any tag (and checked). Returns
+/// rank 1's statistics; `None` on the other ranks.
+fn flood_a_held_receiver(
+    u: &Universe,
+    tag: Option<i32>,
+    hold: impl FnOnce() -> R<()>,
+) -> R<Option<mpi_on_portals::MpiStats>> {
+    const N: usize = HELD_FLOOD;
+    const LEN: usize = 8192;
+    let tag_of = |i: usize| tag.unwrap_or((i % 3) as i32);
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(None);
+    };
+    if me == 0 {
+        for i in 0..N {
+            p.send_with_tag(&numbered(LEN, i)[..], tag_of(i))
+                .map_err(e)?;
+        }
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        return Ok(None);
+    }
+    hold()?;
+    let mut buf = vec![0u8; LEN];
+    for i in 0..N {
+        let s = match tag {
+            Some(t) => p.receive_into_with_tag(&mut buf[..], t),
+            None => p.receive_into(&mut buf[..]),
+        }
+        .map_err(e)?;
+        ensure(s.tag() == tag_of(i) && buf == numbered(LEN, i), || {
+            format!("message {i}: out of order or wrong ({s:?})")
+        })?;
+    }
+    let st = u.stats();
+    p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    Ok(Some(st))
+}
+
 /// More than 10 MB of 8 KB messages arrive while the receiver makes no MPI
 /// call at all; then it receives them all, in order. The unexpected pool
 /// must be replenished without MPI calls (with a progress thread) or the
 /// transport must hold the messages back (polling).
 pub(crate) fn sleepflood(u: &Universe) -> R<()> {
-    const N: usize = 1400;
-    const LEN: usize = 8192;
-    let w = u.world();
-    let Some((me, p)) = pair(&w) else {
-        return Ok(());
-    };
-    if me == 0 {
-        for i in 0..N {
-            p.send_with_tag(&numbered(LEN, i)[..], (i % 3) as i32)
-                .map_err(e)?;
-        }
-        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
-    } else {
-        let ni = u.network_interface();
-        let threaded = ni.nal().progresses_alone();
+    let ni = u.network_interface();
+    let threaded = ni.nal().progresses_alone();
+    let hold = || {
         if threaded {
             // No MPI call until every message is in (the NI counts them).
-            wait_accepted(ni, N)?;
+            wait_accepted(ni, HELD_FLOOD)
         } else {
             std::thread::sleep(Duration::from_millis(1500));
+            Ok(())
         }
-        let mut buf = vec![0u8; LEN];
-        for i in 0..N {
-            let s = p.receive_into(&mut buf[..]).map_err(e)?;
-            let want = numbered(LEN, i);
-            ensure(s.tag() == (i % 3) as i32 && buf == want, || {
-                format!("message {i}: out of order or wrong ({s:?})")
-            })?;
-        }
-        let st = u.stats();
-        println!("sleepflood: {N} messages, {st:?}");
+    };
+    if let Some(st) = flood_a_held_receiver(u, None, hold)? {
+        println!("sleepflood: {HELD_FLOOD} messages, {st:?}");
         if threaded {
             ensure(st.buffers_grown > 0, || {
                 format!("the pool did not grow while the receiver slept: {st:?}")
             })?;
         }
-        p.send_with_tag(&1u8, CTRL).map_err(e)?;
     }
     Ok(())
 }
@@ -297,37 +324,16 @@ pub(crate) fn sleepflood(u: &Universe) -> R<()> {
 /// cannot handle the unexpected queue then, but must still add buffers, or
 /// the messages fall off the end of the match list and are lost.
 pub(crate) fn heldflood(u: &Universe) -> R<()> {
-    const N: usize = 1400;
-    const LEN: usize = 8192;
-    let w = u.world();
-    let Some((me, p)) = pair(&w) else {
-        return Ok(());
-    };
-    if me == 0 {
-        for i in 0..N {
-            p.send_with_tag(&numbered(LEN, i)[..], 7).map_err(e)?;
-        }
-        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
-    } else {
-        // Everything arrives (the NI counts deposits) while the lock is
-        // held; a message no buffer could take lands in the zero-byte
-        // overflow entry, and its receive below fails.
-        let ni = u.network_interface();
-        u.with_state_locked(|| wait_accepted(ni, N))?;
-        let mut buf = vec![0u8; LEN];
-        for i in 0..N {
-            let s = p.receive_into_with_tag(&mut buf[..], 7).map_err(e)?;
-            let want = numbered(LEN, i);
-            ensure(buf == want, || {
-                format!("message {i}: out of order or wrong ({s:?})")
-            })?;
-        }
-        let st = u.stats();
-        println!("heldflood: {N} messages, {st:?}");
+    // Everything arrives (the NI counts deposits) while the lock is held; a
+    // message no buffer could take lands in the zero-byte overflow entry,
+    // and its receive fails.
+    let ni = u.network_interface();
+    let hold = || u.with_state_locked(|| wait_accepted(ni, HELD_FLOOD));
+    if let Some(st) = flood_a_held_receiver(u, Some(7), hold)? {
+        println!("heldflood: {HELD_FLOOD} messages, {st:?}");
         ensure(st.buffers_grown > 0, || {
             format!("the pool did not grow while the state was held: {st:?}")
         })?;
-        p.send_with_tag(&1u8, CTRL).map_err(e)?;
     }
     Ok(())
 }
