@@ -79,6 +79,10 @@ impl std::fmt::Debug for Universe {
 /// started alone is a job of one; see [`portals_runtime::join`]), set up the
 /// Portals structures of the MPI protocols, and wait for every rank.
 ///
+/// If the `PTL_LOG` environment variable is set, the library's `tracing`
+/// output is printed to stderr under that filter (as for `ptlrun`; e.g.
+/// `PTL_LOG=nal_udp=debug`).
+///
 /// Fails if MPI is already initialized in this process.
 pub fn initialize() -> Result<Universe> {
     initialize_with_threading(Threading::Single).map(|(u, _)| u)
@@ -94,6 +98,12 @@ pub fn initialize_with_threading(_requested: Threading) -> Result<(Universe, Thr
 pub fn initialize_with_config(cfg: MpiConfig) -> Result<Universe> {
     // Before joining the job: a rank that fails here leaves nobody waiting.
     let cfg = cfg.checked()?;
+    // `PTL_LOG` names what to log, as for the launcher and the tools. Only
+    // when it is set: a program that installs its own `tracing` subscriber
+    // keeps it.
+    if std::env::var_os("PTL_LOG").is_some() {
+        portals_runtime::init_logging();
+    }
     let finalize_timeout = finalize_timeout_from_env()?;
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(MpiError::Init(

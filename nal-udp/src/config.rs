@@ -133,7 +133,7 @@ impl Default for UdpConfig {
             // a probe that is lost too, 1 ms instead of 2). A peer
             // descheduled for longer costs a spurious probe or
             // retransmission: one datagram, never a death.
-            ack_delay: Duration::from_micros(100),
+            ack_delay: Duration::from_micros(50),
             tail_probe_slack: Some(Duration::from_micros(50)),
             rto_min: Duration::from_millis(1),
             ..proto::Config::default()

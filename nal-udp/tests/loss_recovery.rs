@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use nal_udp::proto::{Config, EagerCompletion, Stats};
+use nal_udp::proto::{Config, EagerCompletion, PeerId, Stats};
 use nal_udp::UdpConfig;
 
 /// What one run of [`exchange`] cost.
@@ -64,6 +64,15 @@ fn exchange(cfg: Config, loss: f64, iters: u64, seed: u64, compute: Duration) ->
         sim.run_for(compute);
         sim.now = sim.now.max(until);
     }
+    Outcome {
+        took: sim.now - start,
+        died,
+        stats: summed_stats(&sim),
+    }
+}
+
+/// Both endpoints' loss-recovery counters, added up.
+fn summed_stats(sim: &Sim) -> Stats {
     let mut stats = sim.nodes[0].ep.stats();
     let s1 = sim.nodes[1].ep.stats();
     stats.retransmits += s1.retransmits;
@@ -72,10 +81,55 @@ fn exchange(cfg: Config, loss: f64, iters: u64, seed: u64, compute: Duration) ->
     stats.fast_retransmits += s1.fast_retransmits;
     stats.datagrams_sent += s1.datagrams_sent;
     stats.acks_sent += s1.acks_sent;
+    stats
+}
+
+/// A token passed back and forth between two ranks over the MPI layer, as
+/// in the `ring` example: each hop is the engine acknowledgment of the
+/// token that arrived followed by the next token, two one-datagram
+/// messages from the same sender; the next hop starts when both have
+/// arrived. Nothing else is on the path, so every loss stalls the ring
+/// until the sender repairs it. The first 20 hops run lossless (the MPI
+/// layer's start-up exchanges give a real job its first RTT samples) and
+/// are not counted.
+fn token_ring(cfg: Config, loss: f64, hops: u64, seed: u64) -> Outcome {
+    const WARM_UP: u64 = 20;
+    let mut sim = Sim::new(2, cfg, LinkCfg::default(), seed);
+    let mut start = sim.now;
+    let mut no = [0u64; 2];
+    let mut died = false;
+    for hop in 0..WARM_UP + hops {
+        if hop == WARM_UP {
+            sim.set_all_links(|l| l.loss = loss);
+            start = sim.now;
+        }
+        let (src, dst) = if hop % 2 == 0 { (0, 1) } else { (1, 0) };
+        for _ in 0..2 {
+            sim.send(MsgSpec {
+                src: src as PeerId,
+                dst: dst as PeerId,
+                no: no[src],
+                total: 8,
+                seed: hop * 2 + src as u64,
+                want: 8,
+                borrowed: false,
+            });
+            no[src] += 1;
+        }
+        let want = no[src];
+        let ok = sim.run_until(Duration::from_secs(120), |s| {
+            s.nodes[dst].sink.completed == want || s.nodes.iter().any(|n| !n.dead.is_empty())
+        });
+        assert!(ok, "hop {hop} stuck at {loss} loss");
+        if sim.nodes.iter().any(|n| !n.dead.is_empty()) {
+            died = true;
+            break;
+        }
+    }
     Outcome {
         took: sim.now - start,
         died,
-        stats,
+        stats: summed_stats(&sim),
     }
 }
 
@@ -261,6 +315,35 @@ fn cg_pattern_under_loss_stays_within_budget() {
     }
 }
 
+/// Issue 23's goals for a latency-bound job, the `ring` pattern: at 10 %
+/// loss within 3× its lossless time, at 30 % within 10×. Every hop waits
+/// for both of its datagrams, so this needs every kind of loss repaired
+/// within a few round trips: the first of the two (early retransmit when
+/// the second is acknowledged), the second (tail probe), both (the probe's
+/// answer names the hole before it), and probe after probe, flight after
+/// flight (the probe budget is per flight).
+#[test]
+fn a_token_ring_under_loss_stays_within_the_issue_goals() {
+    let hops = 2000;
+    let lossless = token_ring(driver(), 0.0, hops, 1);
+    assert!(!lossless.died);
+    assert_eq!(lossless.stats.retransmits, 0, "{:?}", lossless.stats);
+    for (loss, factor) in [(0.1, 3), (0.3, 10)] {
+        let budget = lossless.took * factor;
+        for seed in 1..=3 {
+            let o = token_ring(driver(), loss, hops, seed);
+            assert!(!o.died, "live peer declared dead at {loss} loss");
+            assert!(
+                o.took <= budget,
+                "{loss} loss, seed {seed}: {:?} > {factor} × {:?} ({:?})",
+                o.took,
+                lossless.took,
+                o.stats
+            );
+        }
+    }
+}
+
 /// A peer descheduled while a message to it is unacknowledged (a loaded
 /// machine) costs at most [`MAX_TAIL_PROBES`] probes per flight and the
 /// retransmission timer's bounded back-off; it is never declared dead, and
@@ -322,18 +405,31 @@ fn explore() {
             let mut line = format!("{name} loss {loss}:");
             for seed in 1..=3 {
                 let o = exchange(cfg.clone(), loss, 300, seed, compute);
-                line += &format!(
-                    " {:.1} ms (rtx {} rto {} tlp {} fast {} dg {} died {})",
-                    o.took.as_secs_f64() * 1e3,
-                    o.stats.retransmits,
-                    o.stats.rto_expiries,
-                    o.stats.tail_probes,
-                    o.stats.fast_retransmits,
-                    o.stats.datagrams_sent,
-                    o.died
-                );
+                line += &describe(&o, format!("{:.1} ms", o.took.as_secs_f64() * 1e3));
             }
             println!("{line}");
         }
     }
+    for loss in [0.0, 0.1, 0.3] {
+        let mut line = format!("token ring loss {loss}:");
+        for seed in 1..=3 {
+            let o = token_ring(driver(), loss, 2000, seed);
+            let per_hop = o.took.as_secs_f64() * 1e6 / 2000.0;
+            line += &describe(&o, format!("{per_hop:.1} µs/hop"));
+        }
+        println!("{line}");
+    }
+}
+
+/// One run's figure and its loss-recovery counters, for [`explore`].
+fn describe(o: &Outcome, figure: String) -> String {
+    format!(
+        " {figure} (rtx {} rto {} tlp {} fast {} dg {} died {})",
+        o.stats.retransmits,
+        o.stats.rto_expiries,
+        o.stats.tail_probes,
+        o.stats.fast_retransmits,
+        o.stats.datagrams_sent,
+        o.died
+    )
 }

@@ -136,7 +136,7 @@ pub struct Config {
     /// for twice the path's round trip (the smallest RTT seen) plus the
     /// peer's [`ack_delay`](Self::ack_delay) plus this much since the
     /// latest new datagram or acknowledged progress, the sender resends its
-    /// oldest unacknowledged datagram asking for an immediate ack, up to 3
+    /// newest unacknowledged datagram asking for an immediate ack, up to 8
     /// times between acknowledgments that make progress. This is what
     /// recovers the loss of a blocking exchange's only datagram in a few
     /// round trips instead of the retransmission timer's floor. The slack

@@ -19,13 +19,16 @@
 //!   hole, is a duplicate, or a probe asks for one.
 //! * **Retransmission.** A datagram is presumed lost once one transmitted
 //!   [`Config::reorder_threshold`] transmissions after it is acknowledged
-//!   (fast retransmit, also catching lost retransmissions). The last
-//!   datagrams of a flight have nothing after them to reveal their loss (a
-//!   blocking exchange: one message, then silence until the answer): a
-//!   *tail loss probe* (after RFC 8985) resends the oldest unacknowledged
-//!   datagram, asking for an immediate ack, once the flight has gone
-//!   unanswered for twice the path's round trip plus the peer's ack delay
-//!   and [`Config::tail_probe_slack`]; at most 3 times between
+//!   (fast retransmit, also catching lost retransmissions); a flight too
+//!   short for that many, with nothing queued behind it, needs one fewer
+//!   than its length (early retransmit, RFC 5827). The last datagrams of a
+//!   flight have nothing after them to reveal their loss (a blocking
+//!   exchange: one message, then silence until the answer): a *tail loss
+//!   probe* (after RFC 8985) resends the newest unacknowledged datagram,
+//!   asking for an immediate ack, once the flight has gone unanswered for
+//!   twice the path's round trip plus the peer's ack delay and
+//!   [`Config::tail_probe_slack`]; the answer names every hole before it,
+//!   and those go again at once. At most 8 probes per flight, between
 //!   acknowledgments that make progress, without back-off or counting
 //!   towards death, so an unneeded probe costs a datagram and an ack
 //!   (module `tlp`). Otherwise an RFC 6298 RTO (Karn's rule, `[rto_min,

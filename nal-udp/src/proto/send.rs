@@ -120,6 +120,9 @@ struct Segment {
     tx_no: u64,
     sent_at: Instant,
     retransmitted: bool,
+    /// A retransmission took a new transmit number: an ack may then be for
+    /// an earlier transmission, under another number.
+    renumbered: bool,
     acked: bool,
     /// Queued in `lost` for retransmission.
     lost: bool,
@@ -127,6 +130,11 @@ struct Segment {
     /// retransmission keeps the transmit number it had, so that an ack for
     /// the original cannot make everything sent since look lost.
     probe: bool,
+    /// A tail probe of it went out. When it is acknowledged, every
+    /// datagram sent before it that is still unacknowledged had the whole
+    /// probe timeout to arrive, and the acknowledgment (cumulative and
+    /// SACK) says it did not: lost.
+    probed: bool,
 }
 
 /// Result of a timer check.
@@ -317,6 +325,9 @@ impl SendState {
             }
             seg.acked = true;
             let seg = *seg;
+            if seg.probed {
+                self.probe_answered_up_to(seq, stats);
+            }
             progress = true;
             self.unacked -= 1;
             // Selectively acked frames are never sent again, but only the
@@ -337,7 +348,7 @@ impl SendState {
             if self.has_unacked() {
                 self.tlp.arm(now, rtt, cfg, self.rto_at);
             } else {
-                self.tlp.disarm();
+                self.tlp.idle();
             }
         }
         progress
@@ -351,7 +362,6 @@ impl SendState {
         sample: &mut Option<Instant>,
     ) {
         if !seg.retransmitted {
-            self.highest_acked_tx = self.highest_acked_tx.max(seg.tx_no);
             // A datagram sent before the timer last expired was in flight
             // beside the lost one the timer resent; its ack may have waited
             // for that retransmission (its own first ack lost, say), so its
@@ -362,6 +372,11 @@ impl SendState {
             if !ambiguous && !matches!(*sample, Some(s) if s >= seg.sent_at) {
                 *sample = Some(seg.sent_at);
             }
+        }
+        if !seg.renumbered {
+            // Every transmission of it (the original and any tail probe)
+            // carried this number, so the ack is for this number.
+            self.highest_acked_tx = self.highest_acked_tx.max(seg.tx_no);
             return;
         }
         // An ack for a retransmitted datagram may be for its original
@@ -412,13 +427,37 @@ impl SendState {
     }
 
     fn detect_losses(&mut self, cfg: &Config, stats: &mut Stats) {
-        let threshold = u64::from(cfg.reorder_threshold);
+        // Early retransmit (RFC 5827): a flight too short to produce
+        // `reorder_threshold` later acknowledgments, with no new data
+        // queued behind it, would otherwise wait for a timer; a datagram is
+        // then presumed lost once all but one of the flight's datagrams
+        // sent after it are acknowledged. A reordering path costs one
+        // spurious datagram; a blocking exchange (an MPI token followed by
+        // nothing) loses a timer's wait for every loss without it.
+        let flight = self.inflight.len() as u64;
+        let mut threshold = u64::from(cfg.reorder_threshold);
+        if self.pending.is_empty() && flight <= threshold {
+            threshold = threshold.min(flight.saturating_sub(1)).max(1);
+        }
         for (i, seg) in self.inflight.iter_mut().enumerate() {
             if seg.tx_no.saturating_add(threshold) > self.highest_acked_tx {
                 // Transmit numbers are not monotonic along the sequence space
                 // (retransmissions), so keep scanning.
                 continue;
             }
+            if !seg.acked && !seg.lost {
+                seg.lost = true;
+                self.lost.push_back(self.snd_una + i as u64);
+                stats.fast_retransmits += 1;
+            }
+        }
+    }
+
+    /// The probed datagram `seq` was selectively acknowledged: everything
+    /// unacknowledged before it is lost (see `Segment::probed`).
+    fn probe_answered_up_to(&mut self, seq: u64, stats: &mut Stats) {
+        let end = (seq - self.snd_una) as usize;
+        for (i, seg) in self.inflight.iter_mut().take(end).enumerate() {
             if !seg.acked && !seg.lost {
                 seg.lost = true;
                 self.lost.push_back(self.snd_una + i as u64);
@@ -479,9 +518,12 @@ impl SendState {
                     continue;
                 }
             }
-            if !std::mem::take(&mut seg.probe) {
+            if std::mem::take(&mut seg.probe) {
+                seg.probed = true;
+            } else {
                 self.tx_counter += 1;
                 seg.tx_no = self.tx_counter;
+                seg.renumbered = true;
             }
             seg.sent_at = now;
             seg.retransmitted = true;
@@ -519,9 +561,11 @@ impl SendState {
             tx_no: self.tx_counter,
             sent_at: now,
             retransmitted: false,
+            renumbered: false,
             acked: false,
             lost: false,
             probe: false,
+            probed: false,
         });
         self.unacked += 1;
         self.arm(now, rtt);
@@ -605,7 +649,7 @@ impl SendState {
         if self.timeouts > cfg.max_retransmits && may_die {
             return TimerOutcome::Dead;
         }
-        self.queue_oldest(false);
+        self.queue_oldest();
         self.backoff += 1;
         self.rto_at = Some(now + rtt.backed_off(self.backoff));
         self.tlp.on_new_data(now, rtt, cfg, self.rto_at);
@@ -614,12 +658,11 @@ impl SendState {
 
     /// Queue the oldest unacknowledged datagram for retransmission, ahead
     /// of any other.
-    fn queue_oldest(&mut self, probe: bool) {
+    fn queue_oldest(&mut self) {
         if let Some(i) = self.inflight.iter().position(|s| !s.acked) {
             let seg = &mut self.inflight[i];
             if !seg.lost {
                 seg.lost = true;
-                seg.probe = probe;
                 self.lost.push_front(self.snd_una + i as u64);
             }
         }
@@ -650,8 +693,25 @@ impl SendState {
             return false;
         }
         stats.tail_probes += 1;
-        self.queue_oldest(true);
+        self.queue_newest_probe();
         true
+    }
+
+    /// Queue the newest unacknowledged datagram as a tail probe, ahead of
+    /// any other (RFC 8985 probes with the last segment, as here). Its
+    /// immediate acknowledgment reports the whole flight: the cumulative
+    /// ack and SACK name every hole before it, which loss detection
+    /// repairs at once, where probing the oldest would repair one hole per
+    /// probe timeout.
+    fn queue_newest_probe(&mut self) {
+        if let Some(i) = self.inflight.iter().rposition(|s| !s.acked) {
+            let seg = &mut self.inflight[i];
+            if !seg.lost {
+                seg.lost = true;
+                seg.probe = true;
+                self.lost.push_front(self.snd_una + i as u64);
+            }
+        }
     }
 
     /// The current back-off exponent (for probes sharing the peer's RTO).
@@ -688,275 +748,4 @@ impl SendState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proto::wire::Sack;
-    use std::time::Duration;
-
-    fn cfg() -> Config {
-        Config {
-            max_datagram: 1472,
-            eager_completion: EagerCompletion::OnAck,
-            send_window: 8,
-            recv_window: 8,
-            ..Config::default()
-        }
-    }
-
-    fn ack(cum: u64, window: u32, sacked: &[u64]) -> AckInfo {
-        let mut sack = Sack::ZERO;
-        for &s in sacked {
-            sack.set((s - cum - 1) as usize, true);
-        }
-        AckInfo {
-            cum_ack: cum,
-            window,
-            sack,
-            ack_requested: false,
-        }
-    }
-
-    struct Fixture {
-        s: SendState,
-        cfg: Config,
-        layout: Layout,
-        rtt: RttEstimator,
-        events: VecDeque<Event>,
-        stats: Stats,
-        t0: Instant,
-    }
-
-    fn fixture() -> Fixture {
-        let cfg = cfg();
-        Fixture {
-            s: SendState::new(9, &cfg),
-            layout: Layout::new(&cfg),
-            rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max),
-            cfg,
-            events: VecDeque::new(),
-            stats: Stats::default(),
-            t0: Instant::now(),
-        }
-    }
-
-    impl Fixture {
-        fn send(&mut self, len: usize, token: u64) {
-            let m = OutMsg::new(
-                token,
-                [0; HEADER_LEN],
-                len as u64,
-                Body::Owned(vec![7; len]),
-                false,
-            );
-            self.s.enqueue(m, &self.cfg, &mut self.events);
-        }
-        fn pump(&mut self, at: Instant) -> Vec<(u64, SegFrame)> {
-            let mut out = Vec::new();
-            while let Some(x) = self.s.next_new(at, &self.rtt, &self.cfg, &self.layout) {
-                out.push(x);
-            }
-            out
-        }
-        fn ack(&mut self, at: Instant, a: AckInfo) -> bool {
-            self.s.on_ack(
-                at,
-                &a,
-                &mut self.rtt,
-                &self.cfg,
-                &mut self.events,
-                &mut self.stats,
-            )
-        }
-    }
-
-    #[test]
-    fn fragments_medium_messages_and_completes_on_ack() {
-        let mut f = fixture();
-        let total = f.layout.msg_cap + 2 * f.layout.frag_cap + 10;
-        f.send(total, 42);
-        let segs = f.pump(f.t0);
-        assert_eq!(segs.len(), 4);
-        assert_eq!(
-            segs[0],
-            (
-                0,
-                SegFrame::Msg {
-                    msg: 0,
-                    len: f.layout.msg_cap as u32
-                }
-            )
-        );
-        assert_eq!(
-            segs[3],
-            (
-                3,
-                SegFrame::Frag {
-                    msg: 0,
-                    offset: (f.layout.msg_cap + 2 * f.layout.frag_cap) as u64,
-                    len: 10
-                }
-            )
-        );
-        assert!(f.events.is_empty());
-        let t1 = f.t0 + Duration::from_millis(1);
-        assert!(f.ack(t1, ack(3, 8, &[])));
-        assert!(f.events.is_empty(), "one fragment still unacknowledged");
-        assert!(f.ack(t1, ack(4, 8, &[])));
-        assert_eq!(
-            f.events.pop_front(),
-            Some(Event::SendComplete {
-                peer: 9,
-                token: 42,
-                ok: true
-            })
-        );
-        assert!(!f.s.has_unacked());
-        assert_eq!(f.s.deadline(), None);
-        assert_eq!(f.rtt.srtt(), Some(Duration::from_millis(1)));
-    }
-
-    #[test]
-    fn respects_own_and_peer_windows() {
-        let mut f = fixture();
-        for t in 0..20 {
-            f.send(10, t);
-        }
-        assert_eq!(f.pump(f.t0).len(), 8);
-        // the peer shrinks its window to 2 above its cumulative ack
-        assert!(f.ack(f.t0, ack(1, 2, &[])));
-        assert!(f.pump(f.t0).is_empty());
-        assert!(f.ack(f.t0, ack(8, 3, &[])));
-        assert_eq!(f.pump(f.t0).len(), 3);
-        assert_eq!(f.s.in_flight(), 3);
-    }
-
-    #[test]
-    fn sack_gap_triggers_fast_retransmit_of_the_hole_only() {
-        let mut f = fixture();
-        for t in 0..6 {
-            f.send(10, t);
-        }
-        assert_eq!(f.pump(f.t0).len(), 6);
-        // seq 1 lost; 2 and 3 arrived: not enough evidence yet
-        f.ack(f.t0, ack(1, 8, &[2, 3]));
-        assert_eq!(f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats), None);
-        f.ack(f.t0, ack(1, 8, &[2, 3, 4]));
-        assert_eq!(
-            f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats),
-            Some((1, SegFrame::Msg { msg: 1, len: 10 }))
-        );
-        assert_eq!(f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats), None);
-        assert_eq!(f.stats.retransmits, 1);
-        // the retransmission is lost too; later transmissions reveal it
-        for t in 6..10 {
-            f.send(10, t);
-        }
-        let later = f.pump(f.t0);
-        assert_eq!(later.len(), 3);
-        f.ack(f.t0, ack(1, 8, &[2, 3, 4, 5, 6, 7, 8]));
-        assert_eq!(
-            f.s.next_retransmit(f.t0, &f.rtt, &mut f.stats).map(|x| x.0),
-            Some(1)
-        );
-    }
-
-    #[test]
-    fn rto_resends_only_the_oldest_and_backs_off_until_dead() {
-        let mut f = fixture();
-        for t in 0..4 {
-            f.send(10, t);
-        }
-        f.pump(f.t0);
-        let mut at = f.t0;
-        let mut expiries = Vec::new();
-        loop {
-            let d = f.s.deadline().unwrap();
-            expiries.push(d - at);
-            at = d;
-            match f.s.on_timeout(at, &f.rtt, &f.cfg, &mut f.stats, true) {
-                TimerOutcome::Retransmit => {
-                    assert_eq!(
-                        f.s.next_retransmit(at, &f.rtt, &mut f.stats).map(|x| x.0),
-                        Some(0)
-                    );
-                    assert_eq!(f.s.next_retransmit(at, &f.rtt, &mut f.stats), None);
-                }
-                TimerOutcome::Dead => break,
-                TimerOutcome::Idle => panic!("timer armed but idle"),
-            }
-        }
-        assert_eq!(f.stats.retransmits, u64::from(f.cfg.max_retransmits));
-        // 50 ms initial RTO, then doubling up to the 2 s cap
-        let ms: Vec<u128> = expiries.iter().map(|d| d.as_millis()).collect();
-        assert_eq!(
-            ms,
-            vec![50, 100, 200, 400, 800, 1600, 2000, 2000, 2000, 2000]
-        );
-        f.s.fail_all(&mut f.events);
-        let failed: Vec<_> = f.events.drain(..).collect();
-        assert_eq!(
-            failed,
-            (0..4)
-                .map(|t| Event::SendComplete {
-                    peer: 9,
-                    token: t,
-                    ok: false
-                })
-                .collect::<Vec<_>>()
-        );
-    }
-
-    #[test]
-    fn large_messages_wait_for_done_and_limit_rendezvous() {
-        let mut f = fixture();
-        f.cfg.max_large_in_flight = 2;
-        for t in 0..3 {
-            let m = OutMsg::new(
-                t,
-                [0; HEADER_LEN],
-                1 << 20,
-                Body::Owned(vec![0; 1 << 20]),
-                true,
-            );
-            f.s.enqueue(m, &f.cfg, &mut f.events);
-        }
-        let segs = f.pump(f.t0);
-        assert_eq!(
-            segs,
-            vec![
-                (0, SegFrame::Rndv { msg: 0 }),
-                (1, SegFrame::Rndv { msg: 1 })
-            ]
-        );
-        f.ack(f.t0, ack(2, 8, &[]));
-        assert!(f.events.is_empty());
-        assert!(f.s.pullable(1).is_some() && f.s.pullable(2).is_none());
-        assert!(f.s.on_done(1, &mut f.events));
-        assert!(
-            !f.s.on_done(1, &mut f.events),
-            "a second notice is not a completion"
-        );
-        assert_eq!(
-            f.events.pop_front(),
-            Some(Event::SendComplete {
-                peer: 9,
-                token: 1,
-                ok: true
-            })
-        );
-        assert_eq!(f.pump(f.t0), vec![(2, SegFrame::Rndv { msg: 2 })]);
-    }
-
-    #[test]
-    fn stale_and_invalid_acks() {
-        let mut f = fixture();
-        f.send(10, 1);
-        f.pump(f.t0);
-        assert!(!f.s.ack_valid(&ack(2, 8, &[])));
-        assert!(f.s.ack_valid(&ack(1, 8, &[])));
-        assert!(f.ack(f.t0, ack(1, 8, &[])));
-        // an older ack arriving late changes nothing
-        assert!(!f.ack(f.t0, ack(0, 0, &[])));
-        assert!(f.s.window_open(&f.cfg));
-    }
-}
+mod tests;

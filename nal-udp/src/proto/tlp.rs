@@ -11,11 +11,13 @@
 //! The probe timer runs at [`pto`] (twice the smallest RTT seen plus the
 //! peer's ack delay plus [`Config::tail_probe_slack`], at most the RTO)
 //! after the latest new transmission or acknowledged progress. On expiry
-//! the oldest unacknowledged datagram is sent again, asking for an
+//! the newest unacknowledged datagram is sent again, asking for an
 //! immediate acknowledgment: if it was lost, this repairs it; if only its
 //! ack was held back or lost, the answer's cumulative ack and SACK tell the
-//! sender at once. Either way the sender learns the state of the whole
-//! flight within a round trip. Without an answer it probes again, sooner:
+//! sender at once; and every hole the answer shows before it had a whole
+//! probe timeout to arrive, so it is resent at once (probing the oldest
+//! instead repaired one hole per probe timeout). Either way the sender
+//! learns the state of the whole flight within a round trip. Without an answer it probes again, sooner:
 //! the probe asked for an immediate answer, so the peer's ack delay no
 //! longer counts ([`pto_after_probe`]). At 30 % loss a probe and its
 //! answer both get through only half the time, and waiting for the
@@ -39,7 +41,12 @@
 //! 30 % loss, 150 µs compute per iteration, three seeds): 3 probes and a
 //! fresh ack delay before each gave 2.98 ms per iteration against
 //! 0.27 ms lossless (146 timer expiries in 300 iterations); 8 probes, 2.45;
-//! the shorter wait after a probe, 2.20 ms (20 expiries).
+//! the shorter wait after a probe, 2.20 ms (20 expiries). The `ring`
+//! pattern (two one-datagram messages per hop, 2 000 hops, three seeds,
+//! `explore`), 20.2 µs per hop lossless: probing the oldest with one
+//! budget for all flights gave 81–87 µs per hop at 10 % loss and 237–247
+//! at 30 %; early retransmit, probing the newest and a budget per flight,
+//! with the driver's ack delay halved to 50 µs, 55 and 162–169.
 
 use std::time::{Duration, Instant};
 
@@ -140,10 +147,20 @@ impl TailProbe {
             .filter(|&at| rto_at.is_none_or(|r| at < r));
     }
 
-    /// Nothing is unacknowledged any more, or the retransmission timer took
-    /// over.
+    /// The retransmission timer took over (or the peer is gone): no probe
+    /// until the next new datagram, within the budget left.
     pub(crate) fn disarm(&mut self) {
         self.at = None;
+    }
+
+    /// An acknowledgment made progress and left nothing unacknowledged: no
+    /// probe is due, and the next flight starts with a fresh budget. (Only
+    /// disarming here let the probes of flight after flight add up, until
+    /// a blocking exchange had none left and every loss waited for the
+    /// retransmission timer and its back-off.)
+    pub(crate) fn idle(&mut self) {
+        self.at = None;
+        self.sent = 0;
     }
 
     /// When the probe is due.
