@@ -128,7 +128,7 @@ impl Default for UdpConfig {
             // of microseconds (issue 23): a blocking exchange that loses its
             // only datagram waits for the tail loss probe, twice the path's
             // round trip plus the ack delay plus the slack, so these set
-            // what each loss costs (about 200 µs here instead of the
+            // what each loss costs (about 150 µs here instead of the
             // protocol's conservative 650 µs; the retransmission timer, for
             // a probe that is lost too, 1 ms instead of 2). A peer
             // descheduled for longer costs a spurious probe or
