@@ -48,12 +48,10 @@ fn exchange(cfg: Config, loss: f64, iters: u64, seed: u64, compute: Duration) ->
                     });
                 }
                 no += 1;
-                let ok = sim.run_until(Duration::from_secs(120), |s| {
+                let step = format!("step {no} at {loss} loss");
+                if sim.run_step(Duration::from_secs(120), step, |s| {
                     s.nodes.iter().all(|n| n.sink.completed == no)
-                        || s.nodes.iter().any(|n| !n.dead.is_empty())
-                });
-                assert!(ok, "step {no} stuck at {loss} loss");
-                if sim.nodes.iter().any(|n| !n.dead.is_empty()) {
+                }) {
                     died = true;
                     break 'run;
                 }
@@ -117,11 +115,10 @@ fn token_ring(cfg: Config, loss: f64, hops: u64, seed: u64) -> Outcome {
             no[src] += 1;
         }
         let want = no[src];
-        let ok = sim.run_until(Duration::from_secs(120), |s| {
-            s.nodes[dst].sink.completed == want || s.nodes.iter().any(|n| !n.dead.is_empty())
-        });
-        assert!(ok, "hop {hop} stuck at {loss} loss");
-        if sim.nodes.iter().any(|n| !n.dead.is_empty()) {
+        let step = format!("hop {hop} at {loss} loss");
+        if sim.run_step(Duration::from_secs(120), step, |s| {
+            s.nodes[dst].sink.completed == want
+        }) {
             died = true;
             break;
         }

@@ -170,7 +170,7 @@ pub(crate) struct SendState {
     tx_counter: u64,
     highest_acked_tx: u64,
     rto_at: Option<Instant>,
-    /// Resends the oldest datagram of a silent flight before the RTO.
+    /// Resends the newest datagram of a silent flight before the RTO.
     tlp: TailProbe,
     /// When the retransmission timer last expired.
     expired_at: Option<Instant>,
@@ -649,26 +649,28 @@ impl SendState {
         if self.timeouts > cfg.max_retransmits && may_die {
             return TimerOutcome::Dead;
         }
-        self.queue_oldest();
+        let oldest = self.inflight.iter().position(|s| !s.acked);
+        self.queue_first(oldest, false);
         self.backoff += 1;
         self.rto_at = Some(now + rtt.backed_off(self.backoff));
         self.tlp.on_new_data(now, rtt, cfg, self.rto_at);
         TimerOutcome::Retransmit
     }
 
-    /// Queue the oldest unacknowledged datagram for retransmission, ahead
-    /// of any other.
-    fn queue_oldest(&mut self) {
-        if let Some(i) = self.inflight.iter().position(|s| !s.acked) {
-            let seg = &mut self.inflight[i];
-            if !seg.lost {
-                seg.lost = true;
-                self.lost.push_front(self.snd_una + i as u64);
-            }
+    /// Queue in-flight datagram `i` for retransmission ahead of any other
+    /// (the RTO's oldest unacknowledged one, or a tail probe's newest), if
+    /// it is not queued already.
+    fn queue_first(&mut self, i: Option<usize>, probe: bool) {
+        let Some(i) = i else { return };
+        let seg = &mut self.inflight[i];
+        if !seg.lost {
+            seg.lost = true;
+            seg.probe = probe;
+            self.lost.push_front(self.snd_una + i as u64);
         }
     }
 
-    /// Check the tail probe timer; when it fires, the oldest unacknowledged
+    /// Check the tail probe timer; when it fires, the newest unacknowledged
     /// datagram is queued for retransmission and the caller must ask for an
     /// immediate ack with it. Returns whether it fired. `bulk_at` is the
     /// latest time pull data may have been on the path between the peers
@@ -693,25 +695,13 @@ impl SendState {
             return false;
         }
         stats.tail_probes += 1;
-        self.queue_newest_probe();
+        // The newest, as RFC 8985 does: its immediate acknowledgment names
+        // every hole before it, and those go again at once (see
+        // `Segment::probed`); probing the oldest repaired one hole per
+        // probe timeout.
+        let newest = self.inflight.iter().rposition(|s| !s.acked);
+        self.queue_first(newest, true);
         true
-    }
-
-    /// Queue the newest unacknowledged datagram as a tail probe, ahead of
-    /// any other (RFC 8985 probes with the last segment, as here). Its
-    /// immediate acknowledgment reports the whole flight: the cumulative
-    /// ack and SACK name every hole before it, which loss detection
-    /// repairs at once, where probing the oldest would repair one hole per
-    /// probe timeout.
-    fn queue_newest_probe(&mut self) {
-        if let Some(i) = self.inflight.iter().rposition(|s| !s.acked) {
-            let seg = &mut self.inflight[i];
-            if !seg.lost {
-                seg.lost = true;
-                seg.probe = true;
-                self.lost.push_front(self.snd_una + i as u64);
-            }
-        }
     }
 
     /// The current back-off exponent (for probes sharing the peer's RTO).

@@ -17,9 +17,9 @@
 //! sender at once; and every hole the answer shows before it had a whole
 //! probe timeout to arrive, so it is resent at once (probing the oldest
 //! instead repaired one hole per probe timeout). Either way the sender
-//! learns the state of the whole flight within a round trip. Without an answer it probes again, sooner:
-//! the probe asked for an immediate answer, so the peer's ack delay no
-//! longer counts ([`pto_after_probe`]). At 30 % loss a probe and its
+//! learns the state of the whole flight within a round trip. Without an
+//! answer it probes again, sooner: the probe asked for an immediate
+//! answer, so the peer's ack delay no longer counts ([`pto_after_probe`]). At 30 % loss a probe and its
 //! answer both get through only half the time, and waiting for the
 //! retransmission timer instead costs several times as much: its floor
 //! rides out a descheduled peer, and each expiry doubles it.

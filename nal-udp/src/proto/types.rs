@@ -181,7 +181,7 @@ pub struct Stats {
     pub fast_retransmits: u64,
     /// Retransmission timer expiries.
     pub rto_expiries: u64,
-    /// Tail loss probes: the oldest unacknowledged datagram sent again
+    /// Tail loss probes: the newest unacknowledged datagram sent again
     /// (also counted in `retransmits`) because a flight went unanswered for
     /// about two round trips.
     pub tail_probes: u64,

@@ -772,6 +772,21 @@ impl Sim {
         }
     }
 
+    /// One step of an exchange: run until `done` holds or some node has
+    /// declared a peer dead, and say which (true: a death). Panics, naming
+    /// `step`, if neither happens within `limit`.
+    pub fn run_step(
+        &mut self,
+        limit: Duration,
+        step: impl std::fmt::Display,
+        mut done: impl FnMut(&Sim) -> bool,
+    ) -> bool {
+        let any_dead = |s: &Sim| s.nodes.iter().any(|n| !n.dead.is_empty());
+        let ok = self.run_until(limit, |s| done(s) || any_dead(s));
+        assert!(ok, "{step} stuck");
+        any_dead(self)
+    }
+
     /// Run for `d` of simulated time.
     pub fn run_for(&mut self, d: Duration) {
         self.run_until(d, |_| false);
