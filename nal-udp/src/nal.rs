@@ -20,7 +20,7 @@ use portals::{FailType, Nal, NiCore, Outbound, ProcessId, PtlError, SendToken};
 use slab::Slab;
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::addr::PeerAddr;
+use crate::addr::{Directory, PeerAddr};
 use crate::config::{fit_windows, UdpConfig};
 use crate::deliver::{out_payload, peer_id, process_id, Deposits, EngineSink};
 use crate::fault::{Fate, FaultInjector};
@@ -165,7 +165,8 @@ fn udp_socket(like: SocketAddr) -> io::Result<Socket> {
 /// A socket on the source port `at` (port 0: a fresh one), shared with
 /// `SO_REUSEPORT` by the anchor and every per-peer socket. None of them
 /// reads: nobody sends to the source port, so each gets the smallest
-/// receive buffer the kernel allows.
+/// receive buffer the kernel allows. Another process of the same user may
+/// draw the same port (see [`Directory`]); sending from it is unaffected.
 fn source_port_socket(at: SocketAddr) -> io::Result<Socket> {
     let s = udp_socket(at)?;
     s.set_reuse_port(true)?;
@@ -184,13 +185,12 @@ fn socket_addr(s: &Socket) -> io::Result<SocketAddr> {
 /// Everything the protocol and the socket need, behind one lock.
 struct State {
     ep: Endpoint,
-    // Fx, not SipHash: looked up for every datagram both ways, and only
-    // known peers are ever inserted, so a sender cannot grow a bucket.
+    // Fx, not SipHash: looked up for every datagram sent, and only known
+    // peers are ever inserted.
     /// Where each peer's datagrams go, and through which socket.
     addrs: FxHashMap<PeerId, Target>,
-    /// Who sent a datagram, by its source address (each peer's receive and
-    /// source addresses).
-    by_addr: FxHashMap<SocketAddr, PeerId>,
+    /// Who sends from where, and who receives where.
+    peers: Directory,
     /// The connected per-peer sockets the targets in `addrs` send through;
     /// they live as long as the state (a target never outlives its socket).
     links: Vec<Socket>,
@@ -224,7 +224,7 @@ impl State {
         &'a mut Endpoint,
         EngineSink<'a>,
         &'a RecvBatch,
-        &'a FxHashMap<SocketAddr, PeerId>,
+        &'a Directory,
     ) {
         let sink = EngineSink {
             core,
@@ -232,7 +232,7 @@ impl State {
             responses: &mut self.responses,
             held: false,
         };
-        (&mut self.ep, sink, &self.rx, &self.by_addr)
+        (&mut self.ep, sink, &self.rx, &self.peers)
     }
 }
 
@@ -330,7 +330,7 @@ impl UdpNal {
         let state = State {
             ep: endpoint,
             addrs: FxHashMap::default(),
-            by_addr: FxHashMap::default(),
+            peers: Directory::default(),
             links: Vec::new(),
             tokens: Slab::new(),
             deposits: Deposits::default(),
@@ -529,8 +529,7 @@ impl Inner {
             None => Target::from(addr.recv),
         };
         st.addrs.insert(p, target);
-        st.by_addr.entry(addr.recv).or_insert(p);
-        st.by_addr.entry(addr.source).or_insert(p);
+        st.peers.insert(p, addr);
     }
 
     /// A socket bound to the shared source port and connected to `to`,
@@ -781,17 +780,14 @@ impl Inner {
             got_any = true;
             let now = *clock.get_or_insert_with(Instant::now);
             {
-                let (ep, mut sink, rx, by_addr) = st.split(&self.core);
+                let (ep, mut sink, rx, peers) = st.split(&self.core);
                 for k in 0..n {
                     let Some((data, from, _)) = rx.get(k) else {
                         break;
                     };
                     // A datagram from an unknown address is offered as from
                     // an unknown peer, so that the protocol counts it.
-                    let peer = from
-                        .and_then(|a| by_addr.get(&a).copied())
-                        .unwrap_or(u64::MAX);
-                    ep.handle_datagram(now, peer, data, &mut sink);
+                    ep.handle_datagram(now, peers.sender(from, data), data, &mut sink);
                 }
             }
             self.settle(st, now);
@@ -853,7 +849,7 @@ impl Inner {
             if errno != libc::ECONNREFUSED {
                 continue;
             }
-            let Some(&peer) = st.by_addr.get(&addr) else {
+            let Some(peer) = st.peers.at(&addr) else {
                 continue;
             };
             let (ep, mut sink, _, _) = st.split(&self.core);
@@ -931,14 +927,14 @@ impl Inner {
         }
         let mut st = lock(&self.state);
         if !wait.is_zero() {
-            // It waited until now. Said before the timers run: a sleep that
-            // ends exactly at the liveness watch's deadline (a probe
-            // interval after the note above) would otherwise find the
-            // waiting episode just over and disarm the watch, and a
-            // waiter sleeping from deadline to deadline would never detect
-            // a dead peer (with millisecond sleeps, which woke early, this
-            // never showed).
-            st.ep.note_waiting(Instant::now());
+            // It waited until now, however late it woke. Said before the
+            // timers run, and as a sleep rather than a fresh note: a sleep
+            // to the liveness watch's deadline that overshoots it (epoll
+            // rounds up to whole milliseconds) would otherwise end the
+            // waiting episode, restart the silence clock, and a waiter
+            // sleeping from deadline to deadline would never detect a dead
+            // peer.
+            st.ep.note_slept(Instant::now());
         }
         self.drive(&mut st);
         self.nudge_progress_thread(&st);

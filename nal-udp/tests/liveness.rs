@@ -122,3 +122,54 @@ fn an_idle_endpoint_probes_nobody() {
         .is_empty()));
     assert!(sim.nodes[0].dead[0].1 - start >= cfg.peer_timeout.unwrap());
 }
+
+/// The survivor's driver waits as the real one does: it notes the wait,
+/// sleeps until the endpoint's next timer, wakes a millisecond late (epoll
+/// rounds its timeout up to whole milliseconds; a loaded host adds more),
+/// says it slept, and runs the timers. The late wake-ups must not break the
+/// wait into pieces that each restart the silence clock: the silent peer is
+/// declared dead within the timeout plus one probe interval. Its own entry
+/// in the peer table is never probed.
+#[test]
+fn a_waiter_that_wakes_late_from_every_sleep_still_learns_that_its_peer_died() {
+    use std::time::Instant;
+
+    use nal_udp::proto::{Endpoint, Event};
+
+    let cfg = cfg(800);
+    let timeout = cfg.peer_timeout.unwrap();
+    let t0 = Instant::now();
+    let mut ep = Endpoint::new(cfg, 7, 0).unwrap();
+    ep.add_peer(0);
+    ep.add_peer(1);
+    let mut sink = Checker::new(0, t0);
+    let mut buf = vec![0u8; ep.max_datagram()];
+    let mut now = t0;
+    let mut probes = 0;
+    let died = 'wait: loop {
+        assert!(now - t0 < timeout * 4, "still not declared dead");
+        ep.note_waiting(now);
+        while let Some((to, _)) = ep.poll_transmit(now, &mut buf) {
+            assert_eq!(to, 1, "probed itself");
+            probes += 1;
+        }
+        let due = ep
+            .poll_timeout()
+            .expect("a waiting endpoint watches its peer");
+        now = now.max(due) + Duration::from_millis(1);
+        ep.note_slept(now);
+        ep.handle_timeout(now, &mut sink);
+        while let Some(ev) = ep.poll_event() {
+            if ev == (Event::PeerDead { peer: 1 }) {
+                break 'wait now;
+            }
+        }
+    };
+    let took = died - t0;
+    assert!(
+        took >= timeout && took <= timeout + timeout / 16 + Duration::from_millis(20),
+        "declared dead after {took:?}"
+    );
+    assert_eq!(ep.stats().watch_deaths, 1);
+    assert!(probes >= 10, "{probes} probes");
+}

@@ -302,3 +302,87 @@ fn a_ping_pong_does_not_wake_a_parked_progress_thread() {
         }
     }
 }
+
+/// Linux may give two processes of one user the same source port (it is
+/// bound with `SO_REUSEPORT`, and such a bind to port 0 counts a port held
+/// only by other reuse-port sockets of the same user as free). A job whose
+/// ranks drew the same one must still hear each as itself: before this
+/// was handled, the receiver took every datagram from the shared port for
+/// the rank it registered first and dropped the other's as misaddressed,
+/// and the job hung until that rank was declared dead. Binds interfaces
+/// until two share a source port, then has both put to a third.
+#[test]
+fn ranks_that_drew_the_same_source_port_are_each_heard_as_themselves() {
+    use std::collections::HashMap;
+    // Two descriptors per interface; a collision is expected after about
+    // two hundred binds, and after 6000 all but certain.
+    const MAX_BINDS: usize = 6000;
+    raise_descriptor_limit(2 * MAX_BINDS as u64 + 256);
+    let cfg = UdpConfig::default();
+    assert!(cfg.connected_sends);
+    let mut by_source: HashMap<std::net::SocketAddr, UdpEndpoint> = HashMap::new();
+    let mut pair = None;
+    for _ in 0..MAX_BINDS {
+        let ep = UdpEndpoint::bind(cfg.clone()).unwrap();
+        match by_source.remove(&ep.addr().source) {
+            Some(first) => {
+                pair = Some((first, ep));
+                break;
+            }
+            None => {
+                by_source.insert(ep.addr().source, ep);
+            }
+        }
+    }
+    drop(by_source);
+    let (first, second) = pair.expect("no two interfaces drew the same source port");
+    let third = UdpEndpoint::bind(cfg).unwrap();
+    assert_eq!(first.addr().source, second.addr().source);
+    // The third registers the first before the second, as a job's ranks
+    // register their peers in rank order.
+    let addrs = [
+        (id(0), first.addr()),
+        (id(1), second.addr()),
+        (id(2), third.addr()),
+    ];
+    let key = fresh_key();
+    let nodes: Vec<Node<UdpConfig>> = [first, second, third]
+        .into_iter()
+        .enumerate()
+        .map(|(i, ep)| Node::start(ep, key, i, &addrs))
+        .collect();
+    let target = &nodes[2];
+    let eq = target.ni.eq_alloc(16).unwrap();
+    catch_all(&target.ni, eq, 64);
+    for sender in &nodes[..2] {
+        let seq = sender.ni.eq_alloc(16).unwrap();
+        let md = bind_md(&sender.ni, seq, vec![9; 8]);
+        sender
+            .ni
+            .put(md, AckReq::Ack, &Remote::new(id(2), PT, 0), 0)
+            .unwrap();
+        let got = expect(&target.ni, eq, EventKind::Put);
+        assert_eq!(got.initiator, sender.ni.id());
+        expect(&sender.ni, seq, EventKind::Ack);
+    }
+    let st = target.nal.stats().protocol;
+    assert_eq!(st.misaddressed_drops, 0, "{st:?}");
+    assert_eq!(st.peers_dead, 0, "{st:?}");
+}
+
+/// Raise this process's soft limit on open descriptors to `want` (or the
+/// hard limit, if lower).
+fn raise_descriptor_limit(want: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for the call to fill.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    if lim.rlim_cur < want {
+        lim.rlim_cur = want.min(lim.rlim_max);
+        // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the
+        // hard one needs no privilege.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    }
+}

@@ -94,9 +94,11 @@ impl Endpoint {
     }
 
     /// Start talking to `peer`. Adding a known peer again does nothing (a
-    /// dead peer stays dead).
+    /// dead peer stays dead), and neither does adding this endpoint itself:
+    /// a process's messages to itself never travel, so it is not watched or
+    /// probed.
     pub fn add_peer(&mut self, peer: PeerId) {
-        if !self.index.contains_key(&peer) {
+        if peer != self.local && !self.index.contains_key(&peer) {
             self.index.insert(peer, self.peers.len());
             self.peers.push(Peer::new(peer, &self.cfg));
         }
@@ -301,15 +303,33 @@ impl Endpoint {
     /// The application is waiting (blocked in the library for an event) at
     /// `now`. Call it whenever a waiting thread drives the endpoint, at
     /// least once per [`Config::peer_timeout`]` / 16`; gaps shorter than
-    /// that count as one wait. While it waits, peers silent for too long
-    /// are probed and, once silent for the whole timeout, declared dead
-    /// (see [`Config::peer_timeout`]). An endpoint never told this only
-    /// watches peers it is owed something by.
+    /// that count as one wait, and so does a sleep in the library reported
+    /// with [`note_slept`](Self::note_slept). While it waits, peers silent
+    /// for too long are probed and, once silent for the whole timeout,
+    /// declared dead (see [`Config::peer_timeout`]). An endpoint never told
+    /// this only watches peers it is owed something by.
     pub fn note_waiting(&mut self, now: Instant) {
         if self.waiting.note(now, &self.cfg) {
-            for p in &mut self.peers {
-                p.watch(now, &self.cfg);
-            }
+            self.watch_peers(now);
+        }
+    }
+
+    /// The thread that last called [`note_waiting`](Self::note_waiting)
+    /// slept in the library until `now` (until a timer of this endpoint was
+    /// due, or a datagram came) and is still waiting. Call it on waking,
+    /// before [`handle_timeout`](Self::handle_timeout): the sleep counts as
+    /// waiting however long it took, so a wake-up later than the timer does
+    /// not end the wait.
+    pub fn note_slept(&mut self, now: Instant) {
+        if self.waiting.note_slept(now, &self.cfg) {
+            self.watch_peers(now);
+        }
+    }
+
+    /// A waiting episode began at `now`: watch every peer.
+    fn watch_peers(&mut self, now: Instant) {
+        for p in &mut self.peers {
+            p.watch(now, &self.cfg);
         }
     }
 

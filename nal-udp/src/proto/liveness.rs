@@ -53,6 +53,24 @@ impl Waiting {
         fresh
     }
 
+    /// The thread that noted the last wait slept in the library from then
+    /// until `now`: the same wait goes on, however long the sleep took.
+    /// Measured as a gap between notes, a sleep to a timer's deadline would
+    /// end the episode whenever the wake-up came late (epoll rounds its
+    /// timeout up to whole milliseconds; a loaded host adds more) and
+    /// restart the silence clock at every wake-up, so that a dead peer was
+    /// never found. Returns true when this starts an episode (none was in
+    /// force).
+    pub(crate) fn note_slept(&mut self, now: Instant, cfg: &Config) -> bool {
+        if self.since.is_none() {
+            return self.note(now, cfg);
+        }
+        if cfg.peer_timeout.is_some() {
+            self.last_note = Some(now);
+        }
+        false
+    }
+
     /// An application that leaves its wait for a moment (to look at an
     /// event, to post the next receive) and comes back within a probe
     /// interval keeps the episode going; otherwise a waiter that sleeps in

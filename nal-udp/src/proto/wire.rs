@@ -334,6 +334,19 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Where the sender's id sits in every datagram: after the magic, version,
+/// kind, flags, SACK length and job key.
+const SRC_AT: usize = 4 + 1 + 1 + 1 + 1 + 8;
+
+/// The sender a datagram claims to come from, read without decoding it
+/// (`None` if it is too short to say). A claim, not a proof: the driver
+/// uses it only to pick which peer's addresses the datagram's source must
+/// match, and [`decode`] and the endpoint check everything else.
+pub fn claimed_source(buf: &[u8]) -> Option<PeerId> {
+    let bytes = buf.get(SRC_AT..SRC_AT + 8)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
 /// Decode one datagram. Never panics; any inconsistency is an error.
 pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
     let mut r = Reader { buf };
@@ -804,7 +817,20 @@ mod tests {
         assert!(d.ack.ack_requested);
         assert_eq!(d.ack.sack, sack);
         assert_eq!(n, COMMON_LEN + 3 * 8 + body_len(&d.frame));
+        assert_eq!(claimed_source(&buf), Some(d.src));
         buf
+    }
+
+    #[test]
+    fn a_datagram_too_short_to_name_its_sender_claims_none() {
+        let mut sack = Sack::ZERO;
+        sack.set(3, true);
+        let mut buf = vec![0u8; 256];
+        let n = encode(&mut buf, &fields(&sack), &FrameOut::Ack, |_| {}).unwrap();
+        assert_eq!(claimed_source(&buf[..n]), Some(3));
+        assert_eq!(claimed_source(&buf[..SRC_AT + 8]), Some(3));
+        assert_eq!(claimed_source(&buf[..SRC_AT + 7]), None);
+        assert_eq!(claimed_source(&[]), None);
     }
 
     fn body_len(f: &Frame<'_>) -> usize {
