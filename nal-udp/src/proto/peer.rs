@@ -438,7 +438,7 @@ impl Peer {
                 return Some(n);
             }
         }
-        if let Some(r) = self.pulls.next_request(now, &self.rtt) {
+        if let Some(r) = self.pulls.next_request(now, &self.rtt, ctx.cfg) {
             ctx.stats.pull_requests_sent += 1;
             let frame = FrameOut::Pull {
                 msg: r.msg,
@@ -449,7 +449,7 @@ impl Peer {
             };
             return encode(buf, &hdr, &frame, |_| {});
         }
-        if let Some(msg) = self.pulls.next_done(now, &self.rtt) {
+        if let Some(msg) = self.pulls.next_done(now, &self.rtt, ctx.cfg) {
             return encode(buf, &hdr, &FrameOut::Done { msg }, |_| {});
         }
         if let Some(msg) = self.server.next_done_ack() {

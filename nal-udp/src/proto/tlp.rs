@@ -79,7 +79,11 @@ fn pto_after_probe(rtt: &RttEstimator, cfg: &Config) -> Option<Duration> {
 /// times the path, and each loss would cost that much. Where datagrams
 /// queue behind our own pull data, the probe is held back instead (see
 /// `SendState::on_tail_probe`).
-fn probe_wait(rtt: &RttEstimator, cfg: &Config, held_back: Duration) -> Option<Duration> {
+pub(crate) fn probe_wait(
+    rtt: &RttEstimator,
+    cfg: &Config,
+    held_back: Duration,
+) -> Option<Duration> {
     let slack = cfg.tail_probe_slack?;
     let path = rtt.min_rtt()?;
     Some((path * 2 + held_back + slack).min(rtt.rto()))

@@ -193,6 +193,9 @@ pub struct Stats {
     pub pull_rerequests: u64,
     /// Pull timer expiries.
     pub pull_timeouts: u64,
+    /// Pull probes: answers stopped with fragments or a notice's
+    /// acknowledgment still missing.
+    pub pull_probes: u64,
     /// Pull data datagrams sent.
     pub pull_data_sent: u64,
     /// Sequenced datagrams received again and ignored.

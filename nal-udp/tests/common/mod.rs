@@ -153,6 +153,9 @@ pub struct Checker {
     held: bool,
     /// Messages held back so far.
     pub holds: u64,
+    /// A message was held back and has not been taken since: the engine
+    /// will have room again soon, and the endpoint must offer it again.
+    holding: bool,
 }
 
 impl Checker {
@@ -173,6 +176,7 @@ impl Checker {
             offers: 0,
             held: false,
             holds: 0,
+            holding: false,
         }
     }
 
@@ -203,8 +207,10 @@ impl Sink for Checker {
         if self.hold_every > 0 && self.offers % self.hold_every == 0 {
             self.held = true;
             self.holds += 1;
+            self.holding = true;
             return 0;
         }
+        self.holding = false;
         let spec = MsgSpec::parse(header);
         assert_eq!(msg.peer, peer);
         assert_eq!((spec.src, spec.dst), (peer, self.me), "misrouted message");
@@ -682,6 +688,12 @@ impl Sim {
             }
             if !n.inbox.is_empty() {
                 consider(paused.map_or(n.busy_until, |p| p.max(n.busy_until)));
+            }
+            if n.sink.holding {
+                // Its engine makes room as the application takes events: a
+                // held-back message is offered again on the next step,
+                // even when nothing else is left to happen.
+                consider(self.now + Duration::from_micros(10));
             }
         }
         if let Some((&(at, _), _)) = self.schedule.iter().next() {
