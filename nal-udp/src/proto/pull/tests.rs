@@ -325,3 +325,45 @@ fn a_lost_tail_is_probed_for_its_highest_fragment_long_before_the_rto() {
     assert!(rx.on_done_ack(7));
     assert_eq!(rx.deadline(), None);
 }
+
+/// A probe is queued, and before it goes out the round's last fragment
+/// arrives after all (it was only late): the holes before it are known
+/// lost now, so the queued request asks for all of them, not for one.
+#[test]
+fn a_queued_probe_becomes_a_full_request_when_the_rounds_last_fragment_arrives() {
+    let cfg = Config {
+        pull_block_frags: 8,
+        pull_blocks_in_flight: 1,
+        ..Config::default()
+    };
+    let mut rtt = rtt();
+    let t0 = Instant::now();
+    rtt.on_sample(Duration::from_micros(20));
+    let mut rx = PullReceiver::default();
+    let mut sink = Rec::default();
+    let mut stats = Stats::default();
+    rx.start(7, 800, 100, &cfg);
+    assert_eq!(rx.next_request(t0, &rtt, &cfg).unwrap().mask, 0xff);
+    for k in 0..5u64 {
+        rx.on_data(
+            t0,
+            1,
+            7,
+            k * 100,
+            &[0; 100],
+            &mut sink,
+            &mut rtt,
+            &cfg,
+            &mut stats,
+        );
+    }
+    let due = rx.deadline().unwrap();
+    assert!(!rx.on_timeout(due, &rtt, &cfg, &mut stats, true));
+    assert_eq!(stats.pull_probes, 1);
+    rx.on_data(
+        due, 1, 7, 700, &[0; 100], &mut sink, &mut rtt, &cfg, &mut stats,
+    );
+    let req = rx.next_request(due, &rtt, &cfg).unwrap();
+    assert_eq!(req.mask, 0b0110_0000, "fragments 5 and 6, not only 6");
+    assert_eq!(rx.next_request(due, &rtt, &cfg), None);
+}
