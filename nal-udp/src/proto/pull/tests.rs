@@ -236,6 +236,69 @@ fn server_validates_and_bounds_requests() {
     );
 }
 
+/// One peer's pull of message 7, eight fragments of 100 bytes in one
+/// block, on a path with a 20 µs RTT sample: the fixture of the probe tests.
+struct OneBlock {
+    cfg: Config,
+    rtt: RttEstimator,
+    rx: PullReceiver,
+    sink: Rec,
+    stats: Stats,
+}
+
+impl OneBlock {
+    /// The pull started and its first request (every fragment) sent at `t0`.
+    fn requested(t0: Instant) -> OneBlock {
+        let cfg = Config {
+            pull_block_frags: 8,
+            pull_blocks_in_flight: 1,
+            ..Config::default()
+        };
+        let mut rtt = rtt();
+        rtt.on_sample(Duration::from_micros(20));
+        let mut rx = PullReceiver::default();
+        rx.start(7, 800, 100, &cfg);
+        assert_eq!(rx.next_request(t0, &rtt, &cfg).unwrap().mask, 0xff);
+        OneBlock {
+            cfg,
+            rtt,
+            rx,
+            sink: Rec::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Fragment `k` arrives at `now`.
+    fn arrives(&mut self, now: Instant, k: u64) -> DataOutcome {
+        let f = self;
+        f.rx.on_data(
+            now,
+            1,
+            7,
+            k * 100,
+            &[0; 100],
+            &mut f.sink,
+            &mut f.rtt,
+            &f.cfg,
+            &mut f.stats,
+        )
+    }
+
+    /// Run the timers at `now`; the peer may not be declared dead.
+    fn timers(&mut self, now: Instant) {
+        let f = self;
+        assert!(!f.rx.on_timeout(now, &f.rtt, &f.cfg, &mut f.stats, true));
+    }
+
+    fn next_request(&mut self, now: Instant) -> Option<PullRequest> {
+        self.rx.next_request(now, &self.rtt, &self.cfg)
+    }
+
+    fn next_done(&mut self, now: Instant) -> Option<u64> {
+        self.rx.next_done(now, &self.rtt, &self.cfg)
+    }
+}
+
 /// The tail of a round is lost: the answers stop with fragments missing.
 /// A probe timeout later (not the RTO), the probe asks for the highest
 /// missing fragment alone; when it arrives, the holes before it are asked
@@ -243,87 +306,52 @@ fn server_validates_and_bounds_requests() {
 /// after [`MAX_PULL_PROBES`] without new data.
 #[test]
 fn a_lost_tail_is_probed_for_its_highest_fragment_long_before_the_rto() {
-    let cfg = Config {
-        pull_block_frags: 8,
-        pull_blocks_in_flight: 1,
-        ..Config::default()
-    };
-    let mut rtt = rtt();
     let t0 = Instant::now();
-    rtt.on_sample(Duration::from_micros(20));
-    let rto = rtt.rto();
-    let pto = tlp::probe_wait(&rtt, &cfg, Duration::ZERO).unwrap();
+    let mut f = OneBlock::requested(t0);
+    let rto = f.rtt.rto();
+    let pto = tlp::probe_wait(&f.rtt, &f.cfg, Duration::ZERO).unwrap();
     assert!(pto * 4 < rto, "{pto:?} against {rto:?}");
-    let mut rx = PullReceiver::default();
-    let mut sink = Rec::default();
-    let mut stats = Stats::default();
-    rx.start(7, 800, 100, &cfg);
-    let r = rx.next_request(t0, &rtt, &cfg).unwrap();
-    assert_eq!(r.mask, 0xff);
     // Fragments 0-4 arrive 10 µs apart; 5-7 are lost.
     let mut now = t0;
     for k in 0..5u64 {
         now += Duration::from_micros(10);
-        let out = rx.on_data(
-            now,
-            1,
-            7,
-            k * 100,
-            &[0; 100],
-            &mut sink,
-            &mut rtt,
-            &cfg,
-            &mut stats,
-        );
-        assert_eq!(out, DataOutcome::Progress);
+        assert_eq!(f.arrives(now, k), DataOutcome::Progress);
     }
-    assert_eq!(rx.next_request(now, &rtt, &cfg), None, "no holes yet");
-    let due = rx.deadline().unwrap();
+    assert_eq!(f.next_request(now), None, "no holes yet");
+    let due = f.rx.deadline().unwrap();
     assert!(
         due - now < pto + Duration::from_micros(30),
         "{:?}",
         due - now
     );
-    assert!(!rx.on_timeout(due, &rtt, &cfg, &mut stats, true));
-    assert_eq!((stats.pull_probes, stats.pull_timeouts), (1, 0));
-    let probe = rx.next_request(due, &rtt, &cfg).unwrap();
+    f.timers(due);
+    assert_eq!((f.stats.pull_probes, f.stats.pull_timeouts), (1, 0));
+    let probe = f.next_request(due).unwrap();
     assert_eq!(probe.mask, 1 << 7, "only the highest missing fragment");
     // It arrives: fragments 5 and 6 were asked for before it, so they are
     // asked for again at once.
     now = due + Duration::from_micros(20);
-    rx.on_data(
-        now, 1, 7, 700, &[0; 100], &mut sink, &mut rtt, &cfg, &mut stats,
-    );
-    let holes = rx.next_request(now, &rtt, &cfg).unwrap();
+    f.arrives(now, 7);
+    let holes = f.next_request(now).unwrap();
     assert_eq!(holes.mask, 0b0110_0000);
     for k in [5u64, 6] {
-        rx.on_data(
-            now,
-            1,
-            7,
-            k * 100,
-            &[0; 100],
-            &mut sink,
-            &mut rtt,
-            &cfg,
-            &mut stats,
-        );
+        f.arrives(now, k);
     }
-    assert_eq!(sink.complete, vec![7]);
+    assert_eq!(f.sink.complete, vec![7]);
     // The notice goes out and its acknowledgment is lost: probed too.
-    assert_eq!(rx.next_done(now, &rtt, &cfg), Some(7));
+    assert_eq!(f.next_done(now), Some(7));
     // Probed until the budget is spent; then the RTO takes over.
     let done_at = now;
-    while stats.pull_timeouts == 0 {
-        let due = rx.deadline().unwrap();
-        assert!(!rx.on_timeout(due, &rtt, &cfg, &mut stats, true));
-        assert_eq!(rx.next_done(due, &rtt, &cfg), Some(7));
+    while f.stats.pull_timeouts == 0 {
+        let due = f.rx.deadline().unwrap();
+        f.timers(due);
+        assert_eq!(f.next_done(due), Some(7));
         now = due;
     }
-    assert_eq!(stats.pull_probes, 1 + u64::from(MAX_PULL_PROBES));
+    assert_eq!(f.stats.pull_probes, 1 + u64::from(MAX_PULL_PROBES));
     assert!(now - done_at >= rto, "the RTO came after the probes");
-    assert!(rx.on_done_ack(7));
-    assert_eq!(rx.deadline(), None);
+    assert!(f.rx.on_done_ack(7));
+    assert_eq!(f.rx.deadline(), None);
 }
 
 /// A probe is queued, and before it goes out the round's last fragment
@@ -331,39 +359,16 @@ fn a_lost_tail_is_probed_for_its_highest_fragment_long_before_the_rto() {
 /// lost now, so the queued request asks for all of them, not for one.
 #[test]
 fn a_queued_probe_becomes_a_full_request_when_the_rounds_last_fragment_arrives() {
-    let cfg = Config {
-        pull_block_frags: 8,
-        pull_blocks_in_flight: 1,
-        ..Config::default()
-    };
-    let mut rtt = rtt();
     let t0 = Instant::now();
-    rtt.on_sample(Duration::from_micros(20));
-    let mut rx = PullReceiver::default();
-    let mut sink = Rec::default();
-    let mut stats = Stats::default();
-    rx.start(7, 800, 100, &cfg);
-    assert_eq!(rx.next_request(t0, &rtt, &cfg).unwrap().mask, 0xff);
+    let mut f = OneBlock::requested(t0);
     for k in 0..5u64 {
-        rx.on_data(
-            t0,
-            1,
-            7,
-            k * 100,
-            &[0; 100],
-            &mut sink,
-            &mut rtt,
-            &cfg,
-            &mut stats,
-        );
+        f.arrives(t0, k);
     }
-    let due = rx.deadline().unwrap();
-    assert!(!rx.on_timeout(due, &rtt, &cfg, &mut stats, true));
-    assert_eq!(stats.pull_probes, 1);
-    rx.on_data(
-        due, 1, 7, 700, &[0; 100], &mut sink, &mut rtt, &cfg, &mut stats,
-    );
-    let req = rx.next_request(due, &rtt, &cfg).unwrap();
+    let due = f.rx.deadline().unwrap();
+    f.timers(due);
+    assert_eq!(f.stats.pull_probes, 1);
+    f.arrives(due, 7);
+    let req = f.next_request(due).unwrap();
     assert_eq!(req.mask, 0b0110_0000, "fragments 5 and 6, not only 6");
-    assert_eq!(rx.next_request(due, &rtt, &cfg), None);
+    assert_eq!(f.next_request(due), None);
 }
