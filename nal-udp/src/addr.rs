@@ -161,6 +161,8 @@ mod tests {
             window: 1,
             sack: &sack,
             ack_requested: false,
+            transmission: wire::Transmission::Original,
+            loss_report: 0,
         };
         let mut d = vec![0u8; 256];
         let n = wire::encode(&mut d, &fields, &wire::FrameOut::Ack, |_| {}).unwrap();

@@ -106,6 +106,33 @@ pub fn parse_peer_timeout(value: &str) -> Result<Option<Duration>, PeerTimeoutEr
     }
 }
 
+/// A `PTL_UDP_COPY_ABOVE` / `--udp-copy-above` value that is neither `off`
+/// nor a percentage in (0, 100].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?}: expected a loss percentage in (0, 100] (e.g. 2 or 0.5) or off")]
+pub struct CopyAboveError {
+    value: String,
+}
+
+/// Parse a redundant-copy threshold ([`proto::Config::copy_above_loss_ppm`]):
+/// a loss percentage such as `2` or `0.5`, or `off` (never copy).
+pub fn parse_copy_above(value: &str) -> Result<Option<u32>, CopyAboveError> {
+    let v = value.trim();
+    if v.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let pct: f64 = v.parse().map_err(|_| CopyAboveError {
+        value: value.to_string(),
+    })?;
+    if !(pct > 0.0 && pct <= 100.0) {
+        return Err(CopyAboveError {
+            value: value.to_string(),
+        });
+    }
+    // At least 1 ppm: a tiny positive percentage must not round to "off".
+    Ok(Some(((pct * 10_000.0).round() as u32).max(1)))
+}
+
 /// The peer timeout `PTL_UDP_PEER_TIMEOUT` asks for: `Ok(None)` when it is
 /// unset, `Ok(Some(None))` for `0` (no watch).
 pub fn peer_timeout_from_env() -> Result<Option<Option<Duration>>, PeerTimeoutError> {

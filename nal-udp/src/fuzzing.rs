@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::proto::wire::{self, Frame, FrameOut, HeaderFields, Sack, COMMON_LEN, HEADER_LEN};
+use crate::proto::wire::{
+    self, Frame, FrameOut, HeaderFields, Sack, Transmission, COMMON_LEN, HEADER_LEN,
+};
 use crate::proto::{Config, Endpoint, Event, MsgId, OutPayload, PayloadSource, PeerId, Sink};
 
 /// Decode arbitrary bytes; whatever decodes must survive a re-encode.
@@ -105,6 +107,8 @@ pub fn datagram(data: &[u8]) {
         window: d.ack.window,
         sack: &d.ack.sack,
         ack_requested: d.ack.ack_requested,
+        transmission: d.transmission,
+        loss_report: d.loss_report,
     };
     let mut buf = vec![0u8; data.len()];
     let n = wire::encode(&mut buf, &hdr, &frame, |dst| dst.copy_from_slice(payload))
@@ -459,6 +463,12 @@ fn crafted(input: &mut Input<'_>, src: PeerId, dst: PeerId) -> Vec<u8> {
         window: u32::from(input.u8()),
         sack: &sack,
         ack_requested: input.u8() & 1 == 1,
+        transmission: match input.u8() % 3 {
+            0 => Transmission::Original,
+            1 => Transmission::Retransmission,
+            _ => Transmission::Copy,
+        },
+        loss_report: u32::from(input.u8()) << 8,
     };
     let mut out = vec![0u8; COMMON_LEN + 64];
     let n = wire::encode(&mut out, &hdr, &FrameOut::Ack, |_| {}).unwrap_or(0);

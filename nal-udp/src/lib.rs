@@ -53,8 +53,8 @@ pub mod proto;
 
 pub use addr::{BadPeerAddr, PeerAddr};
 pub use config::{
-    datagram_truesize, fit_windows, parse_peer_timeout, peer_timeout_from_env, PeerTimeoutError,
-    UdpConfig, PEER_TIMEOUT_ENV,
+    datagram_truesize, fit_windows, parse_copy_above, parse_peer_timeout, peer_timeout_from_env,
+    CopyAboveError, PeerTimeoutError, UdpConfig, PEER_TIMEOUT_ENV,
 };
 pub use fault::{FaultConfig, FaultParseError};
 pub use nal::{UdpEndpoint, UdpNal, UdpStats};

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use nal_udp::fuzzing::{self, ContractSink};
-use nal_udp::proto::wire::{self, FrameOut, HeaderFields, Sack, HEADER_LEN};
+use nal_udp::proto::wire::{self, FrameOut, HeaderFields, Sack, Transmission, HEADER_LEN};
 use nal_udp::proto::{Config, Endpoint, OutPayload, PeerId, Stats};
 use proptest::prelude::*;
 
@@ -31,6 +31,8 @@ fn hdr(sack: &Sack, key: u64, src: PeerId, dst: PeerId, cum_ack: u64) -> HeaderF
         window: 64,
         sack,
         ack_requested: false,
+        transmission: Transmission::Original,
+        loss_report: 0,
     }
 }
 

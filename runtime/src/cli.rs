@@ -148,6 +148,12 @@ struct Args {
     /// loopback and is IP-fragmented elsewhere).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(512..=65507))]
     udp_max_datagram: Option<u16>,
+    /// UDP only: while a peer reports losing more than this percentage of
+    /// our datagrams, send each small one (up to 4 KiB: tokens,
+    /// acknowledgments) twice, back to back, so a latency-bound exchange
+    /// rarely waits for a loss probe; `off` never does (default 2).
+    #[arg(long, value_name = "PERCENT|off", value_parser = parse_udp_copy_above)]
+    udp_copy_above: Option<CopyAboveArg>,
     /// UDP only: send through the receiving socket instead of one
     /// connected socket per peer (for comparison: the kernel then looks up
     /// a route for every datagram; sets PTL_UDP_CONNECTED=0).
@@ -285,6 +291,7 @@ pub fn main() -> ExitCode {
         udp_fault: args.udp_fault,
         udp_peer_timeout: args.udp_peer_timeout.map(|t| t.0),
         udp_max_datagram: args.udp_max_datagram.map(usize::from),
+        udp_copy_above: args.udp_copy_above.map(|c| c.0),
         udp_connected_sends: !args.udp_unconnected,
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
@@ -338,6 +345,18 @@ pub fn main() -> ExitCode {
 /// own: clap reads `Option<Option<_>>` as a flag whose value is optional.
 #[derive(Clone, Copy, Debug)]
 struct PeerTimeoutArg(Option<Duration>);
+
+/// A `--udp-copy-above` value (`None`: never copy), a type of its own for
+/// the same reason as [`PeerTimeoutArg`].
+#[derive(Clone, Copy, Debug)]
+struct CopyAboveArg(Option<u32>);
+
+/// `--udp-copy-above`: a loss percentage, or `off`.
+fn parse_udp_copy_above(v: &str) -> Result<CopyAboveArg, String> {
+    nal_udp::parse_copy_above(v)
+        .map(CopyAboveArg)
+        .map_err(|e| e.to_string())
+}
 
 /// `--udp-peer-timeout`: milliseconds, 0 for none.
 fn parse_udp_peer_timeout(v: &str) -> Result<PeerTimeoutArg, String> {

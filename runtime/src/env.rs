@@ -19,6 +19,7 @@
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
 //! | `PTL_UDP_PEER_TIMEOUT` | UDP only: a peer silent this long while a thread waits in the library (probed meanwhile) is declared failed, ms; `0` turns the watch off (see [`nal_udp::UdpConfig::protocol`]) | `10000` |
+//! | `PTL_UDP_COPY_ABOVE` | UDP only: while a peer reports losing more than this percentage of our datagrams, small ones (up to 4 KiB) are sent twice, back to back; `off` never (see [`nal_udp::proto::Config::copy_above_loss_ppm`]) | `2` |
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
@@ -84,6 +85,9 @@ pub const UDP_FAULT: &str = "PTL_UDP_FAULT";
 pub const UDP_PEER_TIMEOUT: &str = "PTL_UDP_PEER_TIMEOUT";
 /// UDP datagram size.
 pub const UDP_MAX_DATAGRAM: &str = "PTL_UDP_MAX_DATAGRAM";
+/// UDP: loss percentage above which small datagrams are sent twice, or
+/// `off`.
+pub const UDP_COPY_ABOVE: &str = "PTL_UDP_COPY_ABOVE";
 /// UDP sends through connected per-peer sockets (`1`) or not (`0`).
 pub const UDP_CONNECTED: &str = "PTL_UDP_CONNECTED";
 /// Secret mixed into the job key of a job started by a PMI launcher.
@@ -154,6 +158,10 @@ pub struct JobOptions {
     pub udp_peer_timeout: Option<Option<Duration>>,
     /// UDP only: largest datagram (`None`: the protocol's default).
     pub udp_max_datagram: Option<usize>,
+    /// UDP only: the redundant-copy threshold in parts per million of loss
+    /// (`None`: the protocol's default, 2 %; `Some(None)`: never copy; see
+    /// [`nal_udp::proto::Config::copy_above_loss_ppm`]).
+    pub udp_copy_above: Option<Option<u32>>,
     /// UDP only: send through one connected socket per peer
     /// ([`nal_udp::UdpConfig::connected_sends`]; on by default). Off is for
     /// comparison: the kernel then looks up a route for every datagram.
@@ -191,6 +199,7 @@ impl Default for JobOptions {
             udp_fault: None,
             udp_peer_timeout: None,
             udp_max_datagram: None,
+            udp_copy_above: None,
             udp_connected_sends: true,
             send_buffer: None,
             recv_buffer: None,
@@ -245,6 +254,13 @@ impl JobOptions {
         }
         if let Some(n) = self.udp_max_datagram {
             env.push((UDP_MAX_DATAGRAM, n.to_string()));
+        }
+        if let Some(c) = self.udp_copy_above {
+            let v = c.map_or_else(
+                || "off".to_string(),
+                |ppm| format!("{}", f64::from(ppm) / 1e4),
+            );
+            env.push((UDP_COPY_ABOVE, v));
         }
         if !self.udp_connected_sends {
             env.push((UDP_CONNECTED, "0".into()));
@@ -351,6 +367,14 @@ impl JobOptions {
                 })
                 .ok_or_else(|| bad(UDP_MAX_DATAGRAM, "expected bytes in 512..=65507"))?;
             o.udp_max_datagram = Some(n);
+        }
+        if let Some(v) = var(get, UDP_COPY_ABOVE)? {
+            o.udp_copy_above = Some(nal_udp::parse_copy_above(&v).map_err(|_| {
+                bad(
+                    UDP_COPY_ABOVE,
+                    "expected a loss percentage in (0, 100] or off",
+                )
+            })?);
         }
         if let Some(v) = var(get, UDP_CONNECTED)? {
             o.udp_connected_sends = match v.as_str() {
@@ -586,6 +610,36 @@ mod tests {
                     err,
                     RuntimeError::Env {
                         var: UDP_PEER_TIMEOUT,
+                        ..
+                    }
+                ),
+                "{v:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_udp_copy_threshold_round_trips_and_bad_values_are_named_errors() {
+        for (v, want) in [
+            ("off", Some(None)),
+            ("2", Some(Some(20_000))),
+            ("0.5", Some(Some(5_000))),
+            ("100", Some(Some(1_000_000))),
+        ] {
+            let o = JobOptions::from_lookup(&lookup(&[(UDP_COPY_ABOVE, v)])).unwrap();
+            assert_eq!(o.udp_copy_above, want, "{v:?}");
+            // What ptlrun passes on reads back the same.
+            let env: Vec<(&str, String)> = o.to_env();
+            let again = env.iter().find(|(k, _)| *k == UDP_COPY_ABOVE);
+            assert_eq!(again.map(|(_, v)| v.as_str()), Some(v));
+        }
+        for v in ["", "x", "0", "-5", "100.5", "NaN", "inf"] {
+            let err = JobOptions::from_lookup(&lookup(&[(UDP_COPY_ABOVE, v)])).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    RuntimeError::Env {
+                        var: UDP_COPY_ABOVE,
                         ..
                     }
                 ),

@@ -161,6 +161,9 @@ fn bind_endpoints(
             if let Some(t) = o.udp_peer_timeout {
                 cfg.protocol.peer_timeout = t;
             }
+            if let Some(c) = o.udp_copy_above {
+                cfg.protocol.copy_above_loss_ppm = c;
+            }
             if let Some(n) = o.recv_buffer {
                 cfg.recv_buffer = n;
             }

@@ -145,6 +145,19 @@ pub struct Config {
     /// nor counts towards declaring the peer dead. `None` turns probes off.
     /// Default 100 µs; the UDP driver uses 50 µs.
     pub tail_probe_slack: Option<Duration>,
+    /// Send a redundant copy right after every sequenced datagram of at
+    /// most [`copy_max_bytes`](Self::copy_max_bytes) while the peer reports
+    /// that at least this share of our datagrams reach it only through a
+    /// repair (module `redundancy`), in parts per million. `None` never
+    /// copies. Default 20 000 (2 %).
+    pub copy_above_loss_ppm: Option<u32>,
+    /// Largest datagram (whole, with headers) that gets a redundant copy on
+    /// a lossy path. Default 4096 bytes: a message that fits in one small
+    /// datagram (a token, an engine acknowledgment, a halo row) is a flight
+    /// of its own whose loss only a probe timeout reveals; in a larger
+    /// message later datagrams' acknowledgments reveal a loss quickly, and
+    /// copying them would double the bandwidth of a lossy path.
+    pub copy_max_bytes: usize,
 }
 
 impl Default for Config {
@@ -170,6 +183,8 @@ impl Default for Config {
             eager_completion: EagerCompletion::OnSend,
             peer_timeout: Some(Duration::from_secs(10)),
             tail_probe_slack: Some(Duration::from_micros(100)),
+            copy_above_loss_ppm: Some(20_000),
+            copy_max_bytes: 4096,
         }
     }
 }
@@ -196,6 +211,11 @@ impl Config {
             "send_window must be in 1..=4096",
         )?;
         bad(self.ack_every >= 1, "ack_every must be at least 1")?;
+        bad(
+            self.copy_above_loss_ppm
+                .is_none_or(|l| (1..=1_000_000).contains(&l)),
+            "copy_above_loss_ppm must be in 1..=1000000",
+        )?;
         bad(!self.rto_min.is_zero(), "rto_min must be positive")?;
         bad(
             self.rto_min <= self.rto_initial && self.rto_initial <= self.rto_max,

@@ -34,6 +34,12 @@
 //!   (module `tlp`). Otherwise an RFC 6298 RTO (Karn's rule, `[rto_min,
 //!   rto_max]`) resends only the oldest unacknowledged datagram and
 //!   doubles, at most [`Config::max_backoff`] times in a row.
+//! * **Redundancy on lossy paths.** Each receiver measures the share of a
+//!   peer's sequenced datagrams that reached it only as a retransmission or
+//!   a copy and reports it in every datagram; while a peer reports at least
+//!   [`Config::copy_above_loss_ppm`], small sequenced datagrams
+//!   ([`Config::copy_max_bytes`]) to it are sent twice, back to back, so a
+//!   latency-bound exchange rarely waits for a probe (module `redundancy`).
 //! * **Flow control.** A sender keeps at most
 //!   `min(send_window, advertised window)` datagrams beyond the cumulative
 //!   ack; a receiver buffers out-of-order datagrams only inside its window
@@ -78,6 +84,7 @@ mod liveness;
 mod peer;
 mod pull;
 mod recv;
+mod redundancy;
 mod rtt;
 mod send;
 mod seq;

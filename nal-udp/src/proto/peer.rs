@@ -19,10 +19,11 @@ use super::config::{Config, Layout};
 use super::liveness::{PeerWatch, Waiting, WatchOutcome};
 use super::pull::{DataOutcome, PullReceiver, PullReject, PullRequest, PullServer};
 use super::recv::{BufPool, RecvState, Violation};
+use super::redundancy::{self, LossMeter};
 use super::rtt::RttEstimator;
 use super::send::{OutMsg, SegFrame, SendState, TimerOutcome};
 use super::types::{Event, MsgId, PeerId, Sink, Stats};
-use super::wire::{self, Datagram, Frame, FrameOut, HeaderFields, Sack};
+use super::wire::{self, Datagram, Frame, FrameOut, HeaderFields, Sack, Transmission};
 
 /// Endpoint-wide state a peer operation may touch.
 pub(crate) struct Ctx<'a> {
@@ -75,6 +76,13 @@ pub(crate) struct Peer {
     pull_data_at: Option<Instant>,
     /// Alternate pull data and new sequenced frames.
     pull_data_turn: bool,
+    /// How much of what this peer sends us is lost (we report it).
+    loss_meter: LossMeter,
+    /// How much of what we send this peer is lost, as it last reported.
+    peer_loss: u32,
+    /// A sequenced datagram just sent gets a redundant copy next: its
+    /// sequence number, frame, and whether it asked for an immediate ack.
+    copy_due: Option<(u64, SegFrame, bool)>,
 }
 
 impl Peer {
@@ -96,6 +104,9 @@ impl Peer {
             tail_probe_due: false,
             pull_data_at: None,
             pull_data_turn: false,
+            loss_meter: LossMeter::default(),
+            peer_loss: 0,
+            copy_due: None,
         }
     }
 
@@ -145,6 +156,7 @@ impl Peer {
         self.probe_count = 0;
         self.probe_at = None;
         self.watch.heard(now);
+        self.peer_loss = d.loss_report;
         self.send
             .on_ack(now, &d.ack, &mut self.rtt, ctx.cfg, ctx.events, ctx.stats);
         if d.ack.ack_requested {
@@ -153,7 +165,7 @@ impl Peer {
         match d.frame {
             Frame::Ack => {}
             Frame::Msg { seq, .. } | Frame::Frag { seq, .. } | Frame::Rndv { seq, .. } => {
-                self.on_sequenced(now, seq, &d.frame, raw, ctx, sink)
+                self.on_sequenced(now, seq, d, raw, ctx, sink)
             }
             Frame::Done { msg } => {
                 // Acknowledge even a repeated notice: our first answer may
@@ -221,17 +233,23 @@ impl Peer {
         &mut self,
         now: Instant,
         seq: u64,
-        frame: &Frame<'_>,
+        d: &Datagram<'_>,
         raw: &[u8],
         ctx: &mut Ctx<'_>,
         sink: &mut dyn Sink,
     ) {
         use super::seq::SeqClass;
+        let frame = &d.frame;
         match self.recv.win.classify(seq) {
             SeqClass::Duplicate => {
-                // Our ack was probably lost: repeat it now.
                 ctx.stats.dup_drops += 1;
-                self.recv.ack.request_now();
+                // A retransmission we have: our ack was probably lost, so
+                // repeat it now. The copy of an original we have is the
+                // normal case on a lossy path and needs no answer of its
+                // own (the original's ack is on its way).
+                if d.transmission != Transmission::Copy {
+                    self.recv.ack.request_now();
+                }
                 return;
             }
             SeqClass::Beyond => {
@@ -239,7 +257,7 @@ impl Peer {
                 self.recv.ack.request_now();
                 return;
             }
-            SeqClass::New => {}
+            SeqClass::New => self.loss_meter.on_first_arrival(d.transmission),
         }
         let in_order = seq == self.recv.win.rcv_nxt() && !self.recv.win.has_gap();
         self.recv.win.mark(seq);
@@ -432,9 +450,29 @@ impl Peer {
             window: self.recv.win.advertised(),
             sack: &sack,
             ack_requested: self.probe_due || self.watch_probe_due || self.tail_probe_due,
+            transmission: Transmission::Original,
+            loss_report: self.loss_meter.report(),
+        };
+        if let Some((seq, frame, ack_requested)) = self.copy_due.take() {
+            if self.send.is_unacked(seq) {
+                let copy = HeaderFields {
+                    transmission: Transmission::Copy,
+                    ack_requested,
+                    ..hdr
+                };
+                if let Some(n) = self.encode_segment(buf, &copy, seq, frame, ctx.layout) {
+                    ctx.stats.redundant_copies += 1;
+                    return Some(n);
+                }
+            }
+        }
+        let retx = HeaderFields {
+            transmission: Transmission::Retransmission,
+            ..hdr
         };
         while let Some((seq, frame)) = self.send.next_retransmit(now, &self.rtt, ctx.stats) {
-            if let Some(n) = self.encode_segment(buf, &hdr, seq, frame, ctx.layout) {
+            if let Some(n) = self.encode_segment(buf, &retx, seq, frame, ctx.layout) {
+                self.copy_after(seq, frame, hdr.ack_requested, n, ctx.cfg);
                 return Some(n);
             }
         }
@@ -477,6 +515,7 @@ impl Peer {
                 {
                     if let Some(n) = self.encode_segment(buf, &hdr, seq, frame, ctx.layout) {
                         self.pull_data_turn = true;
+                        self.copy_after(seq, frame, hdr.ack_requested, n, ctx.cfg);
                         return Some(n);
                     }
                 }
@@ -487,6 +526,21 @@ impl Peer {
             return encode(buf, &hdr, &FrameOut::Ack, |_| {});
         }
         None
+    }
+
+    /// Sequenced datagram `seq` of `len` bytes just went out: have a copy
+    /// follow it if the peer reports loss (module `redundancy`).
+    fn copy_after(
+        &mut self,
+        seq: u64,
+        frame: SegFrame,
+        ack_requested: bool,
+        len: usize,
+        cfg: &Config,
+    ) {
+        if redundancy::wants_copy(self.peer_loss, len, cfg) {
+            self.copy_due = Some((seq, frame, ack_requested));
+        }
     }
 
     fn encode_segment(
@@ -561,20 +615,21 @@ impl Peer {
         }
         self.recv.ack.on_timer(now);
         let may_die = self.watch.silent_for(now, ctx.cfg);
-        let send = self
-            .send
-            .on_timeout(now, &self.rtt, ctx.cfg, ctx.stats, may_die);
-        if send == TimerOutcome::Dead {
-            self.kill(ctx, sink);
-            return;
-        }
         // Bulk pull data on the path, ours or the peer's, delays acks by
-        // more than the smallest RTT says: no probes while it may be queued.
+        // more than the smallest RTT says: no probes while it may be
+        // queued, and the retransmission timer waits a little longer.
         let bulk_at = if self.pulls.active() > 0 {
             Some(now)
         } else {
             self.pull_data_at
         };
+        let send = self
+            .send
+            .on_timeout(now, &self.rtt, ctx.cfg, ctx.stats, may_die, bulk_at);
+        if send == TimerOutcome::Dead {
+            self.kill(ctx, sink);
+            return;
+        }
         if self
             .send
             .on_tail_probe(now, &self.rtt, ctx.cfg, ctx.stats, bulk_at)

@@ -137,6 +137,10 @@ struct Segment {
     probed: bool,
 }
 
+/// How many retransmission intervals a datagram may wait behind pull data
+/// before the timer resends it anyway.
+const BULK_DEFERRALS: u32 = 4;
+
 /// Result of a timer check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TimerOutcome {
@@ -535,6 +539,14 @@ impl SendState {
         None
     }
 
+    /// Whether sequence number `seq` is in flight and not yet
+    /// acknowledged.
+    pub(crate) fn is_unacked(&self, seq: u64) -> bool {
+        seq.checked_sub(self.snd_una)
+            .and_then(|i| self.inflight.get(usize::try_from(i).ok()?))
+            .is_some_and(|s| !s.acked)
+    }
+
     /// Whether the window lets a new frame in.
     pub(crate) fn window_open(&self, cfg: &Config) -> bool {
         self.snd_nxt - self.snd_una < u64::from(cfg.send_window) && self.snd_nxt < self.peer_limit
@@ -625,7 +637,8 @@ impl SendState {
 
     /// Check the retransmission timer. The peer is given up on only when
     /// `may_die` (it has been silent long enough) as well as after
-    /// `max_retransmits` expiries.
+    /// `max_retransmits` expiries. `bulk_at` is the latest time pull data
+    /// may have been on the path (see [`SendState::on_tail_probe`]).
     pub(crate) fn on_timeout(
         &mut self,
         now: Instant,
@@ -633,6 +646,7 @@ impl SendState {
         cfg: &Config,
         stats: &mut Stats,
         may_die: bool,
+        bulk_at: Option<Instant>,
     ) -> TimerOutcome {
         match self.rto_at {
             Some(at) if at <= now => {}
@@ -640,7 +654,22 @@ impl SendState {
         }
         self.rto_at = None;
         self.tlp.disarm();
-        if !self.has_unacked() {
+        let Some(oldest) = self.inflight.iter().find(|s| !s.acked) else {
+            return TimerOutcome::Idle;
+        };
+        // Megabytes of pull data queued ahead of the datagram or its ack
+        // take longer than the timer's floor to drain, and the RTT
+        // estimate knows nothing of that queue: wait one more interval
+        // (no back-off, no count towards death) while a datagram never
+        // resent is young, rather than resend what is only waiting. A lost
+        // datagram is still found by later acknowledgments meanwhile; once
+        // resent, or old, the timer runs its normal course, so a dead peer
+        // is found in the same time.
+        let young = !oldest.retransmitted
+            && now.saturating_duration_since(oldest.sent_at) < rtt.rto() * BULK_DEFERRALS;
+        if young && bulk_at.is_some_and(|b| b >= oldest.sent_at) {
+            stats.rto_deferrals += 1;
+            self.rto_at = Some(now + rtt.backed_off(self.backoff));
             return TimerOutcome::Idle;
         }
         stats.rto_expiries += 1;

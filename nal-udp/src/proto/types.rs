@@ -181,12 +181,19 @@ pub struct Stats {
     pub fast_retransmits: u64,
     /// Retransmission timer expiries.
     pub rto_expiries: u64,
+    /// Retransmission timer expiries put off because pull data may be
+    /// queued ahead of the datagram or its acknowledgment (not counted in
+    /// `rto_expiries`).
+    pub rto_deferrals: u64,
     /// Tail loss probes: the newest unacknowledged datagram sent again
     /// (also counted in `retransmits`) because a flight went unanswered for
     /// about two round trips.
     pub tail_probes: u64,
     /// Datagrams sent asking for an immediate ack (liveness probes).
     pub probes_sent: u64,
+    /// Redundant copies of small sequenced datagrams sent because the peer
+    /// reported loss (not counted in `retransmits`).
+    pub redundant_copies: u64,
     /// Pull requests sent.
     pub pull_requests_sent: u64,
     /// Pull requests repeated for fragments that did not arrive.

@@ -12,14 +12,14 @@
 //! | 0   | 4 | magic `"PUDP"` |
 //! | 4   | 1 | version ([`VERSION`]) |
 //! | 5   | 1 | frame kind ([`Kind`]) |
-//! | 6   | 1 | flags (bit 0: [`FLAG_ACK_REQ`], answer with an ack now) |
+//! | 6   | 1 | flags (bit 0: [`FLAG_ACK_REQ`], answer with an ack now; bit 1: [`FLAG_RETX`], a retransmission; bit 2: [`FLAG_COPY`], a redundant copy) |
 //! | 7   | 1 | SACK length in 64-bit words (0..=[`MAX_SACK_WORDS`]) |
 //! | 8   | 8 | job key |
 //! | 16  | 8 | source peer id |
 //! | 24  | 8 | destination peer id |
 //! | 32  | 8 | cumulative ack: every sequence number below it was received |
 //! | 40  | 4 | window: the sender of this datagram accepts sequence numbers in `[cum_ack, cum_ack + window)` |
-//! | 44  | 4 | reserved, zero |
+//! | 44  | 4 | loss report: the share of sequenced datagrams from this datagram's receiver that this datagram's sender got only through a retransmission or a copy, in units of 1/65536 (at most 65536) |
 //! | 48  | 8·n | SACK: bit `i` (word `i / 64`, bit `i % 64`) set = sequence number `cum_ack + 1 + i` was received |
 //!
 //! Frame bodies (after the SACK):
@@ -50,8 +50,9 @@ use bitvec::order::Lsb0;
 
 /// Magic number at the start of every datagram: ASCII `"PUDP"`.
 pub const MAGIC: [u8; 4] = *b"PUDP";
-/// The protocol version this crate speaks.
-pub const VERSION: u8 = 1;
+/// The protocol version this crate speaks (2: the retransmission and copy
+/// flags and the loss report).
+pub const VERSION: u8 = 2;
 /// Size of the opaque upper-layer header carried by every message.
 pub const HEADER_LEN: usize = 88;
 /// Length of the common header, without the SACK bitmap.
@@ -66,6 +67,14 @@ pub const MAX_MESSAGE_LEN: u64 = portals::wire::MAX_PAYLOAD;
 pub const MAX_WINDOW: u32 = 1 << 20;
 /// Flag: the receiver of this datagram should acknowledge at once (a probe).
 pub const FLAG_ACK_REQ: u8 = 1;
+/// Flag: this sequenced datagram is a retransmission.
+pub const FLAG_RETX: u8 = 2;
+/// Flag: this sequenced datagram is a redundant copy, sent right after its
+/// original because the path loses datagrams.
+pub const FLAG_COPY: u8 = 4;
+/// The loss report that means every datagram was lost (see
+/// [`HeaderFields::loss_report`]).
+pub const LOSS_REPORT_ONE: u32 = 1 << 16;
 
 /// Fixed body length of a `Msg` frame (before its payload chunk).
 pub const MSG_FIXED: usize = 8 + 8 + 8 + 4 + 4 + HEADER_LEN;
@@ -80,7 +89,7 @@ pub const PULL_FIXED: usize = 8 + 8 + 8 + 4 + 4 + 8;
 /// Fixed body length of a `PullData` frame (before its payload chunk).
 pub const PULL_DATA_FIXED: usize = 8 + 8;
 
-const KNOWN_FLAGS: u8 = FLAG_ACK_REQ;
+const KNOWN_FLAGS: u8 = FLAG_ACK_REQ | FLAG_RETX | FLAG_COPY;
 
 // The transport exists to carry portals headers; keep the sizes in lock-step.
 const _: () = assert!(HEADER_LEN == portals::wire::HEADER_LEN);
@@ -275,6 +284,19 @@ impl Frame<'_> {
     }
 }
 
+/// How a sequenced datagram came to be sent (meaningless on the others).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Transmission {
+    /// Its first transmission.
+    #[default]
+    Original,
+    /// Sent again after a loss was presumed (timer, probe, SACK).
+    Retransmission,
+    /// A redundant copy sent right after the original (or after a
+    /// retransmission) on a path that loses datagrams.
+    Copy,
+}
+
 /// A decoded datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Datagram<'a> {
@@ -286,6 +308,10 @@ pub struct Datagram<'a> {
     pub dst: PeerId,
     /// The piggy-backed acknowledgment.
     pub ack: AckInfo,
+    /// Original, retransmission or copy.
+    pub transmission: Transmission,
+    /// The sender's loss report (see [`HeaderFields::loss_report`]).
+    pub loss_report: u32,
     /// The frame.
     pub frame: Frame<'a>,
 }
@@ -376,9 +402,16 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
     if window > MAX_WINDOW {
         return Err(WireError::Invalid("window"));
     }
-    if r.u32()? != 0 {
-        return Err(WireError::Reserved);
+    let loss_report = r.u32()?;
+    if loss_report > LOSS_REPORT_ONE {
+        return Err(WireError::Invalid("loss report"));
     }
+    let transmission = match (flags & FLAG_RETX != 0, flags & FLAG_COPY != 0) {
+        (false, false) => Transmission::Original,
+        (true, false) => Transmission::Retransmission,
+        (false, true) => Transmission::Copy,
+        (true, true) => return Err(WireError::Invalid("retransmission and copy flags")),
+    };
     let mut sack = Sack::ZERO;
     for word in sack.as_raw_mut_slice().iter_mut().take(sack_words) {
         *word = r.u64()?;
@@ -499,6 +532,8 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
         src,
         dst,
         ack,
+        transmission,
+        loss_report,
         frame,
     })
 }
@@ -530,6 +565,15 @@ pub struct HeaderFields<'s> {
     pub sack: &'s Sack,
     /// Ask the receiver for an immediate ack.
     pub ack_requested: bool,
+    /// Original, retransmission or copy (sequenced frames only; the
+    /// others are sent as originals).
+    pub transmission: Transmission,
+    /// The share of the receiver's sequenced datagrams that the sender got
+    /// only through a retransmission or a copy — the loss on the path from
+    /// the receiver to the sender, as the sender measured it — in units of
+    /// 1/65536, at most [`LOSS_REPORT_ONE`]. The receiver sends redundant
+    /// copies when it is high.
+    pub loss_report: u32,
 }
 
 /// Why a frame could not be encoded.
@@ -599,7 +643,12 @@ fn write_common(w: &mut Writer<'_>, h: &HeaderFields<'_>, kind: Kind) -> Result<
     w.put(&MAGIC)?;
     w.u8(VERSION)?;
     w.u8(kind as u8)?;
-    w.u8(if h.ack_requested { FLAG_ACK_REQ } else { 0 })?;
+    let tx = match h.transmission {
+        Transmission::Original => 0,
+        Transmission::Retransmission => FLAG_RETX,
+        Transmission::Copy => FLAG_COPY,
+    };
+    w.u8(if h.ack_requested { FLAG_ACK_REQ } else { 0 } | tx)?;
     // `words <= MAX_SACK_WORDS` because the bitmap has that many words.
     w.u8(words as u8)?;
     w.u64(h.job_key)?;
@@ -607,7 +656,7 @@ fn write_common(w: &mut Writer<'_>, h: &HeaderFields<'_>, kind: Kind) -> Result<
     w.u64(h.dst)?;
     w.u64(h.cum_ack)?;
     w.u32(h.window)?;
-    w.u32(0)?;
+    w.u32(h.loss_report.min(LOSS_REPORT_ONE))?;
     for word in &h.sack.as_raw_slice()[..words] {
         w.u64(*word)?;
     }
@@ -796,6 +845,8 @@ mod tests {
             window: 64,
             sack,
             ack_requested: true,
+            transmission: Transmission::Retransmission,
+            loss_report: 19_661,
         }
     }
 
@@ -815,6 +866,8 @@ mod tests {
         assert_eq!(d.ack.cum_ack, 1000);
         assert_eq!(d.ack.window, 64);
         assert!(d.ack.ack_requested);
+        assert_eq!(d.transmission, Transmission::Retransmission);
+        assert_eq!(d.loss_report, 19_661);
         assert_eq!(d.ack.sack, sack);
         assert_eq!(n, COMMON_LEN + 3 * 8 + body_len(&d.frame));
         assert_eq!(claimed_source(&buf), Some(d.src));
@@ -969,8 +1022,8 @@ mod tests {
             assert!(decode(&good[..cut]).is_err(), "cut {cut}");
         }
         let mut bad = good.clone();
-        bad[4] = 2;
-        assert_eq!(decode(&bad), Err(WireError::BadVersion(2)));
+        bad[4] = 1;
+        assert_eq!(decode(&bad), Err(WireError::BadVersion(1)));
         let mut bad = good.clone();
         bad[5] = 0;
         assert_eq!(decode(&bad), Err(WireError::UnknownKind(0)));
@@ -983,8 +1036,14 @@ mod tests {
         bad[7] = 9;
         assert_eq!(decode(&bad), Err(WireError::Reserved));
         let mut bad = good.clone();
-        bad[44] = 1;
-        assert_eq!(decode(&bad), Err(WireError::Reserved));
+        bad[6] |= FLAG_RETX | FLAG_COPY;
+        assert_eq!(
+            decode(&bad),
+            Err(WireError::Invalid("retransmission and copy flags"))
+        );
+        let mut bad = good.clone();
+        bad[44..48].copy_from_slice(&(LOSS_REPORT_ONE + 1).to_le_bytes());
+        assert_eq!(decode(&bad), Err(WireError::Invalid("loss report")));
         let mut bad = good.clone();
         bad.push(0);
         assert_eq!(decode(&bad), Err(WireError::Trailing));

@@ -270,7 +270,7 @@ fn rto_resends_only_the_oldest_and_backs_off_until_dead() {
         let d = f.s.deadline().unwrap();
         expiries.push(d - at);
         at = d;
-        match f.s.on_timeout(at, &f.rtt, &f.cfg, &mut f.stats, true) {
+        match f.s.on_timeout(at, &f.rtt, &f.cfg, &mut f.stats, true, None) {
             TimerOutcome::Retransmit => {
                 assert_eq!(
                     f.s.next_retransmit(at, &f.rtt, &mut f.stats).map(|x| x.0),
