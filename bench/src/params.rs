@@ -337,7 +337,11 @@ impl Params {
             (Bench::Matchlist, _) => {
                 p.sizes = vec![8];
                 (p.iters, p.warmup, p.posted) = match preset {
-                    Preset::Full => (2000, 200, vec![1, 10, 100, 1000, 10_000]),
+                    Preset::Full => (
+                        2000,
+                        200,
+                        vec![1, 10, 100, 1000, 10_000, 100_000, 1_000_000],
+                    ),
                     Preset::Quick => (200, 20, vec![1, 100, 1000]),
                     Preset::Smoke => (2, 1, vec![1, 10]),
                 };

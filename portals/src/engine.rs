@@ -36,6 +36,7 @@ use slotmap::SlotMap;
 
 mod descriptors;
 mod entries;
+pub(crate) mod index;
 mod queues;
 
 use crate::acl::{AcEntry, AccessControl};
@@ -366,6 +367,8 @@ pub struct Engine {
     job_key: u64,
     limits: NiLimits,
     portals: Vec<MatchList>,
+    /// Per portal: the index that finds the first match (`index`).
+    index: Vec<index::PortalIndex>,
     mes: SlotMap<MeKey, MatchEntry>,
     mds: SlotMap<MdKey, MemoryDescriptor>,
     eqs: SlotMap<EqKey, EventQueue>,
@@ -427,6 +430,9 @@ impl Engine {
             job_key,
             limits,
             portals: vec![MatchList::default(); limits.pt_entries as usize],
+            index: (0..limits.pt_entries)
+                .map(|_| index::PortalIndex::default())
+                .collect(),
             mes: SlotMap::with_key(),
             mds: SlotMap::with_key(),
             eqs: SlotMap::with_key(),
@@ -1298,9 +1304,11 @@ impl Engine {
         }
     }
 
-    /// Walk portal `pt`'s match list in order; the first entry that matches
-    /// and whose descriptor accepts wins. `Err(true)` if some entry matched
-    /// but every matching descriptor rejected.
+    /// The first entry of portal `pt`'s match list, in list order, that
+    /// matches and whose descriptor accepts: the earliest accepting entry
+    /// of the message's bucket in each class of the index, or of the
+    /// unindexed entries before it (see `index`). `Err(true)` if some entry
+    /// matched but every matching descriptor rejected.
     #[inline]
     fn search(
         &self,
@@ -1308,21 +1316,49 @@ impl Engine {
         h: &Header,
         required: MdOptions,
     ) -> std::result::Result<(MdKey, Acceptance), bool> {
+        let idx = &self.index[pt];
+        let mut best: Option<(u64, MdKey, Acceptance)> = None;
         let mut matched = false;
-        let mut cur = self.portals[pt].head;
+        let earlier = |best: &Option<(u64, MdKey, Acceptance)>, label: u64| {
+            best.as_ref().is_none_or(|b| label < b.0)
+        };
+        for class in &idx.classes {
+            let Some(bucket) = class.buckets.get(&class.key(h.src, h.match_bits)) else {
+                continue;
+            };
+            matched = true;
+            let mut cur = Some(bucket.head);
+            while let Some(k) = cur {
+                let me = &self.mes[k];
+                if !earlier(&best, me.label) {
+                    break;
+                }
+                cur = me.sub_next;
+                let Some(mdk) = me.md else { continue };
+                if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
+                    best = Some((me.label, mdk, acc));
+                    break;
+                }
+            }
+        }
+        let mut cur = idx.unindexed.map(|l| l.head);
         while let Some(k) = cur {
             let me = &self.mes[k];
-            cur = me.next;
+            if !earlier(&best, me.label) {
+                break;
+            }
+            cur = me.sub_next;
             if !me.matches(h.src, h.match_bits) {
                 continue;
             }
             matched = true;
             let Some(mdk) = me.md else { continue };
             if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
-                return Ok((mdk, acc));
+                best = Some((me.label, mdk, acc));
+                break;
             }
         }
-        Err(matched)
+        best.map(|(_, mdk, acc)| (mdk, acc)).ok_or(matched)
     }
 
     fn recv_request(

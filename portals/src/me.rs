@@ -1,12 +1,15 @@
 //! Match entries and the per-portal match lists (`ptl_handle_me_t`).
 
+use crate::engine::index::Slot;
 use crate::handle::{MdKey, MeKey};
 use crate::types::{PortalIndex, ProcessId, Unlink};
 
 /// One entry of a portal's match list: the selection criteria and the
 /// memory descriptor that receives what it selects. Entries form a doubly
 /// linked list through their keys so that insertion before/after any entry
-/// and unlinking are O(1) and matching does not allocate.
+/// and unlinking are O(1) and matching does not allocate; each also sits in
+/// one ordered sub-list of the match index (`crate::engine::index`), which
+/// finds the first match without walking the whole list.
 pub(crate) struct MatchEntry {
     pub(crate) pt_index: PortalIndex,
     pub(crate) match_id: ProcessId,
@@ -16,6 +19,13 @@ pub(crate) struct MatchEntry {
     pub(crate) md: Option<MdKey>,
     pub(crate) prev: Option<MeKey>,
     pub(crate) next: Option<MeKey>,
+    /// Increases along the list: the list order, comparable across
+    /// sub-lists.
+    pub(crate) label: u64,
+    /// Which sub-list of the index holds it.
+    pub(crate) slot: Slot,
+    pub(crate) sub_prev: Option<MeKey>,
+    pub(crate) sub_next: Option<MeKey>,
 }
 
 impl MatchEntry {
@@ -50,6 +60,10 @@ mod tests {
             md: None,
             prev: None,
             next: None,
+            label: 0,
+            slot: Slot::None,
+            sub_prev: None,
+            sub_next: None,
         }
     }
 

@@ -3,6 +3,9 @@
 //! reading a list back. Matching an incoming header against the list is the
 //! receive path's (`Engine::recv_header`); the list itself is `crate::me`.
 
+use std::collections::VecDeque;
+
+use super::index::{self, Slot, SubList};
 use super::Engine;
 use crate::error::{PtlError, Result};
 use crate::handle::{MeHandle, MeKey};
@@ -33,6 +36,10 @@ impl Engine {
             md: None,
             prev: None,
             next: None,
+            label: 0,
+            slot: Slot::None,
+            sub_prev: None,
+            sub_next: None,
         }))
     }
 
@@ -56,11 +63,208 @@ impl Engine {
             None => self.portals[pt].tail = Some(k),
         }
         self.portals[pt].len += 1;
+        self.label_me(k);
+        self.index_me(pt, k);
+    }
+
+    /// Give `k`, just linked, a label between its neighbours', making room
+    /// first if their gap is used up.
+    fn label_me(&mut self, k: MeKey) {
+        let label_of = |e: &Self, n: Option<MeKey>| n.map(|n| e.mes[n].label);
+        let (prev, next) = (self.mes[k].prev, self.mes[k].next);
+        let label = match index::label_between(label_of(self, prev), label_of(self, next)) {
+            Some(l) => l,
+            None => {
+                self.make_room(prev, next);
+                index::label_between(label_of(self, prev), label_of(self, next))
+                    .expect("make_room leaves a gap of at least 2")
+            }
+        };
+        self.mes[k].label = label;
+    }
+
+    /// Relabel the smallest window of entries around the gap between
+    /// `prev` and `next` (adjacent, apart from the entry being linked
+    /// between them) whose label range gives each of them a gap at least
+    /// as large as the window, spreading them evenly with one free slot at
+    /// that gap. Windows double, so the cost is amortised over the
+    /// insertions that used the gap up.
+    fn make_room(&mut self, prev: Option<MeKey>, next: Option<MeKey>) {
+        let mut window: VecDeque<MeKey> = prev.into_iter().chain(next).collect();
+        let mut hole = usize::from(prev.is_some());
+        loop {
+            let before = window.front().and_then(|&f| self.mes[f].prev);
+            let after = window.back().and_then(|&b| self.mes[b].next);
+            let lower = before.map_or(0, |b| self.mes[b].label);
+            let upper = after.map_or(u64::MAX, |a| self.mes[a].label);
+            let n = window.len() as u64;
+            let whole_list = before.is_none() && after.is_none();
+            let min_gap = if whole_list { 2 } else { n.max(2) };
+            if let Some((first, gap)) = index::spread(lower, upper, n, min_gap) {
+                for (i, &e) in window.iter().enumerate() {
+                    let slot = i as u64 + u64::from(i >= hole);
+                    self.mes[e].label = first + gap * slot;
+                }
+                return;
+            }
+            // Grow the window by its size on each side.
+            let (mut b, mut a) = (before, after);
+            for _ in 0..window.len() {
+                if let Some(e) = b {
+                    window.push_front(e);
+                    hole += 1;
+                    b = self.mes[e].prev;
+                }
+                if let Some(e) = a {
+                    window.push_back(e);
+                    a = self.mes[e].next;
+                }
+            }
+        }
+    }
+
+    /// Put `k` (labelled) into its sub-list of the index, in label order.
+    fn index_me(&mut self, pt: usize, k: MeKey) {
+        let (match_id, ignore_bits, match_bits, label) = {
+            let e = &self.mes[k];
+            (e.match_id, e.ignore_bits, e.match_bits, e.label)
+        };
+        let slot = self.index[pt].slot_for(match_id, ignore_bits);
+        self.mes[k].slot = slot;
+        let list = match slot {
+            Slot::Indexed {
+                ignore_bits,
+                any_id,
+            } => {
+                let ci = self.index[pt]
+                    .class(ignore_bits, any_id)
+                    .expect("slot_for made the class");
+                let class = &mut self.index[pt].classes[ci];
+                class.len += 1;
+                let key = class.key(match_id, match_bits);
+                class.buckets.get(&key).copied()
+            }
+            _ => self.index[pt].unindexed,
+        };
+        // The entry goes after the last one labelled below it: usually the
+        // tail (entries are mostly appended to their sub-list).
+        let (head, tail) = match list {
+            None => (k, k),
+            Some(SubList { head, tail }) => {
+                let mut after = Some(tail);
+                while let Some(a) = after.filter(|&a| self.mes[a].label > label) {
+                    after = self.mes[a].sub_prev;
+                }
+                let before = match after {
+                    Some(a) => self.mes[a].sub_next,
+                    None => Some(head),
+                };
+                self.mes[k].sub_prev = after;
+                self.mes[k].sub_next = before;
+                if let Some(a) = after {
+                    self.mes[a].sub_next = Some(k);
+                }
+                if let Some(b) = before {
+                    self.mes[b].sub_prev = Some(k);
+                }
+                (
+                    if after.is_none() { k } else { head },
+                    if before.is_none() { k } else { tail },
+                )
+            }
+        };
+        self.set_sub_list(pt, k, Some(SubList { head, tail }));
+    }
+
+    /// Replace the head and tail of the sub-list `k` belongs to (`None`:
+    /// it became empty).
+    fn set_sub_list(&mut self, pt: usize, k: MeKey, list: Option<SubList>) {
+        let e = &self.mes[k];
+        match e.slot {
+            Slot::Indexed {
+                ignore_bits,
+                any_id,
+            } => {
+                let Some(ci) = self.index[pt].class(ignore_bits, any_id) else {
+                    return;
+                };
+                let class = &mut self.index[pt].classes[ci];
+                let key = class.key(e.match_id, e.match_bits);
+                match list {
+                    Some(l) => {
+                        class.buckets.insert(key, l);
+                    }
+                    None => {
+                        class.buckets.remove(&key);
+                    }
+                }
+            }
+            Slot::Unindexed => self.index[pt].unindexed = list,
+            Slot::None => {}
+        }
+    }
+
+    /// Take `k` out of its sub-list of the index.
+    fn unindex_me(&mut self, pt: usize, k: MeKey) {
+        let (sub_prev, sub_next, slot) = {
+            let e = &self.mes[k];
+            (e.sub_prev, e.sub_next, e.slot)
+        };
+        if let Some(p) = sub_prev {
+            self.mes[p].sub_next = sub_next;
+        }
+        if let Some(n) = sub_next {
+            self.mes[n].sub_prev = sub_prev;
+        }
+        let list = match (sub_prev, sub_next) {
+            (None, None) => None,
+            _ => {
+                let current = match slot {
+                    Slot::Indexed {
+                        ignore_bits,
+                        any_id,
+                    } => self.index[pt].class(ignore_bits, any_id).and_then(|ci| {
+                        let c = &self.index[pt].classes[ci];
+                        let e = &self.mes[k];
+                        c.buckets.get(&c.key(e.match_id, e.match_bits)).copied()
+                    }),
+                    _ => self.index[pt].unindexed,
+                };
+                current.map(|l| SubList {
+                    head: if sub_prev.is_none() {
+                        sub_next.unwrap_or(l.head)
+                    } else {
+                        l.head
+                    },
+                    tail: if sub_next.is_none() {
+                        sub_prev.unwrap_or(l.tail)
+                    } else {
+                        l.tail
+                    },
+                })
+            }
+        };
+        self.set_sub_list(pt, k, list);
+        if let Slot::Indexed {
+            ignore_bits,
+            any_id,
+        } = slot
+        {
+            let idx = &mut self.index[pt];
+            if let Some(ci) = idx.class(ignore_bits, any_id) {
+                idx.classes[ci].len -= 1;
+                if idx.classes[ci].len == 0 {
+                    // Free the class for another mask.
+                    idx.classes.swap_remove(ci);
+                }
+            }
+        }
     }
 
     pub(super) fn unlink_me_from_list(&mut self, k: MeKey) -> MatchEntry {
+        let pt = self.mes[k].pt_index.0 as usize;
+        self.unindex_me(pt, k);
         let me = self.mes.remove(k).expect("caller checked the key");
-        let pt = me.pt_index.0 as usize;
         match me.prev {
             Some(p) => self.mes[p].next = me.next,
             None => self.portals[pt].head = me.next,
