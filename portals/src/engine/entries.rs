@@ -52,6 +52,9 @@ impl Engine {
             (Some(b), Position::Before) => (self.mes[b].prev, Some(b)),
             (Some(b), Position::After) => (Some(b), self.mes[b].next),
         };
+        // Labelled before it is linked, so that relabelling around the gap
+        // sees only the entries already there.
+        self.mes[k].label = self.label_between(prev, next);
         self.mes[k].prev = prev;
         self.mes[k].next = next;
         match prev {
@@ -63,29 +66,24 @@ impl Engine {
             None => self.portals[pt].tail = Some(k),
         }
         self.portals[pt].len += 1;
-        self.label_me(k);
         self.index_me(pt, k);
     }
 
-    /// Give `k`, just linked, a label between its neighbours', making room
-    /// first if their gap is used up.
-    fn label_me(&mut self, k: MeKey) {
+    /// A label for an entry about to be linked between the adjacent
+    /// entries `prev` and `next` (`None`: that end of the list), making
+    /// room first if their gap is used up.
+    fn label_between(&mut self, prev: Option<MeKey>, next: Option<MeKey>) -> u64 {
         let label_of = |e: &Self, n: Option<MeKey>| n.map(|n| e.mes[n].label);
-        let (prev, next) = (self.mes[k].prev, self.mes[k].next);
-        let label = match index::label_between(label_of(self, prev), label_of(self, next)) {
-            Some(l) => l,
-            None => {
-                self.make_room(prev, next);
-                index::label_between(label_of(self, prev), label_of(self, next))
-                    .expect("make_room leaves a gap of at least 2")
-            }
-        };
-        self.mes[k].label = label;
+        if let Some(l) = index::label_between(label_of(self, prev), label_of(self, next)) {
+            return l;
+        }
+        self.make_room(prev, next);
+        index::label_between(label_of(self, prev), label_of(self, next))
+            .expect("make_room leaves a gap of at least 2")
     }
 
     /// Relabel the smallest window of entries around the gap between
-    /// `prev` and `next` (adjacent, apart from the entry being linked
-    /// between them) whose label range gives each of them a gap at least
+    /// `prev` and `next` (adjacent in the list) whose label range gives each of them a gap at least
     /// as large as the window, spreading them evenly with one free slot at
     /// that gap. Windows double, so the cost is amortised over the
     /// insertions that used the gap up.
@@ -387,5 +385,62 @@ impl Engine {
             cur = self.mes[k].next;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::NiLimits;
+
+    fn labels(e: &Engine, pt: PortalIndex) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut cur = e.portals[pt.0 as usize].head;
+        while let Some(k) = cur {
+            out.push(e.mes[k].label);
+            cur = e.mes[k].next;
+        }
+        out
+    }
+
+    fn attach(e: &mut Engine, pt: PortalIndex, pos: Position) -> MeHandle {
+        e.me_attach(pt, ProcessId::ANY, 0, u64::MAX, Unlink::Retain, pos)
+            .unwrap()
+    }
+
+    /// Room made at either end of the label space, where one side of the
+    /// gap is the end of the list: the labels stay strictly increasing and
+    /// the new entry lands where it was put.
+    #[test]
+    fn room_is_made_at_both_ends_of_the_label_space() {
+        let pt = PortalIndex(0);
+        let mut e = Engine::new(ProcessId::new(1, 1), 1, NiLimits::default()).unwrap();
+        let a = attach(&mut e, pt, Position::After);
+        let b = attach(&mut e, pt, Position::After);
+        let c = attach(&mut e, pt, Position::After);
+        // Squeeze the list against both ends of the label space.
+        e.mes[a.key].label = 1;
+        e.mes[b.key].label = 2;
+        e.mes[c.key].label = u64::MAX - 1;
+        let head = attach(&mut e, pt, Position::Before);
+        let tail = attach(&mut e, pt, Position::After);
+        let l = labels(&e, pt);
+        assert!(l.windows(2).all(|w| w[0] < w[1]), "{l:?}");
+        let order: Vec<MeKey> = e.match_list(pt).unwrap().iter().map(|h| h.key).collect();
+        assert_eq!(order, vec![head.key, a.key, b.key, c.key, tail.key]);
+        // Between a and b (labels were adjacent) too.
+        let mid = e
+            .me_insert(
+                a,
+                ProcessId::ANY,
+                0,
+                u64::MAX,
+                Unlink::Retain,
+                Position::After,
+            )
+            .unwrap();
+        let l = labels(&e, pt);
+        assert!(l.windows(2).all(|w| w[0] < w[1]), "{l:?}");
+        assert_eq!(e.match_list(pt).unwrap()[2], mid);
     }
 }
