@@ -1194,7 +1194,7 @@ impl Engine {
         let Some(opk) = self.pending_response(h, Awaiting::Ack) else {
             return RecvAction::Discard(0);
         };
-        if hold && self.must_hold(self.ops[opk].md) {
+        if hold && self.must_hold(self.ops[opk].md, h.src) {
             self.status.held_back += 1;
             return RecvAction::Defer;
         }
@@ -1226,7 +1226,7 @@ impl Engine {
         let Some(opk) = self.pending_response(h, Awaiting::Reply) else {
             return RecvAction::Discard(payload);
         };
-        if hold && self.must_hold(self.ops[opk].md) {
+        if hold && self.must_hold(self.ops[opk].md, h.src) {
             self.status.held_back += 1;
             return RecvAction::Defer;
         }
@@ -1353,7 +1353,7 @@ impl Engine {
                 return self.nack(h, payload);
             }
         };
-        if hold && self.must_hold(mdk) {
+        if hold && self.must_hold(mdk, h.src) {
             self.status.held_back += 1;
             return RecvAction::Defer;
         }
