@@ -134,6 +134,28 @@ impl EventQueue {
         (self.held && self.free_unadmitted() >= half) || (self.held_admitted && self.free() >= half)
     }
 
+    /// Add one admission of `who`; true if something was held back (the
+    /// intake should resume: the newly admitted may go in now).
+    pub(crate) fn admit(&mut self, who: ProcessId) -> bool {
+        match self.admitted.iter_mut().find(|(a, _)| *a == who) {
+            Some((_, n)) => *n += 1,
+            None => self.admitted.push((who, 1)),
+        }
+        self.clear_held()
+    }
+
+    /// Take back one admission of `who`; false if it had none.
+    pub(crate) fn unadmit(&mut self, who: ProcessId) -> bool {
+        let Some(i) = self.admitted.iter().position(|(a, _)| *a == who) else {
+            return false;
+        };
+        self.admitted[i].1 -= 1;
+        if self.admitted[i].1 == 0 {
+            self.admitted.swap_remove(i);
+        }
+        true
+    }
+
     /// Forget what was held back: the transport is about to offer it all
     /// again (and whatever is deferred again marks the queue anew).
     pub(crate) fn clear_held(&mut self) -> bool {

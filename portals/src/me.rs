@@ -1,6 +1,6 @@
 //! Match entries and the per-portal match lists (`ptl_handle_me_t`).
 
-use crate::handle::{MdKey, MeKey};
+use crate::handle::{EqKey, MdKey, MeKey};
 use crate::types::{PortalIndex, ProcessId, Unlink};
 
 /// One entry of a portal's match list: the selection criteria and the
@@ -16,6 +16,9 @@ pub(crate) struct MatchEntry {
     pub(crate) md: Option<MdKey>,
     pub(crate) prev: Option<MeKey>,
     pub(crate) next: Option<MeKey>,
+    /// While linked, the entry admits the initiators it accepts to this
+    /// queue (see [`crate::Engine::me_admit`]).
+    pub(crate) admits: Option<EqKey>,
 }
 
 impl MatchEntry {
@@ -50,6 +53,7 @@ mod tests {
             md: None,
             prev: None,
             next: None,
+            admits: None,
         }
     }
 

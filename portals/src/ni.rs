@@ -219,6 +219,12 @@ impl NetworkInterface {
         self.core.with_engine(|e| e.eq_unadmit(eq, who))
     }
 
+    /// Admit the initiators `me` accepts to `eq` while `me` stays linked
+    /// (see [`crate::Engine::me_admit`]).
+    pub fn me_admit(&self, me: MeHandle, eq: EqHandle) -> Result<()> {
+        self.core.with_engine(|e| e.me_admit(me, eq))
+    }
+
     /// Free an event queue (`PtlEQFree`).
     pub fn eq_free(&self, eq: EqHandle) -> Result<()> {
         self.core.with_engine(|e| e.eq_free(eq))

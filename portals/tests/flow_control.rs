@@ -271,3 +271,41 @@ fn any_initiator_admission_and_counted_unadmission() {
     assert!(offer_from(&mut t, Q, 14));
     assert_eq!(t.status().eq_overflows, 0);
 }
+
+#[test]
+fn an_entry_admits_its_initiator_while_linked() {
+    let (mut t, eq) = engine(4, true);
+    assert_eq!(fill_from(&mut t, Q, 0), 3);
+    for _ in 0..3 {
+        t.eq_get_kept(eq).unwrap().unwrap();
+    }
+    assert!(!offer_from(&mut t, P, 10));
+    // A receive from P, posted in front of the catch-all, on another queue:
+    // it waits for bits 99 only.
+    let other = t.eq_alloc(8).unwrap();
+    let first = t.match_list(PT).unwrap()[0];
+    let me = t
+        .me_insert(first, P, 99, 0, Unlink::Unlink, Position::Before)
+        .unwrap();
+    t.md_attach(
+        me,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+            .threshold(Threshold::Count(1))
+            .eq(other),
+        Vec::new(),
+        Unlink::Unlink,
+    )
+    .unwrap();
+    t.me_admit(me, eq).unwrap();
+    assert!(t.me_admit(me, eq).is_err(), "one admission per entry");
+    assert!(t.take_intake_resumed());
+    // P's messages in front of the awaited one get in; Q's do not.
+    assert!(offer_from(&mut t, P, 10));
+    assert!(!offer_from(&mut t, Q, 11));
+    // The awaited message uses the entry up: the admission ends with it.
+    assert!(offer_from(&mut t, P, 99));
+    assert_eq!(t.eq_get(other).unwrap().unwrap().match_bits, 99);
+    assert!(t.eq_unadmit(eq, P).is_err(), "gone with the entry");
+    t.eq_get_kept(eq).unwrap().unwrap();
+    assert!(!offer_from(&mut t, P, 11));
+}

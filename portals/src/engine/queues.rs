@@ -123,12 +123,7 @@ impl Engine {
     /// intake if something was held back, so the transports offer it again.
     pub fn eq_admit(&mut self, eq: EqHandle, who: ProcessId) -> Result<()> {
         let k = self.eq_key(eq)?;
-        let q = &mut self.eqs[k];
-        match q.admitted.iter_mut().find(|(a, _)| *a == who) {
-            Some((_, n)) => *n += 1,
-            None => q.admitted.push((who, 1)),
-        }
-        if q.clear_held() {
+        if self.eqs[k].admit(who) {
             self.intake_resumed = true;
         }
         Ok(())
@@ -139,15 +134,10 @@ impl Engine {
     /// this, so the intake is not resumed.
     pub fn eq_unadmit(&mut self, eq: EqHandle, who: ProcessId) -> Result<()> {
         let k = self.eq_key(eq)?;
-        let q = &mut self.eqs[k];
-        let Some(i) = q.admitted.iter().position(|(a, _)| *a == who) else {
+        if !self.eqs[k].unadmit(who) {
             return Err(PtlError::InvalidArgument(
                 "this initiator is not admitted to the event queue",
             ));
-        };
-        q.admitted[i].1 -= 1;
-        if q.admitted[i].1 == 0 {
-            q.admitted.swap_remove(i);
         }
         Ok(())
     }
