@@ -231,10 +231,11 @@ fn a_flood_never_overflows_small_event_queues_on_any_transport() {
 /// envelopes), on shared memory, TCP and UDP, both progress modes. Three
 /// senders x 2000 small messages to a late receiver that receives round
 /// robin by source: all arrive, in order, and the receiver never saves
-/// more than the cap plus a few envelopes (before, it saved up to all
-/// 6000). Then the head-of-line case a plain cap would deadlock: 500
-/// unreceived messages in front of the one received first, from that
-/// sender and from any source.
+/// more than the cap plus a few envelopes (with the slots not kept, it
+/// saved 5444 at once on shared memory, 2351 over TCP). Then the
+/// head-of-line case a plain cap deadlocks (it did, with kept slots but no
+/// admission): 500 unreceived messages in front of the one received first,
+/// from that sender and from any source.
 #[test]
 fn the_envelope_cap_bounds_saved_envelopes_without_deadlock_on_any_transport() {
     for nal in [NalKind::Shm, NalKind::Tcp, NalKind::Udp] {
