@@ -1159,3 +1159,23 @@ fn finish_status(s: Status) -> Result<Status> {
         Ok(s)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_cap_must_hold_two_events() {
+        let c = |envelopes| {
+            MpiConfig {
+                envelopes,
+                ..MpiConfig::default()
+            }
+            .checked()
+        };
+        assert!(matches!(c(1), Err(MpiError::Init(_))));
+        assert!(matches!(c(0), Err(MpiError::Init(_))));
+        assert_eq!(c(2).map(|c| c.envelopes).ok(), Some(2));
+        assert_eq!(MpiConfig::default().envelopes, 1 << 16);
+    }
+}
