@@ -235,7 +235,7 @@ fn a_flood_never_overflows_small_event_queues_on_any_transport() {
 /// saved 5444 at once on shared memory, 2351 over TCP). Then the
 /// head-of-line case a plain cap deadlocks (it did, with kept slots but no
 /// admission): 500 unreceived messages in front of the one received first,
-/// from that sender and from any source.
+/// from that sender, from any source, and found by a loop of `iprobe`s.
 #[test]
 fn the_envelope_cap_bounds_saved_envelopes_without_deadlock_on_any_transport() {
     for nal in [NalKind::Shm, NalKind::Tcp, NalKind::Udp] {
@@ -254,7 +254,7 @@ fn the_envelope_cap_bounds_saved_envelopes_without_deadlock_on_any_transport() {
             );
             assert_ok(&out, 4, &format!("capflood {nal:?} {p:?}"));
             println!("{nal:?} {p:?}: {}", out.stdout_of(0));
-            for scenario in ["caphol", "caphol_any"] {
+            for scenario in ["caphol", "caphol_any", "capiprobe"] {
                 let out = run_job_limited(
                     env!("CARGO_BIN_EXE_mpi_check"),
                     2,

@@ -80,14 +80,25 @@ pub(crate) fn capflood(u: &Universe, count: usize) -> R<()> {
     Ok(())
 }
 
-/// `caphol` / `caphol_any`: rank 1 sends 500 messages with tag 1, then one
-/// with tag 2; rank 0 (cap [`ENVELOPE_CAP`]) receives the tag-2 one first
-/// — from rank 1, or from any source with `any` — then the 500 in order.
-/// The tag-2 message is held in rank 1's stream behind the others, which
-/// overflow the cap: the receive admits rank 1 (any sender with `any`), so
-/// they get in and it completes. A cap that simply stopped taking messages
-/// would hang here.
-pub(crate) fn caphol(u: &Universe, any: bool) -> R<()> {
+/// How `caphol` looks for its tag-2 message first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum First {
+    /// A receive from rank 1.
+    Recv,
+    /// A receive from any source.
+    AnySource,
+    /// A loop of `iprobe`s from rank 1, then a receive.
+    Iprobe,
+}
+
+/// `caphol` / `caphol_any` / `capiprobe`: rank 1 sends 500 messages with
+/// tag 1, then one with tag 2; rank 0 (cap [`ENVELOPE_CAP`]) receives the
+/// tag-2 one first — from rank 1, from any source, or after `iprobe`s for
+/// it — then the 500 in order. The tag-2 message is held in rank 1's
+/// stream behind the others, which overflow the cap: the receive (or the
+/// probe) admits rank 1 (any sender for any source), so they get in and it
+/// completes. A cap that simply stopped taking messages would hang here.
+pub(crate) fn caphol(u: &Universe, first: First) -> R<()> {
     const N: usize = 500;
     let w = u.world();
     let Some((me, p)) = pair(&w) else {
@@ -111,7 +122,16 @@ pub(crate) fn caphol(u: &Universe, any: bool) -> R<()> {
     }
     std::thread::sleep(Duration::from_millis(200));
     let mut last = vec![0u8; 64];
-    let s = if any {
+    if first == First::Iprobe {
+        let t = Instant::now();
+        while p.immediate_probe_with_tag(2).map_err(e)?.is_none() {
+            ensure(t.elapsed() < Duration::from_secs(30), || {
+                "iprobe never saw the tag-2 message".to_string()
+            })?;
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    let s = if first == First::AnySource {
         w.any_process().receive_into_with_tag(&mut last[..], 2)
     } else {
         p.receive_into_with_tag(&mut last[..], 2)
@@ -128,7 +148,7 @@ pub(crate) fn caphol(u: &Universe, any: bool) -> R<()> {
         })?;
     }
     let st = u.stats();
-    println!("caphol any={any}: {N} + 1 messages, cap {ENVELOPE_CAP}, {st:?}");
+    println!("caphol {first:?}: {N} + 1 messages, cap {ENVELOPE_CAP}, {st:?}");
     w.barrier().map_err(e)?;
     Ok(())
 }
