@@ -75,7 +75,7 @@ pub enum MpiError {
         bytes: usize,
     },
     /// An event queue overflowed; the library lost track of messages. Raise
-    /// the event-queue sizes (`PTL_MPI_EQ_EVENTS`).
+    /// the event-queue sizes (`PTL_MPI_EQ_EVENTS`, `PTL_MPI_ENVELOPES`).
     #[error("event queue overflow ({0} events lost)")]
     EventQueueOverflow(u64),
     /// A ready-mode send arrived with no receive posted (erroneous program):

@@ -363,8 +363,7 @@ pub trait Source {
     /// [`Source::immediate_probe`] with a tag.
     fn immediate_probe_with_tag(&self, tag: Tag) -> Result<Option<Status>> {
         let c = self.comm();
-        c.dev
-            .iprobe(c.ctx, self.source()?.map(|s| s.0), recv_tag(tag)?)
+        c.dev.iprobe(c.ctx, self.source()?, recv_tag(tag)?)
     }
 }
 

@@ -1200,7 +1200,7 @@ impl Engine {
         let Some(opk) = self.pending_response(h, Awaiting::Ack) else {
             return RecvAction::Discard(0);
         };
-        if hold && self.must_hold(self.ops[opk].md) {
+        if hold && self.must_hold(self.ops[opk].md, h.src) {
             self.status.held_back += 1;
             return RecvAction::Defer;
         }
@@ -1232,7 +1232,7 @@ impl Engine {
         let Some(opk) = self.pending_response(h, Awaiting::Reply) else {
             return RecvAction::Discard(payload);
         };
-        if hold && self.must_hold(self.ops[opk].md) {
+        if hold && self.must_hold(self.ops[opk].md, h.src) {
             self.status.held_back += 1;
             return RecvAction::Defer;
         }
@@ -1389,7 +1389,7 @@ impl Engine {
                 return self.nack(h, payload);
             }
         };
-        if hold && self.must_hold(mdk) {
+        if hold && self.must_hold(mdk, h.src) {
             self.status.held_back += 1;
             return RecvAction::Defer;
         }

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 
 use crate::error::{PtlError, Result};
 use crate::event::Event;
+use crate::types::ProcessId;
 
 /// A bounded event ring. Storage is allocated once, at creation. When the
 /// ring is full new events are counted and dropped (the ones already queued
@@ -23,6 +24,19 @@ pub(crate) struct EventQueue {
     pub(crate) flow_control: bool,
     /// A request was held back since the queue last had room.
     pub(crate) held: bool,
+    /// An *admitted* request was held back for lack of real ring room
+    /// (kept slots do not count against it): it may go in as soon as the
+    /// ring drains, whatever the kept slots.
+    pub(crate) held_admitted: bool,
+    /// Slots of events the reader took with [`crate::Engine::eq_get_kept`]
+    /// and has not given back yet: they count against the room of
+    /// requests from initiators that are not admitted.
+    pub(crate) kept: usize,
+    /// Initiators whose requests ignore the kept slots (they still need
+    /// real ring room), each with a reference count. Small and changed
+    /// only by the reader (see [`crate::Engine::eq_admit`]), so a linear
+    /// scan on the receive path costs less than a map.
+    pub(crate) admitted: Vec<(ProcessId, u32)>,
     /// Flow-controlled only: events of the process's own operations (sent,
     /// ack, reply, unlink) that found the ring full, in order, moved into
     /// it as it drains. Bounded by the operations the process started
@@ -40,6 +54,9 @@ impl EventQueue {
             in_flight: 0,
             flow_control: false,
             held: false,
+            held_admitted: false,
+            kept: 0,
+            admitted: Vec::new(),
             backlog: VecDeque::new(),
         }
     }
@@ -95,11 +112,57 @@ impl EventQueue {
             .saturating_sub(2 * self.in_flight as usize)
     }
 
+    /// Room for a request from an initiator that is not admitted: the free
+    /// slots less the ones the reader keeps.
+    pub(crate) fn free_unadmitted(&self) -> usize {
+        self.free().saturating_sub(self.kept)
+    }
+
+    /// True if requests from `who` ignore the kept slots.
+    #[inline]
+    pub(crate) fn admits(&self, who: ProcessId) -> bool {
+        self.admitted.iter().any(|(a, _)| a.accepts(who))
+    }
+
     /// A held-back request may be offered again: the queue has drained to
     /// half its capacity (hysteresis, so that a reader taking one event at
-    /// a time does not wake the transport for each).
+    /// a time does not wake the transport for each) — counting kept slots
+    /// as taken for the requests held because of them, and only the ring
+    /// for admitted requests held for lack of ring room.
     pub(crate) fn resume_due(&self) -> bool {
-        self.held && self.free() >= self.capacity.div_ceil(2).max(2)
+        let half = self.capacity.div_ceil(2).max(2);
+        (self.held && self.free_unadmitted() >= half) || (self.held_admitted && self.free() >= half)
+    }
+
+    /// Add one admission of `who`; true if something was held back (the
+    /// intake should resume: the newly admitted may go in now).
+    pub(crate) fn admit(&mut self, who: ProcessId) -> bool {
+        match self.admitted.iter_mut().find(|(a, _)| *a == who) {
+            Some((_, n)) => *n += 1,
+            None => self.admitted.push((who, 1)),
+        }
+        self.clear_held()
+    }
+
+    /// Take back one admission of `who`; false if it had none.
+    pub(crate) fn unadmit(&mut self, who: ProcessId) -> bool {
+        let Some(i) = self.admitted.iter().position(|(a, _)| *a == who) else {
+            return false;
+        };
+        self.admitted[i].1 -= 1;
+        if self.admitted[i].1 == 0 {
+            self.admitted.swap_remove(i);
+        }
+        true
+    }
+
+    /// Forget what was held back: the transport is about to offer it all
+    /// again (and whatever is deferred again marks the queue anew).
+    pub(crate) fn clear_held(&mut self) -> bool {
+        let was = self.held || self.held_admitted;
+        self.held = false;
+        self.held_admitted = false;
+        was
     }
 
     pub(crate) fn len(&self) -> usize {

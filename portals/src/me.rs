@@ -1,7 +1,7 @@
 //! Match entries and the per-portal match lists (`ptl_handle_me_t`).
 
 use crate::engine::index::Slot;
-use crate::handle::{MdKey, MeKey};
+use crate::handle::{EqKey, MdKey, MeKey};
 use crate::types::{PortalIndex, ProcessId, Unlink};
 
 /// One entry of a portal's match list: the selection criteria and the
@@ -26,6 +26,9 @@ pub(crate) struct MatchEntry {
     pub(crate) slot: Slot,
     pub(crate) sub_prev: Option<MeKey>,
     pub(crate) sub_next: Option<MeKey>,
+    /// While linked, the entry admits the initiators it accepts to this
+    /// queue (see [`crate::Engine::me_admit`]).
+    pub(crate) admits: Option<EqKey>,
 }
 
 impl MatchEntry {
@@ -64,6 +67,7 @@ mod tests {
             slot: Slot::None,
             sub_prev: None,
             sub_next: None,
+            admits: None,
         }
     }
 

@@ -192,6 +192,39 @@ impl NetworkInterface {
         self.core.with_engine(|e| e.eq_set_flow_control(eq, on))
     }
 
+    /// Take the oldest event and keep its slot counted against the room of
+    /// initiators that are not admitted (see [`crate::Engine::eq_get_kept`]).
+    pub fn eq_get_kept(&self, eq: EqHandle) -> Result<Option<Event>> {
+        self.core.with_engine(|e| e.eq_get_kept(eq))
+    }
+
+    /// Give back `n` kept slots (see [`crate::Engine::eq_release_kept`]).
+    pub fn eq_release_kept(&self, eq: EqHandle, n: usize) -> Result<()> {
+        self.core.with_engine(|e| e.eq_release_kept(eq, n))
+    }
+
+    /// Slots of `eq` kept by its reader (see [`crate::Engine::eq_kept`]).
+    pub fn eq_kept(&self, eq: EqHandle) -> Result<usize> {
+        self.core.with_engine(|e| e.eq_kept(eq))
+    }
+
+    /// Let the requests of `who` (wildcards allowed) past the kept slots of
+    /// `eq` (see [`crate::Engine::eq_admit`]).
+    pub fn eq_admit(&self, eq: EqHandle, who: ProcessId) -> Result<()> {
+        self.core.with_engine(|e| e.eq_admit(eq, who))
+    }
+
+    /// Take back one admission of `who` (see [`crate::Engine::eq_unadmit`]).
+    pub fn eq_unadmit(&self, eq: EqHandle, who: ProcessId) -> Result<()> {
+        self.core.with_engine(|e| e.eq_unadmit(eq, who))
+    }
+
+    /// Admit the initiators `me` accepts to `eq` while `me` stays linked
+    /// (see [`crate::Engine::me_admit`]).
+    pub fn me_admit(&self, me: MeHandle, eq: EqHandle) -> Result<()> {
+        self.core.with_engine(|e| e.me_admit(me, eq))
+    }
+
     /// Free an event queue (`PtlEQFree`).
     pub fn eq_free(&self, eq: EqHandle) -> Result<()> {
         self.core.with_engine(|e| e.eq_free(eq))

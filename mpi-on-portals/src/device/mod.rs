@@ -38,6 +38,12 @@
 //!   bytes, a short standard send exposes a library copy (an internal
 //!   request, like a buffered send) and completes at once, so the
 //!   acknowledgment's round trip stays off the caller's path.
+//! * **Envelopes are capped** ([`MpiConfig::envelopes`]): the unexpected
+//!   queue keeps a slot per saved envelope (`saved.rs`), so senders beyond
+//!   the cap wait in their transports; whoever this process waits for — a
+//!   posted receive's source, a send's target, a pull's source, a probe's
+//!   source — is admitted past the cap, so the messages in front of the
+//!   awaited one get in and no wait deadlocks (docs/ARCHITECTURE.md).
 //! * Long messages are put eagerly with an acknowledgment requested. Expected,
 //!   the acknowledgment carries the length and the send is done; unexpected,
 //!   the long-unexpected entry accepts zero bytes and the receiver later gets
@@ -70,7 +76,7 @@
 //! from any source on a communicator with a dead member (ULFM's
 //! `MPI_ERR_PROC_FAILED_PENDING`), once no saved message matches it.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
@@ -89,11 +95,13 @@ mod failure;
 mod pool;
 mod probe;
 mod recv;
+mod saved;
 mod send;
 
 use completion::released;
 use failure::{dead_member, dead_peer, gone, gone_any};
 use pool::{Pool, Unexpected};
+use saved::SavedEnvelopes;
 
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
@@ -157,10 +165,22 @@ pub struct MpiConfig {
     /// The pool grows up to this many buffers when messages arrive faster
     /// than they are received (`PTL_MPI_UNEXPECTED_MAX`).
     pub unexpected_max: usize,
-    /// Capacity of each event queue (`PTL_MPI_EQ_EVENTS`, at least 2). Both
-    /// queues are flow-controlled: when one is full, arriving messages wait
-    /// in the transport (their senders held back) until it is drained.
+    /// Capacity of the request event queue (`PTL_MPI_EQ_EVENTS`, at least
+    /// 2): completions of this process's own operations. Flow-controlled:
+    /// when it is full, arriving acknowledgments and replies wait in the
+    /// transport until it is drained.
     pub eq_events: usize,
+    /// The cap on unexpected messages held as envelopes
+    /// (`PTL_MPI_ENVELOPES`, at least 2, default 65 536): the capacity of
+    /// the unexpected event queue, whose slots stay taken while their
+    /// envelopes are saved (see `device/saved.rs`). Beyond it, senders are
+    /// held back in their transport until receives take envelopes — except
+    /// a sender that a posted receive or a probe waits for, which is let in
+    /// (the messages in front of the awaited one must get in for it to
+    /// arrive), so the cap can be exceeded by the messages a waiting
+    /// receive's sender has queued in front of the one it waits for.
+    /// Each envelope costs about 170 bytes.
+    pub envelopes: usize,
     /// Bytes of library copies that short standard sends may hold
     /// (`PTL_MPI_EAGER_COPY`). Such a send must keep its data until the
     /// receiver acknowledges it (see the module docs); within this budget
@@ -179,6 +199,7 @@ impl Default for MpiConfig {
             unexpected_buffers: 3,
             unexpected_max: 32,
             eq_events: 1 << 16,
+            envelopes: 1 << 16,
             eager_copy: 16 << 20,
         }
     }
@@ -201,6 +222,7 @@ impl MpiConfig {
         get("PTL_MPI_UNEXPECTED_BUFFERS", &mut c.unexpected_buffers)?;
         get("PTL_MPI_UNEXPECTED_MAX", &mut c.unexpected_max)?;
         get("PTL_MPI_EQ_EVENTS", &mut c.eq_events)?;
+        get("PTL_MPI_ENVELOPES", &mut c.envelopes)?;
         get("PTL_MPI_EAGER_COPY", &mut c.eager_copy)?;
         c.checked()
     }
@@ -219,6 +241,12 @@ impl MpiConfig {
         if self.eq_events < 2 {
             return Err(MpiError::Init(
                 "event queues need room for at least two events".into(),
+            ));
+        }
+        if self.envelopes < 2 {
+            return Err(MpiError::Init(
+                "PTL_MPI_ENVELOPES must be at least 2 (the unexpected queue needs room for two events)"
+                    .into(),
             ));
         }
         self.unexpected_buffers = self.unexpected_buffers.max(1);
@@ -246,6 +274,10 @@ pub struct MpiStats {
     /// (all full, the pool at its cap): accepted as zero bytes and fetched
     /// from the sender's read portal when received.
     pub unexpected_pulled: u64,
+    /// The most unexpected-message envelopes saved at once. Bounded by
+    /// [`MpiConfig::envelopes`], plus the messages a waiting receive's (or
+    /// probe's) sender had in front of the awaited one.
+    pub saved_peak: u64,
 }
 
 /// Send modes.
@@ -341,12 +373,20 @@ struct Req {
     copy_len: usize,
     /// Peer world rank, for error messages.
     peer: u32,
+    /// A pull's source, admitted past the envelope cap until the request
+    /// has its result (see [`Device::admit_for_reply`]).
+    admits: Option<ProcessId>,
 }
 
 struct State {
     reqs: Slab<Req>,
     next_gen: u32,
-    saved: VecDeque<Unexpected>,
+    saved: SavedEnvelopes,
+    /// Sources (a process, or any) admitted past the envelope cap by a
+    /// probe that found nothing: a repeated `iprobe` must be able to reach
+    /// a message queued behind others of its sender. Kept until a probe or
+    /// a receive from the same source finds its message (see `probe.rs`).
+    probe_admits: Vec<ProcessId>,
     next_bits: u64,
     fatal: Option<MpiError>,
     bsend_attached: usize,
@@ -424,6 +464,9 @@ impl DerefMut for StateGuard<'_> {
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
+        // Slots of envelopes taken while locked go back to the engine
+        // before anyone can wait on the state again.
+        self.sh.flush_kept(self.core, &mut self.g);
         // SAFETY: `g` is dropped exactly once, here, and not used after.
         unsafe { ManuallyDrop::drop(&mut self.g) };
         self.sh.after_unlock(self.core);
@@ -440,6 +483,18 @@ impl Shared {
             sh: self,
             core,
             g: ManuallyDrop::new(self.st.lock().unwrap_or_else(|p| p.into_inner())),
+        }
+    }
+
+    /// Give the engine back the unexpected-queue slots of envelopes (and
+    /// events) the state let go of (see `saved.rs`); which may let held
+    /// senders in again.
+    fn flush_kept(&self, core: &NiCore, st: &mut State) {
+        let n = st.saved.take_released();
+        if n > 0 {
+            if let Err(e) = core.with_engine(|e| e.eq_release_kept(self.unexp_eq, n)) {
+                st.fatal.get_or_insert(ptl(e));
+            }
         }
     }
 
@@ -470,7 +525,7 @@ impl Device {
         let cfg = cfg.checked()?;
         let ni = job.ni();
         let req_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
-        let unexp_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
+        let unexp_eq = ni.eq_alloc(cfg.envelopes).map_err(ptl)?;
         // Flow control: a message that would overflow a queue waits in the
         // transport (its sender held back) until a drain makes room, so a
         // flood of envelopes never turns into `EventQueueOverflow`.
@@ -559,7 +614,8 @@ impl Device {
             st: Mutex::new(State {
                 reqs: Slab::new(),
                 next_gen: 1,
-                saved: VecDeque::new(),
+                saved: SavedEnvelopes::default(),
+                probe_admits: Vec::new(),
                 next_bits: 1,
                 fatal: None,
                 bsend_attached: 0,
@@ -650,13 +706,13 @@ impl Device {
         // giving up on a peer is queued by then, and handled first.
         let failures = self.ni().failed_peer_count();
         loop {
-            let unexpected = self.take_event(st, self.unexp_eq);
+            let unexpected = self.take_event(st, self.unexp_eq, true);
             if let Some(ev) = &unexpected {
                 if let Err(e) = self.sh.on_unexpected(self.core(), st, ev) {
                     st.fatal.get_or_insert(e);
                 }
             }
-            let request = self.take_event(st, self.req_eq);
+            let request = self.take_event(st, self.req_eq, false);
             if let Some(ev) = &request {
                 self.on_request(st, ev);
             }
@@ -679,13 +735,20 @@ impl Device {
                 self.finish(st, id);
             }
         }
+        self.sh.flush_kept(self.core(), st);
     }
 
     /// The next event of `eq`; an overflow is fatal (and reported once, so
-    /// the kept events follow).
-    fn take_event(&self, st: &mut State, eq: EqHandle) -> Option<Event> {
+    /// the kept events follow). With `kept`, the event's slot stays taken
+    /// (the unexpected queue: see `saved.rs`).
+    fn take_event(&self, st: &mut State, eq: EqHandle, kept: bool) -> Option<Event> {
         loop {
-            match self.ni().eq_get(eq) {
+            let got = if kept {
+                self.ni().eq_get_kept(eq)
+            } else {
+                self.ni().eq_get(eq)
+            };
+            match got {
                 Ok(ev) => return ev,
                 Err(PtlError::EqDropped { dropped }) => {
                     st.fatal
@@ -805,6 +868,7 @@ impl Device {
                         )
                         .map_err(ptl)?;
                     r.md = Some(md);
+                    self.admit_for_reply(st, id, initiator)?;
                     ni.get(md, &Remote::new(initiator, READ_PT, hdr))
                         .map_err(ptl)?;
                     return Ok(());
@@ -840,6 +904,22 @@ impl Device {
         Ok(())
     }
 
+    /// Request `id` gets data from `who` (a pull): admit `who` past the
+    /// envelope cap until the request has its result. The reply comes in
+    /// `who`'s ordered stream to us, and may be behind messages of `who`
+    /// held back at the cap — which nothing else would let in when the
+    /// receive was matched from a saved envelope (no entry waits then).
+    fn admit_for_reply(&self, st: &mut State, id: ReqId, who: ProcessId) -> Result<()> {
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return Ok(());
+        };
+        if r.admits.is_none() {
+            self.ni().eq_admit(self.unexp_eq, who).map_err(ptl)?;
+            r.admits = Some(who);
+        }
+        Ok(())
+    }
+
     /// Request `id` has its result: unlink what it still holds in the engine
     /// so that the user's buffer is free before anyone can see it complete.
     /// What a transfer still uses is retried at the next drain (the request
@@ -850,6 +930,12 @@ impl Device {
         let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
             return;
         };
+        // The result is known: nothing more is awaited from the peer.
+        if let Some(who) = r.admits.take() {
+            if let Err(e) = ni.eq_unadmit(self.unexp_eq, who) {
+                tracing::warn!(error = %e, "could not end a pull's admission");
+            }
+        }
         // Unlinking the entry also unlinks a descriptor attached to it; the
         // explicit descriptor unlinks then find nothing, which is fine.
         for slot in [&mut r.me, &mut r.read_me] {
@@ -927,6 +1013,7 @@ impl Device {
             bsend_len: 0,
             copy_len: 0,
             peer,
+            admits: None,
         }) as u32;
         ReqId { idx, gen }
     }
@@ -973,14 +1060,9 @@ impl Device {
         self.poll();
         let mut st = self.lock();
         self.drain(&mut st);
-        let mut stale = Vec::new();
-        st.saved.retain(|u| {
-            let mine = bits::decode(u.bits).ctx as usize & !1 == id;
-            if mine {
-                stale.push(*u);
-            }
-            !mine
-        });
+        let stale = st
+            .saved
+            .take_if(|u| bits::decode(u.bits).ctx as usize & !1 == id);
         for u in stale {
             tracing::debug!(
                 context = id,
@@ -1018,6 +1100,7 @@ impl Device {
         self.drain(&mut st);
         let mut stats = st.stats;
         stats.buffers_grown += self.sh.pool().grown_early;
+        stats.saved_peak = st.saved.peak() as u64;
         stats
     }
 
@@ -1074,5 +1157,25 @@ fn finish_status(s: Status) -> Result<Status> {
         Err(MpiError::Truncated(s))
     } else {
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_cap_must_hold_two_events() {
+        let c = |envelopes| {
+            MpiConfig {
+                envelopes,
+                ..MpiConfig::default()
+            }
+            .checked()
+        };
+        assert!(matches!(c(1), Err(MpiError::Init(_))));
+        assert!(matches!(c(0), Err(MpiError::Init(_))));
+        assert_eq!(c(2).map(|c| c.envelopes).ok(), Some(2));
+        assert_eq!(MpiConfig::default().envelopes, 1 << 16);
     }
 }

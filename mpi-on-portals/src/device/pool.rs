@@ -191,6 +191,7 @@ impl Shared {
             };
             self.service.store(false, Ordering::SeqCst);
             let took = self.drain_unexpected(core, &mut g);
+            self.flush_kept(core, &mut g);
             drop(g);
             if took {
                 // A prober sleeping on the queue finds it empty now: wake it
@@ -205,11 +206,12 @@ impl Shared {
     }
 
     /// Handle every event of the unexpected queue (no sends, no progress:
-    /// safe inside an unlink hook). True if there was any.
+    /// safe inside an unlink hook), keeping their slots as the device's
+    /// drain does (see `saved.rs`). True if there was any.
     pub(super) fn drain_unexpected(&self, core: &NiCore, st: &mut State) -> bool {
         let mut took = false;
         loop {
-            match core.with_engine(|e| e.eq_get(self.unexp_eq)) {
+            match core.with_engine(|e| e.eq_get_kept(self.unexp_eq)) {
                 Ok(Some(ev)) => {
                     took = true;
                     if let Err(e) = self.on_unexpected(core, st, &ev) {
@@ -305,14 +307,40 @@ impl Shared {
         Ok(())
     }
 
+    /// Act on an event taken from the unexpected queue with its slot kept:
+    /// a message is saved (its envelope keeps the slot); anything else gives
+    /// the slot back.
     pub(super) fn on_unexpected(&self, core: &NiCore, st: &mut State, ev: &Event) -> Result<()> {
+        match self.unexpected_event(core, st, ev) {
+            Ok(Some(u)) => {
+                st.saved.push_back(u);
+                Ok(())
+            }
+            Ok(None) => {
+                st.saved.discard_event();
+                Ok(())
+            }
+            Err(e) => {
+                st.saved.discard_event();
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::on_unexpected`]'s work; the envelope to save, if any.
+    fn unexpected_event(
+        &self,
+        core: &NiCore,
+        st: &mut State,
+        ev: &Event,
+    ) -> Result<Option<Unexpected>> {
         let tag = ev.md.user_ptr;
         if tag == DEPARTED {
             // Acted on by `drain`, after the events queued before it.
             if ev.kind == EventKind::Put && ev.fail == FailType::Ok {
                 st.departures_new.push(ev.initiator);
             }
-            return Ok(());
+            return Ok(None);
         }
         match ev.kind {
             EventKind::Put if ev.fail == FailType::Ok => {
@@ -332,7 +360,7 @@ impl Shared {
                     // is lost.
                     st.stats.unexpected_pulled += 1;
                 }
-                st.saved.push_back(Unexpected {
+                return Ok(Some(Unexpected {
                     bits: ev.match_bits,
                     initiator: ev.initiator,
                     hdr_data: ev.hdr_data,
@@ -340,7 +368,7 @@ impl Shared {
                     mlength: ev.mlength,
                     offset: ev.offset,
                     buf,
-                });
+                }));
             }
             // A message whose sender died half-way: it never happened.
             EventKind::Put => {}
@@ -368,6 +396,6 @@ impl Shared {
             }
             _ => {}
         }
-        Ok(())
+        Ok(None)
     }
 }

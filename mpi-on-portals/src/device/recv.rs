@@ -42,6 +42,9 @@ impl Device {
         self.check(&st)?;
         self.drain(&mut st);
         let recv = bits::receive(ctx, src.map(|s| s.0), tag);
+        // A probe's admission of this source ends: the receive waits for
+        // it from now on (and admits it itself if it has to wait).
+        self.end_probe_admission(&mut st, source_id(src));
         let id = self.new_req(&mut st, Kind::Recv, src.map_or(u32::MAX, |s| s.1));
         // 1. Messages already here, oldest first.
         if let Some(pos) = st.saved.iter().position(|u| bits::accepts(recv, u.bits)) {
@@ -69,8 +72,33 @@ impl Device {
         }
         // SAFETY: forwarded from our caller.
         match unsafe { self.post_recv(&mut st, id, recv, src, buf, len) } {
-            Ok(()) => Ok(id),
+            Ok(()) => {
+                self.admit_while_posted(&st, id);
+                Ok(id)
+            }
             Err(e) => self.fail_started(&mut st, id, e),
+        }
+    }
+
+    /// A receive is posted and waits (its entry is in front of the mark):
+    /// admit its source (any, for any source) past the envelope cap until
+    /// the entry is gone — the engine ends the admission when the awaited
+    /// message uses the entry up, or when a cancel or failure unlinks it.
+    ///
+    /// Why: senders held back at the cap hold back everything behind the
+    /// held message too. The messages of this source that do not match the
+    /// receive are exactly the ones in front of the awaited one in the
+    /// source's ordered stream, so they must get in for the receive to
+    /// complete; other senders stay held back. A receive satisfied from the
+    /// saved envelopes never gets here.
+    fn admit_while_posted(&self, st: &State, id: ReqId) {
+        let Some(me) = st.reqs.get(id.idx as usize).and_then(|r| r.me) else {
+            return;
+        };
+        match self.ni().me_admit(me, self.unexp_eq) {
+            // Gone already: the awaited message came meanwhile.
+            Ok(()) | Err(PtlError::InvalidHandle { .. }) => {}
+            Err(e) => tracing::warn!(error = %e, "could not admit a receive's source"),
         }
     }
 
@@ -89,7 +117,7 @@ impl Device {
         len: usize,
     ) -> Result<()> {
         let ni = self.ni();
-        let match_id = src.map_or(ProcessId::ANY, |s| portals_runtime::process_id(s.1));
+        let match_id = source_id(src);
         let me = ni
             .me_insert(
                 self.mark,
@@ -124,7 +152,7 @@ impl Device {
             }
             // Look at what arrived (waiting for a deposit in progress).
             let before = st.saved.len();
-            match ni.eq_wait(self.unexp_eq, Some(Duration::from_secs(60))) {
+            match self.wait_unexpected() {
                 Ok(ev) => self.sh.on_unexpected(self.core(), st, &ev)?,
                 Err(PtlError::EqDropped { dropped }) => {
                     let e = MpiError::EventQueueOverflow(dropped);
@@ -150,6 +178,19 @@ impl Device {
                     unsafe { self.take_unexpected(st, id, u, buf, len)? };
                 }
                 return Ok(());
+            }
+        }
+    }
+
+    /// Wait for the next event of the unexpected queue and take it, keeping
+    /// its slot (see `saved.rs`). Called with the state locked, so nobody
+    /// else takes it first.
+    fn wait_unexpected(&self) -> std::result::Result<portals::Event, PtlError> {
+        let ni = self.ni();
+        loop {
+            ni.eq_block(&[self.unexp_eq], Some(Duration::from_secs(60)))?;
+            if let Some(ev) = ni.eq_get_kept(self.unexp_eq)? {
+                return Ok(ev);
             }
         }
     }
@@ -234,6 +275,7 @@ impl Device {
                 if f.proto == PROTO_SHORT && u.hdr_data & HDR_SYNC != 0 {
                     r.ack_after = Some((u.initiator, u.hdr_data));
                 }
+                self.admit_for_reply(st, id, u.initiator)?;
                 // SAFETY: by our contract. Threshold 1: the reply (a get
                 // request itself counts nothing).
                 let md = unsafe {
@@ -302,6 +344,7 @@ impl Device {
             st.reqs[cid.idx as usize].md = Some(md);
             let remote = Remote::new(to, pt, bits);
             if get {
+                self.admit_for_reply(st, cid, to)?;
                 ni.get(md, &remote).map_err(ptl)
             } else {
                 ni.put(md, AckReq::NoAck, &remote, 0).map_err(ptl)
@@ -311,4 +354,9 @@ impl Device {
             self.abort(st, cid, e);
         }
     }
+}
+
+/// The Portals id of a receive's source: world rank `src.1`, or any.
+pub(super) fn source_id(src: Option<(u32, u32)>) -> ProcessId {
+    src.map_or(ProcessId::ANY, |s| portals_runtime::process_id(s.1))
 }

@@ -133,6 +133,10 @@ impl Device {
                         )
                         .map_err(ptl)?;
                     st.reqs[id.idx as usize].me = Some(me);
+                    // Its acknowledgment or get comes in the target's
+                    // ordered stream to us, maybe behind messages held at
+                    // our envelope cap: admit the target while we wait.
+                    ni.me_admit(me, self.unexp_eq).map_err(ptl)?;
                     // SAFETY: by this function's contract.
                     let md = unsafe {
                         ni.md_attach_raw(
@@ -163,6 +167,9 @@ impl Device {
                         .me_attach(ACK_PT, target, ack_bits, 0, Unlink::Unlink, Position::After)
                         .map_err(ptl)?;
                     st.reqs[id.idx as usize].me = Some(me);
+                    // As above: the acknowledgment may queue behind
+                    // messages held at our envelope cap.
+                    ni.me_admit(me, self.unexp_eq).map_err(ptl)?;
                     let ack_md = ni
                         .md_attach(
                             me,

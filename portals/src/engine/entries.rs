@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use super::index::{self, Slot, SubList};
 use super::Engine;
 use crate::error::{PtlError, Result};
-use crate::handle::{MeHandle, MeKey};
+use crate::handle::{EqHandle, MeHandle, MeKey};
 use crate::me::MatchEntry;
 use crate::types::{PortalIndex, Position, ProcessId, Unlink};
 
@@ -40,6 +40,7 @@ impl Engine {
             slot: Slot::None,
             sub_prev: None,
             sub_next: None,
+            admits: None,
         }))
     }
 
@@ -272,7 +273,36 @@ impl Engine {
             None => self.portals[pt].tail = me.prev,
         }
         self.portals[pt].len -= 1;
+        // The entry no longer waits: its admission ends with it.
+        if let Some(q) = me.admits.and_then(|e| self.eqs.get_mut(e)) {
+            q.unadmit(me.match_id);
+        }
         me
+    }
+
+    /// While `me` stays linked, admit the initiators it accepts (its match
+    /// id, wildcards included) to `eq`, as [`Engine::eq_admit`] does; the
+    /// admission ends by itself when the entry is unlinked — used up by the
+    /// message it waited for, or unlinked by the caller. A Portals
+    /// extension for a reader that keeps event slots: an entry waiting for
+    /// a message from a sender lets the messages in front of it in (see
+    /// [`Engine::eq_admit`]), and the sender is held back again as soon as
+    /// the awaited message matched, not when the reader next runs. One
+    /// admission per entry.
+    pub fn me_admit(&mut self, me: MeHandle, eq: EqHandle) -> Result<()> {
+        let k = self.me_key(me)?;
+        let ek = self.eq_key(eq)?;
+        if self.mes[k].admits.is_some() {
+            return Err(PtlError::InvalidArgument(
+                "the match entry admits its initiators already",
+            ));
+        }
+        self.mes[k].admits = Some(ek);
+        let who = self.mes[k].match_id;
+        if self.eqs[ek].admit(who) {
+            self.intake_resumed = true;
+        }
+        Ok(())
     }
 
     /// Create a match entry and attach it at the head (`Before`) or tail

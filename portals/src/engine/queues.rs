@@ -10,6 +10,7 @@ use crate::error::{PtlError, Result};
 use crate::event::Event;
 use crate::handle::EqHandle;
 use crate::md::MdOptions;
+use crate::types::ProcessId;
 
 impl Engine {
     /// Allocate an event queue holding up to `capacity` events
@@ -34,7 +35,11 @@ impl Engine {
     /// stop producing events.
     pub fn eq_free(&mut self, eq: EqHandle) -> Result<()> {
         let k = self.eq_key(eq)?;
-        if self.eqs.remove(k).is_some_and(|q| q.held) {
+        if self
+            .eqs
+            .remove(k)
+            .is_some_and(|q| q.held || q.held_admitted)
+        {
             self.intake_resumed = true;
         }
         Ok(())
@@ -47,10 +52,94 @@ impl Engine {
         let q = &mut self.eqs[k];
         let r = q.pop();
         if q.resume_due() {
-            q.held = false;
+            q.clear_held();
             self.intake_resumed = true;
         }
         r
+    }
+
+    /// [`Engine::eq_get`], keeping the event's slot: it stays counted
+    /// against the queue's room for requests from initiators that are not
+    /// admitted ([`Engine::eq_admit`]) until [`Engine::eq_release_kept`]
+    /// gives it back. A Portals extension for a reader that keeps something
+    /// per event it took (the MPI library's saved envelopes): with flow
+    /// control on, the queue's capacity then bounds what the reader holds,
+    /// not only what waits in the ring. On an ordinary queue the count is
+    /// kept but changes nothing.
+    pub fn eq_get_kept(&mut self, eq: EqHandle) -> Result<Option<Event>> {
+        let k = self.eq_key(eq)?;
+        let q = &mut self.eqs[k];
+        let r = q.pop();
+        if let Ok(Some(_)) = r {
+            q.kept += 1;
+        }
+        // The ring shrank: an admitted request held for ring room may go in.
+        if q.resume_due() {
+            q.clear_held();
+            self.intake_resumed = true;
+        }
+        r
+    }
+
+    /// Give back `n` slots kept by [`Engine::eq_get_kept`]. Resumes the
+    /// intake if the queue held a request back and now has room for half
+    /// its capacity. Giving back more than is kept is an error (and gives
+    /// back nothing).
+    pub fn eq_release_kept(&mut self, eq: EqHandle, n: usize) -> Result<()> {
+        let k = self.eq_key(eq)?;
+        let q = &mut self.eqs[k];
+        if n > q.kept {
+            return Err(PtlError::InvalidArgument(
+                "released more event-queue slots than were kept",
+            ));
+        }
+        q.kept -= n;
+        if q.resume_due() {
+            q.clear_held();
+            self.intake_resumed = true;
+        }
+        Ok(())
+    }
+
+    /// Slots of `eq` kept by its reader ([`Engine::eq_get_kept`]).
+    pub fn eq_kept(&self, eq: EqHandle) -> Result<usize> {
+        let k = self.eq_key(eq)?;
+        Ok(self.eqs[k].kept)
+    }
+
+    /// Admit the requests of `who` to `eq`: they ignore the slots the
+    /// reader keeps ([`Engine::eq_get_kept`]), though they still need real
+    /// room in the ring (so a flow-controlled queue never overflows).
+    /// `who` may hold wildcards: [`ProcessId::ANY`] admits every
+    /// initiator. Admissions are counted: each needs its own
+    /// [`Engine::eq_unadmit`] with the same `who`.
+    ///
+    /// Why: a reader that keeps slots up to the capacity holds every
+    /// sender back, and a held message stops everything behind it from
+    /// the same sender (see [`Engine::eq_set_flow_control`]). A reader
+    /// that waits for a message from `who` admits it, so the messages in
+    /// front of the awaited one get in and the awaited one is reached,
+    /// while other senders stay held back. Adding an admission resumes the
+    /// intake if something was held back, so the transports offer it again.
+    pub fn eq_admit(&mut self, eq: EqHandle, who: ProcessId) -> Result<()> {
+        let k = self.eq_key(eq)?;
+        if self.eqs[k].admit(who) {
+            self.intake_resumed = true;
+        }
+        Ok(())
+    }
+
+    /// Take back one admission of `who` ([`Engine::eq_admit`]). An error
+    /// if `who` is not admitted. Nothing held back can go in because of
+    /// this, so the intake is not resumed.
+    pub fn eq_unadmit(&mut self, eq: EqHandle, who: ProcessId) -> Result<()> {
+        let k = self.eq_key(eq)?;
+        if !self.eqs[k].unadmit(who) {
+            return Err(PtlError::InvalidArgument(
+                "this initiator is not admitted to the event queue",
+            ));
+        }
+        Ok(())
     }
 
     /// True if `eq_get` would return something (an event or an overflow).
@@ -76,7 +165,7 @@ impl Engine {
             // A transfer that posts no end event frees its reservation
             // without a read: the intake may resume here too.
             if eq.resume_due() {
-                eq.held = false;
+                eq.clear_held();
                 self.intake_resumed = true;
             }
         }
@@ -111,6 +200,12 @@ impl Engine {
     /// is ever dropped from a flow-controlled queue, except through
     /// [`Engine::recv_header_unheld`]. Capacity must be at least 2.
     ///
+    /// A reader may also keep the slots of events it took
+    /// ([`Engine::eq_get_kept`]): requests from initiators it has not
+    /// admitted ([`Engine::eq_admit`]) are then held back once queued,
+    /// promised and kept slots reach the capacity, so the capacity bounds
+    /// what the reader keeps too.
+    ///
     /// The price is head-of-line blocking: a held message stops every later
     /// message from the same peer, whatever its target. A reader waiting for
     /// anything from a peer must therefore keep draining the flow-controlled
@@ -125,15 +220,16 @@ impl Engine {
             ));
         }
         q.flow_control = on;
-        if !on && std::mem::take(&mut q.held) {
+        if !on && q.clear_held() {
             self.intake_resumed = true;
         }
         Ok(())
     }
 
     /// The queue `mdk` posts to is flow-controlled and lacks room for one
-    /// more request: mark it, so that draining it resumes the intake.
-    pub(super) fn must_hold(&mut self, mdk: MdKey) -> bool {
+    /// more request from `src`: mark it, so that draining it resumes the
+    /// intake. Slots the reader keeps count, unless `src` is admitted.
+    pub(super) fn must_hold(&mut self, mdk: MdKey, src: ProcessId) -> bool {
         let Some(d) = self.mds.get(mdk) else {
             return false;
         };
@@ -142,10 +238,18 @@ impl Engine {
         let Some(q) = d.eq.and_then(|e| self.eqs.get_mut(e)) else {
             return false;
         };
-        if !q.flow_control || q.free() >= need {
+        if !q.flow_control || q.free_unadmitted() >= need {
             return false;
         }
-        q.held = true;
+        if q.admits(src) {
+            // Kept slots do not count for it: it waits only for ring room.
+            if q.free() >= need {
+                return false;
+            }
+            q.held_admitted = true;
+        } else {
+            q.held = true;
+        }
         true
     }
 }

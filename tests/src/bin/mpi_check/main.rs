@@ -13,11 +13,13 @@ use mpi_on_portals::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+mod envelopes;
 mod failure;
 mod progress;
 mod semantics;
 mod unexpected;
 
+use envelopes::*;
 use failure::*;
 use progress::*;
 use semantics::*;
@@ -92,6 +94,8 @@ fn main() {
         "overflow" => mpi_on_portals::initialize_with_config(overflow_config()),
         "eqflood" => MpiConfig::from_env()
             .and_then(|c| mpi_on_portals::initialize_with_config(eqflood_config(c))),
+        "capflood" | "caphol" | "caphol_any" | "capiprobe" => MpiConfig::from_env()
+            .and_then(|c| mpi_on_portals::initialize_with_config(cap_config(c))),
         _ => mpi_on_portals::initialize(),
     };
     let u = match init {
@@ -124,6 +128,10 @@ fn main() {
         "heldflood" => heldflood(&u),
         // Far more envelopes than the (small) event queues hold.
         "eqflood" => manyto1(&u, arg(2, 1000) as usize, 16_000, 64),
+        "capflood" => capflood(&u, arg(2, 2000) as usize),
+        "caphol" => caphol(&u, First::Recv),
+        "caphol_any" => caphol(&u, First::AnySource),
+        "capiprobe" => caphol(&u, First::Iprobe),
         "finalize" => finalize(&u),
         "lastlong" => lastlong(&u, args.get(2).map_or("", String::as_str)),
         "soak" => soak(&u, arg(2, 1800), arg(3, 1)),

@@ -57,14 +57,16 @@ pub(crate) fn flood(u: &Universe, bursts: usize) -> R<()> {
 
 /// Configuration of the `overflow` scenario: one tiny unexpected buffer
 /// that cannot grow.
-/// `eqflood`: event queues of 256 events and an 8 MiB pool, so that a
-/// many-to-one flood of a few thousand messages brings far more envelopes
-/// (and acknowledgments to the senders) than a queue holds between two
-/// drains. The queues are flow-controlled: the transport holds the
-/// messages back instead of overflowing them (`EventQueueOverflow` before).
+/// `eqflood`: event queues of 256 events (the unexpected one sized by the
+/// envelope cap) and an 8 MiB pool, so that a many-to-one flood of a few
+/// thousand messages brings far more envelopes (and acknowledgments to the
+/// senders) than a queue holds between two drains. The queues are
+/// flow-controlled: the transport holds the messages back instead of
+/// overflowing them (`EventQueueOverflow` before).
 pub(crate) fn eqflood_config(base: MpiConfig) -> MpiConfig {
     MpiConfig {
         eq_events: 256,
+        envelopes: 256,
         unexpected_max: 4,
         ..base
     }

@@ -1,0 +1,154 @@
+//! The envelope cap (`MpiConfig::envelopes`, `PTL_MPI_ENVELOPES`): saved
+//! unexpected envelopes stay bounded by flow control, and the receives that
+//! a naive cap would deadlock still complete (the receiver admits the
+//! sender it waits for past the cap).
+
+use super::*;
+
+/// The cap of these scenarios.
+pub(crate) const ENVELOPE_CAP: usize = 64;
+
+/// Slack over the cap allowed for the receiver's peak of saved envelopes.
+/// The cap holds for senders the receiver is not waiting for; the one it
+/// waits for is admitted until the awaited message uses the receive's
+/// entry up. In a round robin by source with tags in order, that message
+/// is the sender's next one, so nothing but a message already on its way
+/// (a deposit under way when the entry went) should pass: a few are
+/// allowed.
+const CAP_SLACK: usize = 8;
+
+/// `capflood`, `caphol`, `caphol_any`: the environment's configuration with
+/// [`ENVELOPE_CAP`] envelopes.
+pub(crate) fn cap_config(base: MpiConfig) -> MpiConfig {
+    MpiConfig {
+        envelopes: ENVELOPE_CAP,
+        ..base
+    }
+}
+
+/// Message `i` of sender `r` in `capflood`.
+fn cap_msg(r: Rank, i: usize) -> Vec<u8> {
+    numbered(256, r as usize * 100_000 + i)
+}
+
+/// `capflood`: every other rank sends `count` messages of 256 B (tag = its
+/// index) to rank 0, which starts receiving late and receives round robin
+/// by source. Every message must arrive intact and in order, and rank 0's
+/// peak of saved envelopes must stay within the cap (plus [`CAP_SLACK`]):
+/// without the cap, all `count` × senders would be saved.
+pub(crate) fn capflood(u: &Universe, count: usize) -> R<()> {
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    w.barrier().map_err(e)?;
+    if me != 0 {
+        let msgs: Vec<Vec<u8>> = (0..count).map(|i| cap_msg(me, i)).collect();
+        let p = w.process_at_rank(0);
+        scope(|sc| -> R<()> {
+            let mut reqs = Vec::with_capacity(count);
+            for (i, m) in msgs.iter().enumerate() {
+                reqs.push(p.immediate_send_with_tag(sc, &m[..], i as i32).map_err(e)?);
+            }
+            wait_all(reqs).map_err(e)?;
+            Ok(())
+        })?;
+        w.barrier().map_err(e)?;
+        return Ok(());
+    }
+    // Late: let the senders run into the cap first.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut buf = vec![0u8; 256];
+    for i in 0..count {
+        for r in 1..n {
+            let s = w.process_at_rank(r).receive_into(&mut buf[..]).map_err(e)?;
+            ensure(s.tag() == i as i32 && buf == cap_msg(r, i), || {
+                format!("message {i} of rank {r}: out of order or wrong ({s:?})")
+            })?;
+        }
+    }
+    let st = u.stats();
+    println!(
+        "capflood: {} senders x {count}, cap {ENVELOPE_CAP}, {st:?}",
+        n - 1
+    );
+    ensure(st.saved_peak as usize <= ENVELOPE_CAP + CAP_SLACK, || {
+        format!(
+            "{} envelopes saved at once, cap {ENVELOPE_CAP} + {CAP_SLACK}",
+            st.saved_peak
+        )
+    })?;
+    w.barrier().map_err(e)?;
+    Ok(())
+}
+
+/// How `caphol` looks for its tag-2 message first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum First {
+    /// A receive from rank 1.
+    Recv,
+    /// A receive from any source.
+    AnySource,
+    /// A loop of `iprobe`s from rank 1, then a receive.
+    Iprobe,
+}
+
+/// `caphol` / `caphol_any` / `capiprobe`: rank 1 sends 500 messages with
+/// tag 1, then one with tag 2; rank 0 (cap [`ENVELOPE_CAP`]) receives the
+/// tag-2 one first — from rank 1, from any source, or after `iprobe`s for
+/// it — then the 500 in order. The tag-2 message is held in rank 1's
+/// stream behind the others, which overflow the cap: the receive (or the
+/// probe) admits rank 1 (any sender for any source), so they get in and it
+/// completes. A cap that simply stopped taking messages would hang here.
+pub(crate) fn caphol(u: &Universe, first: First) -> R<()> {
+    const N: usize = 500;
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        w.barrier().map_err(e)?;
+        return Ok(());
+    };
+    if me == 1 {
+        let msgs: Vec<Vec<u8>> = (0..N).map(|i| numbered(1024, i)).collect();
+        let last = pattern(64, 9);
+        scope(|sc| -> R<()> {
+            let mut reqs = Vec::with_capacity(N + 1);
+            for m in &msgs {
+                reqs.push(p.immediate_send_with_tag(sc, &m[..], 1).map_err(e)?);
+            }
+            reqs.push(p.immediate_send_with_tag(sc, &last[..], 2).map_err(e)?);
+            wait_all(reqs).map_err(e)?;
+            Ok(())
+        })?;
+        w.barrier().map_err(e)?;
+        return Ok(());
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut last = vec![0u8; 64];
+    if first == First::Iprobe {
+        let t = Instant::now();
+        while p.immediate_probe_with_tag(2).map_err(e)?.is_none() {
+            ensure(t.elapsed() < Duration::from_secs(30), || {
+                "iprobe never saw the tag-2 message".to_string()
+            })?;
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    let s = if first == First::AnySource {
+        w.any_process().receive_into_with_tag(&mut last[..], 2)
+    } else {
+        p.receive_into_with_tag(&mut last[..], 2)
+    }
+    .map_err(e)?;
+    ensure(s.source_rank() == 1 && last == pattern(64, 9), || {
+        format!("the tag-2 message is wrong ({s:?})")
+    })?;
+    let mut buf = vec![0u8; 1024];
+    for i in 0..N {
+        let s = p.receive_into_with_tag(&mut buf[..], 1).map_err(e)?;
+        ensure(buf == numbered(1024, i), || {
+            format!("message {i}: out of order or wrong ({s:?})")
+        })?;
+    }
+    let st = u.stats();
+    println!("caphol {first:?}: {N} + 1 messages, cap {ENVELOPE_CAP}, {st:?}");
+    w.barrier().map_err(e)?;
+    Ok(())
+}
