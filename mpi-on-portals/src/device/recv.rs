@@ -72,33 +72,8 @@ impl Device {
         }
         // SAFETY: forwarded from our caller.
         match unsafe { self.post_recv(&mut st, id, recv, src, buf, len) } {
-            Ok(()) => {
-                self.admit_while_posted(&st, id);
-                Ok(id)
-            }
+            Ok(()) => Ok(id),
             Err(e) => self.fail_started(&mut st, id, e),
-        }
-    }
-
-    /// A receive is posted and waits (its entry is in front of the mark):
-    /// admit its source (any, for any source) past the envelope cap until
-    /// the entry is gone — the engine ends the admission when the awaited
-    /// message uses the entry up, or when a cancel or failure unlinks it.
-    ///
-    /// Why: senders held back at the cap hold back everything behind the
-    /// held message too. The messages of this source that do not match the
-    /// receive are exactly the ones in front of the awaited one in the
-    /// source's ordered stream, so they must get in for the receive to
-    /// complete; other senders stay held back. A receive satisfied from the
-    /// saved envelopes never gets here.
-    fn admit_while_posted(&self, st: &State, id: ReqId) {
-        let Some(me) = st.reqs.get(id.idx as usize).and_then(|r| r.me) else {
-            return;
-        };
-        match self.ni().me_admit(me, self.unexp_eq) {
-            // Gone already: the awaited message came meanwhile.
-            Ok(()) | Err(PtlError::InvalidHandle { .. }) => {}
-            Err(e) => tracing::warn!(error = %e, "could not admit a receive's source"),
         }
     }
 
@@ -118,15 +93,30 @@ impl Device {
     ) -> Result<()> {
         let ni = self.ni();
         let match_id = source_id(src);
-        let me = ni
-            .me_insert(
-                self.mark,
-                match_id,
-                recv.0,
-                recv.1,
-                Unlink::Unlink,
-                Position::Before,
-            )
+        // The entry admits its source (any, for any source) past the
+        // envelope cap while it is linked: the engine ends the admission
+        // when the awaited message uses the entry up, or when a cancel or
+        // failure unlinks it. Why: senders held back at the cap hold back
+        // everything behind the held message too; the messages of this
+        // source that do not match the receive are exactly the ones in
+        // front of the awaited one in its ordered stream, so they must get
+        // in for the receive to complete, while other senders stay held
+        // back. In the insert's own engine call: no extra lock per receive.
+        let unexp_eq = self.unexp_eq;
+        let me = self
+            .core()
+            .with_engine(|e| {
+                let me = e.me_insert(
+                    self.mark,
+                    match_id,
+                    recv.0,
+                    recv.1,
+                    Unlink::Unlink,
+                    Position::Before,
+                )?;
+                e.me_admit(me, unexp_eq)?;
+                Ok(me)
+            })
             .map_err(ptl)?;
         st.reqs[id.idx as usize].me = Some(me);
         let up = id.user_ptr();

@@ -122,21 +122,14 @@ impl Device {
                     // receiver tells it from one sent with no exposure.
                     let flag = if kind == Kind::SendShort { HDR_READ } else { 0 };
                     let read_bits = Self::unique_bits(&mut st) | flag;
-                    let me = ni
-                        .me_attach(
-                            READ_PT,
-                            target,
-                            read_bits,
-                            0,
-                            Unlink::Unlink,
-                            Position::After,
-                        )
-                        .map_err(ptl)?;
-                    st.reqs[id.idx as usize].me = Some(me);
                     // Its acknowledgment or get comes in the target's
                     // ordered stream to us, maybe behind messages held at
-                    // our envelope cap: admit the target while we wait.
-                    ni.me_admit(me, self.unexp_eq).map_err(ptl)?;
+                    // our envelope cap: the entry admits the target while
+                    // it is linked (in the attach's engine call).
+                    let me = self
+                        .attach_admitting(READ_PT, target, read_bits)
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
                     // SAFETY: by this function's contract.
                     let md = unsafe {
                         ni.md_attach_raw(
@@ -163,13 +156,12 @@ impl Device {
                     // no acknowledgment: only the receiver's explicit one,
                     // sent once it holds the data, completes the send.
                     let ack_bits = Self::unique_bits(&mut st) | HDR_SYNC | HDR_READ;
-                    let me = ni
-                        .me_attach(ACK_PT, target, ack_bits, 0, Unlink::Unlink, Position::After)
-                        .map_err(ptl)?;
-                    st.reqs[id.idx as usize].me = Some(me);
                     // As above: the acknowledgment may queue behind
                     // messages held at our envelope cap.
-                    ni.me_admit(me, self.unexp_eq).map_err(ptl)?;
+                    let me = self
+                        .attach_admitting(ACK_PT, target, ack_bits)
+                        .map_err(ptl)?;
+                    st.reqs[id.idx as usize].me = Some(me);
                     let ack_md = ni
                         .md_attach(
                             me,
@@ -305,6 +297,24 @@ impl Device {
                 Err(e)
             }
         }
+    }
+
+    /// Attach a send's own entry (read or ack portal, at the tail, unlinked
+    /// when used up) that admits `target` past the envelope cap while it
+    /// is linked — one engine call, so admission costs a send no extra
+    /// lock.
+    fn attach_admitting(
+        &self,
+        pt: portals::PortalIndex,
+        target: portals::ProcessId,
+        bits: u64,
+    ) -> std::result::Result<portals::MeHandle, portals::PtlError> {
+        let unexp_eq = self.unexp_eq;
+        self.core().with_engine(|e| {
+            let me = e.me_attach(pt, target, bits, 0, Unlink::Unlink, Position::After)?;
+            e.me_admit(me, unexp_eq)?;
+            Ok(me)
+        })
     }
 
     /// Match bits for a send's own read- or ack-portal entries: unique
