@@ -93,30 +93,15 @@ impl Device {
     ) -> Result<()> {
         let ni = self.ni();
         let match_id = source_id(src);
-        // The entry admits its source (any, for any source) past the
-        // envelope cap while it is linked: the engine ends the admission
-        // when the awaited message uses the entry up, or when a cancel or
-        // failure unlinks it. Why: senders held back at the cap hold back
-        // everything behind the held message too; the messages of this
-        // source that do not match the receive are exactly the ones in
-        // front of the awaited one in its ordered stream, so they must get
-        // in for the receive to complete, while other senders stay held
-        // back. In the insert's own engine call: no extra lock per receive.
-        let unexp_eq = self.unexp_eq;
-        let me = self
-            .core()
-            .with_engine(|e| {
-                let me = e.me_insert(
-                    self.mark,
-                    match_id,
-                    recv.0,
-                    recv.1,
-                    Unlink::Unlink,
-                    Position::Before,
-                )?;
-                e.me_admit(me, unexp_eq)?;
-                Ok(me)
-            })
+        let me = ni
+            .me_insert(
+                self.mark,
+                match_id,
+                recv.0,
+                recv.1,
+                Unlink::Unlink,
+                Position::Before,
+            )
             .map_err(ptl)?;
         st.reqs[id.idx as usize].me = Some(me);
         let up = id.user_ptr();
@@ -134,9 +119,26 @@ impl Device {
             threshold: Threshold::Count(1),
             ..inactive
         };
+        // Once active, the entry admits its source (any, for any source)
+        // past the envelope cap while it is linked: the engine ends the
+        // admission when the awaited message uses the entry up, or when a
+        // cancel or failure unlinks it. Why: senders held back at the cap
+        // hold back everything behind the held message too; the messages
+        // of this source that do not match the receive are exactly the
+        // ones in front of the awaited one in its ordered stream, so they
+        // must get in for the receive to complete, while other senders
+        // stay held back. Not before it is active: while this loop empties
+        // the queue, an admitted source would keep filling it past the cap
+        // (even the awaited message would land there). In the update's own
+        // engine call: no extra lock per receive.
+        let unexp_eq = self.unexp_eq;
         loop {
-            match ni.md_update(md, Some(&active), Some(self.unexp_eq)) {
-                Ok(_) => return Ok(()),
+            let activated = self.core().with_engine(|e| {
+                e.md_update(md, Some(&active), Some(unexp_eq))?;
+                e.me_admit(me, unexp_eq)
+            });
+            match activated {
+                Ok(()) => return Ok(()),
                 Err(PtlError::MdNoUpdate) => {}
                 Err(e) => return Err(ptl(e)),
             }
