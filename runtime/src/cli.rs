@@ -148,7 +148,7 @@ struct Args {
     /// loopback and is IP-fragmented elsewhere).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(512..=65507))]
     udp_max_datagram: Option<u16>,
-    /// UDP only: while a peer reports losing more than this percentage of
+    /// UDP only: while a peer reports losing at least this percentage of
     /// our datagrams, send each small one (up to 4 KiB: tokens,
     /// acknowledgments) twice, back to back, so a latency-bound exchange
     /// rarely waits for a loss probe; `off` never does (default 2).

@@ -19,7 +19,7 @@
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
 //! | `PTL_UDP_PEER_TIMEOUT` | UDP only: a peer silent this long while a thread waits in the library (probed meanwhile) is declared failed, ms; `0` turns the watch off (see [`nal_udp::UdpConfig::protocol`]) | `10000` |
-//! | `PTL_UDP_COPY_ABOVE` | UDP only: while a peer reports losing more than this percentage of our datagrams, small ones (up to 4 KiB) are sent twice, back to back; `off` never (see [`nal_udp::proto::Config::copy_above_loss_ppm`]) | `2` |
+//! | `PTL_UDP_COPY_ABOVE` | UDP only: while a peer reports losing at least this percentage of our datagrams, small ones (up to 4 KiB) are sent twice, back to back; `off` never (see [`nal_udp::proto::Config::copy_above_loss_ppm`]) | `2` |
 //! | `PTL_UDP_FAULT` | UDP only: inject faults into outgoing datagrams, e.g. `loss=0.05,dup=0.01,reorder=0.02,seed=7` (see [`nal_udp::FaultConfig`]) | (unset: none) |
 //! | `PTL_SNDBUF` | socket send buffer (`SO_SNDBUF`) of each connection, bytes (suffix `K`, `M`, `G`: KiB, MiB, GiB) | (unset: the kernel's autotuning) |
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
