@@ -587,7 +587,7 @@ fn start_server(
         let mut server =
             Proc::start(command(peer, &server_args, cpus.map(|(_, s)| s))).map_err(io)?;
         loop {
-            match listening(port) {
+            match listening_by(server.child.id(), port) {
                 Some(true) => return Ok((server, client_args)),
                 // No /proc/net/tcp to look at: give it a moment instead.
                 None => {
@@ -676,34 +676,55 @@ fn free_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// Whether some socket listens on TCP `port` (any address, IPv4 or 6);
-/// `None` if `/proc/net/tcp*` cannot be read.
-fn listening(port: u16) -> Option<bool> {
+/// Whether process `pid` listens on TCP `port` (any address, IPv4 or 6);
+/// `None` if `/proc` cannot tell. Whose listener it is matters: the port
+/// was free when [`free_port`] asked, but another process may take it
+/// before the server binds. Then the server fails to bind and exits (and
+/// is started again on another port), while "someone listens" would
+/// have sent the client to the other process (seen in CI: `fi_pingpong`'s
+/// server "Address already in use", its client "Connection refused").
+fn listening_by(pid: u32, port: u16) -> Option<bool> {
     let mut readable = false;
+    let mut inodes = Vec::new();
     for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(file) else {
             continue;
         };
         readable = true;
-        if listens_in(&text, port) {
-            return Some(true);
-        }
+        inodes.extend(listen_inodes(&text, port));
     }
-    readable.then_some(false)
+    if !readable {
+        return None;
+    }
+    if inodes.is_empty() {
+        return Some(false);
+    }
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            target
+                .to_str()
+                .and_then(|t| t.strip_prefix("socket:["))
+                .and_then(|t| t.strip_suffix(']'))
+                .and_then(|t| t.parse::<u64>().ok())
+                .is_some_and(|inode| inodes.contains(&inode))
+        })
+    }))
 }
 
-/// Whether a `/proc/net/tcp` table has a LISTEN (`0A`) socket on `port`.
-fn listens_in(table: &str, port: u16) -> bool {
-    table.lines().skip(1).any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() > 3
-            && f[3] == "0A"
-            && f[1]
-                .rsplit(':')
-                .next()
-                .and_then(|p| u16::from_str_radix(p, 16).ok())
-                == Some(port)
-    })
+/// The inodes of the LISTEN (`0A`) sockets on `port` in a `/proc/net/tcp`
+/// table.
+fn listen_inodes(table: &str, port: u16) -> Vec<u64> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let on_port = f.get(1)?.rsplit(':').next()?;
+            (f.get(3) == Some(&"0A") && u16::from_str_radix(on_port, 16).ok()? == port)
+                .then(|| f.get(9)?.parse().ok())?
+        })
+        .collect()
 }
 
 /// The client's figure for `bench`, in the record's unit; bandwidths count
@@ -1054,12 +1075,30 @@ mod tests {
         let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   \
                  0: 00000000:5BA0 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n   \
                  1: 0100007F:1F90 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 2 1\n";
-        assert!(listens_in(t, 0x5BA0));
-        assert!(!listens_in(t, 0x1F90), "established, not listening");
+        assert_eq!(listen_inodes(t, 0x5BA0), vec![1]);
+        assert!(
+            listen_inodes(t, 0x1F90).is_empty(),
+            "established, not listening"
+        );
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("listen");
         let port = l.local_addr().expect("addr").port();
-        assert_ne!(listening(port), Some(false), "our own listener on {port}");
+        let me = std::process::id();
+        assert_ne!(
+            listening_by(me, port),
+            Some(false),
+            "our own listener on {port}"
+        );
+        // Someone else's listener is not ours: pid 1 holds no socket of ours.
+        assert_ne!(
+            listening_by(1, port),
+            Some(true),
+            "pid 1 is not listening on {port}"
+        );
         drop(l);
-        assert_ne!(listening(port), Some(true), "closed listener on {port}");
+        assert_ne!(
+            listening_by(me, port),
+            Some(true),
+            "closed listener on {port}"
+        );
     }
 }
