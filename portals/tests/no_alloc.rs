@@ -53,17 +53,18 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
     let me_id = ProcessId::new(1, 1);
     let mut e = Engine::new(me_id, 9, NiLimits::default()).unwrap();
     let eq = e.eq_alloc(16).unwrap();
-    // 100 non-matching entries in front, so the walk is real.
+    // 100 non-matching entries in front, of both kinds the match index
+    // keeps: keyed in hash buckets (any initiator) and in its ordered
+    // unindexed list (an id wildcarded in one field), which the search
+    // walks up to the entry the buckets found.
     for i in 0..100 {
+        let id = if i % 2 == 0 {
+            ProcessId::ANY
+        } else {
+            ProcessId::new(2, PID_ANY)
+        };
         let me = e
-            .me_attach(
-                pt,
-                ProcessId::ANY,
-                1000 + i,
-                0,
-                Unlink::Retain,
-                Position::After,
-            )
+            .me_attach(pt, id, 1000 + i, 0, Unlink::Retain, Position::After)
             .unwrap();
         e.md_attach(
             me,
