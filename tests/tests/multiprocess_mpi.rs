@@ -208,6 +208,21 @@ fn three_senders_flood_a_late_receiver_far_past_the_pool_cap() {
 /// progress modes; every message checked.
 #[test]
 fn a_flood_never_overflows_small_event_queues_on_any_transport() {
+    on_every_transport(|nal, p, options| {
+        let out = run_job_limited(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            4,
+            &["eqflood", "1000"],
+            options,
+            Duration::from_secs(120),
+        );
+        assert_ok(&out, 4, &format!("eqflood {nal:?} {p:?}"));
+    });
+}
+
+/// Run `f` with the options of every transport (shared memory, TCP, UDP)
+/// in both progress modes.
+fn on_every_transport(mut f: impl FnMut(NalKind, ProgressMode, JobOptions)) {
     for nal in [NalKind::Shm, NalKind::Tcp, NalKind::Udp] {
         for p in MODES {
             let options = JobOptions {
@@ -215,14 +230,7 @@ fn a_flood_never_overflows_small_event_queues_on_any_transport() {
                 progress: p,
                 ..JobOptions::default()
             };
-            let out = run_job_limited(
-                env!("CARGO_BIN_EXE_mpi_check"),
-                4,
-                &["eqflood", "1000"],
-                options,
-                Duration::from_secs(120),
-            );
-            assert_ok(&out, 4, &format!("eqflood {nal:?} {p:?}"));
+            f(nal, p, options);
         }
     }
 }
@@ -238,34 +246,27 @@ fn a_flood_never_overflows_small_event_queues_on_any_transport() {
 /// from that sender, from any source, and found by a loop of `iprobe`s.
 #[test]
 fn the_envelope_cap_bounds_saved_envelopes_without_deadlock_on_any_transport() {
-    for nal in [NalKind::Shm, NalKind::Tcp, NalKind::Udp] {
-        for p in MODES {
-            let options = JobOptions {
-                nal,
-                progress: p,
-                ..JobOptions::default()
-            };
+    on_every_transport(|nal, p, options| {
+        let out = run_job_limited(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            4,
+            &["capflood", "2000"],
+            options.clone(),
+            Duration::from_secs(120),
+        );
+        assert_ok(&out, 4, &format!("capflood {nal:?} {p:?}"));
+        println!("{nal:?} {p:?}: {}", out.stdout_of(0));
+        for scenario in ["caphol", "caphol_any", "capiprobe"] {
             let out = run_job_limited(
                 env!("CARGO_BIN_EXE_mpi_check"),
-                4,
-                &["capflood", "2000"],
+                2,
+                &[scenario],
                 options.clone(),
-                Duration::from_secs(120),
+                Duration::from_secs(60),
             );
-            assert_ok(&out, 4, &format!("capflood {nal:?} {p:?}"));
-            println!("{nal:?} {p:?}: {}", out.stdout_of(0));
-            for scenario in ["caphol", "caphol_any", "capiprobe"] {
-                let out = run_job_limited(
-                    env!("CARGO_BIN_EXE_mpi_check"),
-                    2,
-                    &[scenario],
-                    options.clone(),
-                    Duration::from_secs(60),
-                );
-                assert_ok(&out, 2, &format!("{scenario} {nal:?} {p:?}"));
-            }
+            assert_ok(&out, 2, &format!("{scenario} {nal:?} {p:?}"));
         }
-    }
+    });
 }
 
 /// A receive from any source, posted before the only other member dies,
