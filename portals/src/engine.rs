@@ -20,10 +20,12 @@
 //! engine in a mutex and connects it to a [`crate::Nal`].
 //!
 //! The object operations live beside this file, one kind each:
-//! `engine/entries.rs` (match entries), `engine/descriptors.rs` (memory
-//! descriptors) and `engine/queues.rs` (event queues and flow control);
-//! this file keeps the engine's state, initiating operations and the
-//! receive path.
+//! `engine/entries.rs` (match entries), `engine/index.rs` (finding the
+//! first match), `engine/descriptors.rs` (memory descriptors),
+//! `engine/queues.rs` (event queues and flow control) and
+//! `engine/receive.rs` (incoming headers: matching, deposits, acks and
+//! replies arriving); this file keeps the engine's state, initiating
+//! operations and the completions the transport reports.
 //!
 //! # Memory lent to the transport
 //! A region handed out in a [`RecvAction::Deposit`] or in an [`Outbound`]
@@ -38,16 +40,16 @@ mod descriptors;
 mod entries;
 pub(crate) mod index;
 mod queues;
+mod receive;
 
 use crate::acl::{AcEntry, AccessControl};
 use crate::eq::EventQueue;
 use crate::error::{PtlError, Result};
 use crate::event::{Event, EventKind};
 use crate::handle::{
-    cookie_op, fresh_tag, op_cookie, EqHandle, EqKey, MdHandle, MdKey, MeHandle, MeKey, OpKey,
-    XferKey,
+    fresh_tag, op_cookie, EqHandle, EqKey, MdHandle, MdKey, MeHandle, MeKey, OpKey, XferKey,
 };
-use crate::md::{Acceptance, Access, MdOptions, MdState, MemoryDescriptor};
+use crate::md::{Access, MdOptions, MdState, MemoryDescriptor};
 use crate::me::{MatchEntry, MatchList};
 use crate::types::{AckReq, FailType, PortalIndex, ProcessId, Remote};
 use crate::wire::{Header, Op};
@@ -403,10 +405,6 @@ impl std::fmt::Debug for Engine {
             .finish()
     }
 }
-
-const REQUIRED_PUT: MdOptions = MdOptions::OP_PUT;
-const REQUIRED_GET: MdOptions = MdOptions::OP_GET;
-const REQUIRED_GETPUT: MdOptions = MdOptions::OP_PUT.union(MdOptions::OP_GET);
 
 impl Engine {
     /// A new engine for process `id` of the job identified by `job_key`.
@@ -1142,340 +1140,6 @@ impl Engine {
             let info = self.op_info(opk, 0, FailType::Unreachable);
             self.post(md, kind, &info);
             self.finish_awaiting(opk);
-        }
-    }
-
-    // ----- transport side: incoming headers -------------------------------
-
-    /// Process an incoming header (`PtlPut`/`PtlGet` arriving at the target,
-    /// or an ack/reply arriving at the initiator) and say what to do with the
-    /// payload that follows it.
-    pub fn recv_header(&mut self, h: &Header) -> RecvAction {
-        self.recv_header_with(h, true)
-    }
-
-    /// [`Engine::recv_header`] for a transport that cannot hold a message
-    /// back (in-process delivery inside the sender's call, such as
-    /// [`crate::loopback`] and self-sends): never [`RecvAction::Defer`]; a
-    /// flow-controlled queue without room then overflows as an ordinary
-    /// one does.
-    pub fn recv_header_unheld(&mut self, h: &Header) -> RecvAction {
-        self.recv_header_with(h, false)
-    }
-
-    fn recv_header_with(&mut self, h: &Header, hold: bool) -> RecvAction {
-        let payload = h.payload_len();
-        if h.job_key != self.job_key || h.dst != self.id || !h.src.is_concrete() {
-            self.status.dropped_bad_header += 1;
-            return RecvAction::Discard(payload);
-        }
-        match h.op {
-            Op::Ack => self.recv_ack(h, hold),
-            Op::Reply => self.recv_reply(h, hold),
-            Op::Put => self.recv_request(h, OpKind::Put, REQUIRED_PUT, hold),
-            Op::Get => self.recv_request(h, OpKind::Get, REQUIRED_GET, hold),
-            Op::GetPut => self.recv_request(h, OpKind::GetPut, REQUIRED_GETPUT, hold),
-        }
-    }
-
-    fn pending_response(&mut self, h: &Header, want: Awaiting) -> Option<OpKey> {
-        let opk = cookie_op(h.cookie);
-        match self.ops.get(opk) {
-            Some(op)
-                if op.target == h.src
-                    && op.awaiting == want
-                    && op.reply_in_progress.is_none()
-                    && op.early_ack.is_none() =>
-            {
-                Some(opk)
-            }
-            _ => {
-                self.status.dropped_stale_response += 1;
-                None
-            }
-        }
-    }
-
-    fn recv_ack(&mut self, h: &Header, hold: bool) -> RecvAction {
-        let Some(opk) = self.pending_response(h, Awaiting::Ack) else {
-            return RecvAction::Discard(0);
-        };
-        if hold && self.must_hold(self.ops[opk].md, h.src) {
-            self.status.held_back += 1;
-            return RecvAction::Defer;
-        }
-        if h.mlength > self.ops[opk].length {
-            self.status.dropped_bad_header += 1;
-            return RecvAction::Discard(0);
-        }
-        if self.ops[opk].send_pending {
-            self.ops[opk].early_ack = Some((h.mlength, h.offset, h.fail));
-            return RecvAction::Discard(0);
-        }
-        self.post_ack(opk, h.mlength, h.offset, h.fail);
-        RecvAction::Discard(0)
-    }
-
-    fn post_ack(&mut self, opk: OpKey, mlength: u64, offset: u64, fail: FailType) {
-        let md = self.ops[opk].md;
-        if let Some(d) = self.mds.get_mut(md) {
-            d.consume();
-        }
-        let mut info = self.op_info(opk, mlength, fail);
-        info.offset = offset;
-        self.post(md, EventKind::Ack, &info);
-        self.finish_awaiting(opk);
-    }
-
-    fn recv_reply(&mut self, h: &Header, hold: bool) -> RecvAction {
-        let payload = h.payload_len();
-        let Some(opk) = self.pending_response(h, Awaiting::Reply) else {
-            return RecvAction::Discard(payload);
-        };
-        if hold && self.must_hold(self.ops[opk].md, h.src) {
-            self.status.held_back += 1;
-            return RecvAction::Defer;
-        }
-        let op = &self.ops[opk];
-        let (md, off, len) = (op.md, op.local_offset, op.length);
-        if h.mlength > len {
-            // The target claims to have moved more than was asked for.
-            self.status.dropped_bad_header += 1;
-            let info = self.op_info(opk, 0, FailType::Incomplete);
-            self.post(md, EventKind::Reply, &info);
-            self.finish_awaiting(opk);
-            return RecvAction::Discard(payload);
-        }
-        if h.fail != FailType::Ok {
-            if let Some(d) = self.mds.get_mut(md) {
-                d.consume();
-            }
-            let info = self.op_info(opk, 0, h.fail);
-            self.post(md, EventKind::Reply, &info);
-            self.finish_awaiting(opk);
-            return RecvAction::Discard(payload);
-        }
-        self.ops[opk].reply_in_progress = Some(h.mlength);
-        let info = self.op_info(opk, h.mlength, FailType::Ok);
-        self.post(md, EventKind::ReplyStart, &info);
-        let Some(d) = self.mds.get_mut(md) else {
-            // Cannot happen: a descriptor with lent regions is never removed.
-            return RecvAction::Discard(payload);
-        };
-        let ptr = d.mem.base().wrapping_add(off as usize);
-        RecvAction::Deposit {
-            region: Region {
-                ptr,
-                len: h.mlength as usize,
-            },
-            discard: payload - h.mlength,
-            token: RecvToken(TokenKind::Op(opk)),
-        }
-    }
-
-    fn nack(&self, h: &Header, payload: u64) -> RecvAction {
-        let answer = match h.op {
-            Op::Put if h.ack_req => Op::Ack,
-            Op::Get | Op::GetPut => Op::Reply,
-            _ => return RecvAction::Discard(payload),
-        };
-        RecvAction::Respond {
-            discard: payload,
-            response: Outbound {
-                header: Header {
-                    op: answer,
-                    ack_req: false,
-                    fail: FailType::Dropped,
-                    job_key: self.job_key,
-                    src: self.id,
-                    dst: h.src,
-                    pt_index: h.pt_index,
-                    ac_index: 0,
-                    match_bits: h.match_bits,
-                    offset: h.offset,
-                    hdr_data: 0,
-                    rlength: h.rlength,
-                    mlength: 0,
-                    cookie: h.cookie,
-                },
-                payload: Payload::None,
-                token: None,
-            },
-        }
-    }
-
-    /// The first entry of portal `pt`'s match list, in list order, that
-    /// matches and whose descriptor accepts: the earliest accepting entry
-    /// of the message's bucket in each class of the index, or of the
-    /// unindexed entries before it (see `index`). `Err(true)` if some entry
-    /// matched but every matching descriptor rejected.
-    #[inline]
-    fn search(
-        &self,
-        pt: usize,
-        h: &Header,
-        required: MdOptions,
-    ) -> std::result::Result<(MdKey, Acceptance), bool> {
-        let idx = &self.index[pt];
-        let mut best: Option<(u64, MdKey, Acceptance)> = None;
-        let mut matched = false;
-        let earlier = |best: &Option<(u64, MdKey, Acceptance)>, label: u64| {
-            best.as_ref().is_none_or(|b| label < b.0)
-        };
-        for class in &idx.classes {
-            let Some(bucket) = class.buckets.get(&class.key(h.src, h.match_bits)) else {
-                continue;
-            };
-            matched = true;
-            let mut cur = Some(bucket.head);
-            while let Some(k) = cur {
-                let me = &self.mes[k];
-                if !earlier(&best, me.label) {
-                    break;
-                }
-                cur = me.sub_next;
-                let Some(mdk) = me.md else { continue };
-                if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
-                    best = Some((me.label, mdk, acc));
-                    break;
-                }
-            }
-        }
-        let mut cur = idx.unindexed.map(|l| l.head);
-        while let Some(k) = cur {
-            let me = &self.mes[k];
-            if !earlier(&best, me.label) {
-                break;
-            }
-            cur = me.sub_next;
-            if !me.matches(h.src, h.match_bits) {
-                continue;
-            }
-            matched = true;
-            let Some(mdk) = me.md else { continue };
-            if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
-                best = Some((me.label, mdk, acc));
-                break;
-            }
-        }
-        best.map(|(_, mdk, acc)| (mdk, acc)).ok_or(matched)
-    }
-
-    fn recv_request(
-        &mut self,
-        h: &Header,
-        kind: OpKind,
-        required: MdOptions,
-        hold: bool,
-    ) -> RecvAction {
-        let payload = h.payload_len();
-        let pt = h.pt_index.0 as usize;
-        if pt >= self.portals.len() {
-            self.status.dropped_bad_header += 1;
-            return self.nack(h, payload);
-        }
-        if !self.acl.admits(h.ac_index, h.src, h.pt_index) {
-            self.status.dropped_access_denied += 1;
-            return self.nack(h, payload);
-        }
-        let (mdk, acc) = match self.search(pt, h, required) {
-            Ok(found) => found,
-            Err(matched) => {
-                if matched {
-                    self.status.dropped_rejected += 1;
-                } else {
-                    self.status.dropped_no_match += 1;
-                }
-                return self.nack(h, payload);
-            }
-        };
-        if hold && self.must_hold(mdk, h.src) {
-            self.status.held_back += 1;
-            return RecvAction::Defer;
-        }
-        self.status.accepted += 1;
-        let d = &mut self.mds[mdk];
-        d.consume();
-        d.advance(acc.mlength);
-        // Puts are written by the transport; gets are read by it; a get-put
-        // is swapped under the engine lock, but its range stays lent so the
-        // descriptor cannot go away first.
-        let access = if kind == OpKind::Put {
-            Access::Write
-        } else {
-            Access::Read
-        };
-        let ptr = d.lend(acc.offset, acc.mlength, access);
-        let ack =
-            kind == OpKind::Put && h.ack_req && !d.desc.options.contains(MdOptions::ACK_DISABLE);
-        if d.wants_unlink() {
-            d.state = MdState::Unlinking;
-        }
-        let staging = if kind == OpKind::GetPut {
-            vec![0u8; acc.mlength as usize]
-        } else {
-            Vec::new()
-        };
-        let x = Xfer {
-            kind,
-            md: mdk,
-            initiator: h.src,
-            pt_index: h.pt_index,
-            match_bits: h.match_bits,
-            hdr_data: h.hdr_data,
-            rlength: h.rlength,
-            mlength: acc.mlength,
-            offset: acc.offset,
-            cookie: h.cookie,
-            ack,
-            staging,
-        };
-        let info = xfer_info(&x, FailType::Ok);
-        self.post(
-            mdk,
-            if kind == OpKind::Put {
-                EventKind::PutStart
-            } else {
-                EventKind::GetStart
-            },
-            &info,
-        );
-        self.eq_in_flight(mdk, 1);
-        let xk = self.xfers.insert(x);
-        match kind {
-            OpKind::Put => RecvAction::Deposit {
-                region: Region {
-                    ptr,
-                    len: acc.mlength as usize,
-                },
-                discard: payload - acc.mlength,
-                token: RecvToken(TokenKind::Xfer(xk)),
-            },
-            OpKind::GetPut => {
-                let x = &mut self.xfers[xk];
-                RecvAction::Deposit {
-                    region: Region {
-                        ptr: x.staging.as_mut_ptr(),
-                        len: x.staging.len(),
-                    },
-                    discard: payload - acc.mlength,
-                    token: RecvToken(TokenKind::Xfer(xk)),
-                }
-            }
-            OpKind::Get => {
-                let x = &self.xfers[xk];
-                RecvAction::Respond {
-                    discard: 0,
-                    response: Outbound {
-                        header: self.response_header(x, Op::Reply, FailType::Ok),
-                        payload: Payload::Region(Region {
-                            ptr,
-                            len: acc.mlength as usize,
-                        }),
-                        token: Some(SendToken(TokenKind::Xfer(xk))),
-                    },
-                }
-            }
         }
     }
 }
