@@ -244,18 +244,25 @@ fn on_every_transport(mut f: impl FnMut(NalKind, ProgressMode, JobOptions)) {
 /// head-of-line case a plain cap deadlocks (it did, with kept slots but no
 /// admission): 500 unreceived messages in front of the one received first,
 /// from that sender, from any source, and found by a loop of `iprobe`s.
+/// And issue 23's late receiver (`capbarrier`): the same floods, then a
+/// barrier the receiver waits in before receiving — its senders' barrier
+/// messages follow their floods, and before send windows and pauses it
+/// saved every message (3 × 2000 at a cap of 64); now at most the cap plus
+/// one window (8) per sender.
 #[test]
 fn the_envelope_cap_bounds_saved_envelopes_without_deadlock_on_any_transport() {
     on_every_transport(|nal, p, options| {
-        let out = run_job_limited(
-            env!("CARGO_BIN_EXE_mpi_check"),
-            4,
-            &["capflood", "2000"],
-            options.clone(),
-            Duration::from_secs(120),
-        );
-        assert_ok(&out, 4, &format!("capflood {nal:?} {p:?}"));
-        println!("{nal:?} {p:?}: {}", out.stdout_of(0));
+        for scenario in ["capflood", "capbarrier"] {
+            let out = run_job_limited(
+                env!("CARGO_BIN_EXE_mpi_check"),
+                4,
+                &[scenario, "2000"],
+                options.clone(),
+                Duration::from_secs(120),
+            );
+            assert_ok(&out, 4, &format!("{scenario} {nal:?} {p:?}"));
+            println!("{nal:?} {p:?}: {}", out.stdout_of(0));
+        }
         for scenario in ["caphol", "caphol_any", "capiprobe"] {
             let out = run_job_limited(
                 env!("CARGO_BIN_EXE_mpi_check"),

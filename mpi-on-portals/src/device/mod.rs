@@ -31,9 +31,10 @@
 //!   exactly like the long-unexpected entry: the envelope is saved in order
 //!   and the receiver gets the data from the sender's read portal when a
 //!   receive matches it. Flow control is the senders' buffers staying lent,
-//!   never a drop. A synchronous short send asks no engine acknowledgment
-//!   (it could not tell a posted receive from a buffer) and completes on the
-//!   receiver's explicit one, sent once the data is here in every case.
+//!   never a drop. A synchronous short send completes on the receiver's
+//!   explicit acknowledgment, sent once the data is here in every case (an
+//!   engine acknowledgment could not tell a posted receive from a buffer;
+//!   its put asks one only for the send window, below).
 //!   Ready sends stay plain eager puts. Within [`MpiConfig::eager_copy`]
 //!   bytes, a short standard send exposes a library copy (an internal
 //!   request, like a buffered send) and completes at once, so the
@@ -44,6 +45,13 @@
 //!   posted receive's source, a send's target, a pull's source, a probe's
 //!   source — is admitted past the cap, so the messages in front of the
 //!   awaited one get in and no wait deadlocks (docs/ARCHITECTURE.md).
+//! * **Send windows and pauses** ([`MpiConfig::send_window`]): at most a
+//!   window of unacknowledged point-to-point puts per target are in its
+//!   stream, the rest wait here in order (`window.rs`); collective messages
+//!   overtake them. A receiver whose collective wait lets a sender past its
+//!   cap asks it to pause until it has room or waits for that sender's
+//!   point-to-point messages (`throttle.rs`). So a collective wait behind a
+//!   flood admits a window, not the flood.
 //! * Long messages are put eagerly with an acknowledgment requested. Expected,
 //!   the acknowledgment carries the length and the send is done; unexpected,
 //!   the long-unexpected entry accepts zero bytes and the receiver later gets
@@ -84,8 +92,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use portals::{
-    EqHandle, Event, EventKind, FailType, MdDesc, MdHandle, MdOptions, MeHandle, NetworkInterface,
-    NiCore, PortalIndex, Position, ProcessId, PtlError, Remote, Threshold, Unlink,
+    AckReq, EqHandle, Event, EventKind, FailType, MdDesc, MdHandle, MdOptions, MeHandle,
+    NetworkInterface, NiCore, PortalIndex, Position, ProcessId, PtlError, Remote, Threshold,
+    Unlink,
 };
 use portals_runtime::Job;
 use slab::Slab;
@@ -97,11 +106,14 @@ mod probe;
 mod recv;
 mod saved;
 mod send;
+mod throttle;
+mod window;
 
 use completion::released;
 use failure::{dead_member, dead_peer, gone, gone_any};
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
+use window::SendWindows;
 
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
@@ -117,6 +129,9 @@ pub(crate) const ACK_PT: PortalIndex = PortalIndex(2);
 /// other process, so that what they wait for from it fails instead of
 /// hanging (see `failure`).
 pub(crate) const DEPART_PT: PortalIndex = PortalIndex(3);
+/// The flow portal: a receiver at its envelope cap asks a sender to pause
+/// or resume its point-to-point sends here (see `throttle.rs`).
+pub(crate) const FLOW_PT: PortalIndex = PortalIndex(4);
 
 /// `user_ptr` of the long-unexpected descriptor.
 const LONG_UNEXPECTED: u64 = u64::MAX;
@@ -125,6 +140,9 @@ const OVERFLOW: u64 = u64::MAX - 1;
 /// `user_ptr` of the departure descriptor (events on the unexpected queue,
 /// after every message the departed process sent before).
 const DEPARTED: u64 = u64::MAX - 2;
+/// `user_ptr` of the flow descriptor (pause and resume requests, on the
+/// request queue).
+const FLOW: u64 = u64::MAX - 3;
 
 /// Header-data flag of a short message: the send is synchronous, its
 /// sender waits for an explicit acknowledgment on its ack portal (match
@@ -178,8 +196,12 @@ pub struct MpiConfig {
     /// a sender that a posted receive or a probe waits for, which is let in
     /// (the messages in front of the awaited one must get in for it to
     /// arrive), so the cap can be exceeded by the messages a waiting
-    /// receive's sender has queued in front of the one it waits for.
-    /// Each envelope costs about 170 bytes.
+    /// receive's sender has queued in front of the one it waits for. A
+    /// wait for a collective message admits its sender too, but only one
+    /// send window ([`MpiConfig::send_window`]) of its point-to-point
+    /// messages is in front of it, and a sender that passes the cap so is
+    /// asked to pause (`device/throttle.rs`). Each envelope costs about 170
+    /// bytes.
     pub envelopes: usize,
     /// Bytes of library copies that short standard sends may hold
     /// (`PTL_MPI_EAGER_COPY`). Such a send must keep its data until the
@@ -189,6 +211,15 @@ pub struct MpiConfig {
     /// off the sender's critical path. Beyond it, sends keep the caller's
     /// buffer and complete on the acknowledgment. 0 turns copies off.
     pub eager_copy: usize,
+    /// Point-to-point messages to one target that may be in its stream
+    /// unacknowledged (`PTL_MPI_SEND_WINDOW`, at least 1, default 256);
+    /// later sends to it wait in this process, in order, until
+    /// acknowledgments make room (`device/window.rs`). Collective traffic
+    /// never waits, so a receiver at its envelope cap that waits for a
+    /// collective message takes at most this many point-to-point messages
+    /// of each sender in front of it: its envelopes stay within
+    /// [`MpiConfig::envelopes`] plus one window per sender it waits for.
+    pub send_window: usize,
 }
 
 impl Default for MpiConfig {
@@ -201,6 +232,7 @@ impl Default for MpiConfig {
             eq_events: 1 << 16,
             envelopes: 1 << 16,
             eager_copy: 16 << 20,
+            send_window: 256,
         }
     }
 }
@@ -224,6 +256,7 @@ impl MpiConfig {
         get("PTL_MPI_EQ_EVENTS", &mut c.eq_events)?;
         get("PTL_MPI_ENVELOPES", &mut c.envelopes)?;
         get("PTL_MPI_EAGER_COPY", &mut c.eager_copy)?;
+        get("PTL_MPI_SEND_WINDOW", &mut c.send_window)?;
         c.checked()
     }
 
@@ -247,6 +280,11 @@ impl MpiConfig {
             return Err(MpiError::Init(
                 "PTL_MPI_ENVELOPES must be at least 2 (the unexpected queue needs room for two events)"
                     .into(),
+            ));
+        }
+        if self.send_window == 0 {
+            return Err(MpiError::Init(
+                "PTL_MPI_SEND_WINDOW must be at least 1 (a message must be able to leave)".into(),
             ));
         }
         self.unexpected_buffers = self.unexpected_buffers.max(1);
@@ -276,8 +314,17 @@ pub struct MpiStats {
     pub unexpected_pulled: u64,
     /// The most unexpected-message envelopes saved at once. Bounded by
     /// [`MpiConfig::envelopes`], plus the messages a waiting receive's (or
-    /// probe's) sender had in front of the awaited one.
+    /// probe's) sender had in front of the awaited one — at most
+    /// [`MpiConfig::send_window`] per sender for a collective wait.
     pub saved_peak: u64,
+    /// Pause requests this process sent to senders whose envelopes passed
+    /// its cap while a collective wait let them in.
+    pub pauses_sent: u64,
+    /// Pause requests this process received from its receivers.
+    pub pauses_received: u64,
+    /// Point-to-point sends that waited in this process for room in their
+    /// target's window ([`MpiConfig::send_window`]).
+    pub window_waits: u64,
 }
 
 /// Send modes.
@@ -376,12 +423,30 @@ struct Req {
     /// A pull's source, admitted past the envelope cap until the request
     /// has its result (see [`Device::admit_for_reply`]).
     admits: Option<ProcessId>,
+    /// The send's put counts in its target's window until acknowledged
+    /// (see `window.rs`).
+    windowed: bool,
+    /// A receive of collective traffic (the odd context of a pair).
+    coll: bool,
+}
+
+/// What a put waiting in a send window needs.
+#[derive(Clone, Copy, Debug)]
+struct WindowPut {
+    md: MdHandle,
+    ack: AckReq,
+    remote: Remote,
+    hdr_data: u64,
 }
 
 struct State {
     reqs: Slab<Req>,
     next_gen: u32,
     saved: SavedEnvelopes,
+    /// Point-to-point puts in flight and waiting, per target.
+    windows: SendWindows<WindowPut>,
+    /// Senders this process asked to pause (see `throttle.rs`).
+    paused: Vec<ProcessId>,
     /// Sources (a process, or any) admitted past the envelope cap by a
     /// probe that found nothing: a repeated `iprobe` must be able to reach
     /// a message queued behind others of its sender. Kept until a probe or
@@ -473,6 +538,40 @@ impl Drop for StateGuard<'_> {
     }
 }
 
+/// Attach, at the end of `pt`'s list, an entry for anyone with match and
+/// ignore bits `bits` and a zero-byte, truncating, acknowledging
+/// descriptor whose events go to `eq` with `user_ptr`: a message that lands
+/// here is an envelope or a notice, its data (if any) stays with its
+/// sender.
+fn attach_sink(
+    ni: &NetworkInterface,
+    pt: PortalIndex,
+    bits: (u64, u64),
+    eq: EqHandle,
+    user_ptr: u64,
+) -> Result<MeHandle> {
+    let me = ni
+        .me_attach(
+            pt,
+            ProcessId::ANY,
+            bits.0,
+            bits.1,
+            Unlink::Retain,
+            Position::After,
+        )
+        .map_err(ptl)?;
+    ni.md_attach(
+        me,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
+            .eq(eq)
+            .user_ptr(user_ptr),
+        Vec::new(),
+        Unlink::Retain,
+    )
+    .map_err(ptl)?;
+    Ok(me)
+}
+
 fn ptl(e: PtlError) -> MpiError {
     MpiError::Portals(e)
 }
@@ -544,25 +643,13 @@ impl Device {
                 Position::After,
             )
             .map_err(ptl)?;
-        let long_me = ni
-            .me_attach(
-                RECV_PT,
-                ProcessId::ANY,
-                bits::encode(PROTO_LONG, 0, 0, 0),
-                !bits::PROTO_MASK,
-                Unlink::Retain,
-                Position::After,
-            )
-            .map_err(ptl)?;
-        ni.md_attach(
-            long_me,
-            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
-                .eq(unexp_eq)
-                .user_ptr(LONG_UNEXPECTED),
-            Vec::new(),
-            Unlink::Retain,
-        )
-        .map_err(ptl)?;
+        let long_me = attach_sink(
+            ni,
+            RECV_PT,
+            (bits::encode(PROTO_LONG, 0, 0, 0), !bits::PROTO_MASK),
+            unexp_eq,
+            LONG_UNEXPECTED,
+        )?;
         // Overflow: short messages no buffer could take (the pool at its
         // cap). Zero bytes, truncating and acknowledging, like the
         // long-unexpected entry: the envelope is kept, the sender learns
@@ -570,51 +657,26 @@ impl Device {
         // and the receiver gets it from the sender's read portal when the
         // receive is posted. Flow control, not loss: memory here stays
         // bounded by the pool's cap.
-        let over = ni
-            .me_attach(
-                RECV_PT,
-                ProcessId::ANY,
-                bits::encode(PROTO_SHORT, 0, 0, 0),
-                !bits::PROTO_MASK,
-                Unlink::Retain,
-                Position::After,
-            )
-            .map_err(ptl)?;
-        ni.md_attach(
-            over,
-            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
-                .eq(unexp_eq)
-                .user_ptr(OVERFLOW),
-            Vec::new(),
-            Unlink::Retain,
-        )
-        .map_err(ptl)?;
+        attach_sink(
+            ni,
+            RECV_PT,
+            (bits::encode(PROTO_SHORT, 0, 0, 0), !bits::PROTO_MASK),
+            unexp_eq,
+            OVERFLOW,
+        )?;
         // Departure notices: zero bytes from anyone, on the unexpected
         // queue so that they follow the sender's earlier messages.
-        let depart_me = ni
-            .me_attach(
-                DEPART_PT,
-                ProcessId::ANY,
-                0,
-                u64::MAX,
-                Unlink::Retain,
-                Position::After,
-            )
-            .map_err(ptl)?;
-        ni.md_attach(
-            depart_me,
-            &MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
-                .eq(unexp_eq)
-                .user_ptr(DEPARTED),
-            Vec::new(),
-            Unlink::Retain,
-        )
-        .map_err(ptl)?;
+        attach_sink(ni, DEPART_PT, (0, u64::MAX), unexp_eq, DEPARTED)?;
+        // Pause and resume requests (`throttle.rs`), on the request queue
+        // (match bits: which).
+        attach_sink(ni, FLOW_PT, (0, u64::MAX), req_eq, FLOW)?;
         let sh = Arc::new(Shared {
             st: Mutex::new(State {
                 reqs: Slab::new(),
                 next_gen: 1,
-                saved: SavedEnvelopes::default(),
+                saved: SavedEnvelopes::new(cfg.envelopes),
+                paused: Vec::new(),
+                windows: SendWindows::new(cfg.send_window, job.size()),
                 probe_admits: Vec::new(),
                 next_bits: 1,
                 fatal: None,
@@ -735,6 +797,10 @@ impl Device {
                 self.finish(st, id);
             }
         }
+        if st.windows.has_ready() {
+            self.pump_windows(st);
+        }
+        self.throttle(st);
         self.sh.flush_kept(self.core(), st);
     }
 
@@ -763,9 +829,23 @@ impl Device {
     }
 
     fn on_request(&self, st: &mut State, ev: &Event) {
+        if ev.md.user_ptr == FLOW {
+            self.on_flow(st, ev.kind, ev.fail, ev.initiator, ev.match_bits);
+            return;
+        }
         let id = ReqId::from_user_ptr(ev.md.user_ptr);
         let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
             return; // a late event of a finished request
+        };
+        if ev.kind == EventKind::Ack && r.windowed {
+            // Deposited at the target (whatever the outcome): the window
+            // has room again.
+            r.windowed = false;
+            let dst = r.peer;
+            st.windows.release(dst);
+        }
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return;
         };
         if ev.kind == EventKind::Unlink {
             if r.md == Some(ev.md_handle) {
@@ -930,6 +1010,16 @@ impl Device {
         let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
             return;
         };
+        if r.windowed {
+            // Ended without its acknowledgment (failed, aborted): it no
+            // longer holds its target's window.
+            r.windowed = false;
+            let dst = r.peer;
+            st.windows.release(dst);
+        }
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return;
+        };
         // The result is known: nothing more is awaited from the peer.
         if let Some(who) = r.admits.take() {
             if let Err(e) = ni.eq_unadmit(self.unexp_eq, who) {
@@ -1014,6 +1104,8 @@ impl Device {
             copy_len: 0,
             peer,
             admits: None,
+            windowed: false,
+            coll: false,
         }) as u32;
         ReqId { idx, gen }
     }
@@ -1101,6 +1193,7 @@ impl Device {
         let mut stats = st.stats;
         stats.buffers_grown += self.sh.pool().grown_early;
         stats.saved_peak = st.saved.peak() as u64;
+        stats.window_waits = st.windows.waited;
         stats
     }
 

@@ -55,6 +55,9 @@ impl Device {
                 Ok(()) => st.probe_admits.push(who),
                 Err(e) => return Err(super::ptl(e)),
             }
+            // The probed message may be behind messages its sender keeps
+            // queued while paused (`throttle.rs`).
+            self.resume_for(&mut st, who);
         }
         Ok(found)
     }

@@ -46,6 +46,7 @@ impl Device {
         // it from now on (and admits it itself if it has to wait).
         self.end_probe_admission(&mut st, source_id(src));
         let id = self.new_req(&mut st, Kind::Recv, src.map_or(u32::MAX, |s| s.1));
+        st.reqs[id.idx as usize].coll = ctx & 1 == 1;
         // 1. Messages already here, oldest first.
         if let Some(pos) = st.saved.iter().position(|u| bits::accepts(recv, u.bits)) {
             if let Some(u) = st.saved.remove(pos) {
@@ -138,7 +139,14 @@ impl Device {
                 e.me_admit(me, unexp_eq)
             });
             match activated {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    if bits::decode(recv.0).ctx & 1 == 0 {
+                        // It may wait behind messages its source keeps
+                        // queued while paused (`throttle.rs`).
+                        self.resume_for(st, match_id);
+                    }
+                    return Ok(());
+                }
                 Err(PtlError::MdNoUpdate) => {}
                 Err(e) => return Err(ptl(e)),
             }

@@ -17,12 +17,18 @@
 
 use std::collections::VecDeque;
 
+use portals::ProcessId;
+
 use super::pool::Unexpected;
 
 /// See the module docs.
-#[derive(Default)]
 pub(super) struct SavedEnvelopes {
     q: VecDeque<Unexpected>,
+    /// The cap ([`crate::MpiConfig::envelopes`]).
+    cap: usize,
+    /// Senders of point-to-point envelopes saved beyond the cap since the
+    /// last [`SavedEnvelopes::take_over_cap`] (see `throttle.rs`).
+    over_cap: Vec<ProcessId>,
     /// Kept slots to give back to the engine.
     release: usize,
     /// The most envelopes saved at once (reported as
@@ -31,8 +37,27 @@ pub(super) struct SavedEnvelopes {
 }
 
 impl SavedEnvelopes {
+    /// No envelopes yet; `cap` is the cap the queue enforces.
+    pub(super) fn new(cap: usize) -> Self {
+        SavedEnvelopes {
+            q: VecDeque::new(),
+            cap,
+            over_cap: Vec::new(),
+            release: 0,
+            peak: 0,
+        }
+    }
+
     /// Save the envelope of an event taken with its slot kept.
     pub(super) fn push_back(&mut self, u: Unexpected) {
+        // Only an admitted sender gets past the cap; a collective message
+        // (odd context) is what an admission waits for, not what to pause.
+        if self.q.len() >= self.cap
+            && crate::bits::decode(u.bits).ctx & 1 == 0
+            && !self.over_cap.contains(&u.initiator)
+        {
+            self.over_cap.push(u.initiator);
+        }
         self.q.push_back(u);
         self.peak = self.peak.max(self.q.len());
     }
@@ -74,6 +99,12 @@ impl SavedEnvelopes {
 
     pub(super) fn peak(&self) -> usize {
         self.peak
+    }
+
+    /// Senders of point-to-point envelopes saved beyond the cap since the
+    /// last call.
+    pub(super) fn take_over_cap(&mut self) -> Vec<ProcessId> {
+        std::mem::take(&mut self.over_cap)
     }
 
     /// The slots to give back since the last call.

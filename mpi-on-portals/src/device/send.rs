@@ -2,11 +2,12 @@
 //! receiver holds it), synchronous, ready and long protocols (seed 001
 //! §3.2–3.3), and buffered sends.
 
-use portals::{AckReq, MdDesc, MdOptions, Position, Remote, Threshold, Unlink};
+use portals::{AckReq, MdDesc, MdHandle, MdOptions, Position, Remote, Threshold, Unlink};
 
+use super::window::{Admit, QueuedPut};
 use super::{
-    gone, ptl, Device, Kind, Mode, ReqId, State, ACK_PT, HDR_READ, HDR_SYNC, HDR_UNIQUE, READ_PT,
-    RECV_PT,
+    gone, ptl, Device, Kind, Mode, ReqId, State, WindowPut, ACK_PT, HDR_READ, HDR_SYNC, HDR_UNIQUE,
+    READ_PT, RECV_PT,
 };
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
@@ -108,7 +109,7 @@ impl Device {
                     }
                     .map_err(ptl)?;
                     st.reqs[id.idx as usize].md = Some(md);
-                    ni.put(md, AckReq::NoAck, &remote, 0).map_err(ptl)
+                    self.start_put(&mut st, id, dst, ctx, md, AckReq::NoAck, &remote, 0)
                 }
                 Kind::SendShort | Kind::SendLong => {
                     // The data stays on the read portal until the receiver's
@@ -145,16 +146,18 @@ impl Device {
                     }
                     .map_err(ptl)?;
                     st.reqs[id.idx as usize].md = Some(md);
-                    ni.put(md, AckReq::Ack, &remote, read_bits).map_err(ptl)
+                    self.start_put(&mut st, id, dst, ctx, md, AckReq::Ack, &remote, read_bits)
                 }
                 Kind::SendSync => {
                     // The explicit acknowledgment lands on a zero-byte
                     // descriptor of its own: the send buffer never accepts
                     // incoming data (see docs/ARCHITECTURE.md). The data
                     // sits on the read portal (same bits) for a receiver
-                    // that had no buffer room when it arrived. The put asks
-                    // no acknowledgment: only the receiver's explicit one,
-                    // sent once it holds the data, completes the send.
+                    // that had no buffer room when it arrived. Only the
+                    // receiver's explicit acknowledgment, sent once it holds
+                    // the data, completes the send; the put's own
+                    // acknowledgment (on deposit) only frees the send
+                    // window (`window.rs`), which must not wait for a match.
                     let ack_bits = Self::unique_bits(&mut st) | HDR_SYNC | HDR_READ;
                     // As above: the acknowledgment may queue behind
                     // messages held at our envelope cap.
@@ -198,7 +201,7 @@ impl Device {
                     }
                     .map_err(ptl)?;
                     st.reqs[id.idx as usize].md = Some(md);
-                    ni.put(md, AckReq::NoAck, &remote, ack_bits).map_err(ptl)
+                    self.start_put(&mut st, id, dst, ctx, md, AckReq::Ack, &remote, ack_bits)
                 }
                 _ => Err(MpiError::InvalidBuffer("not a send")),
             }
@@ -218,6 +221,75 @@ impl Device {
             self.finish(&mut st, id);
         }
         Ok(done_for_caller.unwrap_or(id))
+    }
+
+    /// Put send `id`'s message to world rank `dst` now, or queue it behind
+    /// earlier ones when `dst`'s window is full (see `window.rs`).
+    /// Collective traffic (the odd context of a pair) never waits: it may
+    /// overtake point-to-point messages, and must, for a receiver at its
+    /// envelope cap to reach it.
+    #[allow(clippy::too_many_arguments)]
+    fn start_put(
+        &self,
+        st: &mut State,
+        id: ReqId,
+        dst: u32,
+        ctx: u16,
+        md: MdHandle,
+        ack: AckReq,
+        remote: &Remote,
+        hdr_data: u64,
+    ) -> Result<()> {
+        let counts = ack == AckReq::Ack;
+        if ctx & 1 == 0 {
+            let q = QueuedPut {
+                id,
+                counts,
+                put: WindowPut {
+                    md,
+                    ack,
+                    remote: *remote,
+                    hdr_data,
+                },
+            };
+            if st.windows.admit(dst, q) == Admit::Queued {
+                return Ok(());
+            }
+            if counts {
+                if let Some(r) = st.reqs.get_mut(id.idx as usize) {
+                    r.windowed = true;
+                }
+            }
+        }
+        self.ni().put(md, ack, remote, hdr_data).map_err(ptl)
+    }
+
+    /// Send the queued puts of the targets whose window gained room, in
+    /// order, as far as their windows allow (every drain does this). A put
+    /// that fails fails its request.
+    pub(super) fn pump_windows(&self, st: &mut State) {
+        for dst in st.windows.take_ready() {
+            loop {
+                let reqs = &st.reqs;
+                let next = st.windows.next(dst, |id| {
+                    reqs.get(id.idx as usize)
+                        .is_some_and(|r| r.gen == id.gen && r.result.is_none())
+                });
+                let Some(q) = next else { break };
+                if q.counts {
+                    if let Some(r) = st.reqs.get_mut(q.id.idx as usize) {
+                        r.windowed = true;
+                    }
+                }
+                let p = q.put;
+                if let Err(e) = self.ni().put(p.md, p.ack, &p.remote, p.hdr_data) {
+                    if let Some(r) = st.reqs.get_mut(q.id.idx as usize) {
+                        r.result.get_or_insert(Err(ptl(e)));
+                    }
+                    self.finish(st, q.id);
+                }
+            }
+        }
     }
 
     /// Attach `bytes` of buffer space for buffered sends.

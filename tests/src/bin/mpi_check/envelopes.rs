@@ -17,11 +17,18 @@ pub(crate) const ENVELOPE_CAP: usize = 64;
 /// allowed.
 const CAP_SLACK: usize = 8;
 
-/// `capflood`, `caphol`, `caphol_any`: the environment's configuration with
-/// [`ENVELOPE_CAP`] envelopes.
+/// The send window of these scenarios: small, so that the floods (and the
+/// 500 messages in front of `caphol`'s awaited one) go through many rounds
+/// of waiting for acknowledgments.
+pub(crate) const SEND_WINDOW: usize = 8;
+
+/// `capflood`, `capbarrier`, `caphol`, `caphol_any`, `capiprobe`: the
+/// environment's configuration with [`ENVELOPE_CAP`] envelopes and a
+/// [`SEND_WINDOW`]-message send window.
 pub(crate) fn cap_config(base: MpiConfig) -> MpiConfig {
     MpiConfig {
         envelopes: ENVELOPE_CAP,
+        send_window: SEND_WINDOW,
         ..base
     }
 }
@@ -29,6 +36,41 @@ pub(crate) fn cap_config(base: MpiConfig) -> MpiConfig {
 /// Message `i` of sender `r` in `capflood`.
 fn cap_msg(r: Rank, i: usize) -> Vec<u8> {
     numbered(256, r as usize * 100_000 + i)
+}
+
+/// A sender's part of `capflood` and `capbarrier`: start `count` sends of
+/// [`cap_msg`]s to rank 0 (tag = index), then wait for them all — after a
+/// barrier with `barrier_first`.
+fn flood_root(w: &SimpleCommunicator, count: usize, barrier_first: bool) -> R<()> {
+    let me = w.rank();
+    let msgs: Vec<Vec<u8>> = (0..count).map(|i| cap_msg(me, i)).collect();
+    let p = w.process_at_rank(0);
+    scope(|sc| -> R<()> {
+        let mut reqs = Vec::with_capacity(count);
+        for (i, m) in msgs.iter().enumerate() {
+            reqs.push(p.immediate_send_with_tag(sc, &m[..], i as i32).map_err(e)?);
+        }
+        if barrier_first {
+            w.barrier().map_err(e)?;
+        }
+        wait_all(reqs).map_err(e)?;
+        Ok(())
+    })
+}
+
+/// Rank 0's part: receive every sender's `count` messages round robin by
+/// source, checking order and bytes.
+fn receive_round_robin(w: &SimpleCommunicator, count: usize) -> R<()> {
+    let mut buf = vec![0u8; 256];
+    for i in 0..count {
+        for r in 1..w.size() {
+            let s = w.process_at_rank(r).receive_into(&mut buf[..]).map_err(e)?;
+            ensure(s.tag() == i as i32 && buf == cap_msg(r, i), || {
+                format!("message {i} of rank {r}: out of order or wrong ({s:?})")
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// `capflood`: every other rank sends `count` messages of 256 B (tag = its
@@ -41,30 +83,13 @@ pub(crate) fn capflood(u: &Universe, count: usize) -> R<()> {
     let (me, n) = (w.rank(), w.size());
     w.barrier().map_err(e)?;
     if me != 0 {
-        let msgs: Vec<Vec<u8>> = (0..count).map(|i| cap_msg(me, i)).collect();
-        let p = w.process_at_rank(0);
-        scope(|sc| -> R<()> {
-            let mut reqs = Vec::with_capacity(count);
-            for (i, m) in msgs.iter().enumerate() {
-                reqs.push(p.immediate_send_with_tag(sc, &m[..], i as i32).map_err(e)?);
-            }
-            wait_all(reqs).map_err(e)?;
-            Ok(())
-        })?;
+        flood_root(&w, count, false)?;
         w.barrier().map_err(e)?;
         return Ok(());
     }
     // Late: let the senders run into the cap first.
     std::thread::sleep(Duration::from_millis(300));
-    let mut buf = vec![0u8; 256];
-    for i in 0..count {
-        for r in 1..n {
-            let s = w.process_at_rank(r).receive_into(&mut buf[..]).map_err(e)?;
-            ensure(s.tag() == i as i32 && buf == cap_msg(r, i), || {
-                format!("message {i} of rank {r}: out of order or wrong ({s:?})")
-            })?;
-        }
-    }
+    receive_round_robin(&w, count)?;
     let st = u.stats();
     println!(
         "capflood: {} senders x {count}, cap {ENVELOPE_CAP}, {st:?}",
@@ -74,6 +99,48 @@ pub(crate) fn capflood(u: &Universe, count: usize) -> R<()> {
         format!(
             "{} envelopes saved at once, cap {ENVELOPE_CAP} + {CAP_SLACK}",
             st.saved_peak
+        )
+    })?;
+    w.barrier().map_err(e)?;
+    Ok(())
+}
+
+/// `capbarrier`: issue 23's late receiver. Every other rank starts `count`
+/// sends of 256 B to rank 0, then all meet in a barrier, and only then does
+/// rank 0 receive (round robin by source). Rank 0 waits in the barrier for
+/// collective messages that its senders put *after* their floods; it must
+/// admit those senders to reach them, and before send windows it took
+/// every message in front — the whole flood (3 × 2000 saved at a cap of
+/// 64). Now each sender keeps point-to-point messages beyond its window
+/// out of its stream while the barrier's message overtakes them (another
+/// context), so rank 0 saves at most the cap plus one window per sender.
+pub(crate) fn capbarrier(u: &Universe, count: usize) -> R<()> {
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    if me != 0 {
+        flood_root(&w, count, true)?;
+        let st = u.stats();
+        println!("capbarrier sender {me}: {st:?}");
+        ensure(count <= SEND_WINDOW || st.window_waits > 0, || {
+            format!("{count} sends and none waited for the window ({st:?})")
+        })?;
+        w.barrier().map_err(e)?;
+        return Ok(());
+    }
+    w.barrier().map_err(e)?;
+    receive_round_robin(&w, count)?;
+    let st = u.stats();
+    let bound = ENVELOPE_CAP + SEND_WINDOW * (n as usize - 1) + CAP_SLACK;
+    println!(
+        "capbarrier: {} senders x {count}, cap {ENVELOPE_CAP}, window {SEND_WINDOW}, {st:?}",
+        n - 1
+    );
+    ensure(st.saved_peak as usize <= bound, || {
+        format!(
+            "{} envelopes saved at once, bound {bound} (cap {ENVELOPE_CAP} + {} senders x \
+             window {SEND_WINDOW} + {CAP_SLACK})",
+            st.saved_peak,
+            n - 1
         )
     })?;
     w.barrier().map_err(e)?;

@@ -94,7 +94,7 @@ fn main() {
         "overflow" => mpi_on_portals::initialize_with_config(overflow_config()),
         "eqflood" => MpiConfig::from_env()
             .and_then(|c| mpi_on_portals::initialize_with_config(eqflood_config(c))),
-        "capflood" | "caphol" | "caphol_any" | "capiprobe" => MpiConfig::from_env()
+        "capflood" | "capbarrier" | "caphol" | "caphol_any" | "capiprobe" => MpiConfig::from_env()
             .and_then(|c| mpi_on_portals::initialize_with_config(cap_config(c))),
         _ => mpi_on_portals::initialize(),
     };
@@ -129,6 +129,7 @@ fn main() {
         // Far more envelopes than the (small) event queues hold.
         "eqflood" => manyto1(&u, arg(2, 1000) as usize, 16_000, 64),
         "capflood" => capflood(&u, arg(2, 2000) as usize),
+        "capbarrier" => capbarrier(&u, arg(2, 2000) as usize),
         "caphol" => caphol(&u, First::Recv),
         "caphol_any" => caphol(&u, First::AnySource),
         "capiprobe" => caphol(&u, First::Iprobe),
