@@ -467,3 +467,40 @@ fn waits_time_out_poll_reports_the_first_counter_reached_and_a_free_wakes_a_wait
         })
     );
 }
+
+#[test]
+fn a_triggered_put_whose_descriptor_went_inactive_fails_at_its_trigger() {
+    let (_net, n) = nis(2);
+    let (a, b) = (&n[0], &n[1]);
+    let rc = b.ct_alloc().unwrap();
+    target(b, 1, MdOptions::CT_COMM, rc, 8);
+    let mc = a.ct_alloc().unwrap();
+    // One operation left, and kept linked once it is used up.
+    let src = a
+        .md_bind(
+            &MdDesc::new(MdOptions::CT_SEND | MdOptions::CT_ACK)
+                .threshold(Threshold::Count(1))
+                .ct(mc),
+            vec![3; 8],
+            Unlink::Retain,
+        )
+        .unwrap();
+    let remote = Remote::new(b.id(), PT, 1);
+    let t = a.ct_alloc().unwrap();
+    a.triggered_put(src, 0, 8, AckReq::Ack, &remote, 0, Trigger::new(t, 1))
+        .unwrap();
+    a.put(src, AckReq::NoAck, &remote, 0).unwrap();
+    assert_eq!(a.ct_get(mc).unwrap(), CtEvent::new(1, 0));
+    a.ct_inc(t, CtEvent::success(1)).unwrap();
+    assert_eq!(
+        a.ct_get(mc).unwrap(),
+        CtEvent::new(1, 2),
+        "sent and ack failed"
+    );
+    assert_eq!(
+        b.ct_get(rc).unwrap(),
+        CtEvent::new(1, 0),
+        "only the plain put"
+    );
+    assert_eq!(a.core().with_engine(|e| e.triggered_pending()), 0);
+}
