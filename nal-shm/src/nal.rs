@@ -560,6 +560,8 @@ impl Inner {
 
     /// One non-blocking pass over every peer; true if anything moved.
     pub(crate) fn pass(&self) -> bool {
+        // Triggered operations released by another thread's engine call.
+        self.core.send_triggered();
         self.housekeeping(self.now_ns());
         let mut worked = false;
         for p in &self.peers {
@@ -573,6 +575,9 @@ impl Inner {
             worked |= self.service(p);
         }
         self.reap_failures();
+        // Those this pass's deliveries released, now that no lock is held.
+        worked |= self.core.triggered_pending();
+        self.core.send_triggered();
         worked
     }
 
@@ -606,7 +611,10 @@ impl Inner {
     /// a ring, a single-copy read under way, a failure to carry out, or a
     /// queue whose ring had space freed since it filled up.
     fn work_pending(&self) -> bool {
-        if self.has_failing.load(Ordering::SeqCst) || self.cma_active.load(Ordering::SeqCst) > 0 {
+        if self.has_failing.load(Ordering::SeqCst)
+            || self.cma_active.load(Ordering::SeqCst) > 0
+            || self.core.triggered_pending()
+        {
             return true;
         }
         self.peers.iter().any(|p| {

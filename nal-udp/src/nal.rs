@@ -896,7 +896,19 @@ impl Inner {
         }
     }
 
+    /// One progress pass, framed by sending the messages of triggered
+    /// operations: before it, those another thread's engine call released
+    /// (so that a blocking pass does not sleep on them); after it, those
+    /// the pass's own deliveries released, once the state lock is free
+    /// (sending takes it).
     fn progress_once(&self, poller: &Poller, timeout: Option<Duration>) -> io::Result<()> {
+        self.core.send_triggered();
+        let r = self.pass(poller, timeout);
+        self.core.send_triggered();
+        r
+    }
+
+    fn pass(&self, poller: &Poller, timeout: Option<Duration>) -> io::Result<()> {
         let Some(cap) = timeout else {
             // Non-blocking: if another thread is driving the socket right
             // now, it is doing the work this call would do.
@@ -974,9 +986,12 @@ impl Inner {
                 self.gate.park();
                 continue;
             }
+            // Messages of triggered operations the last drive released
+            // (sending takes the state lock, so not inside it).
+            self.core.send_triggered();
             let wait = {
                 let mut st = lock(&self.state);
-                if self.drive(&mut st) {
+                if self.drive(&mut st) || self.core.triggered_pending() {
                     continue;
                 }
                 let wait = Self::nap(&st, PT_SLEEP);

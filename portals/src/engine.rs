@@ -22,9 +22,10 @@
 //! The object operations live beside this file, one kind each:
 //! `engine/entries.rs` (match entries), `engine/index.rs` (finding the
 //! first match), `engine/descriptors.rs` (memory descriptors),
-//! `engine/queues.rs` (event queues and flow control) and
+//! `engine/queues.rs` (event queues and flow control),
 //! `engine/receive.rs` (incoming headers: matching, deposits, acks and
-//! replies arriving); this file keeps the engine's state, initiating
+//! replies arriving), `engine/counters.rs` (counting events) and
+//! `engine/triggered.rs` (operations a counter issues); this file keeps the engine's state, initiating
 //! operations and the completions the transport reports.
 //!
 //! # Memory lent to the transport
@@ -36,18 +37,23 @@
 
 use slotmap::SlotMap;
 
+mod counters;
 mod descriptors;
 mod entries;
 pub(crate) mod index;
 mod queues;
 mod receive;
+mod triggered;
+
+pub use counters::CtEvent;
+pub use triggered::Trigger;
 
 use crate::acl::{AcEntry, AccessControl};
 use crate::eq::EventQueue;
 use crate::error::{PtlError, Result};
 use crate::event::{Event, EventKind};
 use crate::handle::{
-    fresh_tag, op_cookie, EqHandle, EqKey, MdHandle, MdKey, MeHandle, MeKey, OpKey, XferKey,
+    fresh_tag, op_cookie, CtKey, EqHandle, EqKey, MdHandle, MdKey, MeHandle, MeKey, OpKey, XferKey,
 };
 use crate::md::{Access, MdOptions, MdState, MemoryDescriptor};
 use crate::me::{MatchEntry, MatchList};
@@ -70,6 +76,11 @@ pub struct NiLimits {
     pub ac_entries: u32,
     /// Largest event queue that may be allocated.
     pub max_eq_capacity: usize,
+    /// Maximum number of counting events.
+    pub max_cts: usize,
+    /// Maximum number of triggered operations recorded and not yet issued
+    /// (past it, recording one fails with `NoSpace`).
+    pub max_triggered: usize,
 }
 
 impl Default for NiLimits {
@@ -81,6 +92,8 @@ impl Default for NiLimits {
             pt_entries: 64,
             ac_entries: 16,
             max_eq_capacity: 1 << 24,
+            max_cts: 1 << 16,
+            max_triggered: 1 << 16,
         }
     }
 }
@@ -376,6 +389,8 @@ pub struct Engine {
     eqs: SlotMap<EqKey, EventQueue>,
     ops: SlotMap<OpKey, InitOp>,
     xfers: SlotMap<XferKey, Xfer>,
+    cts: SlotMap<CtKey, counters::Counter>,
+    trig: triggered::TriggerState,
     acl: AccessControl,
     status: NiStatus,
     /// Set whenever an event is queued; cleared by [`Engine::take_posted`].
@@ -436,6 +451,8 @@ impl Engine {
             eqs: SlotMap::with_key(),
             ops: SlotMap::with_key(),
             xfers: SlotMap::with_key(),
+            cts: SlotMap::with_key(),
+            trig: triggered::TriggerState::default(),
             acl: AccessControl::new(limits.ac_entries as usize),
             status: NiStatus::default(),
             posted: false,
@@ -597,7 +614,14 @@ impl Engine {
 
     // ----- events ------------------------------------------------------
 
+    /// Post an event of `kind` on descriptor `k`: to its event queue, then
+    /// to its counting event (`engine/counters.rs`).
     fn post(&mut self, k: MdKey, kind: EventKind, info: &EvInfo) {
+        self.post_event(k, kind, info);
+        self.count(k, kind, info.mlength, info.fail);
+    }
+
+    fn post_event(&mut self, k: MdKey, kind: EventKind, info: &EvInfo) {
         let tag = self.tag;
         let Some(d) = self.mds.get_mut(k) else {
             return;
@@ -900,6 +924,7 @@ impl Engine {
             TokenKind::Op(opk) => self.op_sent(opk, fail),
             TokenKind::Xfer(xk) => self.reply_sent(xk, fail),
         }
+        self.run_triggers();
     }
 
     fn op_sent(&mut self, opk: OpKey, fail: FailType) {
@@ -979,13 +1004,15 @@ impl Engine {
     /// The payload of a `Deposit` is in place. Returns the acknowledgment or
     /// reply to send, if one is due.
     pub fn recv_complete(&mut self, token: RecvToken) -> Option<Outbound> {
-        match token.0 {
+        let response = match token.0 {
             TokenKind::Xfer(xk) => self.deposit_done(xk),
             TokenKind::Op(opk) => {
                 self.reply_done(opk, FailType::Ok);
                 None
             }
-        }
+        };
+        self.run_triggers();
+        response
     }
 
     /// The payload of a `Deposit` will never arrive complete (the peer died
@@ -1010,6 +1037,7 @@ impl Engine {
             }
             TokenKind::Op(opk) => self.reply_done(opk, fail),
         }
+        self.run_triggers();
     }
 
     fn reply_done(&mut self, opk: OpKey, fail: FailType) {
@@ -1141,6 +1169,7 @@ impl Engine {
             self.post(md, kind, &info);
             self.finish_awaiting(opk);
         }
+        self.run_triggers();
     }
 }
 

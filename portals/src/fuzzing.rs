@@ -2,7 +2,7 @@
 //! proptest stand-ins that run them in CI on the stable toolchain. Each takes
 //! arbitrary bytes and panics only if an invariant breaks.
 
-use crate::engine::{Engine, NiLimits, Payload, RecvAction};
+use crate::engine::{CtEvent, Engine, NiLimits, Payload, RecvAction, Trigger};
 use crate::md::{MdDesc, MdOptions};
 use crate::types::{AckReq, FailType, PortalIndex, Position, ProcessId, Remote, Threshold, Unlink};
 use crate::wire::{Header, HEADER_LEN};
@@ -24,7 +24,10 @@ pub fn wire_header(data: &[u8]) {
 /// covering every descriptor option, completing or aborting each transfer as
 /// the input says. Checks that every lent region lies inside its
 /// descriptor, every response is a well-formed header, and that nothing is
-/// left in progress at the end.
+/// left in progress at the end. Every descriptor counts its events on a
+/// counting event, and triggered puts and increments wait on it, so the
+/// headers also drive counting and triggering: the counter never goes
+/// back, and the triggered puts are sent and completed like the others.
 pub fn engine_headers(data: &[u8]) {
     let limits = NiLimits {
         max_mes: 64,
@@ -35,6 +38,8 @@ pub fn engine_headers(data: &[u8]) {
         return;
     };
     let Ok(eq) = e.eq_alloc(8) else { return };
+    let Ok(ct) = e.ct_alloc() else { return };
+    let Ok(chained) = e.ct_alloc() else { return };
     let setups: [(u64, u64, MdOptions, Threshold, u64, usize); 6] = [
         (1, 0, MdOptions::OP_PUT, Threshold::Count(3), 0, 32),
         (
@@ -94,7 +99,12 @@ pub fn engine_headers(data: &[u8]) {
         ) else {
             return;
         };
-        let mut desc = MdDesc::new(opts).threshold(thr).eq(eq);
+        let counting = if pt % 3 == 0 {
+            MdOptions::CT_ALL | MdOptions::CT_BYTES
+        } else {
+            MdOptions::CT_ALL
+        };
+        let mut desc = MdDesc::new(opts | counting).threshold(thr).eq(eq).ct(ct);
         if max > 0 {
             desc = desc.max_size(max);
         }
@@ -102,10 +112,24 @@ pub fn engine_headers(data: &[u8]) {
             return;
         }
     }
-    let Ok(src) = e.md_bind(&MdDesc::default().eq(eq), vec![7; 24], Unlink::Retain) else {
+    let Ok(src) = e.md_bind(
+        &MdDesc::new(MdOptions::CT_ALL).eq(eq).ct(ct),
+        vec![7; 24],
+        Unlink::Retain,
+    ) else {
         return;
     };
+    for (i, threshold) in [1u64, 2, 4, 64].into_iter().enumerate() {
+        let remote = Remote::new(PEER, PortalIndex(0), i as u64);
+        let trigger = Trigger::new(ct, threshold);
+        let put = e.triggered_put(src, 0, 8, AckReq::Ack, &remote, 0, trigger);
+        let inc = e.triggered_ct_inc(chained, CtEvent::success(1), trigger);
+        if put.is_err() || inc.is_err() {
+            return;
+        }
+    }
     let mut cookies = Vec::new();
+    let mut counted = 0;
     for chunk in data.chunks(HEADER_LEN + 1) {
         let Some((&ctl, bytes)) = chunk.split_first() else {
             continue;
@@ -198,6 +222,28 @@ pub fn engine_headers(data: &[u8]) {
         }
         if ctl == 0xff {
             e.peer_failed(PEER);
+        }
+        // Send what the counter released, as a transport would.
+        while let Some(out) = e.take_triggered() {
+            assert_eq!(Header::decode(&out.header.encode()), Ok(out.header));
+            cookies.push(out.header.cookie);
+            if let Some(t) = out.token {
+                let fail = if ctl & 0x80 != 0 {
+                    FailType::Unreachable
+                } else {
+                    FailType::Ok
+                };
+                e.send_complete(t, fail);
+            }
+        }
+        let now = e.ct_get(ct).map(|v| v.total()).unwrap_or(0);
+        assert!(now >= counted, "a counter never goes back without ct_set");
+        counted = now;
+    }
+    e.peer_failed(PEER);
+    while let Some(out) = e.take_triggered() {
+        if let Some(t) = out.token {
+            e.send_complete(t, FailType::Unreachable);
         }
     }
     e.peer_failed(PEER);

@@ -17,6 +17,7 @@ slotmap::new_key_type! {
     pub(crate) struct EqKey;
     pub(crate) struct OpKey;
     pub(crate) struct XferKey;
+    pub(crate) struct CtKey;
 }
 
 /// Tags distinguish the handles of different engines in one process.
@@ -65,6 +66,11 @@ handle!(
 handle!(
     /// Names an event queue (`ptl_handle_eq_t`).
     EqHandle, EqKey, "event queue", "eq"
+);
+
+handle!(
+    /// Names a counting event (`ptl_handle_ct_t`, Portals 4).
+    CtHandle, CtKey, "counting event", "ct"
 );
 
 /// Encode an operation key for the wire (the cookie echoed in responses).

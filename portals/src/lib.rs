@@ -10,6 +10,10 @@
 //!   ([`NetworkInterface::md_attach`], [`MdOptions`], [`Threshold`]), event
 //!   queues ([`NetworkInterface::eq_wait`]), access control, and the data
 //!   movement operations `put`, `get` and `get_put`.
+//! * Portals 4's counting events ([`NetworkInterface::ct_alloc`],
+//!   [`NetworkInterface::ct_wait`], [`MdOptions::CT_COMM`] and siblings)
+//!   and triggered operations ([`NetworkInterface::triggered_put`]), which
+//!   the engine issues by itself when a counter reaches a threshold.
 //! * [`Engine`] is the deterministic core the interface wraps; transports
 //!   drive it through [`NiCore`] and the [`Nal`] trait.
 //! * [`wire`] is the header codec shared by all transports.
@@ -56,11 +60,12 @@ pub mod wire;
 
 pub use acl::AcEntry;
 pub use engine::{
-    Engine, NiLimits, NiStatus, Outbound, Payload, RecvAction, RecvToken, Region, SendToken,
+    CtEvent, Engine, NiLimits, NiStatus, Outbound, Payload, RecvAction, RecvToken, Region,
+    SendToken, Trigger,
 };
 pub use error::{PtlError, Result};
 pub use event::{Event, EventKind, MdSnapshot};
-pub use handle::{EqHandle, MdHandle, MeHandle};
+pub use handle::{CtHandle, EqHandle, MdHandle, MeHandle};
 pub use md::{MdDesc, MdOptions};
 pub use nal::{Nal, NiCore};
 pub use ni::{NetworkInterface, NiConfig};

@@ -378,7 +378,17 @@ impl Nal for LoopbackNal {
         queue.push_back((self.source(), msg));
         while let Some((from, m)) = queue.pop_front() {
             let target = self.lookup(m.header.dst);
+            let reached = target.as_ref().map(|(t, _)| t.clone());
             deliver(&from, target, m, &mut queue);
+            // The delivery may have released triggered operations on
+            // either side; their interfaces' sends land on `PENDING` (this
+            // is the outermost send), so chains never recurse.
+            if let Some(c) = from.core.upgrade() {
+                c.send_triggered();
+            }
+            if let Some(t) = reached {
+                t.send_triggered();
+            }
             PENDING.with(|p| {
                 if let Some(q) = p.borrow_mut().as_mut() {
                     queue.extend(q.drain(..));

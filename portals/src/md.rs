@@ -2,7 +2,7 @@
 //! and outgoing operations may use it (`ptl_md_t`).
 
 use crate::event::MdSnapshot;
-use crate::handle::{EqHandle, EqKey, MeKey};
+use crate::handle::{CtHandle, CtKey, EqHandle, EqKey, MeKey};
 use crate::types::{Threshold, Unlink};
 
 bitflags::bitflags! {
@@ -38,6 +38,28 @@ bitflags::bitflags! {
         /// Do not generate completion events (`PTL_MD_EVENT_END_DISABLE`).
         /// `Unlink` events are still generated.
         const EVENT_END_DISABLE = 1 << 7;
+        /// Count the requests this descriptor serves as a target — its
+        /// `Put` and `Get` events — on its counting event
+        /// (`PTL_LE_EVENT_CT_COMM`).
+        const CT_COMM = 1 << 8;
+        /// Count the `Sent` events of puts (and get-puts) sent from this
+        /// descriptor on its counting event (`PTL_MD_EVENT_CT_SEND`).
+        const CT_SEND = 1 << 9;
+        /// Count the `Ack` events of puts sent from this descriptor on its
+        /// counting event (`PTL_MD_EVENT_CT_ACK`).
+        const CT_ACK = 1 << 10;
+        /// Count the `Reply` events of gets into this descriptor on its
+        /// counting event (`PTL_MD_EVENT_CT_REPLY`).
+        const CT_REPLY = 1 << 11;
+        /// A counted event that succeeded adds its `mlength` (bytes moved)
+        /// to the success count instead of one; a failed one still adds
+        /// one to the failure count (`PTL_MD_EVENT_CT_BYTES`,
+        /// `PTL_LE_EVENT_CT_BYTES`).
+        const CT_BYTES = 1 << 12;
+        /// Every counting option except [`MdOptions::CT_BYTES`]: count all
+        /// the completion events of this descriptor, one per event.
+        const CT_ALL = Self::CT_COMM.bits() | Self::CT_SEND.bits()
+            | Self::CT_ACK.bits() | Self::CT_REPLY.bits();
     }
 }
 
@@ -55,6 +77,13 @@ pub struct MdDesc {
     pub user_ptr: u64,
     /// Where events about this descriptor go; `None` for no events.
     pub eq: Option<EqHandle>,
+    /// The counting event that counts this descriptor's completion events
+    /// (Portals 4's `ct_handle`), beside or instead of `eq`. Which events
+    /// count is chosen by the `CT_*` options (none by default, as in
+    /// Portals 4); counting does not depend on `eq` or on
+    /// [`MdOptions::EVENT_END_DISABLE`]. Start and `Unlink` events are
+    /// never counted.
+    pub ct: Option<CtHandle>,
 }
 
 impl Default for MdDesc {
@@ -65,6 +94,7 @@ impl Default for MdDesc {
             options: MdOptions::empty(),
             user_ptr: 0,
             eq: None,
+            ct: None,
         }
     }
 }
@@ -88,6 +118,13 @@ impl MdDesc {
     /// Set the event queue.
     pub fn eq(mut self, eq: EqHandle) -> Self {
         self.eq = Some(eq);
+        self
+    }
+
+    /// Set the counting event (choose what it counts with the `CT_*`
+    /// options).
+    pub fn ct(mut self, ct: CtHandle) -> Self {
+        self.ct = Some(ct);
         self
     }
 
@@ -186,6 +223,9 @@ pub(crate) struct MemoryDescriptor {
     pub(crate) length: u64,
     pub(crate) desc: MdDesc,
     pub(crate) eq: Option<EqKey>,
+    /// The counting event, resolved when the description was set; a
+    /// counter freed since resolves to nothing and counts nothing.
+    pub(crate) ct: Option<CtKey>,
     pub(crate) local_offset: u64,
     pub(crate) me: Option<MeKey>,
     pub(crate) unlink: Unlink,
@@ -197,6 +237,9 @@ pub(crate) struct MemoryDescriptor {
     pub(crate) io: Vec<IoRange>,
     /// Initiated operations still waiting for an acknowledgment or reply.
     pub(crate) awaiting: u32,
+    /// Triggered operations recorded against this descriptor and not yet
+    /// issued: unlinking it cancels them (`engine/triggered.rs`).
+    pub(crate) triggered: u32,
 }
 
 /// What a descriptor decided about an incoming request.
@@ -206,13 +249,20 @@ pub(crate) struct Acceptance {
 }
 
 impl MemoryDescriptor {
-    pub(crate) fn new(mem: Memory, desc: MdDesc, eq: Option<EqKey>, unlink: Unlink) -> Self {
+    pub(crate) fn new(
+        mem: Memory,
+        desc: MdDesc,
+        eq: Option<EqKey>,
+        ct: Option<CtKey>,
+        unlink: Unlink,
+    ) -> Self {
         let length = mem.len() as u64;
         let mut d = MemoryDescriptor {
             mem,
             length,
             desc,
             eq,
+            ct,
             local_offset: 0,
             me: None,
             unlink,
@@ -220,6 +270,7 @@ impl MemoryDescriptor {
             exhausted: false,
             io: Vec::new(),
             awaiting: 0,
+            triggered: 0,
         };
         d.check_high_water_mark();
         d

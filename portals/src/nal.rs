@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use crate::engine::{Engine, Outbound};
@@ -24,6 +24,10 @@ use crate::types::ProcessId;
 ///   order per peer; every `RecvToken` is completed or aborted exactly once.
 /// * When the transport gives up on a peer it calls
 ///   [`crate::Engine::peer_failed`].
+/// * At the end of every progress pass, holding none of its own locks, it
+///   calls [`NiCore::send_triggered`], which hands the messages of
+///   triggered operations released meanwhile to the interface's
+///   [`Nal::send`].
 /// * [`Nal::wake`] is sticky: a wake that arrives before a blocking
 ///   [`Nal::progress`] call makes that call return promptly.
 pub trait Nal: Send + Sync + 'static {
@@ -127,6 +131,12 @@ pub struct NiCore {
     unlink_hook: OnceLock<UnlinkHook>,
     /// See [`NiCore::intake_epoch`].
     intake_epoch: AtomicU64,
+    /// The interface's transport, for [`NiCore::send_triggered`] (weak: the
+    /// transport holds the core).
+    transport: OnceLock<Weak<dyn Nal>>,
+    /// The engine holds messages of issued triggered operations (set and
+    /// cleared under the engine lock).
+    triggered: AtomicBool,
 }
 
 impl std::fmt::Debug for NiCore {
@@ -153,7 +163,44 @@ impl NiCore {
             waker: OnceLock::new(),
             unlink_hook: OnceLock::new(),
             intake_epoch: AtomicU64::new(0),
+            transport: OnceLock::new(),
+            triggered: AtomicBool::new(false),
         }
+    }
+
+    /// The transport [`NiCore::send_triggered`] sends through: the
+    /// interface's own (a composed transport routes by destination).
+    pub(crate) fn set_transport(&self, nal: &Arc<dyn Nal>) {
+        let _ = self.transport.set(Arc::downgrade(nal));
+    }
+
+    /// Send the messages of the triggered operations the engine issued
+    /// (see `engine/triggered.rs`) through the interface's transport. One
+    /// atomic load when there are none. Transports call it at the end of
+    /// each progress pass, where they hold no lock of their own (a message
+    /// delivered inside the pass may have released a trigger, and the
+    /// transport cannot be handed a message while it holds its locks); the
+    /// interface calls it after each of its calls that can release one.
+    pub fn send_triggered(&self) {
+        while self.triggered.load(Ordering::SeqCst) {
+            let Some(nal) = self.transport.get().and_then(Weak::upgrade) else {
+                return;
+            };
+            let batch: Vec<Outbound> = {
+                let mut e = self.lock();
+                self.triggered.store(false, Ordering::SeqCst);
+                std::iter::from_fn(|| e.take_triggered()).collect()
+            };
+            for m in batch {
+                nal.send(m);
+            }
+        }
+    }
+
+    /// True while messages of triggered operations wait to be sent: work
+    /// for the next pass that no readiness of a descriptor announces.
+    pub fn triggered_pending(&self) -> bool {
+        self.triggered.load(Ordering::SeqCst)
     }
 
     /// This interface's process id.
@@ -185,20 +232,29 @@ impl NiCore {
     /// run the unlink hook (after the engine lock is released).
     #[inline]
     pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        let (r, posted, unlinked, resumed) = {
+        let (r, posted, unlinked, resumed, triggered) = {
             let mut e = self.lock();
             let r = f(&mut e);
+            // Under the engine lock, against `send_triggered`'s clear.
+            let triggered = e.has_triggered() && !self.triggered.swap(true, Ordering::SeqCst);
             let resumed = e.take_intake_resumed();
             if resumed {
                 // Under the engine lock: a transport that read the epoch
                 // before a call answered `Defer` sees it move.
                 self.intake_epoch.fetch_add(1, Ordering::SeqCst);
             }
-            (r, e.take_posted(), e.take_watched_unlink(), resumed)
+            (
+                r,
+                e.take_posted(),
+                e.take_watched_unlink(),
+                resumed,
+                triggered,
+            )
         };
-        if resumed {
-            // Held messages wait in the transport for a pass: make sure one
-            // comes (a progress thread may be asleep).
+        if resumed || triggered {
+            // Held messages wait in the transport for a pass, triggered
+            // ones in the engine: make sure one comes (a progress thread
+            // may be asleep).
             if let Some(w) = self.waker.get() {
                 w();
             }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::acl::AcEntry;
-use crate::engine::{Engine, NiLimits, NiStatus};
+use crate::engine::{CtEvent, Engine, NiLimits, NiStatus, Trigger};
 use crate::error::{PtlError, Result};
 use crate::event::{Event, MdSnapshot};
-use crate::handle::{EqHandle, MdHandle, MeHandle};
+use crate::handle::{CtHandle, EqHandle, MdHandle, MeHandle};
 use crate::md::{MdDesc, Memory};
 use crate::nal::{Nal, NiCore};
 use crate::types::{AckReq, PortalIndex, Position, ProcessId, Remote, Unlink};
@@ -99,6 +99,7 @@ impl NetworkInterface {
         let engine = Engine::new(config.id, config.job_key, config.limits)?;
         let core = Arc::new(NiCore::new(engine));
         let nal = make_nal(core.clone())?;
+        core.set_transport(&nal);
         Ok(NetworkInterface {
             core,
             nal,
@@ -255,7 +256,7 @@ impl NetworkInterface {
             }
             Ok(None)
         };
-        self.wait_until(eqs, timeout, take)
+        self.wait_until(timeout, take, eqs_ready(eqs)?)
     }
 
     /// Wait until one of `eqs` has an event (or an overflow to report),
@@ -270,23 +271,18 @@ impl NetworkInterface {
             }
             Ok(None)
         };
-        self.wait_until(eqs, timeout, peek)
+        self.wait_until(timeout, peek, eqs_ready(eqs)?)
     }
 
     /// The waiting strategy shared by the blocking calls: check; drive the
-    /// transport for the spin window; then sleep until woken by news on
-    /// `eqs` or the deadline.
+    /// transport for the spin window; then sleep until woken by news that
+    /// makes `ready` true, or the deadline.
     fn wait_until<T>(
         &self,
-        eqs: &[EqHandle],
         timeout: Option<Duration>,
         check: impl Fn(&mut Engine) -> Result<Option<T>>,
+        ready: impl Fn(&Engine) -> Result<bool>,
     ) -> Result<T> {
-        if eqs.is_empty() {
-            return Err(PtlError::InvalidArgument(
-                "waiting needs at least one queue",
-            ));
-        }
         if let Some(hit) = self.core.with_engine(&check)? {
             return Ok(hit);
         }
@@ -333,15 +329,7 @@ impl NetworkInterface {
             };
             let seen = self.core.epoch();
             self.core.sleep_enter();
-            let ready = self.core.with_engine(|e| -> Result<bool> {
-                for &q in eqs {
-                    if e.eq_ready(q)? {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
-            });
-            let slept = match ready {
+            let slept = match self.core.with_engine(|e| ready(e)) {
                 Ok(false) => self.core.sleep(seen, nap, |t| self.nal.progress(Some(t))),
                 Ok(true) => Ok(()),
                 Err(e) => Err(e),
@@ -352,6 +340,159 @@ impl NetworkInterface {
                 return Ok(hit);
             }
         }
+    }
+
+    // ----- counting events -----------------------------------------------
+
+    /// Allocate a counting event, both counts zero (`PtlCTAlloc`). A
+    /// descriptor counts on it when its description names it
+    /// ([`MdDesc::ct`]) and its `CT_*` options select events (see
+    /// [`crate::MdOptions::CT_COMM`] and its siblings).
+    pub fn ct_alloc(&self) -> Result<CtHandle> {
+        self.core.with_engine(|e| e.ct_alloc())
+    }
+
+    /// Free a counting event (`PtlCTFree`); its pending triggered
+    /// operations are cancelled, threads waiting on it get
+    /// `InvalidHandle` (see [`Engine::ct_free`]).
+    pub fn ct_free(&self, ct: CtHandle) -> Result<()> {
+        self.core.with_engine(|e| e.ct_free(ct))
+    }
+
+    /// Cancel the triggered operations waiting for `ct`
+    /// (`PtlCTCancelTriggered`).
+    pub fn ct_cancel_triggered(&self, ct: CtHandle) -> Result<()> {
+        self.core.with_engine(|e| e.ct_cancel_triggered(ct))
+    }
+
+    /// The current value of a counting event (`PtlCTGet`).
+    pub fn ct_get(&self, ct: CtHandle) -> Result<CtEvent> {
+        self.core.with_engine(|e| e.ct_get(ct))
+    }
+
+    /// Set a counting event (`PtlCTSet`); triggered operations the new
+    /// value reaches are issued.
+    pub fn ct_set(&self, ct: CtHandle, value: CtEvent) -> Result<()> {
+        let r = self.core.with_engine(|e| e.ct_set(ct, value));
+        self.core.send_triggered();
+        r
+    }
+
+    /// Increment a counting event (`PtlCTInc`), saturating; `by` moves
+    /// either count, not both. Triggered operations it releases are issued.
+    pub fn ct_inc(&self, ct: CtHandle, by: CtEvent) -> Result<()> {
+        let r = self.core.with_engine(|e| e.ct_inc(ct, by));
+        self.core.send_triggered();
+        r
+    }
+
+    /// Wait until `success + failure` of `ct` reaches `threshold`
+    /// (`PtlCTWait`) and return its value; `timeout` = `None` waits forever
+    /// (`Err(Timeout)` past it). Waits like [`NetworkInterface::eq_wait`]:
+    /// drives the transport for the spin window, then sleeps until the
+    /// counter moves.
+    pub fn ct_wait(
+        &self,
+        ct: CtHandle,
+        threshold: u64,
+        timeout: Option<Duration>,
+    ) -> Result<CtEvent> {
+        self.ct_poll(&[ct], &[threshold], timeout).map(|(v, _)| v)
+    }
+
+    /// Wait until one of `cts` reaches its threshold in `thresholds`
+    /// (`PtlCTPoll`); returns its value and its index. Earlier counters are
+    /// looked at first.
+    pub fn ct_poll(
+        &self,
+        cts: &[CtHandle],
+        thresholds: &[u64],
+        timeout: Option<Duration>,
+    ) -> Result<(CtEvent, usize)> {
+        if cts.is_empty() || cts.len() != thresholds.len() {
+            return Err(PtlError::InvalidArgument(
+                "ct_poll needs one threshold per counting event, and at least one",
+            ));
+        }
+        let check = |e: &mut Engine| -> Result<Option<(CtEvent, usize)>> {
+            for (i, (&ct, &t)) in cts.iter().zip(thresholds).enumerate() {
+                if let Some(v) = e.ct_reached(ct, t)? {
+                    return Ok(Some((v, i)));
+                }
+            }
+            Ok(None)
+        };
+        let ready = |e: &Engine| -> Result<bool> {
+            for (&ct, &t) in cts.iter().zip(thresholds) {
+                if e.ct_reached(ct, t)?.is_some() {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        self.wait_until(timeout, check, ready)
+    }
+
+    // ----- triggered operations -------------------------------------------
+
+    /// Put `length` bytes of `md` at `local_offset` once `trigger` is
+    /// reached (`PtlTriggeredPut`). Whichever thread moves the counter
+    /// there — the transport's progress thread, an application thread —
+    /// issues it; see [`Engine::triggered_put`] for the state used,
+    /// failures and cancellation. Issued at once if the threshold is
+    /// already reached.
+    #[allow(clippy::too_many_arguments)]
+    pub fn triggered_put(
+        &self,
+        md: MdHandle,
+        local_offset: u64,
+        length: u64,
+        ack: AckReq,
+        remote: &Remote,
+        hdr_data: u64,
+        trigger: Trigger,
+    ) -> Result<()> {
+        let r = self.core.with_engine(|e| {
+            e.triggered_put(md, local_offset, length, ack, remote, hdr_data, trigger)
+        });
+        self.core.send_triggered();
+        r
+    }
+
+    /// Get `length` bytes into `md` at `local_offset` once `trigger` is
+    /// reached (`PtlTriggeredGet`).
+    pub fn triggered_get(
+        &self,
+        md: MdHandle,
+        local_offset: u64,
+        length: u64,
+        remote: &Remote,
+        trigger: Trigger,
+    ) -> Result<()> {
+        let r = self
+            .core
+            .with_engine(|e| e.triggered_get(md, local_offset, length, remote, trigger));
+        self.core.send_triggered();
+        r
+    }
+
+    /// Increment `ct` by `by` once `trigger` is reached
+    /// (`PtlTriggeredCTInc`).
+    pub fn triggered_ct_inc(&self, ct: CtHandle, by: CtEvent, trigger: Trigger) -> Result<()> {
+        let r = self
+            .core
+            .with_engine(|e| e.triggered_ct_inc(ct, by, trigger));
+        self.core.send_triggered();
+        r
+    }
+
+    /// Set `ct` to `to` once `trigger` is reached (`PtlTriggeredCTSet`).
+    pub fn triggered_ct_set(&self, ct: CtHandle, to: CtEvent, trigger: Trigger) -> Result<()> {
+        let r = self
+            .core
+            .with_engine(|e| e.triggered_ct_set(ct, to, trigger));
+        self.core.send_triggered();
+        r
     }
 
     // ----- access control ------------------------------------------------
@@ -408,7 +549,9 @@ impl NetworkInterface {
     /// Unlink a match entry and its descriptor (`PtlMEUnlink`), returning the
     /// descriptor's owned memory.
     pub fn me_unlink(&self, me: MeHandle) -> Result<Option<Vec<u8>>> {
-        self.core.with_engine(|e| e.me_unlink(me))
+        let r = self.core.with_engine(|e| e.me_unlink(me));
+        self.core.send_triggered();
+        r
     }
 
     /// The match entries of a portal, head first.
@@ -480,7 +623,10 @@ impl NetworkInterface {
     /// Works once on a descriptor that unlinked itself, to take the memory
     /// back. `Err(MdInUse)` while a transfer uses the memory.
     pub fn md_unlink(&self, md: MdHandle) -> Result<Option<Vec<u8>>> {
-        self.core.with_engine(|e| e.md_unlink(md))
+        let r = self.core.with_engine(|e| e.md_unlink(md));
+        // Its failed triggered operations may have released others.
+        self.core.send_triggered();
+        r
     }
 
     /// True while a transfer reads or writes the descriptor's memory (see
@@ -518,6 +664,8 @@ impl NetworkInterface {
             .core
             .with_engine(|e| e.put(md, ack, remote, hdr_data))?;
         self.nal.send(out);
+        // A self-send may have released triggered operations.
+        self.core.send_triggered();
         Ok(())
     }
 
@@ -535,6 +683,8 @@ impl NetworkInterface {
             .core
             .with_engine(|e| e.put_region(md, local_offset, length, ack, remote, hdr_data))?;
         self.nal.send(out);
+        // A self-send may have released triggered operations.
+        self.core.send_triggered();
         Ok(())
     }
 
@@ -542,6 +692,8 @@ impl NetworkInterface {
     pub fn get(&self, md: MdHandle, remote: &Remote) -> Result<()> {
         let out = self.core.with_engine(|e| e.get(md, remote))?;
         self.nal.send(out);
+        // A self-send may have released triggered operations.
+        self.core.send_triggered();
         Ok(())
     }
 
@@ -557,6 +709,8 @@ impl NetworkInterface {
             .core
             .with_engine(|e| e.get_region(md, local_offset, length, remote))?;
         self.nal.send(out);
+        // A self-send may have released triggered operations.
+        self.core.send_triggered();
         Ok(())
     }
 
@@ -572,8 +726,28 @@ impl NetworkInterface {
             .core
             .with_engine(|e| e.get_put(get_md, put_md, remote, hdr_data))?;
         self.nal.send(out);
+        // A self-send may have released triggered operations.
+        self.core.send_triggered();
         Ok(())
     }
+}
+
+/// The sleeping test of the event-queue waits: some queue of `eqs` has an
+/// event (or an overflow to report).
+fn eqs_ready(eqs: &[EqHandle]) -> Result<impl Fn(&Engine) -> Result<bool> + '_> {
+    if eqs.is_empty() {
+        return Err(PtlError::InvalidArgument(
+            "waiting needs at least one queue",
+        ));
+    }
+    Ok(move |e: &Engine| -> Result<bool> {
+        for &q in eqs {
+            if e.eq_ready(q)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    })
 }
 
 pub(crate) fn check_raw(ptr: *mut u8, len: usize) -> Result<()> {

@@ -728,6 +728,96 @@ pub fn progress_happens_while_the_target_never_calls_the_library<C: Transport>(c
     }
 }
 
+/// A chain of triggered operations across four processes, started by one
+/// put, runs to its end while no application thread calls the library
+/// (the one test thread sleeps, reading a counter between naps): 0 puts to
+/// 1; 1's receive counter triggers its put of what it received to 2; 2's
+/// triggers a get of 1's exposed bytes, whose reply triggers 2's put of
+/// them to 3; 3's receive counter triggers its put to 0; 0's triggers an
+/// increment of its `done` counter. Progress threads only: in polling mode
+/// nothing moves while the application sleeps.
+pub fn a_triggered_chain_completes_while_every_application_thread_sleeps<C: Transport>(cfg: &C) {
+    assert_eq!(
+        cfg.progress(),
+        ProgressMode::Thread,
+        "needs progress threads"
+    );
+    let nodes = job(4, cfg);
+    let ni = |i: usize| &nodes[i].ni;
+    let mut received = Vec::new();
+    let mut rcs = Vec::new();
+    for i in 0..4 {
+        let rc = ni(i).ct_alloc().unwrap();
+        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::CT_COMM).ct(rc);
+        received.push(attach(ni(i), ProcessId::ANY, 1, 0, &desc, 8));
+        rcs.push(rc);
+    }
+    let exposed = attach(
+        ni(1),
+        ProcessId::ANY,
+        2,
+        0,
+        &MdDesc::new(MdOptions::OP_GET),
+        8,
+    );
+    ni(1).md_write(exposed, 0, b"exposed!").unwrap();
+    let to = |i: usize, bits: u64| Remote::new(id(i), PT, bits);
+    let forward = |i: usize, md: MdHandle, ct: CtHandle, next: usize| {
+        ni(i)
+            .triggered_put(
+                md,
+                0,
+                8,
+                AckReq::NoAck,
+                &to(next, 1),
+                0,
+                Trigger::new(ct, 1),
+            )
+            .unwrap();
+    };
+    forward(1, received[1], rcs[1], 2);
+    let replied = ni(2).ct_alloc().unwrap();
+    let landing = ni(2)
+        .md_bind(
+            &MdDesc::new(MdOptions::CT_REPLY).ct(replied),
+            vec![0; 8],
+            Unlink::Retain,
+        )
+        .unwrap();
+    ni(2)
+        .triggered_get(landing, 0, 8, &to(1, 2), Trigger::new(rcs[2], 1))
+        .unwrap();
+    forward(2, landing, replied, 3);
+    forward(3, received[3], rcs[3], 0);
+    let done = ni(0).ct_alloc().unwrap();
+    ni(0)
+        .triggered_ct_inc(done, CtEvent::success(1), Trigger::new(rcs[0], 1))
+        .unwrap();
+    let start = ni(0)
+        .md_bind(&MdDesc::default(), b"started!".to_vec(), Unlink::Retain)
+        .unwrap();
+    ni(0).put(start, AckReq::NoAck, &to(1, 1), 0).unwrap();
+    // From here on no thread calls into the library except to read a
+    // counter, which drives nothing.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ni(0).ct_get(done).unwrap().total() == 0 {
+        assert!(Instant::now() < deadline, "{cfg:?}: the chain stalled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(ni(0).ct_get(done).unwrap(), CtEvent::new(1, 0));
+    let mut got = [0u8; 8];
+    ni(0).md_read(received[0], 0, &mut got).unwrap();
+    assert_eq!(&got, b"exposed!", "{cfg:?}: what 2 fetched went round");
+    for (i, rc) in rcs.iter().enumerate() {
+        assert_eq!(
+            ni(i).ct_get(*rc).unwrap(),
+            CtEvent::new(1, 0),
+            "process {i}"
+        );
+        assert_eq!(ni(i).core().with_engine(|e| e.triggered_pending()), 0);
+    }
+}
+
 /// A put to the process itself is delivered and acknowledged.
 pub fn a_process_can_put_to_itself<C: Transport>(cfg: &C) {
     let nodes = job(1, cfg);

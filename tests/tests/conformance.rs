@@ -59,3 +59,27 @@ full_suite! {
     mixed_thread = mixed(ProgressMode::Thread);
     mixed_poll = mixed(ProgressMode::Poll);
 }
+
+/// Behaviours that need progress threads, for each transport.
+mod progress_threads {
+    use super::*;
+
+    macro_rules! thread_suite {
+        ($($variant:ident = $cfg:expr;)*) => {
+            $(
+                suite!($variant = $cfg;
+                    a_triggered_chain_completes_while_every_application_thread_sleeps,
+                );
+            )*
+        };
+    }
+
+    thread_suite! {
+        tcp_epoll = TcpConfig::variant(Backend::Epoll, ProgressMode::Thread);
+        tcp_io_uring = TcpConfig::variant(Backend::IoUring, ProgressMode::Thread);
+        udp_epoll = UdpConfig::variant(Backend::Epoll, ProgressMode::Thread);
+        udp_lossy = udp_lossy(ProgressMode::Thread, 13);
+        shm = shm(ProgressMode::Thread, true);
+        mixed = mixed(ProgressMode::Thread);
+    }
+}

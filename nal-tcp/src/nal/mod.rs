@@ -625,7 +625,8 @@ impl Nal for TcpNal {
         // nap keeps them running, as it does for `progress`.
         (lock(&self.inner.dirty).is_empty()
             && lock(&self.inner.flush_later).is_empty()
-            && !self.inner.resume_due())
+            && !self.inner.resume_due()
+            && !self.inner.core.triggered_pending())
         .then_some(Duration::MAX)
     }
 
@@ -772,7 +773,18 @@ impl Inner {
         }
     }
 
+    /// One progress pass, framed by sending the messages of triggered
+    /// operations: before it, those another thread's engine call released
+    /// (so that a blocking pass does not sleep on them); after it, those
+    /// the pass's own deliveries released, now that no lock is held.
     fn progress_once(&self, poller: &Poller, timeout: Option<Duration>) -> io::Result<()> {
+        self.core.send_triggered();
+        let r = self.pass(poller, timeout);
+        self.core.send_triggered();
+        r
+    }
+
+    fn pass(&self, poller: &Poller, timeout: Option<Duration>) -> io::Result<()> {
         // One clock read per pass, for the housekeeping and the spin.
         let now_ns = self.now_ns();
         self.housekeeping(now_ns);

@@ -17,6 +17,10 @@ impl Engine {
             Some(h) => Some(self.eq_key(h)?),
             None => None,
         };
+        let ct = match desc.ct {
+            Some(h) => Some(self.ct_key(h)?),
+            None => None,
+        };
         if self.mds.len() >= self.limits.max_mds {
             return Err(PtlError::NoSpace {
                 what: "memory descriptors",
@@ -25,7 +29,7 @@ impl Engine {
         }
         Ok(self
             .mds
-            .insert(MemoryDescriptor::new(mem, *desc, eq, unlink)))
+            .insert(MemoryDescriptor::new(mem, *desc, eq, ct, unlink)))
     }
 
     /// Attach a descriptor over `mem` to a match entry (`PtlMDAttach`).
@@ -82,18 +86,21 @@ impl Engine {
     /// can be taken back). The match entry it was attached to stays in the
     /// list, without a descriptor, unless it was created with
     /// `Unlink::Unlink`. Operations still waiting for an acknowledgment or
-    /// reply to this descriptor are forgotten. Fails with `MdInUse` while a
-    /// transfer reads or writes the memory.
+    /// reply to this descriptor are forgotten, and its triggered operations
+    /// fail (`engine/triggered.rs`). Fails with `MdInUse` while a transfer
+    /// reads or writes the memory.
     pub fn md_unlink(&mut self, md: MdHandle) -> Result<Option<Vec<u8>>> {
         let k = self.md_key(md)?;
         if !self.mds[k].io.is_empty() {
             return Err(PtlError::MdInUse);
         }
         self.cancel_awaiting(k);
+        self.cancel_md_triggers(k);
         let d = self.mds.remove(k).expect("checked key");
         if let Some(mek) = d.me {
             self.detach_from_me(mek);
         }
+        self.run_triggers();
         Ok(d.mem.into_owned())
     }
 
@@ -130,6 +137,10 @@ impl Engine {
             Some(h) => Some(self.eq_key(h)?),
             None => None,
         };
+        let new_ct = match new.ct {
+            Some(h) => Some(self.ct_key(h)?),
+            None => None,
+        };
         if let Some(t) = test_eq {
             let tk = self.eq_key(t)?;
             if !self.eqs[tk].is_quiescent() {
@@ -150,6 +161,7 @@ impl Engine {
         let d = &mut self.mds[k];
         d.desc = *new;
         d.eq = new_eq;
+        d.ct = new_ct;
         d.check_high_water_mark();
         Ok(old)
     }
@@ -244,6 +256,7 @@ impl Engine {
         }
         self.post(k, EventKind::Unlink, &info);
         self.cancel_awaiting(k);
+        self.cancel_md_triggers(k);
         let d = &mut self.mds[k];
         let mek = d.me.take();
         if matches!(d.mem, Memory::Owned(_)) {

@@ -386,12 +386,14 @@ impl Engine {
                     return Err(PtlError::MdInUse);
                 }
                 self.cancel_awaiting(mdk);
+                self.cancel_md_triggers(mdk);
                 let md = self.mds.remove(mdk).expect("linked descriptor exists");
                 md.mem.into_owned()
             }
             None => None,
         };
         self.unlink_me_from_list(k);
+        self.run_triggers();
         Ok(mem)
     }
 

@@ -22,7 +22,9 @@ impl Engine {
     /// or an ack/reply arriving at the initiator) and say what to do with the
     /// payload that follows it.
     pub fn recv_header(&mut self, h: &Header) -> RecvAction {
-        self.recv_header_with(h, true)
+        let action = self.recv_header_with(h, true);
+        self.run_triggers();
+        action
     }
 
     /// [`Engine::recv_header`] for a transport that cannot hold a message
@@ -31,7 +33,9 @@ impl Engine {
     /// flow-controlled queue without room then overflows as an ordinary
     /// one does.
     pub fn recv_header_unheld(&mut self, h: &Header) -> RecvAction {
-        self.recv_header_with(h, false)
+        let action = self.recv_header_with(h, false);
+        self.run_triggers();
+        action
     }
 
     fn recv_header_with(&mut self, h: &Header, hold: bool) -> RecvAction {
