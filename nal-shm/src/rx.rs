@@ -21,6 +21,10 @@ use crate::tx::CMA_TRAILER;
 /// one busy peer does not starve the others (or a waiting thread).
 const RX_BUDGET: usize = 512 << 10;
 
+/// Local pieces one single-copy read fills at most (a scattered region of
+/// an iovec descriptor; far below the kernel's `IOV_MAX`).
+const CMA_IOV: usize = 64;
+
 /// Where the receive side of one peer's ring is.
 pub(crate) enum Phase {
     /// Between messages.
@@ -79,8 +83,9 @@ fn fill(region: &Region, filled: usize, data: &[u8]) -> usize {
     if n > 0 {
         // SAFETY: the region is lent to us until its token completes, and
         // the receive lock we hold makes us its only writer; `data` is ring
-        // memory, never descriptor memory.
-        unsafe { region.as_mut_slice()[filled..filled + n].copy_from_slice(&data[..n]) };
+        // memory, never descriptor memory. Straight into the segments of an
+        // iovec descriptor.
+        unsafe { region.write_at(filled, &data[..n]) };
     }
     filled + n
 }
@@ -350,15 +355,41 @@ impl Inner {
             return Ok(());
         };
         let n = (region.len() - *done).min(self.cfg.cma_chunk.max(1));
-        // SAFETY: `done + n ≤ region.len()`; the region is lent to us and we
-        // are its only writer (we hold the receive lock).
-        let got = unsafe {
-            cma::read(
-                p.addr.pid,
-                *remote + *done as u64,
-                region.as_ptr().add(*done),
-                n,
-            )
+        let got = if region.is_contiguous() {
+            // SAFETY: `done + n ≤ region.len()`; the region is lent to us and
+            // we are its only writer (we hold the receive lock).
+            unsafe {
+                cma::read(
+                    p.addr.pid,
+                    *remote + *done as u64,
+                    region.as_ptr().add(*done),
+                    n,
+                )
+            }
+        } else {
+            // An iovec descriptor's segments: one `process_vm_readv` with
+            // a local iovec per segment (up to `CMA_IOV` at a time).
+            let mut local = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; CMA_IOV];
+            let (mut k, mut bytes) = (0, 0);
+            // SAFETY: the region is lent to us (see above).
+            for (ptr, len) in unsafe { region.pieces_from(*done) } {
+                if k == CMA_IOV || bytes == n {
+                    break;
+                }
+                let take = len.min(n - bytes);
+                local[k] = libc::iovec {
+                    iov_base: ptr.cast(),
+                    iov_len: take,
+                };
+                k += 1;
+                bytes += take;
+            }
+            // SAFETY: the pieces lie inside the region, which is lent to us
+            // alone (see above).
+            unsafe { cma::read_scattered(p.addr.pid, *remote + *done as u64, &local[..k]) }
         };
         match got {
             Ok(0) => return Err(Failure::CmaRead("the sender's payload ended early".into())),

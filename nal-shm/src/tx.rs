@@ -90,25 +90,32 @@ impl Tx {
     }
 }
 
-/// The payload's bytes.
+/// Copy the payload's bytes from `from` into `dst` (ring memory), gathering
+/// the segments of an iovec descriptor in place.
 ///
 /// # Safety
 /// The message's send token must still be open (so the engine keeps a
 /// region alive and unwritten).
-unsafe fn payload_bytes(p: &Payload) -> &[u8] {
+unsafe fn copy_payload(p: &Payload, from: usize, dst: &mut [u8]) {
     match p {
-        Payload::None => &[],
-        // SAFETY: the caller's contract.
-        Payload::Region(r) => unsafe { r.as_slice() },
-        Payload::Owned(v) => v,
+        Payload::None => {}
+        // SAFETY: the caller's contract; ring memory is never descriptor
+        // memory.
+        Payload::Region(r) => unsafe { r.read_at(from, dst) },
+        Payload::Owned(v) => dst.copy_from_slice(&v[from..from + dst.len()]),
     }
 }
 
-fn payload_addr(p: &Payload) -> u64 {
+/// The payload's address for a single-copy read by the receiver, if it is
+/// one range of memory. A region scattered over an iovec descriptor's
+/// segments has none (the single-copy record names one range) and goes
+/// through the ring instead.
+fn payload_addr(p: &Payload) -> Option<u64> {
     match p {
-        Payload::None => 0,
-        Payload::Region(r) => r.as_ptr() as u64,
-        Payload::Owned(v) => v.as_ptr() as u64,
+        Payload::None => Some(0),
+        Payload::Region(r) if r.is_contiguous() => Some(r.as_ptr() as u64),
+        Payload::Region(_) => None,
+        Payload::Owned(v) => Some(v.as_ptr() as u64),
     }
 }
 
@@ -234,13 +241,15 @@ impl Inner {
             OutMsg::Portals(m) => m,
         };
         let plen = m.payload.len();
-        if m.records == 0
-            && plen >= self.cfg.cma_min
-            && self.cfg.cma
-            && self.single_copy_to(p, *ring)
-        {
+        let addr = payload_addr(&m.payload);
+        if let (0, Some(addr), true, true) = (
+            m.records,
+            addr,
+            plen >= self.cfg.cma_min && self.cfg.cma,
+            self.single_copy_to(p, *ring),
+        ) {
             let cookie = *next_cookie;
-            let (hdr, addr) = (&m.hdr, payload_addr(&m.payload));
+            let hdr = &m.hdr;
             if !prod.push(Kind::Cma, HEADER_LEN + CMA_TRAILER, |b| {
                 b[..HEADER_LEN].copy_from_slice(hdr);
                 b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&addr.to_le_bytes());
@@ -264,9 +273,6 @@ impl Inner {
             bump(&self.stats.single_copy_sent, 1);
             return Ok(true);
         }
-        // SAFETY: the token is still open: it completes below, after the
-        // last byte is copied.
-        let bytes = unsafe { payload_bytes(&m.payload) };
         let room = prod.room()?;
         let left = plen - m.sent;
         if m.records == 0 {
@@ -276,10 +282,12 @@ impl Inner {
             if room < HEADER_LEN || first < left.min(self.min_chunk) {
                 return Ok(false);
             }
-            let hdr = &m.hdr;
+            let (hdr, payload) = (&m.hdr, &m.payload);
             prod.push(Kind::Msg, HEADER_LEN + first, |b| {
                 b[..HEADER_LEN].copy_from_slice(hdr);
-                b[HEADER_LEN..].copy_from_slice(&bytes[..first]);
+                // SAFETY: the token is still open: it completes below,
+                // after the last byte is copied.
+                unsafe { copy_payload(payload, 0, &mut b[HEADER_LEN..]) };
             })?;
             m.sent = first;
         } else {
@@ -287,9 +295,10 @@ impl Inner {
             if n < left.min(self.min_chunk) {
                 return Ok(false);
             }
-            let from = m.sent;
-            prod.push(Kind::Chunk, n, |b| {
-                b.copy_from_slice(&bytes[from..from + n])
+            let (from, payload) = (m.sent, &m.payload);
+            // SAFETY: as above.
+            prod.push(Kind::Chunk, n, |b| unsafe {
+                copy_payload(payload, from, b)
             })?;
             m.sent += n;
         }

@@ -105,9 +105,9 @@ impl Sink for EngineSink<'_> {
         // the range was checked to lie inside it; `data` is the driver's
         // receive buffer, which never aliases descriptor memory; and only
         // this thread (holding the driver's state lock) writes the region.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), d.region.as_ptr().add(start), data.len())
-        };
+        // `write_at` maps the logical offset to the segments of an iovec
+        // descriptor (a fragment may straddle two).
+        unsafe { d.region.write_at(start, data) };
     }
 
     fn on_complete(&mut self, msg: MsgId) {
@@ -149,10 +149,9 @@ impl PayloadSource for RegionSource {
         // completed, and the endpoint reads a borrowed payload only before
         // it reports the send complete (after which the driver completes the
         // token); the range is inside the region; regions lent for sending
-        // are never written while lent.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.0.as_ptr().add(start), dst.as_mut_ptr(), dst.len())
-        };
+        // are never written while lent; `dst` is the protocol's datagram
+        // buffer. Segments of an iovec descriptor are gathered in place.
+        unsafe { self.0.read_at(start, dst) };
     }
 }
 

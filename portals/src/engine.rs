@@ -41,11 +41,14 @@ mod counters;
 mod descriptors;
 mod entries;
 pub(crate) mod index;
+mod iovec;
 mod queues;
 mod receive;
+mod region;
 mod triggered;
 
 pub use counters::CtEvent;
+pub use region::{Pieces, Region};
 pub use triggered::Trigger;
 
 use crate::acl::{AcEntry, AccessControl};
@@ -81,6 +84,10 @@ pub struct NiLimits {
     /// Maximum number of triggered operations recorded and not yet issued
     /// (past it, recording one fails with `NoSpace`).
     pub max_triggered: usize,
+    /// Most segments one iovec descriptor may have
+    /// ([`Engine::md_bind_iovec`]); a longer list is refused with
+    /// [`crate::error::IovecError::TooManySegments`].
+    pub max_iovecs: usize,
 }
 
 impl Default for NiLimits {
@@ -94,6 +101,7 @@ impl Default for NiLimits {
             max_eq_capacity: 1 << 24,
             max_cts: 1 << 16,
             max_triggered: 1 << 16,
+            max_iovecs: 1 << 16,
         }
     }
 }
@@ -133,82 +141,6 @@ pub struct NiStatus {
     /// would post to had no free slot. Not a drop: the transport offers the
     /// message again later.
     pub held_back: u64,
-}
-
-/// A region of descriptor memory lent to the transport.
-///
-/// Created only by the engine; valid until the token it came with is
-/// completed (see the module docs).
-pub struct Region {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: a `Region` is a (pointer, length) pair naming memory that the
-// engine keeps alive and reserved for the token holder until completion;
-// which thread performs the transfer does not matter.
-unsafe impl Send for Region {}
-
-impl Region {
-    /// An empty region (for transports that need a placeholder).
-    pub fn empty() -> Region {
-        Region {
-            ptr: std::ptr::NonNull::dangling().as_ptr(),
-            len: 0,
-        }
-    }
-
-    /// Address of the first byte.
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for an empty region.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The region as a byte slice, for sending.
-    ///
-    /// # Safety
-    /// The token that came with the region must not have been completed yet,
-    /// and nothing may write the region while the slice lives (true for
-    /// regions lent for sending: the engine reserves them).
-    pub unsafe fn as_slice(&self) -> &[u8] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: the engine guarantees ptr..ptr+len is one live allocation
-        // reserved for this transfer; the caller guarantees the token is
-        // still open and nobody writes concurrently.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    /// The region as a mutable byte slice, for receiving into.
-    ///
-    /// # Safety
-    /// The token that came with the region must not have been completed yet,
-    /// and no other slice of the region may be alive (one writer at a time).
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
-        if self.len == 0 {
-            return &mut [];
-        }
-        // SAFETY: as for `as_slice`, plus the caller is the region's only
-        // user, so the mutable borrow is unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl std::fmt::Debug for Region {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Region({:p}, {})", self.ptr, self.len)
-    }
 }
 
 /// The payload of an outbound message.
@@ -701,7 +633,7 @@ impl Engine {
         if kind == OpKind::Put {
             d.consume();
         }
-        let ptr = d.lend(local_offset, length, access);
+        let region = d.lend(local_offset, length, access);
         let awaiting = match (kind, ack) {
             (OpKind::Put, AckReq::Ack) => Awaiting::Ack,
             (OpKind::Put, AckReq::NoAck) => Awaiting::Nothing,
@@ -754,10 +686,7 @@ impl Engine {
             OpKind::Put => {
                 let info = self.op_info(opk, 0, FailType::Ok);
                 self.post(k, EventKind::SendStart, &info);
-                Payload::Region(Region {
-                    ptr,
-                    len: length as usize,
-                })
+                Payload::Region(region)
             }
             _ => Payload::None,
         };
@@ -865,7 +794,7 @@ impl Engine {
         )?;
         let p = &mut self.mds[pk];
         p.consume();
-        let ptr = p.lend(0, len, Access::Read);
+        let region = p.lend(0, len, Access::Read);
         if p.wants_unlink() {
             p.state = MdState::Unlinking;
         }
@@ -874,10 +803,7 @@ impl Engine {
             op.put_md = Some(pk);
             op.put_offset = 0;
         }
-        out.payload = Payload::Region(Region {
-            ptr,
-            len: len as usize,
-        });
+        out.payload = Payload::Region(region);
         Ok(out)
     }
 
@@ -1062,18 +988,15 @@ impl Engine {
             OpKind::GetPut => {
                 // The swap itself: under the engine's lock, so no other
                 // operation sees a half-swapped region.
-                let base = d.mem.base().wrapping_add(x.offset as usize);
-                let n = x.mlength as usize;
-                let mut old = vec![0u8; n];
-                if n > 0 {
-                    // SAFETY: offset..offset+mlength was checked against the
-                    // descriptor when the request was accepted, the region
-                    // was reserved until now, and `old`/`staging` are
-                    // separate allocations of n bytes.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(base, old.as_mut_ptr(), n);
-                        std::ptr::copy_nonoverlapping(x.staging.as_ptr(), base, n);
-                    }
+                let target = d.mem.region(x.offset, x.mlength);
+                let mut old = vec![0u8; target.len()];
+                // SAFETY: offset..offset+mlength was checked against the
+                // descriptor when the request was accepted, the range was
+                // reserved until now (only this call uses it), and
+                // `old`/`staging` are separate allocations of that length.
+                unsafe {
+                    target.read_at(0, &mut old);
+                    target.write_at(0, &x.staging);
                 }
                 x.staging = Vec::new();
                 response = Some(Outbound {

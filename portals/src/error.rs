@@ -92,4 +92,49 @@ pub enum PtlError {
     /// The transport (NAL) reported an error.
     #[error("transport error: {0}")]
     Nal(String),
+    /// A scatter/gather list (an iovec descriptor's segments) was refused;
+    /// nothing was created and the segments were not accessed.
+    #[error("invalid iovec: {0}")]
+    Iovec(#[from] IovecError),
+}
+
+/// Why a scatter/gather list was refused (see
+/// [`crate::Engine::md_bind_iovec`]).
+#[derive(Debug, thiserror::Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IovecError {
+    /// More segments than [`crate::NiLimits::max_iovecs`].
+    #[error("{count} segments exceed the limit of {limit} (NiLimits::max_iovecs)")]
+    TooManySegments {
+        /// Segments in the list.
+        count: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// A segment of length zero: refused rather than skipped, so that every
+    /// segment holds at least one byte of the logical buffer.
+    #[error("segment {index} is empty (zero-length segments are refused)")]
+    EmptySegment {
+        /// Position of the segment in the list.
+        index: usize,
+    },
+    /// The lengths up to and including this segment sum past `u64::MAX`.
+    #[error("the segment lengths overflow u64 at segment {index}")]
+    LengthOverflow {
+        /// Position of the segment in the list.
+        index: usize,
+    },
+    /// A raw segment longer than `isize::MAX` bytes (no Rust slice can
+    /// cover it).
+    #[error("segment {index} is longer than isize::MAX bytes")]
+    SegmentTooLong {
+        /// Position of the segment in the list.
+        index: usize,
+    },
+    /// A raw segment with a null base address.
+    #[error("segment {index} has a null base address")]
+    NullSegment {
+        /// Position of the segment in the list.
+        index: usize,
+    },
 }

@@ -3,7 +3,8 @@
 //! arbitrary bytes and panics only if an invariant breaks.
 
 use crate::engine::{CtEvent, Engine, NiLimits, Payload, RecvAction, Trigger};
-use crate::md::{MdDesc, MdOptions};
+use crate::error::{IovecError, PtlError};
+use crate::md::{Iovec, MdDesc, MdOptions};
 use crate::types::{AckReq, FailType, PortalIndex, Position, ProcessId, Remote, Threshold, Unlink};
 use crate::wire::{Header, HEADER_LEN};
 
@@ -83,6 +84,12 @@ pub fn engine_headers(data: &[u8]) {
             0,
         ),
     ];
+    // Some descriptors are iovec descriptors, split into segments as the
+    // input's byte sum says (the headers are read from the input as they
+    // are, so the split must not take bytes of its own).
+    let seed = data
+        .iter()
+        .fold(0u32, |a, &b| a.wrapping_mul(31).wrapping_add(b.into()));
     for (pt, (bits, ignore, opts, thr, max, len)) in setups.into_iter().enumerate() {
         let unlink = if pt % 2 == 0 {
             Unlink::Unlink
@@ -108,15 +115,22 @@ pub fn engine_headers(data: &[u8]) {
         if max > 0 {
             desc = desc.max_size(max);
         }
-        if e.md_attach(me, &desc, vec![0; len], unlink).is_err() {
+        let attached = if seed >> pt & 1 == 1 {
+            e.md_attach_iovec(me, &desc, split(len, seed >> 8), unlink)
+        } else {
+            e.md_attach(me, &desc, vec![0; len], unlink)
+        };
+        if attached.is_err() {
             return;
         }
     }
-    let Ok(src) = e.md_bind(
-        &MdDesc::new(MdOptions::CT_ALL).eq(eq).ct(ct),
-        vec![7; 24],
-        Unlink::Retain,
-    ) else {
+    let src_desc = MdDesc::new(MdOptions::CT_ALL).eq(eq).ct(ct);
+    let src = if seed & 0x80 != 0 {
+        e.md_bind_iovec(&src_desc, split(24, seed >> 16), Unlink::Retain)
+    } else {
+        e.md_bind(&src_desc, vec![7; 24], Unlink::Retain)
+    };
+    let Ok(src) = src else {
         return;
     };
     for (i, threshold) in [1u64, 2, 4, 64].into_iter().enumerate() {
@@ -182,11 +196,16 @@ pub fn engine_headers(data: &[u8]) {
             } => {
                 assert!(discard <= h.payload_len());
                 assert_eq!(region.len() as u64 + discard, h.payload_len());
-                if !region.is_empty() {
-                    // SAFETY: the token is open and this harness is the
-                    // only user of the region.
-                    unsafe { region.as_mut_slice() }.fill(ctl);
+                // SAFETY: the token is open and this harness is the only
+                // user of the region.
+                let mut covered = 0;
+                for (p, n) in unsafe { region.pieces() } {
+                    assert!(n > 0);
+                    // SAFETY: as above; a piece is lent memory of n bytes.
+                    unsafe { std::ptr::write_bytes(p, ctl, n) };
+                    covered += n;
                 }
+                assert_eq!(covered, region.len());
                 if ctl & 4 != 0 {
                     e.recv_abort(token, FailType::Incomplete);
                 } else if let Some(resp) = e.recv_complete(token) {
@@ -203,7 +222,9 @@ pub fn engine_headers(data: &[u8]) {
                 if let Payload::Region(r) = &response.payload {
                     // SAFETY: the send token is open; reading the lent
                     // region is what a transport does.
-                    let _ = unsafe { r.as_slice() }.iter().fold(0u8, |a, b| a ^ b);
+                    let mut all = vec![0u8; r.len()];
+                    unsafe { r.read_at(0, &mut all) };
+                    let _ = all.iter().fold(0u8, |a, b| a ^ b);
                 }
                 if let Some(t) = response.token {
                     e.send_complete(t, FailType::Ok);
@@ -250,4 +271,195 @@ pub fn engine_headers(data: &[u8]) {
     let (ops, xfers) = e.in_progress();
     assert_eq!(xfers, 0, "every transfer was completed or aborted");
     assert_eq!(ops, 0, "every operation was answered or failed");
+}
+
+/// `len` bytes of zeros as segments of 1 to 5 bytes, sizes chosen by
+/// `seed` (no segments for 0 bytes).
+fn split(len: usize, seed: u32) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let (mut left, mut s) = (len, seed);
+    while left > 0 {
+        let n = (1 + (s % 5) as usize).min(left);
+        out.push(vec![0; n]);
+        left -= n;
+        s = s.rotate_right(3) ^ 0x9e37;
+    }
+    out
+}
+
+/// Drive the iovec entry points with arbitrary input: segment lists the
+/// engine must accept or refuse with the right [`IovecError`] (too many,
+/// empty, null, too long, overflowing — raw lists are only checked, never
+/// used), and reads, writes and puts of arbitrary ranges of an accepted
+/// descriptor, compared with a flat copy of its logical buffer.
+pub fn iovec_descriptors(data: &[u8]) {
+    const LIMIT: usize = 16;
+    let limits = NiLimits {
+        max_iovecs: LIMIT,
+        ..NiLimits::default()
+    };
+    let Ok(mut e) = Engine::new(ME, KEY, limits) else {
+        return;
+    };
+    let mut bytes = data.iter().copied();
+    let mut next = move || bytes.next();
+    // (handle, flat shadow of the logical buffer)
+    let mut mds: Vec<(crate::MdHandle, Vec<u8>)> = Vec::new();
+    let mut round = 0u8;
+    while let Some(op) = next() {
+        round = round.wrapping_add(1);
+        match op % 6 {
+            0 => {
+                // An owned list.
+                let count = usize::from(next().unwrap_or(0) % 24);
+                let lens: Vec<usize> = (0..count)
+                    .map(|_| usize::from(next().unwrap_or(1) % 9))
+                    .collect();
+                let segs: Vec<Vec<u8>> = lens
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| (0..n).map(|j| (i * 16 + j) as u8 ^ round).collect())
+                    .collect();
+                let flat = segs.concat();
+                let want = if count > LIMIT {
+                    Err(IovecError::TooManySegments {
+                        count,
+                        limit: LIMIT,
+                    })
+                } else if let Some(index) = lens.iter().position(|&n| n == 0) {
+                    Err(IovecError::EmptySegment { index })
+                } else {
+                    Ok(())
+                };
+                match e.md_bind_iovec(&MdDesc::new(MdOptions::empty()), segs, Unlink::Retain) {
+                    Ok(h) => {
+                        assert_eq!(want, Ok(()));
+                        mds.push((h, flat));
+                    }
+                    Err(PtlError::Iovec(got)) => assert_eq!(Err(got), want),
+                    Err(other) => panic!("unexpected error {other}"),
+                }
+            }
+            1 => {
+                // A raw list, checked and dropped, never used.
+                let count = usize::from(next().unwrap_or(0) % 20);
+                let dangling = std::ptr::NonNull::<u8>::dangling().as_ptr();
+                let list: Vec<Iovec> = (0..count)
+                    .map(|_| {
+                        let b = next().unwrap_or(0);
+                        let len = match b % 5 {
+                            0 => 0,
+                            1 => usize::MAX - usize::from(b),
+                            2 => isize::MAX as usize - usize::from(b),
+                            _ => usize::from(b),
+                        };
+                        let base = if b == 0xfe {
+                            std::ptr::null_mut()
+                        } else {
+                            dangling
+                        };
+                        Iovec::new(base, len)
+                    })
+                    .collect();
+                let mut want = Ok(());
+                let mut total = 0u64;
+                if count > LIMIT {
+                    want = Err(IovecError::TooManySegments {
+                        count,
+                        limit: LIMIT,
+                    });
+                } else {
+                    for (index, s) in list.iter().enumerate() {
+                        let t = total
+                            .checked_add(s.len as u64)
+                            .filter(|&t| t <= usize::MAX as u64);
+                        let err = if s.len == 0 {
+                            Some(IovecError::EmptySegment { index })
+                        } else if s.base.is_null() {
+                            Some(IovecError::NullSegment { index })
+                        } else if s.len > isize::MAX as usize {
+                            Some(IovecError::SegmentTooLong { index })
+                        } else if t.is_none() {
+                            Some(IovecError::LengthOverflow { index })
+                        } else {
+                            None
+                        };
+                        if let Some(err) = err {
+                            want = Err(err);
+                            break;
+                        }
+                        total = t.unwrap_or(0);
+                    }
+                }
+                match e.raw_iovec(&list) {
+                    Ok(mem) => {
+                        assert_eq!(want, Ok(()));
+                        assert_eq!(mem.len(), total);
+                    }
+                    Err(PtlError::Iovec(got)) => assert_eq!(Err(got), want),
+                    Err(other) => panic!("unexpected error {other}"),
+                }
+            }
+            k @ 2..=5 => {
+                if mds.is_empty() {
+                    continue;
+                }
+                let i = usize::from(next().unwrap_or(0)) % mds.len();
+                let off = u64::from(next().unwrap_or(0) % 80);
+                let len = u64::from(next().unwrap_or(0) % 80);
+                let (h, flat) = &mut mds[i];
+                let fits = off + len <= flat.len() as u64;
+                let (o, n) = (off as usize, len as usize);
+                let r = match k {
+                    2 => {
+                        let mut buf = vec![0u8; n];
+                        let r = e.md_read(*h, off, &mut buf);
+                        if r.is_ok() {
+                            assert_eq!(&buf[..], &flat[o..o + n]);
+                        }
+                        r
+                    }
+                    3 => {
+                        let src: Vec<u8> = (0..n).map(|j| (j as u8).wrapping_mul(round)).collect();
+                        let r = e.md_write(*h, off, &src);
+                        if r.is_ok() {
+                            flat[o..o + n].copy_from_slice(&src);
+                        }
+                        r
+                    }
+                    4 => {
+                        let remote = Remote::new(PEER, PortalIndex(0), 0);
+                        e.put_region(*h, off, len, AckReq::NoAck, &remote, 0)
+                            .map(|out| {
+                                let Payload::Region(r) = &out.payload else {
+                                    panic!("a put sends descriptor memory");
+                                };
+                                let mut got = vec![0u8; r.len()];
+                                // SAFETY: the send token is open.
+                                unsafe { r.read_at(0, &mut got) };
+                                assert_eq!(&got[..], &flat[o..o + n]);
+                                if let Some(t) = out.token {
+                                    e.send_complete(t, FailType::Ok);
+                                }
+                            })
+                    }
+                    _ => {
+                        // Unlink and take the segments back: their
+                        // concatenation is the logical buffer.
+                        let (h, flat) = mds.swap_remove(i);
+                        let segs = e.md_unlink_iovec(h).expect("idle descriptor");
+                        assert_eq!(segs.map(|s| s.concat()), Some(flat));
+                        continue;
+                    }
+                };
+                if fits {
+                    assert_eq!(r, Ok(()));
+                } else {
+                    assert!(matches!(r, Err(PtlError::OutOfRange { .. })), "{r:?}");
+                }
+            }
+            _ => unreachable!(),
+        }
+    }
+    assert_eq!(e.in_progress(), (0, 0));
 }

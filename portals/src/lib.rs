@@ -27,6 +27,13 @@
 //! variants ([`NetworkInterface::md_attach_raw`]) serve zero-copy callers
 //! such as an MPI library that scopes its requests.
 //!
+//! A descriptor may also be a list of segments (`PTL_MD_IOVEC`):
+//! [`NetworkInterface::md_attach_iovec`] and friends take a `Vec<Vec<u8>>`
+//! (or, raw, a list of [`Iovec`]) and treat it as one logical buffer, the
+//! segments' concatenation; transports read and write the segments in
+//! place. Owned segments come back from
+//! [`NetworkInterface::md_unlink_iovec`].
+//!
 //! ## Deviations from Portals 3.3, on purpose
 //! * A request dropped at the target (no match, rejected, access denied)
 //!   still answers an acknowledgment-requesting put or a get, with a
@@ -60,13 +67,13 @@ pub mod wire;
 
 pub use acl::AcEntry;
 pub use engine::{
-    CtEvent, Engine, NiLimits, NiStatus, Outbound, Payload, RecvAction, RecvToken, Region,
+    CtEvent, Engine, NiLimits, NiStatus, Outbound, Payload, Pieces, RecvAction, RecvToken, Region,
     SendToken, Trigger,
 };
-pub use error::{PtlError, Result};
+pub use error::{IovecError, PtlError, Result};
 pub use event::{Event, EventKind, MdSnapshot};
 pub use handle::{CtHandle, EqHandle, MdHandle, MeHandle};
-pub use md::{MdDesc, MdOptions};
+pub use md::{Iovec, MdDesc, MdOptions};
 pub use nal::{Nal, NiCore};
 pub use ni::{NetworkInterface, NiConfig};
 pub use types::{

@@ -40,7 +40,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
-use crate::engine::{Outbound, Payload, RecvAction};
+use crate::engine::{Outbound, Payload, RecvAction, Region};
 use crate::error::{PtlError, Result};
 use crate::nal::{Nal, NiCore};
 use crate::ni::{NetworkInterface, NiConfig};
@@ -294,27 +294,18 @@ fn deliver(
         Some((t, None)) => (Some(t), None),
         None => (None, None),
     };
-    // Raw pointers, not slices: when a process puts to itself the source
-    // and destination may be the same memory.
-    let (src, src_len): (*const u8, usize) = match &payload {
-        Payload::None => (std::ptr::null(), 0),
-        Payload::Region(r) => (r.as_ptr(), r.len()),
-        Payload::Owned(v) => (v.as_ptr(), v.len()),
-    };
     let mut fail = FailType::Ok;
     match &target {
         None => fail = FailType::Unreachable,
         Some(t) => match t.with_engine(|e| e.recv_header_unheld(&header)) {
             RecvAction::Deposit { region, token, .. } => {
-                let n = region.len().min(src_len);
+                let n = region.len().min(payload.len());
                 if n > 0 {
                     // SAFETY: `region` is lent to us by the target engine
-                    // until `token` completes; `src` is the initiator's
-                    // region, lent until its send token completes below, or
-                    // bytes owned by `payload`. Both are valid for `n` bytes.
-                    // They may overlap when a process puts to itself, so
-                    // copy with memmove semantics.
-                    unsafe { std::ptr::copy(src, region.as_ptr(), n) };
+                    // until `token` completes; a source region is the
+                    // initiator's, lent until its send token completes
+                    // below; owned bytes live in `payload`.
+                    unsafe { copy_payload(&payload, &region, n) };
                 }
                 if let Some(resp) = t.with_engine(|e| e.recv_complete(token)) {
                     out.push_back((responder(t, &target_pass), resp));
@@ -339,6 +330,52 @@ fn deliver(
         if let Some(me) = from.core.upgrade() {
             me.with_engine(|e| e.peer_failed(header.dst));
         }
+    }
+}
+
+/// Copy the first `n` bytes of `payload` into `dst`, piece by piece when
+/// either side is scattered over an iovec descriptor's segments.
+///
+/// Raw pointers, not slices, and memmove semantics: when a process puts to
+/// itself, source and destination may be the same memory. (Overlap happens
+/// only when the user's own remote offsets aim a put at the bytes it
+/// sends; the result is then as if copied piece by piece in order.)
+///
+/// # Safety
+/// Both tokens open: `dst` is lent for writing, a source region for
+/// reading, and nothing else uses either; `n` fits both.
+unsafe fn copy_payload(payload: &Payload, dst: &Region, n: usize) {
+    let (mut one, mut many) = (None, None);
+    match payload {
+        Payload::None => return,
+        // SAFETY: the source token is open (caller's contract).
+        Payload::Region(r) => many = Some(unsafe { r.pieces() }),
+        Payload::Owned(v) => one = Some((v.as_ptr().cast_mut(), v.len())),
+    }
+    let mut src = std::iter::from_fn(|| one.take().or_else(|| many.as_mut()?.next()));
+    // SAFETY: the destination token is open.
+    let mut dst = unsafe { dst.pieces() };
+    let (mut s, mut d) = (
+        (std::ptr::null_mut::<u8>(), 0),
+        (std::ptr::null_mut::<u8>(), 0),
+    );
+    let mut left = n;
+    while left > 0 {
+        if s.1 == 0 {
+            let Some(p) = src.next() else { return };
+            s = p;
+        }
+        if d.1 == 0 {
+            let Some(p) = dst.next() else { return };
+            d = p;
+        }
+        let k = s.1.min(d.1).min(left);
+        // SAFETY: both pieces are valid for `k` more bytes (see above);
+        // `copy` tolerates overlap.
+        unsafe { std::ptr::copy(s.0, d.0, k) };
+        s = (s.0.wrapping_add(k), s.1 - k);
+        d = (d.0.wrapping_add(k), d.1 - k);
+        left -= k;
     }
 }
 

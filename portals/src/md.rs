@@ -1,9 +1,15 @@
 //! Memory descriptors: a region of memory plus the rules for how incoming
 //! and outgoing operations may use it (`ptl_md_t`).
 
+use crate::engine::Region;
 use crate::event::MdSnapshot;
 use crate::handle::{CtHandle, CtKey, EqHandle, EqKey, MeKey};
 use crate::types::{Threshold, Unlink};
+
+pub mod iovec;
+
+pub use iovec::Iovec;
+use iovec::Segments;
 
 bitflags::bitflags! {
     /// Options of a memory descriptor (`PTL_MD_*`).
@@ -148,6 +154,8 @@ pub(crate) enum Memory {
     Owned(Vec<u8>),
     /// Caller memory attached through the `unsafe` raw API.
     Raw { ptr: *mut u8, len: usize },
+    /// A list of segments (`PTL_MD_IOVEC`), owned or caller memory.
+    Iovec(Segments),
 }
 
 // SAFETY: `Memory` is a buffer (owned, or raw memory whose owner promised at
@@ -157,26 +165,74 @@ pub(crate) enum Memory {
 unsafe impl Send for Memory {}
 
 impl Memory {
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> u64 {
         match self {
-            Memory::Owned(v) => v.len(),
-            Memory::Raw { len, .. } => *len,
+            Memory::Owned(v) => v.len() as u64,
+            Memory::Raw { len, .. } => *len as u64,
+            Memory::Iovec(s) => s.len(),
         }
     }
 
-    /// Base pointer. Obtaining it does not create a reference to the bytes,
-    /// so it is fine while regions are being written through earlier copies.
-    pub(crate) fn base(&mut self) -> *mut u8 {
+    /// The `len` bytes at logical offset `start`, which the caller checked
+    /// lie inside. Obtaining a region does not create a reference to the
+    /// bytes, so it is fine while other regions are being written through
+    /// earlier copies.
+    pub(crate) fn region(&mut self, start: u64, len: u64) -> Region {
         match self {
-            Memory::Owned(v) => v.as_mut_ptr(),
-            Memory::Raw { ptr, .. } => *ptr,
+            Memory::Owned(v) => {
+                Region::contiguous(v.as_mut_ptr().wrapping_add(start as usize), len as usize)
+            }
+            Memory::Raw { ptr, .. } => {
+                Region::contiguous(ptr.wrapping_add(start as usize), len as usize)
+            }
+            Memory::Iovec(s) => s.region(start, len as usize),
         }
     }
 
+    /// Address of the first byte (of the first segment, for an iovec).
+    fn start_addr(&mut self) -> usize {
+        match self {
+            Memory::Owned(v) => v.as_mut_ptr() as usize,
+            Memory::Raw { ptr, .. } => *ptr as usize,
+            Memory::Iovec(s) => s.first_addr(),
+        }
+    }
+
+    /// True if the engine owns the memory (and keeps it for the user after
+    /// an automatic unlink).
+    pub(crate) fn is_owned(&self) -> bool {
+        match self {
+            Memory::Owned(_) => true,
+            Memory::Raw { .. } => false,
+            Memory::Iovec(s) => s.is_owned(),
+        }
+    }
+
+    /// True for memory that only `md_unlink_iovec` can give back.
+    pub(crate) fn is_owned_iovec(&self) -> bool {
+        matches!(self, Memory::Iovec(s) if s.is_owned())
+    }
+
+    /// The owned memory as one buffer. `None` for caller memory; must not
+    /// be called for owned segments (see `is_owned_iovec`).
     pub(crate) fn into_owned(self) -> Option<Vec<u8>> {
         match self {
             Memory::Owned(v) => Some(v),
             Memory::Raw { .. } => None,
+            Memory::Iovec(s) => {
+                debug_assert!(!s.is_owned(), "owned segments leave through into_segments");
+                None
+            }
+        }
+    }
+
+    /// The owned memory as a list of buffers (one for an ordinary
+    /// descriptor). `None` for caller memory.
+    pub(crate) fn into_segments(self) -> Option<Vec<Vec<u8>>> {
+        match self {
+            Memory::Owned(v) => Some(vec![v]),
+            Memory::Raw { .. } => None,
+            Memory::Iovec(s) => s.into_owned(),
         }
     }
 }
@@ -256,7 +312,7 @@ impl MemoryDescriptor {
         ct: Option<CtKey>,
         unlink: Unlink,
     ) -> Self {
-        let length = mem.len() as u64;
+        let length = mem.len();
         let mut d = MemoryDescriptor {
             mem,
             length,
@@ -345,15 +401,15 @@ impl MemoryDescriptor {
             && (!self.desc.threshold.is_active() || self.exhausted)
     }
 
-    pub(crate) fn lend(&mut self, start: u64, len: u64, access: Access) -> *mut u8 {
+    /// Lend `start..start + len` (checked by the caller to lie inside) to
+    /// the transport until `give_back`.
+    pub(crate) fn lend(&mut self, start: u64, len: u64, access: Access) -> Region {
         self.io.push(IoRange {
             start,
             end: start + len,
             write: access == Access::Write,
         });
-        // The offset is within the descriptor (checked by the caller), so the
-        // pointer arithmetic stays inside the allocation.
-        self.mem.base().wrapping_add(start as usize)
+        self.mem.region(start, len)
     }
 
     pub(crate) fn give_back(&mut self, start: u64, len: u64) {
@@ -377,7 +433,7 @@ impl MemoryDescriptor {
 
     pub(crate) fn snapshot(&mut self, eq: Option<EqHandle>) -> MdSnapshot {
         MdSnapshot {
-            start: self.mem.base() as usize,
+            start: self.mem.start_addr(),
             length: self.length,
             threshold: self.desc.threshold,
             max_size: self.desc.max_size,

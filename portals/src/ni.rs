@@ -9,7 +9,7 @@ use crate::engine::{CtEvent, Engine, NiLimits, NiStatus, Trigger};
 use crate::error::{PtlError, Result};
 use crate::event::{Event, MdSnapshot};
 use crate::handle::{CtHandle, EqHandle, MdHandle, MeHandle};
-use crate::md::{MdDesc, Memory};
+use crate::md::{Iovec, MdDesc, Memory};
 use crate::nal::{Nal, NiCore};
 use crate::types::{AckReq, PortalIndex, Position, ProcessId, Remote, Unlink};
 
@@ -617,6 +617,83 @@ impl NetworkInterface {
         check_raw(ptr, len)?;
         self.core
             .with_engine(|e| e.md_bind_mem(desc, Memory::Raw { ptr, len }, unlink))
+    }
+
+    /// Attach a descriptor owning the segments `segs` to a match entry
+    /// (`PTL_MD_IOVEC`): one logical buffer, their concatenation; see
+    /// [`Engine::md_attach_iovec`](crate::Engine::md_attach_iovec). Take the
+    /// segments back with [`NetworkInterface::md_unlink_iovec`].
+    pub fn md_attach_iovec(
+        &self,
+        me: MeHandle,
+        desc: &MdDesc,
+        segs: Vec<Vec<u8>>,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        self.core
+            .with_engine(|e| e.md_attach_iovec(me, desc, segs, unlink))
+    }
+
+    /// Bind a descriptor owning the segments `segs` (`PTL_MD_IOVEC`).
+    pub fn md_bind_iovec(
+        &self,
+        desc: &MdDesc,
+        segs: Vec<Vec<u8>>,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        self.core
+            .with_engine(|e| e.md_bind_iovec(desc, segs, unlink))
+    }
+
+    /// Attach a descriptor over a list of caller segments (`PTL_MD_IOVEC`,
+    /// zero-copy: a storage layer's page list, a strided datatype). The
+    /// list itself is copied; the engine keeps no reference to `list`.
+    ///
+    /// The list is checked before anything else
+    /// ([`crate::error::IovecError`]: too many segments, an empty or null
+    /// one, lengths overflowing): a refused list is never accessed, so the
+    /// requirements below apply only to a list that is accepted.
+    ///
+    /// # Safety
+    /// Every segment must meet the requirements of
+    /// [`NetworkInterface::md_attach_raw`], and the segments must not
+    /// overlap one another.
+    pub unsafe fn md_attach_iovec_raw(
+        &self,
+        me: MeHandle,
+        desc: &MdDesc,
+        list: &[Iovec],
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        self.core.with_engine(|e| {
+            let mem = e.raw_iovec(list)?;
+            e.md_attach_mem(me, desc, mem, unlink)
+        })
+    }
+
+    /// Bind a descriptor over a list of caller segments, for zero-copy
+    /// gathered sends and scattered gets.
+    ///
+    /// # Safety
+    /// As for [`NetworkInterface::md_attach_iovec_raw`].
+    pub unsafe fn md_bind_iovec_raw(
+        &self,
+        desc: &MdDesc,
+        list: &[Iovec],
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        self.core.with_engine(|e| {
+            let mem = e.raw_iovec(list)?;
+            e.md_bind_mem(desc, mem, unlink)
+        })
+    }
+
+    /// Unlink a descriptor and take back its owned memory as a list of
+    /// buffers: an iovec descriptor's segments, or an ordinary
+    /// descriptor's one buffer (see
+    /// [`Engine::md_unlink_iovec`](crate::Engine::md_unlink_iovec)).
+    pub fn md_unlink_iovec(&self, md: MdHandle) -> Result<Option<Vec<Vec<u8>>>> {
+        self.core.with_engine(|e| e.md_unlink_iovec(md))
     }
 
     /// Unlink a descriptor (`PtlMDUnlink`) and take back its owned memory.

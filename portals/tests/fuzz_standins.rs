@@ -54,4 +54,9 @@ proptest! {
     fn engine_survives_header_streams(bytes in header_stream()) {
         fuzzing::engine_headers(&bytes);
     }
+
+    #[test]
+    fn iovec_entry_points_survive_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        fuzzing::iovec_descriptors(&bytes);
+    }
 }

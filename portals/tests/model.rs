@@ -28,6 +28,34 @@ struct MdSpec {
     max_size: Option<u64>,
     threshold: Option<u32>,
     unlink: bool,
+    /// An iovec descriptor: its memory is split into segments whose sizes
+    /// this seed picks (see `split`). The model keeps one flat buffer: the
+    /// engine must agree with it whatever the split.
+    iovec: Option<u32>,
+}
+
+/// Segment lengths for `len` bytes: 1 to 9 bytes each, as `seed` says.
+fn split(len: usize, seed: u32) -> Vec<usize> {
+    let mut out = Vec::new();
+    let (mut left, mut s) = (len, seed);
+    while left > 0 {
+        let n = (1 + (s % 9) as usize).min(left);
+        out.push(n);
+        left -= n;
+        s = s.rotate_right(5) ^ 0x2545_f491;
+    }
+    out
+}
+
+/// `mem` cut into segments of the given lengths.
+fn segments(mem: &[u8], lens: &[usize]) -> Vec<Vec<u8>> {
+    let mut at = 0;
+    lens.iter()
+        .map(|&n| {
+            at += n;
+            mem[at - n..at].to_vec()
+        })
+        .collect()
 }
 
 impl MdSpec {
@@ -336,6 +364,8 @@ enum Action {
     },
     UnlinkMd {
         md: usize,
+        /// Take the memory back as a list (`md_unlink_iovec`).
+        as_list: bool,
     },
     Update {
         md: usize,
@@ -369,8 +399,9 @@ fn md_spec() -> impl Strategy<Value = MdSpec> {
         any::<[bool; 6]>(),
         prop::option::of(0u64..12),
         prop::option::of(0u32..4),
+        prop::option::of(any::<u32>()),
     )
-        .prop_map(|(len, f, max_size, threshold)| MdSpec {
+        .prop_map(|(len, f, max_size, threshold, iovec)| MdSpec {
             len,
             put: f[0] || !f[1],
             get: f[1],
@@ -380,6 +411,7 @@ fn md_spec() -> impl Strategy<Value = MdSpec> {
             max_size,
             threshold,
             unlink: f[5],
+            iovec,
         })
 }
 
@@ -392,7 +424,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(base, before, mid, bits, ignore, unlink, md)| Action::Insert { base, before, mid, bits, ignore, unlink, md }),
         1 => (any::<usize>(), md_spec()).prop_map(|(me, md)| Action::AttachMd { me, md }),
         1 => any::<usize>().prop_map(|me| Action::UnlinkMe { me }),
-        1 => any::<usize>().prop_map(|md| Action::UnlinkMd { md }),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(md, as_list)| Action::UnlinkMd { md, as_list }),
         1 => (any::<usize>(), prop::option::of(0u32..3), any::<bool>())
             .prop_map(|(md, threshold, test_eq)| Action::Update { md, threshold, test_eq }),
         6 => (0usize..2, 0u32..2, 0u64..4, 0u64..24, 0u64..40, any::<bool>(), any::<u64>())
@@ -462,12 +494,16 @@ impl Pair {
         } else {
             Unlink::Retain
         };
-        let h = self.e.md_attach(
-            self.me_h[me],
-            &spec.desc(self.eq, id as u64),
-            mem.clone(),
-            unlink,
-        );
+        let desc = spec.desc(self.eq, id as u64);
+        let h = match spec.iovec {
+            Some(seed) => self.e.md_attach_iovec(
+                self.me_h[me],
+                &desc,
+                segments(&mem, &split(spec.len, seed)),
+                unlink,
+            ),
+            None => self.e.md_attach(self.me_h[me], &desc, mem.clone(), unlink),
+        };
         let live = self.m.mes.get(me).is_some_and(|x| x.is_some());
         let free = live && self.m.mes[me].as_ref().is_some_and(|x| x.md.is_none());
         match h {
@@ -625,6 +661,21 @@ impl Pair {
                         r
                     ),
                     Some(me) => {
+                        if let Some(d) = me.md.filter(|&d| {
+                            self.m.mds[d]
+                                .as_ref()
+                                .is_some_and(|m| m.spec.iovec.is_some())
+                        }) {
+                            // Owned segments come back only through
+                            // md_unlink_iovec: refused, nothing changes.
+                            prop_assert!(
+                                matches!(r, Err(PtlError::InvalidArgument(_))),
+                                "me_unlink over iovec md {}: {:?}",
+                                d,
+                                r
+                            );
+                            return self.compare_state();
+                        }
                         let got = r.map_err(|e| TestCaseError::fail(e.to_string()))?;
                         match me.md {
                             Some(d) => {
@@ -637,12 +688,35 @@ impl Pair {
                     }
                 }
             }
-            Action::UnlinkMd { md } => {
+            Action::UnlinkMd { md, as_list } => {
                 if self.md_h.is_empty() {
                     return Ok(());
                 }
                 let d = md % self.md_h.len();
-                let r = self.e.md_unlink(self.md_h[d]);
+                let iovec = self.m.mds[d].as_ref().and_then(|m| m.spec.iovec);
+                let r = if as_list || iovec.is_some() {
+                    if iovec.is_some() && !as_list {
+                        // The one-buffer call refuses a list and changes
+                        // nothing.
+                        let r = self.e.md_unlink(self.md_h[d]);
+                        prop_assert!(
+                            matches!(r, Err(PtlError::InvalidArgument(_))),
+                            "md_unlink of iovec md {}: {:?}",
+                            d,
+                            r
+                        );
+                    }
+                    self.e.md_unlink_iovec(self.md_h[d]).map(|segs| {
+                        segs.map(|segs| {
+                            let lens: Vec<usize> = segs.iter().map(Vec::len).collect();
+                            (segs.concat(), lens)
+                        })
+                    })
+                } else {
+                    self.e
+                        .md_unlink(self.md_h[d])
+                        .map(|m| m.map(|m| (m.clone(), vec![m.len()])))
+                };
                 match self.m.mds[d].take() {
                     None => prop_assert!(
                         matches!(r, Err(PtlError::InvalidHandle { .. })),
@@ -650,9 +724,14 @@ impl Pair {
                         r
                     ),
                     Some(md) => {
+                        // The segments come back as given: same split.
+                        let lens = match md.spec.iovec {
+                            Some(seed) => split(md.spec.len, seed),
+                            None => vec![md.mem.len()],
+                        };
                         prop_assert_eq!(
                             r.map_err(|e| TestCaseError::fail(e.to_string()))?,
-                            Some(md.mem.clone())
+                            Some((md.mem.clone(), lens))
                         );
                         if let Some(me) = md.me {
                             let unlink_me = self.m.mes[me].as_ref().is_some_and(|m| m.unlink);
@@ -748,11 +827,9 @@ impl Pair {
                     ) => {
                         prop_assert_eq!(region.len() as u64, mlength);
                         prop_assert_eq!(discard, len - mlength);
-                        if !region.is_empty() {
-                            // SAFETY: token open; sole user of the region.
-                            unsafe { region.as_mut_slice() }
-                                .copy_from_slice(&payload[..mlength as usize]);
-                        }
+                        // SAFETY: token open; sole user of the region.
+                        // Across segments for an iovec descriptor.
+                        unsafe { region.write_at(0, &payload[..mlength as usize]) };
                         let resp = self.e.recv_complete(token);
                         prop_assert_eq!(resp.is_some(), ack, "ack decision");
                         if let Some(r) = resp {
@@ -803,7 +880,9 @@ impl Pair {
                         match &response.payload {
                             // SAFETY: the send token is open.
                             Payload::Region(r) => {
-                                prop_assert_eq!(unsafe { r.as_slice() }, &reply[..])
+                                let mut got = vec![0u8; r.len()];
+                                unsafe { r.read_at(0, &mut got) };
+                                prop_assert_eq!(got, reply.clone())
                             }
                             Payload::None => prop_assert!(reply.is_empty()),
                             Payload::Owned(v) => prop_assert_eq!(v, &reply),

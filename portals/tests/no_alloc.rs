@@ -3,31 +3,34 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use portals::wire::{Header, Op};
 use portals::*;
 
 struct Counting;
 
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
     /// Counting is on for this thread only: the test harness's own threads
-    /// allocate whenever they like.
+    /// (and the other test, running beside) allocate whenever they like.
     static ARMED: Cell<bool> = const { Cell::new(false) };
+    /// This thread's allocations while armed.
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
 }
 
-fn armed() -> bool {
-    ARMED.try_with(Cell::get).unwrap_or(false)
+fn count() {
+    if ARMED.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+fn allocs() -> usize {
+    ALLOCS.with(|c| c.replace(0))
 }
 
 // SAFETY: defers to the system allocator; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if armed() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: same contract as our caller's.
         unsafe { System.alloc(l) }
     }
@@ -36,9 +39,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if armed() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: same contract as our caller's.
         unsafe { System.realloc(p, l, n) }
     }
@@ -116,10 +117,80 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
     // The counter itself works.
     ARMED.with(|a| a.set(true));
     drop(std::hint::black_box(Box::new(1u64)));
-    assert_eq!(ALLOCS.swap(0, Ordering::SeqCst), 1);
+    assert_eq!(allocs(), 1);
     for _ in 0..10_000 {
         cycle(&mut e);
     }
     ARMED.with(|a| a.set(false));
-    assert_eq!(ALLOCS.load(Ordering::SeqCst), 0);
+    assert_eq!(allocs(), 0);
+}
+
+/// The same cycle into an iovec descriptor, the deposit crossing three
+/// segment boundaries and the get's reply gathered from four segments:
+/// describing and walking a scattered region allocates nothing either.
+#[test]
+fn scattered_deposit_and_reply_do_not_allocate() {
+    let pt = PortalIndex(3);
+    let me_id = ProcessId::new(1, 1);
+    let mut e = Engine::new(me_id, 9, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(16).unwrap();
+    let me = e
+        .me_attach(pt, ProcessId::ANY, 7, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    e.md_attach_iovec(
+        me,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::OP_GET | MdOptions::MANAGE_REMOTE).eq(eq),
+        vec![vec![0; 3], vec![0; 2], vec![0; 5], vec![0; 7]],
+        Unlink::Retain,
+    )
+    .unwrap();
+    let request = |op: Op| Header {
+        op,
+        ack_req: op == Op::Put,
+        fail: FailType::Ok,
+        job_key: 9,
+        src: ProcessId::new(2, 2),
+        dst: me_id,
+        pt_index: pt,
+        ac_index: 0,
+        match_bits: 7,
+        offset: 1,
+        hdr_data: 0,
+        rlength: 12,
+        mlength: 0,
+        cookie: 5,
+    };
+    let (put, get) = (request(Op::Put), request(Op::Get));
+    let payload = [1u8; 12];
+    let cycle = |e: &mut Engine| {
+        let RecvAction::Deposit { region, token, .. } = e.recv_header(&put) else {
+            panic!("expected a deposit");
+        };
+        // SAFETY: token open; sole user.
+        unsafe { region.write_at(0, &payload) };
+        let ack = e.recv_complete(token).expect("ack requested");
+        assert_eq!(ack.header.op, Op::Ack);
+        let RecvAction::Respond { response, .. } = e.recv_header(&get) else {
+            panic!("expected a reply");
+        };
+        let Payload::Region(r) = &response.payload else {
+            panic!("a reply sends descriptor memory");
+        };
+        let mut back = [0u8; 12];
+        // SAFETY: the send token is open.
+        unsafe { r.read_at(0, &mut back) };
+        assert_eq!(back, payload);
+        e.send_complete(response.token.expect("token"), FailType::Ok);
+        assert!(e.eq_get(eq).unwrap().is_some());
+        assert!(e.eq_get(eq).unwrap().is_some());
+    };
+    for _ in 0..100 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(true));
+    for _ in 0..10_000 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(false));
+    assert_eq!(allocs(), 0);
 }

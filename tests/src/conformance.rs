@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 
 use nal_shm::{ShmAddr, ShmConfig, ShmEndpoint, ShmNal};
 pub use nal_tcp::{Backend, ProgressMode};
+
+mod iovec;
+pub use iovec::{cut, iovec_descriptors_scatter_and_gather_byte_exact, odd_split};
 use nal_tcp::{TcpConfig, TcpEndpoint, TcpNal};
 use nal_udp::{FaultConfig, PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
 use portals::*;

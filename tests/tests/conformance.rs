@@ -36,6 +36,7 @@ macro_rules! full_suite {
                 all_to_all_storm_of_small_puts_keeps_per_source_order,
                 progress_happens_while_the_target_never_calls_the_library,
                 a_process_can_put_to_itself,
+                iovec_descriptors_scatter_and_gather_byte_exact,
             );
         )*
     };

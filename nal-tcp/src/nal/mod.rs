@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice, Read};
+use std::io::{self, IoSlice, IoSliceMut, Read};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -248,6 +248,11 @@ impl Conn {
 }
 
 /// Where the receive side of a connection is in the byte stream.
+// One per connection, replaced in place per message: boxing the payload
+// variant (large since a `Region` can describe an iovec descriptor's
+// segments) would cost an allocation per message to save a few hundred
+// bytes per connection.
+#[allow(clippy::large_enum_variant)]
 enum Phase {
     /// Reading a handshake message.
     Handshake,
@@ -364,21 +369,38 @@ impl OutMsg {
         self.head_len + self.payload.len()
     }
 
-    /// The unwritten part as up to two slices.
-    fn remaining(&self) -> (&[u8], &[u8]) {
-        let body: &[u8] = match &self.payload {
-            Payload::None => &[],
+    /// Add the unwritten part, at most `max` bytes, to `iov` (head first,
+    /// then the payload: one slice, or one per segment of an iovec
+    /// descriptor). Returns (slices added, bytes they cover); fewer bytes
+    /// than asked only when `iov` is full.
+    fn gather<'a>(&'a self, iov: &mut [IoSlice<'a>], max: usize) -> (usize, usize) {
+        let (mut n, mut bytes) = (0, 0);
+        if self.written < self.head_len && !iov.is_empty() && max > 0 {
+            let head = &self.hdr[self.written..self.head_len];
+            let head = &head[..head.len().min(max)];
+            iov[0] = IoSlice::new(head);
+            (n, bytes) = (1, head.len());
+        }
+        let from = self.written.saturating_sub(self.head_len);
+        let (iov, max) = (&mut iov[n..], max - bytes);
+        let (k, b) = match &self.payload {
+            Payload::None => (0, 0),
             // SAFETY: the message's send token is still open (it completes
             // only after the last byte is written), so the engine keeps the
             // region alive and unwritten while we read it.
-            Payload::Region(r) => unsafe { r.as_slice() },
-            Payload::Owned(v) => v,
+            Payload::Region(r) => unsafe { r.io_slices(from, max, iov) },
+            Payload::Owned(v) => {
+                let part = &v[from.min(v.len())..];
+                let part = &part[..part.len().min(max)];
+                if part.is_empty() || iov.is_empty() {
+                    (0, 0)
+                } else {
+                    iov[0] = IoSlice::new(part);
+                    (1, part.len())
+                }
+            }
         };
-        if self.written < self.head_len {
-            (&self.hdr[self.written..self.head_len], body)
-        } else {
-            (&[], &body[self.written - self.head_len..])
-        }
+        (n + k, bytes + b)
     }
 }
 
@@ -977,10 +999,12 @@ mod tests {
         };
         let mut m = OutMsg::control(&h);
         assert_eq!(m.total(), handshake::LEN);
-        let (a, b) = m.remaining();
-        assert_eq!(a, &h.encode()[..]);
-        assert!(b.is_empty());
+        let mut iov = [IoSlice::new(&[]); 4];
+        assert_eq!(m.gather(&mut iov, usize::MAX), (1, handshake::LEN));
+        assert_eq!(&*iov[0], &h.encode()[..]);
         m.written = 10;
-        assert_eq!(m.remaining().0, &h.encode()[10..]);
+        let mut iov = [IoSlice::new(&[]); 4];
+        assert_eq!(m.gather(&mut iov, usize::MAX), (1, handshake::LEN - 10));
+        assert_eq!(&*iov[0], &h.encode()[10..]);
     }
 }

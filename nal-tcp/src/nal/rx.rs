@@ -90,11 +90,24 @@ impl Inner {
                 Phase::Payload { region, filled, .. }
                     if rx.buf.len() == 0 && region.len() - *filled >= self.cfg.direct_read_min =>
                 {
-                    // SAFETY: the region is lent to this connection until its
-                    // token completes, and only the holder of `rx` writes it.
-                    let dst = unsafe { region.as_mut_slice() };
-                    let want = dst.len() - *filled;
-                    Some(((&conn.sock).read(&mut dst[*filled..]), filled, want))
+                    if region.is_contiguous() {
+                        // SAFETY: the region is lent to this connection until
+                        // its token completes, and only the holder of `rx`
+                        // writes it.
+                        let dst = unsafe { region.as_mut_slice() };
+                        let want = dst.len() - *filled;
+                        Some(((&conn.sock).read(&mut dst[*filled..]), filled, want))
+                    } else {
+                        // An iovec descriptor's segments: one scattered
+                        // read (`recvmsg`) straight into as many of them as
+                        // one call takes.
+                        let mut iov: [IoSliceMut<'_>; MAX_IOV] =
+                            std::array::from_fn(|_| IoSliceMut::new(&mut []));
+                        // SAFETY: as above; the slices are the only access
+                        // to those bytes while they live.
+                        let (n, want) = unsafe { region.io_slices_mut(*filled, &mut iov) };
+                        Some(((&conn.sock).read_vectored(&mut iov[..n]), filled, want))
+                    }
                 }
                 _ => None,
             };
@@ -260,9 +273,9 @@ impl Inner {
                         if n == 0 {
                             return true;
                         }
-                        // SAFETY: lent region, sole writer (we hold `rx`).
-                        let dst = unsafe { region.as_mut_slice() };
-                        dst[*filled..*filled + n].copy_from_slice(&rx.buf.bytes()[..n]);
+                        // SAFETY: lent region, sole writer (we hold `rx`);
+                        // the buffer is ours, not descriptor memory.
+                        unsafe { region.write_at(*filled, &rx.buf.bytes()[..n]) };
                         *filled += n;
                         rx.buf.consume(n);
                         if n < want {
@@ -319,11 +332,9 @@ impl Inner {
             let data = &rx.buf.bytes()[HEADER_LEN..HEADER_LEN + plen as usize];
             let out = self.core.with_engine(|e| match e.recv_header(h) {
                 RecvAction::Deposit { region, token, .. } => {
-                    if !region.is_empty() {
-                        // SAFETY: lent region, sole writer; `data` is our own
-                        // buffer, distinct from descriptor memory.
-                        unsafe { region.as_mut_slice() }.copy_from_slice(&data[..region.len()]);
-                    }
+                    // SAFETY: lent region, sole writer; `data` is our own
+                    // buffer, distinct from descriptor memory.
+                    unsafe { region.write_at(0, &data[..region.len()]) };
                     Some(e.recv_complete(token))
                 }
                 RecvAction::Discard(_) => Some(None),

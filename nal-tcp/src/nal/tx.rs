@@ -107,21 +107,17 @@ impl Inner {
             let mut iov: [IoSlice<'_>; MAX_IOV] = [IoSlice::new(&[]); MAX_IOV];
             let mut n = 0;
             let mut offer = budget;
-            'gather: for m in tx.queue.iter() {
-                if n + 2 > MAX_IOV {
+            for m in tx.queue.iter() {
+                if n == MAX_IOV || offer == 0 {
                     break;
                 }
-                let (a, b) = m.remaining();
-                for part in [a, b] {
-                    if offer == 0 {
-                        break 'gather;
-                    }
-                    if !part.is_empty() {
-                        let part = &part[..part.len().min(offer)];
-                        offer -= part.len();
-                        iov[n] = IoSlice::new(part);
-                        n += 1;
-                    }
+                let (k, bytes) = m.gather(&mut iov[n..], offer);
+                n += k;
+                offer -= bytes;
+                if bytes < m.total() - m.written {
+                    // Not whole (the budget, or a payload of many segments
+                    // filling the vector): nothing after it this time.
+                    break;
                 }
             }
             let r = conn

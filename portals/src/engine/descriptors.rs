@@ -11,6 +11,12 @@ use crate::handle::{EqHandle, MdHandle, MdKey, MeHandle, MeKey};
 use crate::md::{Access, MdDesc, MdState, Memory, MemoryDescriptor};
 use crate::types::{FailType, PortalIndex, Unlink};
 
+/// What `md_unlink` and `me_unlink` answer for a descriptor owning a list
+/// of segments, which only `md_unlink_iovec` can give back.
+pub(super) const OWNED_IOVEC: PtlError = PtlError::InvalidArgument(
+    "the descriptor owns a list of segments: take them back with md_unlink_iovec",
+);
+
 impl Engine {
     fn new_md(&mut self, desc: &MdDesc, mem: Memory, unlink: Unlink) -> Result<MdKey> {
         let eq = match desc.eq {
@@ -89,8 +95,21 @@ impl Engine {
     /// reply to this descriptor are forgotten, and its triggered operations
     /// fail (`engine/triggered.rs`). Fails with `MdInUse` while a transfer
     /// reads or writes the memory.
+    ///
+    /// A descriptor that owns a list of segments
+    /// ([`Engine::md_bind_iovec`]) is refused with `InvalidArgument` and
+    /// left as it is: its segments come back from
+    /// [`Engine::md_unlink_iovec`].
     pub fn md_unlink(&mut self, md: MdHandle) -> Result<Option<Vec<u8>>> {
         let k = self.md_key(md)?;
+        if self.mds[k].mem.is_owned_iovec() {
+            return Err(OWNED_IOVEC);
+        }
+        Ok(self.remove_md(k)?.into_owned())
+    }
+
+    /// Unlink `k` (nothing may be lent) and return its memory.
+    pub(super) fn remove_md(&mut self, k: MdKey) -> Result<Memory> {
         if !self.mds[k].io.is_empty() {
             return Err(PtlError::MdInUse);
         }
@@ -101,7 +120,7 @@ impl Engine {
             self.detach_from_me(mek);
         }
         self.run_triggers();
-        Ok(d.mem.into_owned())
+        Ok(d.mem)
     }
 
     /// True while a transfer reads or writes the descriptor's memory: a put
@@ -176,14 +195,12 @@ impl Engine {
         if d.io_conflicts(offset, end, Access::Read) {
             return Err(PtlError::MdInUse);
         }
-        if dst.is_empty() {
-            return Ok(());
-        }
-        let src = d.mem.base().wrapping_add(offset as usize);
-        // SAFETY: offset..end is inside the descriptor's live allocation
-        // (checked above), no transfer writes it (no overlapping lent
-        // region), and `dst` is a distinct Rust-borrowed buffer.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        let src = d.mem.region(offset, dst.len() as u64);
+        // SAFETY: offset..end is inside the descriptor's live memory
+        // (checked above; across segments for an iovec), no transfer writes
+        // it (no overlapping lent region), and `dst` is a distinct
+        // Rust-borrowed buffer.
+        unsafe { src.read_at(0, dst) };
         Ok(())
     }
 
@@ -196,13 +213,10 @@ impl Engine {
         if d.io_conflicts(offset, end, Access::Write) {
             return Err(PtlError::MdInUse);
         }
-        if src.is_empty() {
-            return Ok(());
-        }
-        let dst = d.mem.base().wrapping_add(offset as usize);
-        // SAFETY: offset..end is inside the descriptor's allocation, no
+        let dst = d.mem.region(offset, src.len() as u64);
+        // SAFETY: offset..end is inside the descriptor's memory, no
         // transfer reads or writes it, and `src` is a distinct borrow.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        unsafe { dst.write_at(0, src) };
         Ok(())
     }
 
@@ -259,7 +273,7 @@ impl Engine {
         self.cancel_md_triggers(k);
         let d = &mut self.mds[k];
         let mek = d.me.take();
-        if matches!(d.mem, Memory::Owned(_)) {
+        if d.mem.is_owned() {
             d.state = MdState::Parked;
         } else {
             self.mds.remove(k);

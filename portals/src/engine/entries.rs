@@ -377,13 +377,18 @@ impl Engine {
 
     /// Unlink a match entry and the descriptor attached to it
     /// (`PtlMEUnlink`). Returns the descriptor's memory if the engine owned
-    /// it. Fails with `MdInUse` while a transfer uses that memory.
+    /// it. Fails with `MdInUse` while a transfer uses that memory, and with
+    /// `InvalidArgument` (changing nothing) while the descriptor owns a list
+    /// of segments: unlink it first with [`Engine::md_unlink_iovec`].
     pub fn me_unlink(&mut self, me: MeHandle) -> Result<Option<Vec<u8>>> {
         let k = self.me_key(me)?;
         let mem = match self.mes[k].md {
             Some(mdk) => {
                 if !self.mds[mdk].io.is_empty() {
                     return Err(PtlError::MdInUse);
+                }
+                if self.mds[mdk].mem.is_owned_iovec() {
+                    return Err(super::descriptors::OWNED_IOVEC);
                 }
                 self.cancel_awaiting(mdk);
                 self.cancel_md_triggers(mdk);

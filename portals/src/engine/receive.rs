@@ -137,12 +137,9 @@ impl Engine {
             // Cannot happen: a descriptor with lent regions is never removed.
             return RecvAction::Discard(payload);
         };
-        let ptr = d.mem.base().wrapping_add(off as usize);
+        // Lent (for the whole requested length) when the get was initiated.
         RecvAction::Deposit {
-            region: Region {
-                ptr,
-                len: h.mlength as usize,
-            },
+            region: d.mem.region(off, h.mlength),
             discard: payload - h.mlength,
             token: RecvToken(TokenKind::Op(opk)),
         }
@@ -280,7 +277,7 @@ impl Engine {
         } else {
             Access::Read
         };
-        let ptr = d.lend(acc.offset, acc.mlength, access);
+        let region = d.lend(acc.offset, acc.mlength, access);
         let ack =
             kind == OpKind::Put && h.ack_req && !d.desc.options.contains(MdOptions::ACK_DISABLE);
         if d.wants_unlink() {
@@ -319,20 +316,14 @@ impl Engine {
         let xk = self.xfers.insert(x);
         match kind {
             OpKind::Put => RecvAction::Deposit {
-                region: Region {
-                    ptr,
-                    len: acc.mlength as usize,
-                },
+                region,
                 discard: payload - acc.mlength,
                 token: RecvToken(TokenKind::Xfer(xk)),
             },
             OpKind::GetPut => {
                 let x = &mut self.xfers[xk];
                 RecvAction::Deposit {
-                    region: Region {
-                        ptr: x.staging.as_mut_ptr(),
-                        len: x.staging.len(),
-                    },
+                    region: Region::contiguous(x.staging.as_mut_ptr(), x.staging.len()),
                     discard: payload - acc.mlength,
                     token: RecvToken(TokenKind::Xfer(xk)),
                 }
@@ -343,10 +334,7 @@ impl Engine {
                     discard: 0,
                     response: Outbound {
                         header: self.response_header(x, Op::Reply, FailType::Ok),
-                        payload: Payload::Region(Region {
-                            ptr,
-                            len: acc.mlength as usize,
-                        }),
+                        payload: Payload::Region(region),
                         token: Some(SendToken(TokenKind::Xfer(xk))),
                     },
                 }
