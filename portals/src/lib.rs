@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 pub mod acl;
+pub mod atomic;
 pub mod engine;
 mod eq;
 pub mod error;
