@@ -102,6 +102,7 @@ fn match_cost(c: &mut Criterion) {
             rlength: 8,
             mlength: 0,
             cookie: 0,
+            atomic: None,
         };
         g.throughput(Throughput::Elements(1));
         g.bench_with_input(BenchmarkId::new("entries", depth), &depth, |b, _| {

@@ -183,6 +183,28 @@ impl Datatype {
     }
 }
 
+/// An atomic operation on elements of a type: what an atomic request does
+/// to each element of the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AtomicSpec {
+    /// The operation.
+    pub op: AtomicOp,
+    /// The element type.
+    pub datatype: Datatype,
+}
+
+impl AtomicSpec {
+    /// Bytes of operand in front of the source elements: one element for
+    /// the operations that take an operand, none otherwise.
+    pub const fn operand_len(&self) -> u64 {
+        if self.op.needs_operand() {
+            self.datatype.size() as u64
+        } else {
+            0
+        }
+    }
+}
+
 /// Whether `op` is defined on `datatype` (the table in the module docs).
 pub const fn supported(op: AtomicOp, datatype: Datatype) -> bool {
     use AtomicOp::*;

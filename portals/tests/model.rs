@@ -427,6 +427,7 @@ fn header(r: Incoming) -> Header {
         rlength: r.len,
         mlength: 0,
         cookie: 99,
+        atomic: None,
     }
 }
 

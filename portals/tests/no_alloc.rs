@@ -99,6 +99,7 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
         rlength: 8,
         mlength: 0,
         cookie: 5,
+        atomic: None,
     };
     let cycle = |e: &mut Engine| {
         let RecvAction::Deposit { region, token, .. } = e.recv_header(&h) else {

@@ -552,6 +552,7 @@ pub fn put_header(key: u64, src: ProcessId, dst: ProcessId, len: u64) -> [u8; wi
         rlength: len,
         mlength: 0,
         cookie: 0,
+        atomic: None,
     }
     .encode()
 }
