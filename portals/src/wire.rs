@@ -273,7 +273,9 @@ impl Header {
             cookie: get64(b, 80),
             atomic,
         };
+        // An atomic's operand rides on top of `rlength`: the total counts.
         let lengths_ok = h.rlength <= MAX_PAYLOAD
+            && h.payload_len() <= MAX_PAYLOAD
             && match op {
                 // A request has not manipulated anything yet.
                 Op::Put | Op::Get | Op::GetPut | Op::Atomic | Op::FetchAtomic => h.mlength == 0,
@@ -486,6 +488,10 @@ mod tests {
         let mut b = good;
         b[7] = 1;
         assert_eq!(Header::decode(&b), Err(WireError::BadFail(1)));
+        // The operand counts towards the payload limit.
+        let mut big = atomic_sample();
+        big.rlength = MAX_PAYLOAD;
+        assert_eq!(Header::decode(&big.encode()), Err(WireError::BadLength));
     }
 
     proptest! {
@@ -500,7 +506,7 @@ mod tests {
             aop in 0u8..18, dt in 0u8..12,
             ids in any::<[u32; 4]>(), pt in any::<u32>(), ac in any::<u32>(),
             mb in any::<u64>(), off in any::<u64>(), hd in any::<u64>(),
-            rl in 0..=MAX_PAYLOAD, ml_frac in 0u64..=100, cookie in any::<u64>()
+            rl in 0..=MAX_PAYLOAD - 16, ml_frac in 0u64..=100, cookie in any::<u64>()
         ) {
             let op = Op::from_u8(op).unwrap();
             let h = Header {
