@@ -32,7 +32,8 @@
 //!   in order), puts from different initiators were never ordered.
 //! * Counted against the threshold and the offset like a put when matched;
 //!   never truncated: a descriptor with less room than the request (even
-//!   with `TRUNCATE`) rejects it, so an atomic is applied whole or not at
+//!   with `TRUNCATE`) rejects it, and the search goes on down the match
+//!   list as for any rejection, so an atomic is applied whole or not at
 //!   all.
 //!
 //! # Events

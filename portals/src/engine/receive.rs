@@ -196,6 +196,10 @@ impl Engine {
         required: MdOptions,
     ) -> std::result::Result<(MdKey, Acceptance), bool> {
         let idx = &self.index[pt];
+        // An atomic is applied whole: a descriptor that would truncate it
+        // rejects it.
+        let whole = h.op.is_atomic();
+        let takes = |acc: &Acceptance| !whole || acc.mlength == h.rlength;
         let mut best: Option<(u64, MdKey, Acceptance)> = None;
         let mut matched = false;
         let earlier = |best: &Option<(u64, MdKey, Acceptance)>, label: u64| {
@@ -215,8 +219,10 @@ impl Engine {
                 cur = me.sub_next;
                 let Some(mdk) = me.md else { continue };
                 if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
-                    best = Some((me.label, mdk, acc));
-                    break;
+                    if takes(&acc) {
+                        best = Some((me.label, mdk, acc));
+                        break;
+                    }
                 }
             }
         }
@@ -233,8 +239,10 @@ impl Engine {
             matched = true;
             let Some(mdk) = me.md else { continue };
             if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
-                best = Some((me.label, mdk, acc));
-                break;
+                if takes(&acc) {
+                    best = Some((me.label, mdk, acc));
+                    break;
+                }
             }
         }
         best.map(|(_, mdk, acc)| (mdk, acc)).ok_or(matched)
@@ -272,11 +280,6 @@ impl Engine {
                 return self.nack(h, payload);
             }
         };
-        if h.op.is_atomic() && acc.mlength != h.rlength {
-            // Applied whole or not at all: never truncated.
-            self.status.dropped_rejected += 1;
-            return self.nack(h, payload);
-        }
         if hold && self.must_hold(mdk, h.src) {
             self.status.held_back += 1;
             return RecvAction::Defer;
