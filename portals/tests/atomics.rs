@@ -516,3 +516,81 @@ fn a_triggered_atomic_checks_what_cannot_change_at_the_call() {
     ));
     assert_eq!(p.init.core().with_engine(|e| e.triggered_pending()), 0);
 }
+
+#[test]
+fn loopback_concurrent_fetching_sums_lose_no_update() {
+    const N: u32 = 4;
+    const EACH: usize = 300;
+    let net = loopback::LoopbackNetwork::new();
+    let nis: Vec<NetworkInterface> = (0..N)
+        .map(|i| net.ni(NiConfig::new(ProcessId::new(1, i), KEY)).unwrap())
+        .collect();
+    let me = nis[0]
+        .me_attach(PT, ProcessId::ANY, 7, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    let counter = nis[0]
+        .md_attach(
+            me,
+            &MdDesc::new(fetch_opts() | MdOptions::MANAGE_REMOTE),
+            vec![0; 8],
+            Unlink::Retain,
+        )
+        .unwrap();
+    let sum = spec(AtomicOp::Sum, Datatype::U64);
+    let start = std::sync::Barrier::new(N as usize);
+    let mut all: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = nis
+            .iter()
+            .map(|ni| {
+                let start = &start;
+                s.spawn(move || {
+                    let eq = ni.eq_alloc(4 * EACH).unwrap();
+                    let one = ni
+                        .md_bind(
+                            &MdDesc::default().eq(eq),
+                            1u64.to_le_bytes().to_vec(),
+                            Unlink::Retain,
+                        )
+                        .unwrap();
+                    let olds = ni
+                        .md_bind(&MdDesc::default().eq(eq), vec![0; EACH * 8], Unlink::Retain)
+                        .unwrap();
+                    let to = Remote::new(ProcessId::new(1, 0), PT, 7);
+                    start.wait();
+                    for i in 0..EACH {
+                        ni.fetch_atomic(olds, i as u64 * 8, one, 0, 8, &to, 0, sum)
+                            .unwrap();
+                    }
+                    let mut replies = 0;
+                    while replies < EACH {
+                        let ev = ni
+                            .eq_wait(eq, Some(std::time::Duration::from_secs(60)))
+                            .unwrap();
+                        assert_eq!(ev.fail, FailType::Ok);
+                        replies += usize::from(ev.kind == EventKind::Reply);
+                    }
+                    let mut got = vec![0u8; EACH * 8];
+                    ni.md_read(olds, 0, &mut got).unwrap();
+                    u64s(&got)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut now = [0u8; 8];
+    nis[0].md_read(counter, 0, &mut now).unwrap();
+    assert_eq!(
+        u64::from_le_bytes(now),
+        N as u64 * EACH as u64,
+        "lost updates"
+    );
+    all.sort_unstable();
+    let want: Vec<u64> = (0..N as u64 * EACH as u64).collect();
+    assert!(
+        all == want,
+        "the old values fetched are not each value once"
+    );
+}

@@ -28,6 +28,9 @@ use nal_udp::{FaultConfig, PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
 use portals::*;
 use portals_runtime::mux::{MuxNal, MuxWake};
 
+mod atomics;
+pub use atomics::*;
+
 /// The portal table entry the tests use.
 pub const PT: PortalIndex = PortalIndex(5);
 

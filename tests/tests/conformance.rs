@@ -36,6 +36,7 @@ macro_rules! full_suite {
                 all_to_all_storm_of_small_puts_keeps_per_source_order,
                 progress_happens_while_the_target_never_calls_the_library,
                 a_process_can_put_to_itself,
+                concurrent_fetching_sums_lose_no_update,
             );
         )*
     };
@@ -69,6 +70,7 @@ mod progress_threads {
             $(
                 suite!($variant = $cfg;
                     a_triggered_chain_completes_while_every_application_thread_sleeps,
+                    triggered_atomics_fire_while_the_application_sleeps,
                 );
             )*
         };
