@@ -3,31 +3,35 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use portals::wire::{Header, Op};
 use portals::*;
 
 struct Counting;
 
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
     /// Counting is on for this thread only: the test harness's own threads
-    /// allocate whenever they like.
+    /// (and the other tests, running beside) allocate whenever they like.
     static ARMED: Cell<bool> = const { Cell::new(false) };
+    /// Allocations of this thread while armed.
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
 }
 
-fn armed() -> bool {
-    ARMED.try_with(Cell::get).unwrap_or(false)
+fn count() {
+    if ARMED.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+/// This thread's count since the last call.
+fn take_allocs() -> usize {
+    ALLOCS.with(|c| c.replace(0))
 }
 
 // SAFETY: defers to the system allocator; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if armed() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: same contract as our caller's.
         unsafe { System.alloc(l) }
     }
@@ -36,9 +40,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if armed() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: same contract as our caller's.
         unsafe { System.realloc(p, l, n) }
     }
@@ -117,10 +119,79 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
     // The counter itself works.
     ARMED.with(|a| a.set(true));
     drop(std::hint::black_box(Box::new(1u64)));
-    assert_eq!(ALLOCS.swap(0, Ordering::SeqCst), 1);
+    assert_eq!(take_allocs(), 1);
     for _ in 0..10_000 {
         cycle(&mut e);
     }
     ARMED.with(|a| a.set(false));
-    assert_eq!(ALLOCS.load(Ordering::SeqCst), 0);
+    assert_eq!(take_allocs(), 0);
+}
+
+#[test]
+fn fetching_atomic_cycle_does_not_allocate() {
+    // Atomic payloads land in pooled buffers; once the pool holds one, the
+    // match, apply, reply and event of a fetching sum allocate nothing.
+    let pt = PortalIndex(2);
+    let me_id = ProcessId::new(1, 1);
+    let mut e = Engine::new(me_id, 9, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(16).unwrap();
+    let me = e
+        .me_attach(pt, ProcessId::ANY, 7, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    e.md_attach(
+        me,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::OP_GET | MdOptions::MANAGE_REMOTE).eq(eq),
+        vec![0; 64],
+        Unlink::Retain,
+    )
+    .unwrap();
+    let h = Header {
+        op: Op::FetchAtomic,
+        ack_req: false,
+        fail: FailType::Ok,
+        job_key: 9,
+        src: ProcessId::new(2, 2),
+        dst: me_id,
+        pt_index: pt,
+        ac_index: 0,
+        match_bits: 7,
+        offset: 8,
+        hdr_data: 0,
+        rlength: 8,
+        mlength: 0,
+        cookie: 5,
+        atomic: Some(AtomicSpec {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U64,
+        }),
+    };
+    let mut expect = 0u64;
+    let mut cycle = |e: &mut Engine| {
+        let RecvAction::Deposit { region, token, .. } = e.recv_header(&h) else {
+            panic!("expected a deposit");
+        };
+        // SAFETY: token open; sole user.
+        unsafe { region.as_mut_slice() }.copy_from_slice(&1u64.to_le_bytes());
+        let reply = e.recv_complete(token).expect("a reply");
+        let Payload::Region(r) = &reply.payload else {
+            panic!("the old value is lent from the pooled buffer");
+        };
+        // SAFETY: the reply's token is open.
+        assert_eq!(unsafe { r.as_slice() }, &expect.to_le_bytes());
+        expect += 1;
+        e.send_complete(reply.token.expect("token"), FailType::Ok);
+        assert_eq!(
+            e.eq_get(eq).unwrap().map(|ev| ev.kind),
+            Some(EventKind::FetchAtomic)
+        );
+    };
+    for _ in 0..100 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(true));
+    for _ in 0..10_000 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(false));
+    assert_eq!(take_allocs(), 0);
 }
