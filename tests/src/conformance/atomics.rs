@@ -13,7 +13,7 @@ const WINDOW: usize = 16;
 
 /// Four processes each add 1 to one `u64` counter at process 0 with
 /// `EACH` fetching sums (process 0 included, through its own transport's
-/// self-send), all at once, each keeping up to [`WINDOW`] in flight. No
+/// self-send), all at once, each keeping up to 16 in flight. No
 /// update is lost and none is applied twice: the counter ends at
 /// `4 * EACH`, and the old values fetched are exactly `0 .. 4 * EACH`, each
 /// once.
