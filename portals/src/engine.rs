@@ -62,6 +62,10 @@ use crate::me::{MatchEntry, MatchList};
 use crate::types::{AckReq, FailType, PortalIndex, ProcessId, Remote};
 use crate::wire::{Header, Op};
 
+/// The largest [`NiLimits::max_atomic_size`] an interface accepts (1 MiB):
+/// each atomic in progress at a target holds a buffer of that size.
+pub const MAX_ATOMIC_SIZE: u64 = 1 << 20;
+
 /// Limits of a network interface (`ptl_ni_limits_t`). The defaults suit an
 /// MPI process; raise them for storage servers with many posted buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +88,8 @@ pub struct NiLimits {
     /// (past it, recording one fails with `NoSpace`).
     pub max_triggered: usize,
     /// Largest atomic operation, in bytes of source elements
-    /// (`max_atomic_size`; at least 16, one element of every type). Larger
+    /// (`max_atomic_size`; at least 16, one element of every type, and at
+    /// most [`MAX_ATOMIC_SIZE`]). Larger
     /// requests fail at the initiator with [`PtlError::Atomic`], and a
     /// target refuses them whole (see `engine/atomics.rs`). Each atomic in
     /// progress at a target holds a buffer of this size plus 16 bytes.
@@ -467,9 +472,9 @@ impl Engine {
                 "the portal table must have at least 64 entries",
             ));
         }
-        if limits.max_atomic_size < 16 {
+        if !(16..=MAX_ATOMIC_SIZE).contains(&limits.max_atomic_size) {
             return Err(PtlError::InvalidArgument(
-                "max_atomic_size must hold one element of every type (16 bytes)",
+                "max_atomic_size must hold one element of every type (16 bytes) and at most 1 MiB",
             ));
         }
         if limits.ac_entries == 0 {

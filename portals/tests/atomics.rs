@@ -594,3 +594,25 @@ fn loopback_concurrent_fetching_sums_lose_no_update() {
         "the old values fetched are not each value once"
     );
 }
+
+#[test]
+fn max_atomic_size_is_bounded_both_ways() {
+    let with = |max_atomic_size| {
+        Engine::new(
+            ProcessId::new(1, 1),
+            KEY,
+            NiLimits {
+                max_atomic_size,
+                ..NiLimits::default()
+            },
+        )
+        .map(|_| ())
+    };
+    assert!(matches!(with(15), Err(PtlError::InvalidArgument(_))));
+    assert!(matches!(
+        with(engine::MAX_ATOMIC_SIZE + 1),
+        Err(PtlError::InvalidArgument(_))
+    ));
+    assert_eq!(with(16), Ok(()));
+    assert_eq!(with(engine::MAX_ATOMIC_SIZE), Ok(()));
+}
