@@ -1,4 +1,5 @@
-//! Engine-only costs: an 8-byte put→event round trip on the loopback NAL,
+//! Engine-only costs: an 8-byte put→event round trip on the loopback NAL
+//! and an 8-byte fetching sum beside it,
 //! and the cost of matching a message whose entry sits behind 0, 99 and
 //! 9 999 non-matching entries (bare engine, no transport).
 
@@ -39,6 +40,34 @@ fn put_event_round_trip(c: &mut Criterion) {
             black_box(target.eq_get(teq).unwrap().unwrap());
             black_box(init.eq_get(ieq).unwrap().unwrap()); // sent
             black_box(init.eq_get(ieq).unwrap().unwrap()); // ack
+        })
+    });
+    let me = target
+        .me_attach(PT, ProcessId::ANY, 2, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    target
+        .md_attach(
+            me,
+            &MdDesc::new(MdOptions::OP_PUT | MdOptions::OP_GET | MdOptions::MANAGE_REMOTE).eq(teq),
+            vec![0; 8],
+            Unlink::Retain,
+        )
+        .unwrap();
+    let old = init
+        .md_bind(&MdDesc::default().eq(ieq), vec![0; 8], Unlink::Retain)
+        .unwrap();
+    let counter = Remote::new(target.id(), PT, 2);
+    let sum = AtomicSpec {
+        op: AtomicOp::Sum,
+        datatype: Datatype::U64,
+    };
+    g.bench_function("fetch_atomic8_events", |b| {
+        b.iter(|| {
+            init.fetch_atomic(old, 0, src, 0, 8, &counter, 0, sum)
+                .unwrap();
+            black_box(target.eq_get(teq).unwrap().unwrap()); // fetch-atomic
+            black_box(init.eq_get(ieq).unwrap().unwrap()); // sent
+            black_box(init.eq_get(ieq).unwrap().unwrap()); // reply
         })
     });
     g.finish();
@@ -102,6 +131,7 @@ fn match_cost(c: &mut Criterion) {
             rlength: 8,
             mlength: 0,
             cookie: 0,
+            atomic: None,
         };
         g.throughput(Throughput::Elements(1));
         g.bench_with_input(BenchmarkId::new("entries", depth), &depth, |b, _| {

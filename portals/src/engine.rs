@@ -24,9 +24,10 @@
 //! first match), `engine/descriptors.rs` (memory descriptors),
 //! `engine/queues.rs` (event queues and flow control),
 //! `engine/receive.rs` (incoming headers: matching, deposits, acks and
-//! replies arriving), `engine/counters.rs` (counting events) and
-//! `engine/triggered.rs` (operations a counter issues); this file keeps the engine's state, initiating
-//! operations and the completions the transport reports.
+//! replies arriving), `engine/atomics.rs` (atomic operations),
+//! `engine/counters.rs` (counting events) and `engine/triggered.rs`
+//! (operations a counter issues); this file keeps the engine's state,
+//! initiating operations and the completions the transport reports.
 //!
 //! # Memory lent to the transport
 //! A region handed out in a [`RecvAction::Deposit`] or in an [`Outbound`]
@@ -37,6 +38,7 @@
 
 use slotmap::SlotMap;
 
+mod atomics;
 mod counters;
 mod descriptors;
 mod entries;
@@ -63,6 +65,10 @@ use crate::me::{MatchEntry, MatchList};
 use crate::types::{AckReq, FailType, PortalIndex, ProcessId, Remote};
 use crate::wire::{Header, Op};
 
+/// The largest [`NiLimits::max_atomic_size`] an interface accepts (1 MiB):
+/// each atomic in progress at a target holds a buffer of that size.
+pub const MAX_ATOMIC_SIZE: u64 = 1 << 20;
+
 /// Limits of a network interface (`ptl_ni_limits_t`). The defaults suit an
 /// MPI process; raise them for storage servers with many posted buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +94,13 @@ pub struct NiLimits {
     /// ([`Engine::md_bind_iovec`]); a longer list is refused with
     /// [`crate::error::IovecError::TooManySegments`].
     pub max_iovecs: usize,
+    /// Largest atomic operation, in bytes of source elements
+    /// (`max_atomic_size`; at least 16, one element of every type, and at
+    /// most [`MAX_ATOMIC_SIZE`]). Larger
+    /// requests fail at the initiator with [`PtlError::Atomic`], and a
+    /// target refuses them whole (see `engine/atomics.rs`). Each atomic in
+    /// progress at a target holds a buffer of this size plus 16 bytes.
+    pub max_atomic_size: u64,
 }
 
 impl Default for NiLimits {
@@ -102,6 +115,7 @@ impl Default for NiLimits {
             max_cts: 1 << 16,
             max_triggered: 1 << 16,
             max_iovecs: 1 << 16,
+            max_atomic_size: 512,
         }
     }
 }
@@ -130,6 +144,10 @@ pub struct NiStatus {
     /// Acknowledgments and replies for operations that no longer wait for
     /// one (their descriptor was unlinked, or a duplicate).
     pub dropped_stale_response: u64,
+    /// Atomic requests refused before matching: an operation the type does
+    /// not support, a length that is not whole elements or exceeds
+    /// [`NiLimits::max_atomic_size`], an operand where none belongs.
+    pub dropped_atomic_invalid: u64,
     /// Requests accepted by a memory descriptor.
     pub accepted: u64,
     /// Messages initiated (puts, gets, get-puts).
@@ -243,6 +261,25 @@ enum OpKind {
     Put,
     Get,
     GetPut,
+    Atomic,
+    FetchAtomic,
+}
+
+impl OpKind {
+    /// Sends from its own descriptor and may be acknowledged, as a put.
+    const fn is_put_like(self) -> bool {
+        matches!(self, OpKind::Put | OpKind::Atomic)
+    }
+
+    /// The completion event at the target.
+    const fn target_event(self) -> EventKind {
+        match self {
+            OpKind::Put => EventKind::Put,
+            OpKind::Get | OpKind::GetPut => EventKind::Get,
+            OpKind::Atomic => EventKind::Atomic,
+            OpKind::FetchAtomic => EventKind::FetchAtomic,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,6 +330,8 @@ struct Xfer {
     /// Get-put only: the new bytes, staged so the swap happens atomically at
     /// completion.
     staging: Vec<u8>,
+    /// Atomics only: the operation and its buffer (`engine/atomics.rs`).
+    atomic: Option<atomics::AtomicXfer>,
 }
 
 /// Fields of an event other than those taken from the descriptor.
@@ -323,6 +362,7 @@ pub struct Engine {
     xfers: SlotMap<XferKey, Xfer>,
     cts: SlotMap<CtKey, counters::Counter>,
     trig: triggered::TriggerState,
+    atoms: atomics::AtomicState,
     acl: AccessControl,
     status: NiStatus,
     /// Set whenever an event is queued; cleared by [`Engine::take_posted`].
@@ -364,6 +404,11 @@ impl Engine {
                 "the portal table must have at least 64 entries",
             ));
         }
+        if !(16..=MAX_ATOMIC_SIZE).contains(&limits.max_atomic_size) {
+            return Err(PtlError::InvalidArgument(
+                "max_atomic_size must hold one element of every type (16 bytes) and at most 1 MiB",
+            ));
+        }
         if limits.ac_entries == 0 {
             return Err(PtlError::InvalidArgument(
                 "the access-control table needs at least one entry",
@@ -385,6 +430,7 @@ impl Engine {
             xfers: SlotMap::with_key(),
             cts: SlotMap::with_key(),
             trig: triggered::TriggerState::default(),
+            atoms: atomics::AtomicState::default(),
             acl: AccessControl::new(limits.ac_entries as usize),
             status: NiStatus::default(),
             posted: false,
@@ -620,7 +666,7 @@ impl Engine {
         check_range(local_offset, length, d.length)?;
         // A reply must not land on memory another transfer uses, and a send
         // must not read memory a reply may be writing.
-        let access = if kind == OpKind::Put {
+        let access = if kind.is_put_like() {
             Access::Read
         } else {
             Access::Write
@@ -630,14 +676,14 @@ impl Engine {
         }
         // A put counts as an operation when it is initiated; a get only
         // when its reply arrives (sending a request produces no event).
-        if kind == OpKind::Put {
+        if kind.is_put_like() {
             d.consume();
         }
         let region = d.lend(local_offset, length, access);
-        let awaiting = match (kind, ack) {
-            (OpKind::Put, AckReq::Ack) => Awaiting::Ack,
-            (OpKind::Put, AckReq::NoAck) => Awaiting::Nothing,
-            _ => Awaiting::Reply,
+        let awaiting = match (kind.is_put_like(), ack) {
+            (true, AckReq::Ack) => Awaiting::Ack,
+            (true, AckReq::NoAck) => Awaiting::Nothing,
+            (false, _) => Awaiting::Reply,
         };
         if awaiting != Awaiting::Nothing {
             d.awaiting += 1;
@@ -667,8 +713,10 @@ impl Engine {
                 OpKind::Put => Op::Put,
                 OpKind::Get => Op::Get,
                 OpKind::GetPut => Op::GetPut,
+                OpKind::Atomic => Op::Atomic,
+                OpKind::FetchAtomic => Op::FetchAtomic,
             },
-            ack_req: kind == OpKind::Put && ack == AckReq::Ack,
+            ack_req: kind.is_put_like() && ack == AckReq::Ack,
             fail: FailType::Ok,
             job_key: self.job_key,
             src: self.id,
@@ -681,9 +729,10 @@ impl Engine {
             rlength: length,
             mlength: 0,
             cookie: op_cookie(opk),
+            atomic: None,
         };
         let payload = match kind {
-            OpKind::Put => {
+            OpKind::Put | OpKind::Atomic => {
                 let info = self.op_info(opk, 0, FailType::Ok);
                 self.post(k, EventKind::SendStart, &info);
                 Payload::Region(region)
@@ -867,7 +916,7 @@ impl Engine {
             op.put_offset,
         );
         match kind {
-            OpKind::Put => {
+            OpKind::Put | OpKind::Atomic => {
                 if let Some(d) = self.mds.get_mut(md) {
                     d.give_back(off, len);
                 }
@@ -878,7 +927,7 @@ impl Engine {
                     return;
                 }
             }
-            OpKind::GetPut => {
+            OpKind::GetPut | OpKind::FetchAtomic => {
                 if let Some(p) = put_md {
                     if let Some(d) = self.mds.get_mut(p) {
                         d.give_back(put_off, len);
@@ -923,7 +972,10 @@ impl Engine {
         }
         self.eq_in_flight(x.md, -1);
         let info = xfer_info(&x, fail);
-        self.post(x.md, EventKind::Get, &info);
+        self.post(x.md, x.kind.target_event(), &info);
+        if let Some(a) = x.atomic {
+            self.atoms.recycle(a);
+        }
         self.settle(x.md);
     }
 
@@ -954,11 +1006,10 @@ impl Engine {
                 }
                 self.eq_in_flight(x.md, -1);
                 let info = xfer_info(&x, fail);
-                let kind = match x.kind {
-                    OpKind::Put => EventKind::Put,
-                    _ => EventKind::Get,
-                };
-                self.post(x.md, kind, &info);
+                self.post(x.md, x.kind.target_event(), &info);
+                if let Some(a) = x.atomic {
+                    self.atoms.recycle(a);
+                }
                 self.settle(x.md);
             }
             TokenKind::Op(opk) => self.reply_done(opk, fail),
@@ -980,6 +1031,9 @@ impl Engine {
     }
 
     fn deposit_done(&mut self, xk: XferKey) -> Option<Outbound> {
+        if self.xfers.get(xk)?.atomic.is_some() {
+            return self.atomic_arrived(xk);
+        }
         let mut x = self.xfers.remove(xk)?;
         let d = self.mds.get_mut(x.md)?;
         d.give_back(x.offset, x.mlength);
@@ -1016,12 +1070,7 @@ impl Engine {
         }
         self.eq_in_flight(x.md, -1);
         let info = xfer_info(&x, FailType::Ok);
-        let kind = if x.kind == OpKind::Put {
-            EventKind::Put
-        } else {
-            EventKind::Get
-        };
-        self.post(x.md, kind, &info);
+        self.post(x.md, x.kind.target_event(), &info);
         self.settle(x.md);
         response
     }
@@ -1042,6 +1091,7 @@ impl Engine {
             rlength: x.rlength,
             mlength: x.mlength,
             cookie: x.cookie,
+            atomic: None,
         }
     }
 

@@ -89,6 +89,11 @@ pub enum PtlError {
     /// The network interface is shutting down or its transport failed.
     #[error("the network interface is shut down")]
     Shutdown,
+    /// An atomic operation that cannot be carried out (unsupported
+    /// operation and type, bad length or operand, larger than
+    /// [`crate::NiLimits::max_atomic_size`]). Nothing was sent.
+    #[error("atomic operation refused: {0}")]
+    Atomic(#[from] crate::atomic::AtomicError),
     /// The transport (NAL) reported an error.
     #[error("transport error: {0}")]
     Nal(String),

@@ -7,7 +7,8 @@ use crate::types::{FailType, PortalIndex, ProcessId, Threshold};
 
 /// The kind of an event (`ptl_event_kind_t`).
 ///
-/// The completion kinds (`Put`, `Get`, `Reply`, `Sent`, `Ack`, `Unlink`) are
+/// The completion kinds (`Put`, `Get`, `Atomic`, `FetchAtomic`, `Reply`,
+/// `Sent`, `Ack`, `Unlink`) are
 /// always generated unless the memory descriptor sets
 /// [`MdOptions::EVENT_END_DISABLE`]; the `*Start` kinds are generated only
 /// when it sets [`MdOptions::EVENT_START`].
@@ -35,6 +36,14 @@ pub enum EventKind {
     Ack,
     /// The descriptor was unlinked automatically because it was consumed.
     Unlink,
+    /// An atomic operation was applied to this descriptor's memory
+    /// (`PTL_EVENT_ATOMIC`; its start, with [`MdOptions::EVENT_START`], is a
+    /// `PutStart`).
+    Atomic,
+    /// A fetching atomic operation or swap was applied to this descriptor's
+    /// memory and the old values have left in the reply
+    /// (`PTL_EVENT_FETCH_ATOMIC`; its start is a `GetStart`).
+    FetchAtomic,
 }
 
 /// The state of a memory descriptor at the time of an event.

@@ -2,6 +2,7 @@
 //! proptest stand-ins that run them in CI on the stable toolchain. Each takes
 //! arbitrary bytes and panics only if an invariant breaks.
 
+use crate::atomic::{AtomicOp, AtomicSpec, Datatype};
 use crate::engine::{CtEvent, Engine, NiLimits, Payload, RecvAction, Trigger};
 use crate::error::{IovecError, PtlError};
 use crate::md::{Iovec, MdDesc, MdOptions};
@@ -13,11 +14,13 @@ const ME: ProcessId = ProcessId::new(1, 1);
 const PEER: ProcessId = ProcessId::new(2, 2);
 
 /// Decode arbitrary bytes as a header; whatever decodes must re-encode to
-/// the same header.
+/// the same header, and carry an atomic spec exactly if it is an atomic
+/// request.
 pub fn wire_header(data: &[u8]) {
     if let Ok(h) = Header::decode(data) {
         assert_eq!(Header::decode(&h.encode()), Ok(h));
         assert!(h.payload_len() <= crate::wire::MAX_PAYLOAD);
+        assert_eq!(h.atomic.is_some(), h.op.is_atomic());
     }
 }
 
@@ -29,6 +32,9 @@ pub fn wire_header(data: &[u8]) {
 /// counting event, and triggered puts and increments wait on it, so the
 /// headers also drive counting and triggering: the counter never goes
 /// back, and the triggered puts are sent and completed like the others.
+/// Atomic requests among the headers are applied to the descriptors (or
+/// refused); the harness also initiates atomics, fetching atomics and
+/// compare-and-swaps whose replies the headers may answer.
 pub fn engine_headers(data: &[u8]) {
     let limits = NiLimits {
         max_mes: 64,
@@ -138,7 +144,12 @@ pub fn engine_headers(data: &[u8]) {
         let trigger = Trigger::new(ct, threshold);
         let put = e.triggered_put(src, 0, 8, AckReq::Ack, &remote, 0, trigger);
         let inc = e.triggered_ct_inc(chained, CtEvent::success(1), trigger);
-        if put.is_err() || inc.is_err() {
+        let sum = AtomicSpec {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U32,
+        };
+        let atomic = e.triggered_atomic(src, 0, 8, AckReq::Ack, &remote, 0, sum, trigger);
+        if put.is_err() || inc.is_err() || atomic.is_err() {
             return;
         }
     }
@@ -151,15 +162,38 @@ pub fn engine_headers(data: &[u8]) {
         // Sometimes initiate an operation so that responses can find it.
         if ctl & 0x10 != 0 {
             let remote = Remote::new(PEER, PortalIndex(0), ctl as u64);
-            let out = if ctl & 0x20 != 0 {
-                e.get_region(src, 0, (ctl & 7) as u64, &remote)
-            } else {
-                e.put(src, AckReq::Ack, &remote, 0)
+            let spec = |op, datatype| AtomicSpec { op, datatype };
+            let len = (ctl & 3) as u64 + 1;
+            let out = match (ctl >> 5) & 3 {
+                0 => e.put(src, AckReq::Ack, &remote, 0),
+                1 => e.get_region(src, 0, (ctl & 7) as u64, &remote),
+                2 => e.fetch_atomic(
+                    src,
+                    12,
+                    src,
+                    0,
+                    len,
+                    &remote,
+                    0,
+                    spec(AtomicOp::Sum, Datatype::U8),
+                ),
+                _ => e.swap(
+                    src,
+                    12,
+                    src,
+                    0,
+                    2,
+                    &remote,
+                    0,
+                    Some(&[ctl, 0]),
+                    spec(AtomicOp::Cswap, Datatype::I16),
+                ),
             };
             if let Ok(out) = out {
                 cookies.push(out.header.cookie);
+                assert_eq!(out.payload.len() as u64, out.header.payload_len());
                 if let Some(t) = out.token {
-                    let fail = if ctl & 0x40 != 0 {
+                    let fail = if ctl & 0x80 != 0 {
                         FailType::Unreachable
                     } else {
                         FailType::Ok

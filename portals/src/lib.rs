@@ -14,6 +14,9 @@
 //!   [`NetworkInterface::ct_wait`], [`MdOptions::CT_COMM`] and siblings)
 //!   and triggered operations ([`NetworkInterface::triggered_put`]), which
 //!   the engine issues by itself when a counter reaches a threshold.
+//! * Portals 4's atomic operations ([`NetworkInterface::atomic`],
+//!   [`NetworkInterface::fetch_atomic`], [`NetworkInterface::swap`] and
+//!   their triggered forms) on the types and operations of [`atomic`].
 //! * [`Engine`] is the deterministic core the interface wraps; transports
 //!   drive it through [`NiCore`] and the [`Nal`] trait.
 //! * [`wire`] is the header codec shared by all transports.
@@ -50,6 +53,7 @@
 #![warn(missing_docs)]
 
 pub mod acl;
+pub mod atomic;
 pub mod engine;
 mod eq;
 pub mod error;
@@ -66,6 +70,7 @@ pub mod types;
 pub mod wire;
 
 pub use acl::AcEntry;
+pub use atomic::{AtomicOp, AtomicSpec, Datatype};
 pub use engine::{
     CtEvent, Engine, NiLimits, NiStatus, Outbound, Payload, Pieces, RecvAction, RecvToken, Region,
     SendToken, Trigger,

@@ -45,10 +45,10 @@ bitflags::bitflags! {
         /// `Unlink` events are still generated.
         const EVENT_END_DISABLE = 1 << 7;
         /// Count the requests this descriptor serves as a target — its
-        /// `Put` and `Get` events — on its counting event
+        /// `Put`, `Get`, `Atomic` and `FetchAtomic` events — on its counting event
         /// (`PTL_LE_EVENT_CT_COMM`).
         const CT_COMM = 1 << 8;
-        /// Count the `Sent` events of puts (and get-puts) sent from this
+        /// Count the `Sent` events of puts (and get-puts and atomics) sent from this
         /// descriptor on its counting event (`PTL_MD_EVENT_CT_SEND`).
         const CT_SEND = 1 << 9;
         /// Count the `Ack` events of puts sent from this descriptor on its
@@ -259,6 +259,9 @@ pub(crate) struct IoRange {
     /// The transport writes this range (a deposit or a reply landing);
     /// otherwise it only reads it (a send).
     pub(crate) write: bool,
+    /// An atomic operation waits to be applied to this range by the engine
+    /// (under its lock); the transport does not touch it.
+    pub(crate) atomic: bool,
 }
 
 impl IoRange {
@@ -272,6 +275,10 @@ impl IoRange {
 pub(crate) enum Access {
     Read,
     Write,
+    /// Kept for an atomic operation the engine applies itself: other
+    /// transfers treat it as read (nothing may land on it), and atomics do
+    /// not wait for each other's (`engine/atomics.rs`).
+    Atomic,
 }
 
 pub(crate) struct MemoryDescriptor {
@@ -408,6 +415,7 @@ impl MemoryDescriptor {
             start,
             end: start + len,
             write: access == Access::Write,
+            atomic: access == Access::Atomic,
         });
         self.mem.region(start, len)
     }
@@ -429,6 +437,13 @@ impl MemoryDescriptor {
         self.io
             .iter()
             .any(|r| r.overlaps(start, end) && (r.write || access == Access::Write))
+    }
+
+    /// True if the transport reads or writes bytes of `start..end` (lent
+    /// ranges other than those kept for atomics): an atomic operation on
+    /// them must wait.
+    pub(crate) fn transport_overlaps(&self, start: u64, end: u64) -> bool {
+        self.io.iter().any(|r| !r.atomic && r.overlaps(start, end))
     }
 
     pub(crate) fn snapshot(&mut self, eq: Option<EqHandle>) -> MdSnapshot {

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod atomics;
+
 use crate::acl::AcEntry;
 use crate::engine::{CtEvent, Engine, NiLimits, NiStatus, Trigger};
 use crate::error::{PtlError, Result};

@@ -23,9 +23,18 @@
 //! | 48  | 8 | offset (remote offset; in ack/reply the offset used) |
 //! | 56  | 8 | header data |
 //! | 64  | 8 | requested length |
-//! | 72  | 8 | manipulated length (ack/reply) |
+//! | 72  | 8 | manipulated length (ack/reply); atomic requests: see below |
 //! | 80  | 8 | initiator cookie, echoed in ack/reply |
+//!
+//! A request has manipulated nothing yet, so an atomic request
+//! ([`Op::Atomic`], [`Op::FetchAtomic`]) uses bytes 72..80 for its
+//! [`AtomicSpec`]: byte 72 the [`AtomicOp`] code, byte 73 the [`Datatype`]
+//! code, bytes 74..80 zero. Its payload is the operand element first (only
+//! for the operations that take one, [`AtomicOp::needs_operand`]), then
+//! `rlength` bytes of source elements, all little-endian.
 
+pub use crate::atomic::AtomicSpec;
+use crate::atomic::{AtomicOp, Datatype};
 use crate::types::{FailType, PortalIndex, ProcessId};
 
 /// Size in bytes of an encoded header.
@@ -39,6 +48,8 @@ pub const VERSION: u8 = 1;
 pub const MAX_PAYLOAD: u64 = 1 << 40;
 
 const FLAG_ACK_REQ: u8 = 1;
+/// Where an atomic request keeps its [`AtomicSpec`] (the `mlength` slot).
+const ATOMIC_AT: usize = 72;
 const KNOWN_FLAGS: u8 = FLAG_ACK_REQ;
 
 /// The operation a header carries.
@@ -56,6 +67,13 @@ pub enum Op {
     /// Atomic swap request: followed by `rlength` bytes to store; the target
     /// replies with the bytes they replace.
     GetPut = 5,
+    /// Atomic operation (`PtlAtomic`): the target applies
+    /// [`Header::atomic`] with the payload as source; acknowledged like a
+    /// put if asked.
+    Atomic = 6,
+    /// Fetching atomic operation or swap (`PtlFetchAtomic`, `PtlSwap`): as
+    /// [`Op::Atomic`], and the target replies with the old values.
+    FetchAtomic = 7,
 }
 
 impl Op {
@@ -66,6 +84,8 @@ impl Op {
             3 => Op::Ack,
             4 => Op::Reply,
             5 => Op::GetPut,
+            6 => Op::Atomic,
+            7 => Op::FetchAtomic,
             _ => return None,
         })
     }
@@ -74,6 +94,11 @@ impl Op {
     /// routed to the initiator's pending operation, not to a match list.
     pub const fn is_response(&self) -> bool {
         matches!(self, Op::Ack | Op::Reply)
+    }
+
+    /// True for the atomic requests, which carry an [`AtomicSpec`].
+    pub const fn is_atomic(&self) -> bool {
+        matches!(self, Op::Atomic | Op::FetchAtomic)
     }
 }
 
@@ -108,6 +133,9 @@ pub struct Header {
     pub mlength: u64,
     /// Opaque initiator-side operation id, echoed in the response.
     pub cookie: u64,
+    /// Atomic requests only (`Some` exactly for them): the operation and
+    /// element type.
+    pub atomic: Option<AtomicSpec>,
 }
 
 /// Why a header could not be decoded.
@@ -134,6 +162,15 @@ pub enum WireError {
     /// Lengths that are inconsistent with the operation or too large.
     #[error("inconsistent or oversized lengths")]
     BadLength,
+    /// Unknown atomic operation code in an atomic request.
+    #[error("unknown atomic operation code {0}")]
+    BadAtomicOp(u8),
+    /// Unknown datatype code in an atomic request.
+    #[error("unknown atomic datatype code {0}")]
+    BadDatatype(u8),
+    /// Reserved bytes of an atomic request that are not zero.
+    #[error("reserved atomic header bytes are not zero")]
+    BadReserved,
 }
 
 impl Header {
@@ -141,6 +178,10 @@ impl Header {
     pub const fn payload_len(&self) -> u64 {
         match self.op {
             Op::Put | Op::GetPut => self.rlength,
+            Op::Atomic | Op::FetchAtomic => match self.atomic {
+                Some(a) => self.rlength + a.operand_len(),
+                None => self.rlength,
+            },
             Op::Reply => self.mlength,
             Op::Get | Op::Ack => 0,
         }
@@ -165,7 +206,11 @@ impl Header {
         put64(&mut b, 48, self.offset);
         put64(&mut b, 56, self.hdr_data);
         put64(&mut b, 64, self.rlength);
-        put64(&mut b, 72, self.mlength);
+        put64(&mut b, ATOMIC_AT, self.mlength);
+        if let Some(a) = self.atomic {
+            b[ATOMIC_AT] = a.op as u8;
+            b[ATOMIC_AT + 1] = a.datatype as u8;
+        }
         put64(&mut b, 80, self.cookie);
         b
     }
@@ -185,13 +230,32 @@ impl Header {
         }
         let op = Op::from_u8(b[5]).ok_or(WireError::BadOp(b[5]))?;
         let flags = b[6];
-        if flags & !KNOWN_FLAGS != 0 || (flags & FLAG_ACK_REQ != 0 && op != Op::Put) {
+        let ack_allowed = matches!(op, Op::Put | Op::Atomic);
+        if flags & !KNOWN_FLAGS != 0 || (flags & FLAG_ACK_REQ != 0 && !ack_allowed) {
             return Err(WireError::BadFlags(flags));
         }
         let fail = FailType::from_u8(b[7]).ok_or(WireError::BadFail(b[7]))?;
         if !op.is_response() && fail != FailType::Ok {
             return Err(WireError::BadFail(b[7]));
         }
+        let (mlength, atomic) = if op.is_atomic() {
+            let aop =
+                AtomicOp::from_u8(b[ATOMIC_AT]).ok_or(WireError::BadAtomicOp(b[ATOMIC_AT]))?;
+            let dt = Datatype::from_u8(b[ATOMIC_AT + 1])
+                .ok_or(WireError::BadDatatype(b[ATOMIC_AT + 1]))?;
+            if b[ATOMIC_AT + 2..ATOMIC_AT + 8].iter().any(|&x| x != 0) {
+                return Err(WireError::BadReserved);
+            }
+            (
+                0,
+                Some(AtomicSpec {
+                    op: aop,
+                    datatype: dt,
+                }),
+            )
+        } else {
+            (get64(b, ATOMIC_AT), None)
+        };
         let h = Header {
             op,
             ack_req: flags & FLAG_ACK_REQ != 0,
@@ -205,13 +269,16 @@ impl Header {
             offset: get64(b, 48),
             hdr_data: get64(b, 56),
             rlength: get64(b, 64),
-            mlength: get64(b, 72),
+            mlength,
             cookie: get64(b, 80),
+            atomic,
         };
+        // An atomic's operand rides on top of `rlength`: the total counts.
         let lengths_ok = h.rlength <= MAX_PAYLOAD
+            && h.payload_len() <= MAX_PAYLOAD
             && match op {
                 // A request has not manipulated anything yet.
-                Op::Put | Op::Get | Op::GetPut => h.mlength == 0,
+                Op::Put | Op::Get | Op::GetPut | Op::Atomic | Op::FetchAtomic => h.mlength == 0,
                 // A target never moves more than was asked for.
                 Op::Ack | Op::Reply => h.mlength <= h.rlength,
             };
@@ -267,6 +334,7 @@ mod tests {
             rlength: 4096,
             mlength: 0,
             cookie: 77,
+            atomic: None,
         }
     }
 
@@ -356,6 +424,76 @@ mod tests {
         );
     }
 
+    fn atomic_sample() -> Header {
+        Header {
+            op: Op::FetchAtomic,
+            ack_req: false,
+            rlength: 8,
+            atomic: Some(AtomicSpec {
+                op: AtomicOp::CswapGt,
+                datatype: Datatype::I32,
+            }),
+            ..sample()
+        }
+    }
+
+    #[test]
+    fn atomic_requests_carry_their_spec_in_the_mlength_slot() {
+        let h = atomic_sample();
+        let b = h.encode();
+        assert_eq!(b[5], 7);
+        assert_eq!(
+            (b[72], b[73]),
+            (AtomicOp::CswapGt as u8, Datatype::I32 as u8)
+        );
+        assert_eq!(&b[74..80], &[0; 6]);
+        assert_eq!(Header::decode(&b), Ok(h));
+        // The operand element travels in front of the source elements.
+        assert_eq!(h.payload_len(), 8 + 4);
+        let sum = Header {
+            op: Op::Atomic,
+            ack_req: true,
+            atomic: Some(AtomicSpec {
+                op: AtomicOp::Sum,
+                datatype: Datatype::F64,
+            }),
+            ..h
+        };
+        assert_eq!(Header::decode(&sum.encode()), Ok(sum));
+        assert_eq!(sum.payload_len(), 8);
+        // A non-atomic request has no spec, whatever its bytes 72..80.
+        assert_eq!(
+            Header::decode(&sample().encode()).map(|h| h.atomic),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn rejects_each_kind_of_malformed_atomic_header() {
+        let good = atomic_sample().encode();
+        let mut b = good;
+        b[72] = 18;
+        assert_eq!(Header::decode(&b), Err(WireError::BadAtomicOp(18)));
+        let mut b = good;
+        b[73] = 12;
+        assert_eq!(Header::decode(&b), Err(WireError::BadDatatype(12)));
+        for i in 74..80 {
+            let mut b = good;
+            b[i] = 1;
+            assert_eq!(Header::decode(&b), Err(WireError::BadReserved));
+        }
+        let mut b = good;
+        b[6] = 1; // a fetching atomic is answered by a reply, never an ack
+        assert_eq!(Header::decode(&b), Err(WireError::BadFlags(1)));
+        let mut b = good;
+        b[7] = 1;
+        assert_eq!(Header::decode(&b), Err(WireError::BadFail(1)));
+        // The operand counts towards the payload limit.
+        let mut big = atomic_sample();
+        big.rlength = MAX_PAYLOAD;
+        assert_eq!(Header::decode(&big.encode()), Err(WireError::BadLength));
+    }
+
     proptest! {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -364,15 +502,16 @@ mod tests {
 
         #[test]
         fn decode_of_encode_is_identity(
-            op in 1u8..=5, ack in any::<bool>(), fail in 0u8..4, key in any::<u64>(),
+            op in 1u8..=7, ack in any::<bool>(), fail in 0u8..4, key in any::<u64>(),
+            aop in 0u8..18, dt in 0u8..12,
             ids in any::<[u32; 4]>(), pt in any::<u32>(), ac in any::<u32>(),
             mb in any::<u64>(), off in any::<u64>(), hd in any::<u64>(),
-            rl in 0..=MAX_PAYLOAD, ml_frac in 0u64..=100, cookie in any::<u64>()
+            rl in 0..=MAX_PAYLOAD - 16, ml_frac in 0u64..=100, cookie in any::<u64>()
         ) {
             let op = Op::from_u8(op).unwrap();
             let h = Header {
                 op,
-                ack_req: ack && op == Op::Put,
+                ack_req: ack && matches!(op, Op::Put | Op::Atomic),
                 fail: if op.is_response() { FailType::from_u8(fail).unwrap() } else { FailType::Ok },
                 job_key: key,
                 src: ProcessId::new(ids[0], ids[1]),
@@ -385,6 +524,10 @@ mod tests {
                 rlength: rl,
                 mlength: if op.is_response() { rl / 100 * ml_frac } else { 0 },
                 cookie,
+                atomic: op.is_atomic().then(|| AtomicSpec {
+                    op: AtomicOp::from_u8(aop).unwrap(),
+                    datatype: Datatype::from_u8(dt).unwrap(),
+                }),
             };
             prop_assert_eq!(Header::decode(&h.encode()), Ok(h));
         }

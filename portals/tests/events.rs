@@ -184,6 +184,7 @@ fn an_ack_read_before_the_send_completes_is_posted_after_sent() {
         rlength: 8,
         mlength: 8,
         cookie: out.header.cookie,
+        atomic: None,
     };
     assert!(matches!(e.recv_header(&ack), RecvAction::Discard(0)));
     assert!(

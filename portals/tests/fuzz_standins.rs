@@ -7,11 +7,12 @@ use portals::wire::HEADER_LEN;
 use proptest::prelude::*;
 
 /// Chunks of one control byte plus an encoded-looking header: a valid magic
-/// and version most of the time, random everything else.
+/// and version most of the time, random everything else; atomic requests
+/// carry a known operation and type most of the time.
 fn header_stream() -> impl Strategy<Value = Vec<u8>> {
     let chunk = (
         any::<u8>(),
-        1u8..=5,
+        1u8..=7,
         any::<bool>(),
         proptest::collection::vec(any::<u8>(), HEADER_LEN - 6),
     )
@@ -29,6 +30,11 @@ fn header_stream() -> impl Strategy<Value = Vec<u8>> {
             if sane {
                 c[1 + 64..1 + 72].copy_from_slice(&((rest[0] % 80) as u64).to_le_bytes());
                 c[1 + 72..1 + 80].fill(0);
+                if op >= 6 {
+                    // An atomic spec, sometimes with an unknown code.
+                    c[1 + 72] = rest[2] % 19;
+                    c[1 + 73] = rest[3] % 13;
+                }
                 c[1 + 6] &= 1;
                 c[1 + 7] = rest[1] % 4;
             }

@@ -1,6 +1,10 @@
 //! Property tests: random sequences of match-entry / memory-descriptor
 //! operations and incoming puts and gets, applied both to the engine and to
 //! a small reference model written here from the documented semantics.
+//! Atomic requests (Portals 4) are among the incoming messages: the model
+//! matches them as puts (fetching ones need a get-capable descriptor too),
+//! never truncates them, computes their result on its own for a few
+//! integer types, and refuses what a target must refuse.
 //! After every step the deposits, events, acknowledgments, match lists,
 //! unlinks, drop counters and error results must agree.
 
@@ -8,6 +12,7 @@ use std::collections::VecDeque;
 
 use portals::wire::{Header, Op};
 use portals::*;
+use portals::{AtomicOp, AtomicSpec, Datatype};
 use proptest::prelude::*;
 
 const KEY: u64 = 0x5a5a;
@@ -138,6 +143,7 @@ struct Model {
     no_match: u64,
     rejected: u64,
     accepted: u64,
+    atomic_invalid: u64,
 }
 
 /// An incoming request, as the model and the header builder see it.
@@ -151,6 +157,55 @@ struct Incoming {
     offset: u64,
     ack: bool,
     hdr: u64,
+    /// Atomic requests: the operation, and the operand in front of the
+    /// payload for the ones that take one.
+    atomic: Option<AtomicSpec>,
+}
+
+/// The model's own arithmetic for the atomics it generates (integers of
+/// `U8`, `U32`, `I64`, and swaps of `F64`): element by element, returning
+/// the old target bytes.
+fn model_atomic(s: AtomicSpec, t: &mut [u8], src: &[u8], operand: &[u8]) -> Vec<u8> {
+    let old = t.to_vec();
+    let n = s.datatype.size();
+    let value = |b: &[u8]| -> i128 {
+        let mut w = [0u8; 16];
+        w[..n].copy_from_slice(b);
+        let v = i128::from_le_bytes(w);
+        if s.datatype == Datatype::I64 {
+            v as i64 as i128
+        } else {
+            v
+        }
+    };
+    for (te, se) in t.chunks_mut(n).zip(src.chunks(n)) {
+        let new: Vec<u8> = match s.op {
+            AtomicOp::Sum => (value(te) + value(se)).to_le_bytes()[..n].to_vec(),
+            AtomicOp::Max if value(se) > value(te) => se.to_vec(),
+            AtomicOp::Max => te.to_vec(),
+            AtomicOp::Band => te.iter().zip(se).map(|(a, b)| a & b).collect(),
+            AtomicOp::Bor => te.iter().zip(se).map(|(a, b)| a | b).collect(),
+            AtomicOp::Swap => se.to_vec(),
+            AtomicOp::Cswap if operand == &*te => se.to_vec(),
+            AtomicOp::Cswap => te.to_vec(),
+            op => unreachable!("the model does not generate {op:?}"),
+        };
+        te.copy_from_slice(&new);
+    }
+    old
+}
+
+/// Whether a target carries out an atomic request of `len` bytes (the
+/// documented refusals, for the operations the model generates).
+fn model_atomic_valid(op: Op, s: AtomicSpec, len: u64) -> bool {
+    let n = s.datatype.size() as u64;
+    let bitwise = matches!(s.op, AtomicOp::Band | AtomicOp::Bor);
+    let elements_ok = if s.op == AtomicOp::Cswap {
+        len == n && op == Op::FetchAtomic
+    } else {
+        len > 0 && len % n == 0
+    };
+    elements_ok && !(bitwise && s.datatype == Datatype::F64)
 }
 
 /// What the model says an incoming request does.
@@ -239,8 +294,22 @@ impl Model {
             offset: roffset,
             ack: ack_req,
             hdr,
+            atomic,
         } = r;
-        let need_get = op == Op::Get;
+        let need_get = matches!(op, Op::Get | Op::FetchAtomic);
+        let need_put = op != Op::Get;
+        let fetch = op == Op::FetchAtomic;
+        if let Some(s) = atomic {
+            if !model_atomic_valid(op, s, rlength) {
+                self.atomic_invalid += 1;
+                return (
+                    Outcome::Dropped {
+                        nack: fetch || ack_req,
+                    },
+                    Vec::new(),
+                );
+            }
+        }
         let mut matched = false;
         let list = self.lists[pt as usize].clone();
         for id in list {
@@ -253,7 +322,7 @@ impl Model {
             matched = true;
             let Some(d) = me.md else { continue };
             let md = self.mds[d].as_ref().expect("attached descriptors are live");
-            if !md.active() || (need_get && !md.spec.get) || (!need_get && !md.spec.put) {
+            if !md.active() || (need_get && !md.spec.get) || (need_put && !md.spec.put) {
                 continue;
             }
             let offset = if md.spec.remote { roffset } else { md.local };
@@ -263,7 +332,7 @@ impl Model {
             let room = md.mem.len() as u64 - offset;
             let mlength = if rlength <= room {
                 rlength
-            } else if md.spec.truncate {
+            } else if md.spec.truncate && atomic.is_none() {
                 room
             } else {
                 continue;
@@ -276,7 +345,15 @@ impl Model {
             }
             let (o, n) = (offset as usize, mlength as usize);
             let mut reply = Vec::new();
-            if need_get {
+            if let Some(s) = atomic {
+                let operand_len = if s.op == AtomicOp::Cswap {
+                    s.datatype.size()
+                } else {
+                    0
+                };
+                let (operand, src) = payload.split_at(operand_len);
+                reply = model_atomic(s, &mut md.mem[o..o + n], src, operand);
+            } else if need_get {
                 reply = md.mem[o..o + n].to_vec();
             } else {
                 md.mem[o..o + n].copy_from_slice(&payload[..n]);
@@ -291,23 +368,21 @@ impl Model {
             }
             let ack = !need_get && ack_req && !md.spec.ack_disable;
             let local = md.local;
-            self.post(
-                d,
-                if need_get {
-                    EventKind::Get
-                } else {
-                    EventKind::Put
-                },
-                |e| {
-                    e.initiator = src;
-                    e.pt = pt;
-                    e.bits = bits;
-                    e.rlength = rlength;
-                    e.mlength = mlength;
-                    e.offset = offset;
-                    e.hdr = if need_get { 0 } else { hdr };
-                },
-            );
+            let kind = match op {
+                Op::Get => EventKind::Get,
+                Op::Atomic => EventKind::Atomic,
+                Op::FetchAtomic => EventKind::FetchAtomic,
+                _ => EventKind::Put,
+            };
+            self.post(d, kind, |e| {
+                e.initiator = src;
+                e.pt = pt;
+                e.bits = bits;
+                e.rlength = rlength;
+                e.mlength = mlength;
+                e.offset = offset;
+                e.hdr = hdr;
+            });
             self.settle(d, local);
             return (
                 Outcome::Accepted {
@@ -388,9 +463,76 @@ enum Action {
         len: u64,
         offset: u64,
     },
+    Atomic {
+        src: usize,
+        pt: u32,
+        bits: u64,
+        offset: u64,
+        ack: bool,
+        hdr: u64,
+        fetch: bool,
+        spec: AtomicSpec,
+        elements: u64,
+        operand: u64,
+    },
     Drain {
         n: usize,
     },
+}
+
+/// Atomics of the kinds the model computes, some of them refused (bitwise
+/// on floats, no elements, compare-and-swap on several elements or
+/// without a reply).
+fn atomic_action() -> impl Strategy<Value = Action> {
+    let op = prop_oneof![
+        Just(AtomicOp::Sum),
+        Just(AtomicOp::Max),
+        Just(AtomicOp::Band),
+        Just(AtomicOp::Bor),
+        Just(AtomicOp::Swap),
+        Just(AtomicOp::Cswap),
+    ];
+    let dt = prop_oneof![
+        Just(Datatype::U8),
+        Just(Datatype::U32),
+        Just(Datatype::I64),
+        Just(Datatype::F64),
+    ];
+    (
+        (
+            0usize..2,
+            0u32..2,
+            0u64..4,
+            0u64..40,
+            any::<bool>(),
+            any::<u64>(),
+        ),
+        (any::<bool>(), op, dt, 0u64..4, 0u64..3),
+    )
+        .prop_map(
+            |((src, pt, bits, offset, ack, hdr), (fetch, op, datatype, elements, operand))| {
+                // The model computes no float arithmetic: floats only swap
+                // (or are refused a bitwise operation).
+                let op = match (datatype, op) {
+                    (Datatype::F64, AtomicOp::Sum | AtomicOp::Max | AtomicOp::Cswap) => {
+                        AtomicOp::Swap
+                    }
+                    (_, op) => op,
+                };
+                Action::Atomic {
+                    src,
+                    pt,
+                    bits,
+                    offset,
+                    ack: ack && !fetch,
+                    hdr,
+                    fetch,
+                    spec: AtomicSpec { op, datatype },
+                    elements,
+                    operand,
+                }
+            },
+        )
 }
 
 fn md_spec() -> impl Strategy<Value = MdSpec> {
@@ -431,6 +573,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(src, pt, bits, len, offset, ack, hdr)| Action::Put { src, pt, bits, len, offset, ack, hdr }),
         2 => (0usize..2, 0u32..2, 0u64..4, 0u64..24, 0u64..40)
             .prop_map(|(src, pt, bits, len, offset)| Action::Get { src, pt, bits, len, offset }),
+        3 => atomic_action(),
         2 => (0usize..4).prop_map(|n| Action::Drain { n }),
     ]
 }
@@ -459,6 +602,7 @@ fn header(r: Incoming) -> Header {
         rlength: r.len,
         mlength: 0,
         cookie: 99,
+        atomic: r.atomic,
     }
 }
 
@@ -813,6 +957,7 @@ impl Pair {
                     offset,
                     ack,
                     hdr,
+                    atomic: None,
                 };
                 let (want, _) = self.m.request(inc, &payload);
                 let h = header(inc);
@@ -868,6 +1013,7 @@ impl Pair {
                     offset,
                     ack: false,
                     hdr: 0,
+                    atomic: None,
                 };
                 let (want, reply) = self.m.request(inc, &[]);
                 let h = header(inc);
@@ -900,6 +1046,32 @@ impl Pair {
                     (got, want) => prop_assert!(false, "get: engine {got:?}, model {want:?}"),
                 }
             }
+            Action::Atomic {
+                src,
+                pt,
+                bits,
+                offset,
+                ack,
+                hdr,
+                fetch,
+                spec,
+                elements,
+                operand,
+            } => self.atomic(
+                Incoming {
+                    op: if fetch { Op::FetchAtomic } else { Op::Atomic },
+                    src: INITIATORS[src],
+                    pt,
+                    bits,
+                    len: elements * spec.datatype.size() as u64,
+                    offset,
+                    ack,
+                    hdr,
+                    atomic: Some(spec),
+                },
+                operand,
+                k,
+            )?,
             Action::Drain { n } => {
                 for _ in 0..n {
                     self.compare_one_event()?;
@@ -907,6 +1079,70 @@ impl Pair {
             }
         }
         self.compare_state()
+    }
+
+    fn atomic(&mut self, inc: Incoming, operand: u64, k: usize) -> Result<(), TestCaseError> {
+        let Some(spec) = inc.atomic else {
+            return Ok(());
+        };
+        let fetch = inc.op == Op::FetchAtomic;
+        // A small operand value, so that compare-and-swap sometimes swaps
+        // (descriptor bytes are small too).
+        let mut payload = Vec::new();
+        if spec.op == AtomicOp::Cswap {
+            payload.extend_from_slice(&operand.to_le_bytes()[..spec.datatype.size()]);
+        }
+        payload.extend((0..inc.len).map(|i| (k as u8).wrapping_add(i as u8).wrapping_mul(5)));
+        let (want, old) = self.m.request(inc, &payload);
+        let h = header(inc);
+        prop_assert_eq!(h.payload_len(), payload.len() as u64);
+        match (self.e.recv_header(&h), want) {
+            (
+                RecvAction::Deposit {
+                    region,
+                    discard,
+                    token,
+                },
+                Outcome::Accepted { mlength, ack, .. },
+            ) => {
+                prop_assert_eq!(mlength, inc.len, "an atomic is never truncated");
+                prop_assert_eq!((region.len(), discard), (payload.len(), 0));
+                // SAFETY: token open; sole user of the region.
+                unsafe { region.as_mut_slice() }.copy_from_slice(&payload);
+                let resp = self.e.recv_complete(token);
+                prop_assert_eq!(resp.is_some(), ack || fetch, "response decision");
+                if let Some(r) = resp {
+                    let op = if fetch { Op::Reply } else { Op::Ack };
+                    prop_assert_eq!(
+                        (r.header.op, r.header.mlength, r.header.fail),
+                        (op, mlength, FailType::Ok)
+                    );
+                    match &r.payload {
+                        // SAFETY: the send token is open.
+                        Payload::Region(reg) => {
+                            prop_assert_eq!(unsafe { reg.as_slice() }, &old[..])
+                        }
+                        Payload::None => prop_assert!(!fetch),
+                        Payload::Owned(v) => prop_assert_eq!(v, &old),
+                    }
+                    if let Some(t) = r.token {
+                        self.e.send_complete(t, FailType::Ok);
+                    }
+                }
+            }
+            (RecvAction::Respond { response, .. }, Outcome::Dropped { nack: true }) => {
+                let op = if fetch { Op::Reply } else { Op::Ack };
+                prop_assert_eq!(
+                    (response.header.op, response.header.fail),
+                    (op, FailType::Dropped)
+                );
+            }
+            (RecvAction::Discard(n), Outcome::Dropped { nack: false }) => {
+                prop_assert_eq!(n, payload.len() as u64)
+            }
+            (got, want) => prop_assert!(false, "atomic: engine {got:?}, model {want:?}"),
+        }
+        Ok(())
     }
 
     fn compare_one_event(&mut self) -> Result<(), TestCaseError> {
@@ -954,8 +1190,18 @@ impl Pair {
     fn compare_state(&mut self) -> Result<(), TestCaseError> {
         let s = self.e.status();
         prop_assert_eq!(
-            (s.dropped_no_match, s.dropped_rejected, s.accepted),
-            (self.m.no_match, self.m.rejected, self.m.accepted)
+            (
+                s.dropped_no_match,
+                s.dropped_rejected,
+                s.accepted,
+                s.dropped_atomic_invalid
+            ),
+            (
+                self.m.no_match,
+                self.m.rejected,
+                self.m.accepted,
+                self.m.atomic_invalid
+            )
         );
         for pt in 0..2u32 {
             let got = self.e.match_list(PortalIndex(pt)).unwrap();

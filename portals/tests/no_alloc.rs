@@ -11,9 +11,9 @@ struct Counting;
 
 thread_local! {
     /// Counting is on for this thread only: the test harness's own threads
-    /// (and the other test, running beside) allocate whenever they like.
+    /// (and the other tests, running beside) allocate whenever they like.
     static ARMED: Cell<bool> = const { Cell::new(false) };
-    /// This thread's allocations while armed.
+    /// Allocations of this thread while armed.
     static ALLOCS: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -23,7 +23,8 @@ fn count() {
     }
 }
 
-fn allocs() -> usize {
+/// This thread's count since the last call.
+fn take_allocs() -> usize {
     ALLOCS.with(|c| c.replace(0))
 }
 
@@ -100,6 +101,7 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
         rlength: 8,
         mlength: 0,
         cookie: 5,
+        atomic: None,
     };
     let cycle = |e: &mut Engine| {
         let RecvAction::Deposit { region, token, .. } = e.recv_header(&h) else {
@@ -117,12 +119,81 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
     // The counter itself works.
     ARMED.with(|a| a.set(true));
     drop(std::hint::black_box(Box::new(1u64)));
-    assert_eq!(allocs(), 1);
+    assert_eq!(take_allocs(), 1);
     for _ in 0..10_000 {
         cycle(&mut e);
     }
     ARMED.with(|a| a.set(false));
-    assert_eq!(allocs(), 0);
+    assert_eq!(take_allocs(), 0);
+}
+
+#[test]
+fn fetching_atomic_cycle_does_not_allocate() {
+    // Atomic payloads land in pooled buffers; once the pool holds one, the
+    // match, apply, reply and event of a fetching sum allocate nothing.
+    let pt = PortalIndex(2);
+    let me_id = ProcessId::new(1, 1);
+    let mut e = Engine::new(me_id, 9, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(16).unwrap();
+    let me = e
+        .me_attach(pt, ProcessId::ANY, 7, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    e.md_attach(
+        me,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::OP_GET | MdOptions::MANAGE_REMOTE).eq(eq),
+        vec![0; 64],
+        Unlink::Retain,
+    )
+    .unwrap();
+    let h = Header {
+        op: Op::FetchAtomic,
+        ack_req: false,
+        fail: FailType::Ok,
+        job_key: 9,
+        src: ProcessId::new(2, 2),
+        dst: me_id,
+        pt_index: pt,
+        ac_index: 0,
+        match_bits: 7,
+        offset: 8,
+        hdr_data: 0,
+        rlength: 8,
+        mlength: 0,
+        cookie: 5,
+        atomic: Some(AtomicSpec {
+            op: AtomicOp::Sum,
+            datatype: Datatype::U64,
+        }),
+    };
+    let mut expect = 0u64;
+    let mut cycle = |e: &mut Engine| {
+        let RecvAction::Deposit { region, token, .. } = e.recv_header(&h) else {
+            panic!("expected a deposit");
+        };
+        // SAFETY: token open; sole user.
+        unsafe { region.as_mut_slice() }.copy_from_slice(&1u64.to_le_bytes());
+        let reply = e.recv_complete(token).expect("a reply");
+        let Payload::Region(r) = &reply.payload else {
+            panic!("the old value is lent from the pooled buffer");
+        };
+        // SAFETY: the reply's token is open.
+        assert_eq!(unsafe { r.as_slice() }, &expect.to_le_bytes());
+        expect += 1;
+        e.send_complete(reply.token.expect("token"), FailType::Ok);
+        assert_eq!(
+            e.eq_get(eq).unwrap().map(|ev| ev.kind),
+            Some(EventKind::FetchAtomic)
+        );
+    };
+    for _ in 0..100 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(true));
+    for _ in 0..10_000 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(false));
+    assert_eq!(take_allocs(), 0);
 }
 
 /// The same cycle into an iovec descriptor, the deposit crossing three
@@ -159,6 +230,7 @@ fn scattered_deposit_and_reply_do_not_allocate() {
         rlength: 12,
         mlength: 0,
         cookie: 5,
+        atomic: None,
     };
     let (put, get) = (request(Op::Put), request(Op::Get));
     let payload = [1u8; 12];
@@ -192,5 +264,5 @@ fn scattered_deposit_and_reply_do_not_allocate() {
         cycle(&mut e);
     }
     ARMED.with(|a| a.set(false));
-    assert_eq!(allocs(), 0);
+    assert_eq!(take_allocs(), 0);
 }

@@ -31,6 +31,9 @@ use nal_udp::{FaultConfig, PeerAddr, UdpConfig, UdpEndpoint, UdpNal};
 use portals::*;
 use portals_runtime::mux::{MuxNal, MuxWake};
 
+mod atomics;
+pub use atomics::*;
+
 /// The portal table entry the tests use.
 pub const PT: PortalIndex = PortalIndex(5);
 
@@ -555,6 +558,7 @@ pub fn put_header(key: u64, src: ProcessId, dst: ProcessId, len: u64) -> [u8; wi
         rlength: len,
         mlength: 0,
         cookie: 0,
+        atomic: None,
     }
     .encode()
 }

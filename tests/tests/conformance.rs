@@ -37,6 +37,7 @@ macro_rules! full_suite {
                 progress_happens_while_the_target_never_calls_the_library,
                 a_process_can_put_to_itself,
                 iovec_descriptors_scatter_and_gather_byte_exact,
+                concurrent_fetching_sums_lose_no_update,
             );
         )*
     };
@@ -70,6 +71,7 @@ mod progress_threads {
             $(
                 suite!($variant = $cfg;
                     a_triggered_chain_completes_while_every_application_thread_sleeps,
+                    triggered_atomics_fire_while_the_application_sleeps,
                 );
             )*
         };

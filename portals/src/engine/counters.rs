@@ -7,7 +7,7 @@
 //! completion events its `CT_*` options select — the faithful subset of
 //! Portals 4's `PTL_MD_EVENT_CT_*` / `PTL_LE_EVENT_CT_*` options that fits
 //! a descriptor which serves both sides: [`MdOptions::CT_COMM`] (incoming
-//! requests: `Put` and `Get` events), [`MdOptions::CT_SEND`] (`Sent`),
+//! requests: `Put`, `Get`, `Atomic` and `FetchAtomic` events), [`MdOptions::CT_SEND`] (`Sent`),
 //! [`MdOptions::CT_ACK`] (`Ack`), [`MdOptions::CT_REPLY`] (`Reply`). No
 //! option, no counting (Portals 4 counts nothing by default either).
 //! Operations are counted by default: a successful event adds one to
@@ -202,7 +202,9 @@ impl Engine {
         };
         let opts = d.desc.options;
         let wanted = match kind {
-            EventKind::Put | EventKind::Get => MdOptions::CT_COMM,
+            EventKind::Put | EventKind::Get | EventKind::Atomic | EventKind::FetchAtomic => {
+                MdOptions::CT_COMM
+            }
             EventKind::Sent => MdOptions::CT_SEND,
             EventKind::Ack => MdOptions::CT_ACK,
             EventKind::Reply => MdOptions::CT_REPLY,

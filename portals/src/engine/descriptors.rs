@@ -241,6 +241,9 @@ impl Engine {
 
     /// Unlink `k` if it is consumed and nothing uses its memory.
     pub(super) fn settle(&mut self, k: MdKey) {
+        // A transfer on `k` may have ended: atomics waiting for its bytes
+        // can go (`engine/atomics.rs`).
+        self.retry_atomics(k);
         let Some(d) = self.mds.get_mut(k) else {
             return;
         };

@@ -1,5 +1,5 @@
-//! The receive path: an incoming header (a put, get or get-put at the
-//! target; an acknowledgment or reply at the initiator) is checked,
+//! The receive path: an incoming header (a put, get, get-put or atomic at
+//! the target; an acknowledgment or reply at the initiator) is checked,
 //! matched against the portal's list through the index, and answered with
 //! the [`RecvAction`] the transport carries out.
 
@@ -50,6 +50,9 @@ impl Engine {
             Op::Put => self.recv_request(h, OpKind::Put, REQUIRED_PUT, hold),
             Op::Get => self.recv_request(h, OpKind::Get, REQUIRED_GET, hold),
             Op::GetPut => self.recv_request(h, OpKind::GetPut, REQUIRED_GETPUT, hold),
+            Op::Atomic => self.recv_request(h, OpKind::Atomic, REQUIRED_PUT, hold),
+            // As Portals 4: a fetching atomic reads and writes the target.
+            Op::FetchAtomic => self.recv_request(h, OpKind::FetchAtomic, REQUIRED_GETPUT, hold),
         }
     }
 
@@ -147,8 +150,8 @@ impl Engine {
 
     fn nack(&self, h: &Header, payload: u64) -> RecvAction {
         let answer = match h.op {
-            Op::Put if h.ack_req => Op::Ack,
-            Op::Get | Op::GetPut => Op::Reply,
+            Op::Put | Op::Atomic if h.ack_req => Op::Ack,
+            Op::Get | Op::GetPut | Op::FetchAtomic => Op::Reply,
             _ => return RecvAction::Discard(payload),
         };
         RecvAction::Respond {
@@ -169,6 +172,7 @@ impl Engine {
                     rlength: h.rlength,
                     mlength: 0,
                     cookie: h.cookie,
+                    atomic: None,
                 },
                 payload: Payload::None,
                 token: None,
@@ -189,6 +193,10 @@ impl Engine {
         required: MdOptions,
     ) -> std::result::Result<(MdKey, Acceptance), bool> {
         let idx = &self.index[pt];
+        // An atomic is applied whole: a descriptor that would truncate it
+        // rejects it.
+        let whole = h.op.is_atomic();
+        let takes = |acc: &Acceptance| !whole || acc.mlength == h.rlength;
         let mut best: Option<(u64, MdKey, Acceptance)> = None;
         let mut matched = false;
         let earlier = |best: &Option<(u64, MdKey, Acceptance)>, label: u64| {
@@ -208,8 +216,10 @@ impl Engine {
                 cur = me.sub_next;
                 let Some(mdk) = me.md else { continue };
                 if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
-                    best = Some((me.label, mdk, acc));
-                    break;
+                    if takes(&acc) {
+                        best = Some((me.label, mdk, acc));
+                        break;
+                    }
                 }
             }
         }
@@ -226,8 +236,10 @@ impl Engine {
             matched = true;
             let Some(mdk) = me.md else { continue };
             if let Some(acc) = self.mds[mdk].accept(required, h.rlength, h.offset) {
-                best = Some((me.label, mdk, acc));
-                break;
+                if takes(&acc) {
+                    best = Some((me.label, mdk, acc));
+                    break;
+                }
             }
         }
         best.map(|(_, mdk, acc)| (mdk, acc)).ok_or(matched)
@@ -250,6 +262,10 @@ impl Engine {
             self.status.dropped_access_denied += 1;
             return self.nack(h, payload);
         }
+        if h.op.is_atomic() && !self.atomic_request_valid(h) {
+            self.status.dropped_atomic_invalid += 1;
+            return self.nack(h, payload);
+        }
         let (mdk, acc) = match self.search(pt, h, required) {
             Ok(found) => found,
             Err(matched) => {
@@ -270,16 +286,16 @@ impl Engine {
         d.consume();
         d.advance(acc.mlength);
         // Puts are written by the transport; gets are read by it; a get-put
-        // is swapped under the engine lock, but its range stays lent so the
-        // descriptor cannot go away first.
-        let access = if kind == OpKind::Put {
-            Access::Write
-        } else {
-            Access::Read
+        // and an atomic are applied under the engine lock, but their range
+        // stays lent so the descriptor cannot go away first.
+        let access = match kind {
+            OpKind::Put => Access::Write,
+            OpKind::Atomic | OpKind::FetchAtomic => Access::Atomic,
+            OpKind::Get | OpKind::GetPut => Access::Read,
         };
         let region = d.lend(acc.offset, acc.mlength, access);
         let ack =
-            kind == OpKind::Put && h.ack_req && !d.desc.options.contains(MdOptions::ACK_DISABLE);
+            kind.is_put_like() && h.ack_req && !d.desc.options.contains(MdOptions::ACK_DISABLE);
         if d.wants_unlink() {
             d.state = MdState::Unlinking;
         }
@@ -301,11 +317,14 @@ impl Engine {
             cookie: h.cookie,
             ack,
             staging,
+            atomic: h
+                .atomic
+                .map(|spec| self.atoms.take(spec, self.limits.max_atomic_size)),
         };
         let info = xfer_info(&x, FailType::Ok);
         self.post(
             mdk,
-            if kind == OpKind::Put {
+            if kind.is_put_like() {
                 EventKind::PutStart
             } else {
                 EventKind::GetStart
@@ -318,6 +337,14 @@ impl Engine {
             OpKind::Put => RecvAction::Deposit {
                 region,
                 discard: payload - acc.mlength,
+                token: RecvToken(TokenKind::Xfer(xk)),
+            },
+            OpKind::Atomic | OpKind::FetchAtomic => RecvAction::Deposit {
+                region: self.xfers[xk]
+                    .atomic
+                    .as_mut()
+                    .map_or_else(Region::empty, |a| a.region(payload)),
+                discard: 0,
                 token: RecvToken(TokenKind::Xfer(xk)),
             },
             OpKind::GetPut => {

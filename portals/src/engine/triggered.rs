@@ -43,12 +43,18 @@
 //! * A triggered increment or set of a counter that is freed first is
 //!   dropped with it.
 //!
-//! `triggered_atomic` waits for the engine's atomics (issue 17).
+//! Triggered atomics ([`Engine::triggered_atomic`],
+//! [`Engine::triggered_fetch_atomic`], [`Engine::triggered_swap`]) follow
+//! the same rules; the operation, type, length and operand are checked at
+//! the call, as they cannot change. A failed atomic counts as a put
+//! (`Sent`, `Ack` if asked), a failed fetching one as a get-put (`Sent` on
+//! its put descriptor, `Reply` on its get descriptor).
 
 use std::collections::VecDeque;
 
 use super::counters::{check_increment, CtEvent};
 use super::{check_range, Engine, OpKind, Outbound};
+use crate::atomic::AtomicSpec;
 use crate::error::{PtlError, Result};
 use crate::event::EventKind;
 use crate::handle::{CtHandle, CtKey, MdHandle, MdKey};
@@ -88,6 +94,29 @@ pub(crate) enum Triggered {
         length: u64,
         remote: Remote,
     },
+    Atomic {
+        md: MdKey,
+        local_offset: u64,
+        length: u64,
+        ack: AckReq,
+        remote: Remote,
+        hdr_data: u64,
+        spec: AtomicSpec,
+    },
+    /// A fetching atomic, or a swap if `swap` (with `operand`'s first
+    /// `spec.datatype.size()` bytes if the operation takes one).
+    Fetch {
+        get_md: MdKey,
+        get_offset: u64,
+        put_md: MdKey,
+        put_offset: u64,
+        length: u64,
+        remote: Remote,
+        hdr_data: u64,
+        spec: AtomicSpec,
+        swap: bool,
+        operand: Option<[u8; 16]>,
+    },
     CtInc {
         ct: CtKey,
         by: CtEvent,
@@ -99,10 +128,14 @@ pub(crate) enum Triggered {
 }
 
 impl Triggered {
-    fn md(&self) -> Option<MdKey> {
+    /// The descriptors the operation uses.
+    fn mds(&self) -> [Option<MdKey>; 2] {
         match self {
-            Triggered::Put { md, .. } | Triggered::Get { md, .. } => Some(*md),
-            _ => None,
+            Triggered::Put { md, .. }
+            | Triggered::Get { md, .. }
+            | Triggered::Atomic { md, .. } => [Some(*md), None],
+            Triggered::Fetch { get_md, put_md, .. } => [Some(*get_md), Some(*put_md)],
+            Triggered::CtInc { .. } | Triggered::CtSet { .. } => [None, None],
         }
     }
 
@@ -182,6 +215,173 @@ impl Engine {
         )
     }
 
+    /// Record an atomic operation (`PtlTriggeredAtomic`; see
+    /// [`Engine::atomic`]), issued once `trigger` is reached.
+    #[allow(clippy::too_many_arguments)]
+    pub fn triggered_atomic(
+        &mut self,
+        md: MdHandle,
+        local_offset: u64,
+        length: u64,
+        ack: AckReq,
+        remote: &Remote,
+        hdr_data: u64,
+        spec: AtomicSpec,
+        trigger: Trigger,
+    ) -> Result<()> {
+        self.atomic_rules(spec, length, false, None)?;
+        let md = self.triggered_md(md, local_offset, length, remote)?;
+        self.record(
+            trigger,
+            Triggered::Atomic {
+                md,
+                local_offset,
+                length,
+                ack,
+                remote: *remote,
+                hdr_data,
+                spec,
+            },
+        )
+    }
+
+    /// Record a fetching atomic operation (`PtlTriggeredFetchAtomic`; see
+    /// [`Engine::fetch_atomic`]), issued once `trigger` is reached.
+    #[allow(clippy::too_many_arguments)]
+    pub fn triggered_fetch_atomic(
+        &mut self,
+        get_md: MdHandle,
+        local_get_offset: u64,
+        put_md: MdHandle,
+        local_put_offset: u64,
+        length: u64,
+        remote: &Remote,
+        hdr_data: u64,
+        spec: AtomicSpec,
+        trigger: Trigger,
+    ) -> Result<()> {
+        self.record_fetch(
+            (get_md, local_get_offset),
+            (put_md, local_put_offset),
+            length,
+            remote,
+            hdr_data,
+            spec,
+            None,
+            trigger,
+        )
+    }
+
+    /// Record a swap (`PtlTriggeredSwap`; see [`Engine::swap`]), issued
+    /// once `trigger` is reached.
+    #[allow(clippy::too_many_arguments)]
+    pub fn triggered_swap(
+        &mut self,
+        get_md: MdHandle,
+        local_get_offset: u64,
+        put_md: MdHandle,
+        local_put_offset: u64,
+        length: u64,
+        remote: &Remote,
+        hdr_data: u64,
+        operand: Option<&[u8]>,
+        spec: AtomicSpec,
+        trigger: Trigger,
+    ) -> Result<()> {
+        self.record_fetch(
+            (get_md, local_get_offset),
+            (put_md, local_put_offset),
+            length,
+            remote,
+            hdr_data,
+            spec,
+            Some(operand),
+            trigger,
+        )
+    }
+
+    /// `swap`: `Some(operand)` for a swap, `None` for a fetching atomic.
+    #[allow(clippy::too_many_arguments)]
+    fn record_fetch(
+        &mut self,
+        (get_md, get_offset): (MdHandle, u64),
+        (put_md, put_offset): (MdHandle, u64),
+        length: u64,
+        remote: &Remote,
+        hdr_data: u64,
+        spec: AtomicSpec,
+        swap: Option<Option<&[u8]>>,
+        trigger: Trigger,
+    ) -> Result<()> {
+        let operand = swap.flatten();
+        self.atomic_rules(spec, length, swap.is_some(), operand)?;
+        let get_md = self.triggered_md(get_md, get_offset, length, remote)?;
+        let put_md = self.triggered_md(put_md, put_offset, length, remote)?;
+        let operand = operand.map(|o| {
+            let mut a = [0u8; 16];
+            a[..o.len()].copy_from_slice(o);
+            a
+        });
+        self.record(
+            trigger,
+            Triggered::Fetch {
+                get_md,
+                get_offset,
+                put_md,
+                put_offset,
+                length,
+                remote: *remote,
+                hdr_data,
+                spec,
+                swap: swap.is_some(),
+                operand,
+            },
+        )
+    }
+
+    fn issue_atomic(&mut self, op: &Triggered) -> Result<Outbound> {
+        match *op {
+            Triggered::Atomic {
+                md,
+                local_offset,
+                length,
+                ack,
+                remote,
+                hdr_data,
+                spec,
+            } => {
+                let md = self.md_handle(md);
+                self.atomic(md, local_offset, length, ack, &remote, hdr_data, spec)
+            }
+            Triggered::Fetch {
+                get_md,
+                get_offset,
+                put_md,
+                put_offset,
+                length,
+                remote,
+                hdr_data,
+                spec,
+                swap,
+                operand,
+            } => {
+                let (g, p) = (self.md_handle(get_md), self.md_handle(put_md));
+                let n = spec.datatype.size();
+                let operand = operand.as_ref().map(|o| &o[..n]);
+                if swap {
+                    self.swap(
+                        g, get_offset, p, put_offset, length, &remote, hdr_data, operand, spec,
+                    )
+                } else {
+                    self.fetch_atomic(
+                        g, get_offset, p, put_offset, length, &remote, hdr_data, spec,
+                    )
+                }
+            }
+            _ => Err(PtlError::InvalidArgument("not an atomic operation")),
+        }
+    }
+
     /// Record an increment of `ct` by `by` (`PtlTriggeredCTInc`), done once
     /// `trigger` is reached. `by` moves one count only, as for
     /// [`Engine::ct_inc`].
@@ -210,6 +410,12 @@ impl Engine {
     /// through [`crate::NiCore::send_triggered`].
     pub fn take_triggered(&mut self) -> Option<Outbound> {
         self.trig.out.pop_front()
+    }
+
+    /// Queue a message nobody called for (an issued triggered operation,
+    /// the response of an atomic that waited) for the transport.
+    pub(super) fn queue_outbound(&mut self, out: Outbound) {
+        self.trig.out.push_back(out);
     }
 
     /// True while issued triggered operations wait for the transport.
@@ -246,7 +452,7 @@ impl Engine {
             });
         }
         self.trig.seq += 1;
-        if let Some(md) = op.md() {
+        for md in op.mds().into_iter().flatten() {
             self.mds[md].triggered += 1;
         }
         self.trig.pending += 1;
@@ -284,12 +490,7 @@ impl Engine {
             return None;
         }
         let op = next.remove();
-        self.trig.pending -= 1;
-        if let Some(md) = op.md() {
-            if let Some(d) = self.mds.get_mut(md) {
-                d.triggered = d.triggered.saturating_sub(1);
-            }
-        }
+        self.drop_triggered(&op);
         Some(op)
     }
 
@@ -337,6 +538,20 @@ impl Engine {
                 AckReq::NoAck,
                 0,
             ),
+            Triggered::Atomic { .. } | Triggered::Fetch { .. } => {
+                return match self.issue_atomic(&op) {
+                    Ok(out) => {
+                        self.trig.out.push_back(out);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        if !at_call {
+                            self.count_failed(&op);
+                        }
+                        Err(e)
+                    }
+                };
+            }
         };
         let h = self.md_handle(md);
         match self.initiate(kind, h, Some(region), &remote, ack, hdr_data) {
@@ -366,6 +581,16 @@ impl Engine {
                 }
             }
             Triggered::Get { md, .. } => self.count(md, EventKind::Reply, 0, fail),
+            Triggered::Atomic { md, ack, .. } => {
+                self.count(md, EventKind::Sent, 0, fail);
+                if ack == AckReq::Ack {
+                    self.count(md, EventKind::Ack, 0, fail);
+                }
+            }
+            Triggered::Fetch { get_md, put_md, .. } => {
+                self.count(put_md, EventKind::Sent, 0, fail);
+                self.count(get_md, EventKind::Reply, 0, fail);
+            }
             Triggered::CtInc { .. } | Triggered::CtSet { .. } => {}
         }
     }
@@ -373,7 +598,7 @@ impl Engine {
     /// Forget a cancelled operation (nothing is counted).
     pub(super) fn drop_triggered(&mut self, op: &Triggered) {
         self.trig.pending -= 1;
-        if let Some(md) = op.md() {
+        for md in op.mds().into_iter().flatten() {
             if let Some(d) = self.mds.get_mut(md) {
                 d.triggered = d.triggered.saturating_sub(1);
             }
@@ -391,16 +616,15 @@ impl Engine {
         let mut failed = Vec::new();
         for c in self.cts.values_mut() {
             c.pending.retain(|_, op| {
-                let keep = op.md() != Some(k);
+                let keep = !op.mds().contains(&Some(k));
                 if !keep {
                     failed.push(*op);
                 }
                 keep
             });
         }
-        self.mds[k].triggered = 0;
-        self.trig.pending -= failed.len();
         for op in &failed {
+            self.drop_triggered(op);
             self.count_failed(op);
         }
     }

@@ -133,5 +133,6 @@ pub fn request(op: Op, bits: u64, len: u64) -> Header {
         rlength: len,
         mlength: 0,
         cookie: 1,
+        atomic: None,
     }
 }
