@@ -250,6 +250,9 @@ impl Engine {
             self.mds[md].triggered += 1;
         }
         self.trig.pending += 1;
+        if let Some(t) = op.target_ct().and_then(|t| self.cts.get_mut(t)) {
+            t.aimed += 1;
+        }
         self.cts[ck]
             .pending
             .insert((trigger.threshold, self.trig.seq), op);
@@ -284,12 +287,7 @@ impl Engine {
             return None;
         }
         let op = next.remove();
-        self.trig.pending -= 1;
-        if let Some(md) = op.md() {
-            if let Some(d) = self.mds.get_mut(md) {
-                d.triggered = d.triggered.saturating_sub(1);
-            }
-        }
+        self.forget_pending(&op);
         Some(op)
     }
 
@@ -372,11 +370,20 @@ impl Engine {
 
     /// Forget a cancelled operation (nothing is counted).
     pub(super) fn drop_triggered(&mut self, op: &Triggered) {
+        self.forget_pending(op);
+    }
+
+    /// `op` left its trigger counter (issued or cancelled): it no longer
+    /// holds its descriptor or counts as aimed at its target counter.
+    fn forget_pending(&mut self, op: &Triggered) {
         self.trig.pending -= 1;
         if let Some(md) = op.md() {
             if let Some(d) = self.mds.get_mut(md) {
                 d.triggered = d.triggered.saturating_sub(1);
             }
+        }
+        if let Some(t) = op.target_ct().and_then(|t| self.cts.get_mut(t)) {
+            t.aimed = t.aimed.saturating_sub(1);
         }
     }
 
