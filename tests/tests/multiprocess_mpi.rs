@@ -343,8 +343,9 @@ fn a_subset_on_the_io_uring_back_end_in_both_progress_modes() {
 /// The non-blocking barrier and broadcast (`mpi_check nbc`): broadcasts
 /// from every root at sizes 0 B to 300 KB, 30 barriers and broadcasts back
 /// to back, 24 broadcasts and 8 barriers outstanding at once with a
-/// blocking all-reduce between, on the world, a duplicate and a split, and
-/// a root out of range (`InvalidRank`). On shared memory, TCP and UDP in
+/// blocking all-reduce between, on the world, a duplicate and a split, a
+/// root out of range (`InvalidRank`), and a barrier whose communicator is
+/// freed while it runs (it completes; the pair is reused after it). On shared memory, TCP and UDP in
 /// both progress modes, 4 ranks; 7 ranks (non-power-of-two trees) on TCP.
 #[test]
 fn nonblocking_barrier_and_broadcast_values_on_every_transport() {

@@ -130,7 +130,35 @@ pub(crate) fn nbc(u: &Universe, rounds: usize) -> R<()> {
     }
     // Still usable after the bad calls.
     w.immediate_barrier().map_err(e)?.wait().map_err(e)?;
+    // A barrier outlives its communicator: freed while it runs (rank 0
+    // starts late, so it cannot be complete yet elsewhere), it still
+    // completes, and the pair is reused once it has.
+    for round in 0..3 {
+        let d = w.duplicate().map_err(e)?;
+        if me_is(&w, 0) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let req = d.immediate_barrier().map_err(e)?;
+        drop(d);
+        req.wait().map_err(e)?;
+        let again = w.duplicate().map_err(e)?;
+        let mut x = if me_is(&again, 0) { round + 1 } else { 0u32 };
+        scope(|sc| -> R<()> {
+            again
+                .process_at_rank(0)
+                .immediate_broadcast_into(sc, &mut x)
+                .map_err(e)?
+                .wait()
+                .map_err(e)?;
+            Ok(())
+        })?;
+        ensure(x == round + 1, || format!("after a freed barrier: {x}"))?;
+    }
     Ok(())
+}
+
+fn me_is(c: &SimpleCommunicator, r: Rank) -> bool {
+    c.rank() == r
 }
 
 fn now_ns() -> R<u64> {
