@@ -232,13 +232,35 @@ impl SimpleCommunicator {
         }
     }
 
+    /// The new communicator of members `world` on the agreed pair `ctx`
+    /// (`None` here if this process is not one), once every member has its
+    /// non-blocking-collective entries: they are created here, then a
+    /// barrier over `self` — a member may start a non-blocking collective
+    /// as soon as it returns, and a put that finds no entry is dropped. The
+    /// pair is only known after the agreement's all-reduce, so the entries
+    /// cannot come before it; one barrier per new communicator is the
+    /// price.
+    fn new_communicator(&self, ctx: u16, world: Vec<u32>) -> Result<Option<SimpleCommunicator>> {
+        let comm = self.with_members(ctx, world);
+        let made = match &comm {
+            Some(c) => c.inner.dev.nbc_create(ctx, &c.inner.ranks, c.inner.me),
+            None => Ok(()),
+        };
+        // Every member of `self` joins, also after an error here, so that
+        // the others are not left waiting.
+        self.barrier()?;
+        made?;
+        Ok(comm)
+    }
+
     /// A new communicator with the same members in the same order and its
     /// own contexts (`MPI_Comm_dup`). Collective.
     pub fn duplicate(&self) -> Result<SimpleCommunicator> {
         let ctx = self.agree_on_context()?;
-        Ok(self
-            .with_members(ctx, self.inner.ranks.clone())
-            .expect("this process is a member of its own communicator"))
+        self.new_communicator(ctx, self.inner.ranks.clone())?
+            .ok_or(MpiError::InvalidBuffer(
+                "this process is not a member of its own communicator",
+            ))
     }
 
     /// Split into one communicator per color, ordered by rank here
@@ -266,8 +288,7 @@ impl SimpleCommunicator {
         self.all_gather_into(&mine[..], &mut all[..])?;
         let ctx = self.agree_on_context()?;
         let Some(c) = color.0 else {
-            self.inner.dev.release_context_pair(ctx);
-            return Ok(None);
+            return self.new_communicator(ctx, Vec::new());
         };
         let mut members: Vec<(i32, usize)> = (0..n)
             .filter(|&r| all[2 * r] == c)
@@ -275,7 +296,7 @@ impl SimpleCommunicator {
             .collect();
         members.sort_unstable();
         let world = members.iter().map(|&(_, r)| self.inner.ranks[r]).collect();
-        Ok(self.with_members(ctx, world))
+        self.new_communicator(ctx, world)
     }
 
     /// A communicator of the members of `group`, in group order
@@ -289,7 +310,7 @@ impl SimpleCommunicator {
             });
         }
         let ctx = self.agree_on_context()?;
-        Ok(self.with_members(ctx, group.world.clone()))
+        self.new_communicator(ctx, group.world.clone())
     }
 }
 

@@ -122,6 +122,18 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// A request that borrows nothing (a non-blocking barrier), so needs
+    /// no scope. Dropping it still waits for it.
+    pub(crate) fn unscoped(dev: Arc<Device>, id: ReqId) -> Request<'static> {
+        Request {
+            dev,
+            id,
+            is_recv: false,
+            done: false,
+            _borrow: PhantomData,
+        }
+    }
+
     /// Wait for completion (`MPI_Wait`). A truncated receive is
     /// [`MpiError::Truncated`], carrying the status.
     pub fn wait(mut self) -> Result<Status> {

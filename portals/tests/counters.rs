@@ -504,3 +504,40 @@ fn a_triggered_put_whose_descriptor_went_inactive_fails_at_its_trigger() {
     );
     assert_eq!(a.core().with_engine(|e| e.triggered_pending()), 0);
 }
+
+#[test]
+fn freeing_a_counter_drops_the_increments_aimed_at_it_and_no_others() {
+    let (_net, n) = nis(1);
+    let a = &n[0];
+    let pending = || a.core().with_engine(|e| e.triggered_pending());
+    let t = a.ct_alloc().unwrap();
+    let x = a.ct_alloc().unwrap();
+    let y = a.ct_alloc().unwrap();
+    // Issued before the free: nothing aimed at `x` is left waiting.
+    a.triggered_ct_inc(x, CtEvent::success(1), Trigger::new(t, 1))
+        .unwrap();
+    a.ct_inc(t, CtEvent::success(1)).unwrap();
+    assert_eq!(a.ct_get(x).unwrap(), CtEvent::new(1, 0));
+    // Waiting: one aimed at `x`, one at `y`, and one set of `y` waiting in
+    // `x` itself.
+    a.triggered_ct_inc(x, CtEvent::success(1), Trigger::new(t, 5))
+        .unwrap();
+    a.triggered_ct_inc(y, CtEvent::success(1), Trigger::new(t, 5))
+        .unwrap();
+    a.triggered_ct_set(y, CtEvent::new(9, 0), Trigger::new(x, 7))
+        .unwrap();
+    assert_eq!(pending(), 3);
+    a.ct_free(x).unwrap();
+    assert_eq!(pending(), 1, "the increment of x and the set in x are gone");
+    a.ct_inc(t, CtEvent::success(4)).unwrap();
+    assert_eq!(a.ct_get(y).unwrap(), CtEvent::new(1, 0));
+    assert_eq!(pending(), 0);
+    // And freeing a counter nothing aims at leaves the others alone.
+    a.triggered_ct_inc(y, CtEvent::success(1), Trigger::new(t, 6))
+        .unwrap();
+    let z = a.ct_alloc().unwrap();
+    a.ct_free(z).unwrap();
+    assert_eq!(pending(), 1);
+    a.ct_inc(t, CtEvent::success(1)).unwrap();
+    assert_eq!(a.ct_get(y).unwrap(), CtEvent::new(2, 0));
+}

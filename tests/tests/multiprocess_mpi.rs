@@ -339,3 +339,56 @@ fn a_subset_on_the_io_uring_back_end_in_both_progress_modes() {
     assert_ok(&out, 2, "progress thread io_uring");
     assert!(out.stdout_of(1).contains("completed while computing"));
 }
+
+/// The non-blocking barrier and broadcast (`mpi_check nbc`): broadcasts
+/// from every root at sizes 0 B to 300 KB, 30 barriers and broadcasts back
+/// to back, 24 broadcasts and 8 barriers outstanding at once with a
+/// blocking all-reduce between, on the world, a duplicate and a split, a
+/// root out of range (`InvalidRank`), and a barrier whose communicator is
+/// freed while it runs (it completes; the pair is reused after it). On shared memory, TCP and UDP in
+/// both progress modes, 4 ranks; 7 ranks (non-power-of-two trees) on TCP.
+#[test]
+fn nonblocking_barrier_and_broadcast_values_on_every_transport() {
+    on_every_transport(|nal, p, options| {
+        let out = run_job_limited(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            4,
+            &["nbc", "30"],
+            options,
+            Duration::from_secs(120),
+        );
+        assert_ok(&out, 4, &format!("nbc {nal:?} {p:?}"));
+    });
+    let out = run_tcp(
+        7,
+        &["nbc", "20"],
+        ProgressMode::Thread,
+        Duration::from_secs(120),
+    );
+    assert_ok(&out, 7, "nbc tcp 7");
+}
+
+/// The point of triggered operations (`mpi_check nbcsleep`, thread mode):
+/// every rank starts a barrier and a broadcast on the world and on a
+/// duplicate, then sleeps 1.5 s with no MPI call, then a single `test` of
+/// each finds it complete — the progress threads ran the chains. And no
+/// rank's barrier completes before the last rank (started 150 ms per rank
+/// late) started it. Shared memory, TCP and UDP.
+#[test]
+fn nonblocking_collectives_complete_while_every_thread_sleeps() {
+    for nal in [NalKind::Shm, NalKind::Tcp, NalKind::Udp] {
+        let options = JobOptions {
+            nal,
+            progress: ProgressMode::Thread,
+            ..JobOptions::default()
+        };
+        let out = run_job_limited(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            4,
+            &["nbcsleep"],
+            options,
+            Duration::from_secs(120),
+        );
+        assert_ok(&out, 4, &format!("nbcsleep {nal:?}"));
+    }
+}

@@ -3,7 +3,10 @@
 //! They run over point-to-point messages on the communicator's own
 //! collective context id, so a collective message can never match a
 //! point-to-point receive, and collectives and point-to-point traffic can be
-//! interleaved freely on one communicator. All are blocking.
+//! interleaved freely on one communicator. All are blocking except
+//! [`CommunicatorCollectives::immediate_barrier`] and
+//! [`Root::immediate_broadcast_into`], which run as chains of triggered
+//! operations on entries of their own (`device/nbc.rs`).
 
 pub(crate) mod algos;
 pub mod op;
@@ -11,6 +14,7 @@ pub mod op;
 use crate::comm::{CommData, Communicator, Process, Rank};
 use crate::datatype::Equivalence;
 use crate::error::{MpiError, Result};
+use crate::request::{Request, Scope};
 
 use algos::Coll;
 pub use op::{
@@ -229,6 +233,17 @@ pub trait CommunicatorCollectives: Communicator {
         algos::barrier(&coll(self.data()))
     }
 
+    /// Start a barrier (`MPI_Ibarrier`); the request completes once every
+    /// member has started it. It runs as a chain of triggered operations
+    /// (a binomial tree, see `device/nbc.rs`), so it completes while every
+    /// thread computes or sleeps, without further MPI calls. Borrows
+    /// nothing: no scope needed.
+    fn immediate_barrier(&self) -> Result<Request<'static>> {
+        let c = self.data();
+        let id = c.dev.ibarrier(c.ctx)?;
+        Ok(Request::unscoped(c.dev.clone(), id))
+    }
+
     /// Every member's `send` block, concatenated in rank order, on every
     /// member (`MPI_Allgather`). `recv` holds `size × send.len()` elements.
     fn all_gather_into<T: Equivalence, S: Elements<T> + ?Sized, R: ElementsMut<T> + ?Sized>(
@@ -410,6 +425,26 @@ pub trait Root {
             root?,
             bytemuck::cast_slice_mut(buf.elements_mut()),
         )
+    }
+
+    /// Start a broadcast of the root's `buf` to every member
+    /// (`MPI_Ibcast`); `buf` is lent until the request completes. It runs
+    /// as a chain of triggered operations (a binomial tree, see
+    /// `device/nbc.rs`), so it completes while every thread computes or
+    /// sleeps, without further MPI calls. Any size (store and forward, not
+    /// pipelined); every member must pass the same length.
+    fn immediate_broadcast_into<'a, T: Equivalence, B: ElementsMut<T> + ?Sized>(
+        &self,
+        scope: &Scope<'a>,
+        buf: &'a mut B,
+    ) -> Result<Request<'a>> {
+        let (c, root) = self.root();
+        let root = root? as u32;
+        let b: &mut [u8] = bytemuck::cast_slice_mut(buf.elements_mut());
+        // SAFETY: `buf` is borrowed for 'a, and the scope completes the
+        // request before 'a ends.
+        let id = unsafe { c.dev.ibcast(c.ctx, root, b.as_mut_ptr(), b.len())? };
+        Ok(Request::new(c.dev.clone(), id, false, scope))
     }
 
     /// Called by the root: reduce everyone's `send` into `recv`

@@ -243,7 +243,11 @@ impl Device {
 
 /// A request's engine objects are all unlinked.
 pub(super) fn released(r: &Req) -> bool {
-    r.me.is_none() && r.md.is_none() && r.ack_md.is_none() && r.read_me.is_none()
+    r.me.is_none()
+        && r.md.is_none()
+        && r.ack_md.is_none()
+        && r.read_me.is_none()
+        && r.cts.is_empty()
 }
 
 /// A request is complete: it has its result and holds nothing in the engine,

@@ -226,7 +226,7 @@ fn waits_for_peer_mpi(r: &Req) -> bool {
             !matches!(r.acked, Some(n) if n > 0 || r.got || r.empty)
         }
         Kind::SendSync => r.acked.is_none(),
-        Kind::Recv => true,
+        Kind::Recv | Kind::Nbc => true,
         Kind::SendReady | Kind::RecvGet | Kind::Control => false,
     }
 }

@@ -7,6 +7,10 @@
 //! portal, where a synchronous send waits for the receiver's explicit
 //! acknowledgment.
 //!
+//! Portals 3 (departure notices) and 4 (pause requests) are extensions
+//! below; portal 5 holds each communicator's persistent entries of the
+//! non-blocking collectives and this process's done entry (`nbc.rs`).
+//!
 //! **Receive portal match list** (§3.4, §5, Figs. 8–9):
 //! posted receives | *mark* | short-unexpected ×3 (high-water-mark buffers)
 //! | long-unexpected (zero bytes, truncating, acknowledging) | overflow.
@@ -101,6 +105,7 @@ use slab::Slab;
 
 mod completion;
 mod failure;
+mod nbc;
 mod pool;
 mod probe;
 mod recv;
@@ -378,6 +383,9 @@ enum Kind {
     RecvGet,
     /// Library-internal message nobody waits for (explicit sync ack).
     Control,
+    /// A non-blocking collective's instance: done on its done notice
+    /// (`nbc.rs`).
+    Nbc,
 }
 
 struct Req {
@@ -428,6 +436,12 @@ struct Req {
     windowed: bool,
     /// A receive of collective traffic (the odd context of a pair).
     coll: bool,
+    /// Non-blocking collectives: the instance's own counting events, freed
+    /// when it finishes (the first one reports failures; see `nbc.rs`).
+    cts: Vec<portals::CtHandle>,
+    /// Non-blocking collectives: the communicator's context pair, whose
+    /// release waits for the instance.
+    nbc_ctx: Option<u16>,
 }
 
 /// What a put waiting in a send window needs.
@@ -477,6 +491,8 @@ struct State {
     /// World ranks of the members of each context that a receive from any
     /// source used (a member's death fails such receives).
     members: HashMap<u16, Arc<[u32]>>,
+    /// Each communicator's non-blocking-collective entries (`nbc.rs`).
+    nbc: nbc::NbcComms,
 }
 
 /// Words of the context-id bitmap (13 bits of context: 8192 ids).
@@ -617,6 +633,8 @@ pub(crate) struct Device {
     req_eq: EqHandle,
     unexp_eq: EqHandle,
     mark: MeHandle,
+    /// The zero-byte source of the non-blocking collectives' notices.
+    nbc_md: MdHandle,
 }
 
 impl Device {
@@ -670,6 +688,8 @@ impl Device {
         // Pause and resume requests (`throttle.rs`), on the request queue
         // (match bits: which).
         attach_sink(ni, FLOW_PT, (0, u64::MAX), req_eq, FLOW)?;
+        // Non-blocking collectives' done notices, on the request queue.
+        let (_, nbc_md) = nbc::attach_done(ni, req_eq)?;
         let sh = Arc::new(Shared {
             st: Mutex::new(State {
                 reqs: Slab::new(),
@@ -695,6 +715,7 @@ impl Device {
                 departures_new: Vec::new(),
                 failures_seen: 0,
                 members: HashMap::new(),
+                nbc: HashMap::new(),
             }),
             service: AtomicBool::new(false),
             pool: Mutex::new(Pool::default()),
@@ -722,7 +743,13 @@ impl Device {
             req_eq,
             unexp_eq,
             mark,
+            nbc_md,
         };
+        // The world's non-blocking-collective entries, before anyone can
+        // use them.
+        let size = dev.job.size();
+        let ranks: Vec<u32> = (0..size).collect();
+        dev.nbc_create(0, &ranks, dev.job.rank())?;
         // No message may reach a process before its entries exist.
         dev.job
             .barrier()
@@ -831,6 +858,12 @@ impl Device {
     fn on_request(&self, st: &mut State, ev: &Event) {
         if ev.md.user_ptr == FLOW {
             self.on_flow(st, ev.kind, ev.fail, ev.initiator, ev.match_bits);
+            return;
+        }
+        if ev.md.user_ptr == nbc::NBC_DONE {
+            if ev.kind == EventKind::Put {
+                self.on_nbc_done(st, ev.hdr_data);
+            }
             return;
         }
         let id = ReqId::from_user_ptr(ev.md.user_ptr);
@@ -1044,6 +1077,17 @@ impl Device {
                 }
             }
         }
+        if r.me.is_none() && r.md.is_none() {
+            nbc::free_cts(ni, &mut r.cts);
+        }
+        if released(r) {
+            if let Some(ctx) = r.nbc_ctx.take() {
+                self.nbc_instance_done(st, ctx);
+            }
+        }
+        let Some(r) = st.reqs.get_mut(id.idx as usize) else {
+            return;
+        };
         if !released(r) {
             if !st.releasing.contains(&id) {
                 st.releasing.push(id);
@@ -1106,6 +1150,8 @@ impl Device {
             admits: None,
             windowed: false,
             coll: false,
+            cts: Vec::new(),
+            nbc_ctx: None,
         }) as u32;
         ReqId { idx, gen }
     }
@@ -1175,7 +1221,11 @@ impl Device {
         }
         st.members.remove(&(id as u16));
         st.members.remove(&(id as u16 + 1));
-        st.free_ctx[id / 64] |= 0b11 << (id % 64);
+        // With instances of non-blocking collectives still running, the
+        // pair stays taken until the last one finishes.
+        if self.nbc_release(&mut st, id as u16) {
+            st.free_ctx[id / 64] |= 0b11 << (id % 64);
+        }
     }
 
     /// The protocol counters.

@@ -97,6 +97,10 @@ pub(crate) struct Counter {
     /// On the engine's list of counters whose pending operations must be
     /// looked at.
     pub(crate) dirty: bool,
+    /// Pending triggered increments and sets aimed at this counter (they
+    /// wait in other counters): freeing it looks for them only if some
+    /// exist, so that freeing one of many counters is not a scan of all.
+    pub(crate) aimed: usize,
 }
 
 impl Engine {
@@ -126,6 +130,10 @@ impl Engine {
         let c = self.cts.remove(k).expect("checked key");
         for op in c.pending.into_values() {
             self.drop_triggered(&op);
+        }
+        if c.aimed == 0 {
+            self.posted = true;
+            return Ok(());
         }
         let mut gone = Vec::new();
         for c in self.cts.values_mut() {

@@ -456,6 +456,9 @@ impl Engine {
             self.mds[md].triggered += 1;
         }
         self.trig.pending += 1;
+        if let Some(t) = op.target_ct().and_then(|t| self.cts.get_mut(t)) {
+            t.aimed += 1;
+        }
         self.cts[ck]
             .pending
             .insert((trigger.threshold, self.trig.seq), op);
@@ -597,11 +600,20 @@ impl Engine {
 
     /// Forget a cancelled operation (nothing is counted).
     pub(super) fn drop_triggered(&mut self, op: &Triggered) {
+        self.forget_pending(op);
+    }
+
+    /// `op` left its trigger counter (issued or cancelled): it no longer
+    /// holds its descriptor or counts as aimed at its target counter.
+    fn forget_pending(&mut self, op: &Triggered) {
         self.trig.pending -= 1;
         for md in op.mds().into_iter().flatten() {
             if let Some(d) = self.mds.get_mut(md) {
                 d.triggered = d.triggered.saturating_sub(1);
             }
+        }
+        if let Some(t) = op.target_ct().and_then(|t| self.cts.get_mut(t)) {
+            t.aimed = t.aimed.saturating_sub(1);
         }
     }
 

@@ -15,12 +15,14 @@ use rand_chacha::ChaCha8Rng;
 
 mod envelopes;
 mod failure;
+mod nbc;
 mod progress;
 mod semantics;
 mod unexpected;
 
 use envelopes::*;
 use failure::*;
+use nbc::*;
 use progress::*;
 use semantics::*;
 use unexpected::*;
@@ -135,6 +137,8 @@ fn main() {
         "capiprobe" => caphol(&u, First::Iprobe),
         "finalize" => finalize(&u),
         "lastlong" => lastlong(&u, args.get(2).map_or("", String::as_str)),
+        "nbc" => nbc(&u, arg(2, 50) as usize),
+        "nbcsleep" => nbcsleep(&u),
         "soak" => soak(&u, arg(2, 1800), arg(3, 1)),
         other => Err(format!("unknown scenario {other:?}")),
     };

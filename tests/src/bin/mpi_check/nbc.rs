@@ -1,0 +1,245 @@
+//! Non-blocking barrier and broadcast (chains of triggered operations):
+//! values, instances back to back and outstanding together, on the world
+//! and on derived communicators; completion while every thread sleeps; a
+//! barrier never completes before every member started it.
+
+use std::time::SystemTime;
+
+use mpi_on_portals::Color;
+
+use super::*;
+
+/// Sizes broadcast: empty, tiny, odd, at and past the eager limit.
+const SIZES: [usize; 6] = [0, 1, 999, 64 << 10, (64 << 10) + 1, 300_000];
+
+fn seed(root: Rank, len: usize, round: usize) -> u64 {
+    (root as u64) << 40 ^ (len as u64) << 8 ^ round as u64
+}
+
+/// Every root, every size, one at a time; then `rounds` barriers and
+/// broadcasts back to back (each waited at once); then many outstanding at
+/// once, waited in reverse order, with blocking collectives between.
+fn values_on(c: &SimpleCommunicator, rounds: usize) -> R<()> {
+    let (n, me) = (c.size(), c.rank());
+    for root in 0..n {
+        for len in SIZES {
+            let want = pattern(len, seed(root, len, 0));
+            let mut buf = if me == root {
+                want.clone()
+            } else {
+                vec![0u8; len]
+            };
+            scope(|sc| -> R<()> {
+                let req = c
+                    .process_at_rank(root)
+                    .immediate_broadcast_into(sc, &mut buf[..])
+                    .map_err(e)?;
+                req.wait().map_err(e)?;
+                Ok(())
+            })?;
+            ensure(buf == want, || {
+                format!("broadcast of {len} B from {root} wrong")
+            })?;
+        }
+    }
+    for i in 0..rounds {
+        c.immediate_barrier().map_err(e)?.wait().map_err(e)?;
+        let root = (i % n as usize) as Rank;
+        let mut x = if me == root { i as u64 * 7 + 1 } else { 0 };
+        scope(|sc| -> R<()> {
+            c.process_at_rank(root)
+                .immediate_broadcast_into(sc, &mut x)
+                .map_err(e)?
+                .wait()
+                .map_err(e)?;
+            Ok(())
+        })?;
+        ensure(x == i as u64 * 7 + 1, || format!("round {i}: got {x}"))?;
+    }
+    // Many outstanding at once: broadcasts from rotating roots interleaved
+    // with barriers, all started before any is waited for.
+    const OUT: usize = 24;
+    let mut bufs: Vec<Vec<u8>> = (0..OUT)
+        .map(|i| {
+            let root = (i % n as usize) as Rank;
+            let len = 1 + i * 37;
+            if me == root {
+                pattern(len, seed(root, len, i))
+            } else {
+                vec![0; len]
+            }
+        })
+        .collect();
+    scope(|sc| -> R<()> {
+        let mut reqs = Vec::new();
+        for (i, b) in bufs.iter_mut().enumerate() {
+            let root = (i % n as usize) as Rank;
+            reqs.push(
+                c.process_at_rank(root)
+                    .immediate_broadcast_into(sc, &mut b[..])
+                    .map_err(e)?,
+            );
+            if i % 3 == 0 {
+                reqs.push(c.immediate_barrier().map_err(e)?);
+            }
+        }
+        // A blocking collective while they run: separate traffic.
+        let mut s = 0u64;
+        c.all_reduce_into(&1u64, &mut s, SystemOperation::sum())
+            .map_err(e)?;
+        ensure(s == n as u64, || format!("all-reduce in between: {s}"))?;
+        while let Some(r) = reqs.pop() {
+            r.wait().map_err(e)?;
+        }
+        Ok(())
+    })?;
+    for (i, b) in bufs.iter().enumerate() {
+        let root = (i % n as usize) as Rank;
+        let want = pattern(b.len(), seed(root, b.len(), i));
+        ensure(*b == want, || format!("outstanding broadcast {i} wrong"))?;
+    }
+    Ok(())
+}
+
+/// `nbc [rounds]`: values on the world, a duplicate and a split (by
+/// parity), and a root out of range.
+pub(crate) fn nbc(u: &Universe, rounds: usize) -> R<()> {
+    let w = u.world();
+    values_on(&w, rounds)?;
+    let d = w.duplicate().map_err(e)?;
+    values_on(&d, rounds)?;
+    let s = w
+        .split_by_color(Color::with_value(w.rank() % 2))
+        .map_err(e)?
+        .ok_or("split gave no communicator")?;
+    values_on(&s, rounds / 2)?;
+    // The world again after the others: instance numbers are per
+    // communicator.
+    values_on(&w, 4)?;
+    drop((d, s));
+    let mut x = 0u8;
+    for bad in [w.size(), -1] {
+        let r = scope(|sc| {
+            w.process_at_rank(bad)
+                .immediate_broadcast_into(sc, &mut x)
+                .map(|_| ())
+        });
+        ensure(matches!(r, Err(MpiError::InvalidRank { .. })), || {
+            format!("root {bad}: {r:?}")
+        })?;
+    }
+    // Still usable after the bad calls.
+    w.immediate_barrier().map_err(e)?.wait().map_err(e)?;
+    // A barrier outlives its communicator: freed while it runs (rank 0
+    // starts late, so it cannot be complete yet elsewhere), it still
+    // completes, and the pair is reused once it has.
+    for round in 0..3 {
+        let d = w.duplicate().map_err(e)?;
+        if me_is(&w, 0) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let req = d.immediate_barrier().map_err(e)?;
+        drop(d);
+        req.wait().map_err(e)?;
+        let again = w.duplicate().map_err(e)?;
+        let mut x = if me_is(&again, 0) { round + 1 } else { 0u32 };
+        scope(|sc| -> R<()> {
+            again
+                .process_at_rank(0)
+                .immediate_broadcast_into(sc, &mut x)
+                .map_err(e)?
+                .wait()
+                .map_err(e)?;
+            Ok(())
+        })?;
+        ensure(x == round + 1, || format!("after a freed barrier: {x}"))?;
+    }
+    Ok(())
+}
+
+fn me_is(c: &SimpleCommunicator, r: Rank) -> bool {
+    c.rank() == r
+}
+
+fn now_ns() -> R<u64> {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .map_err(|x| x.to_string())
+}
+
+/// `nbcsleep`, thread mode: every rank starts a barrier and a broadcast
+/// (on the world and on a duplicate), then sleeps with no MPI call, then
+/// one `test` of each must find it complete. Then the order check: rank
+/// r starts a barrier r × 150 ms late; no rank's wait may return before
+/// the last start (one host: one clock).
+pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
+    let w = u.world();
+    let d = w.duplicate().map_err(e)?;
+    let (n, me) = (w.size(), w.rank());
+    let len = 10_000;
+    let want: Vec<Vec<u8>> = (0..2).map(|i| pattern(len, 99 + i)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..2)
+        .map(|i| {
+            if me == (n - 1) * i as Rank {
+                want[i].clone()
+            } else {
+                vec![0; len]
+            }
+        })
+        .collect();
+    w.barrier().map_err(e)?;
+    scope(|sc| -> R<()> {
+        let (b0, b1) = bufs.split_at_mut(1);
+        let reqs = vec![
+            ("world barrier", w.immediate_barrier().map_err(e)?),
+            (
+                "world broadcast",
+                w.process_at_rank(0)
+                    .immediate_broadcast_into(sc, &mut b0[0][..])
+                    .map_err(e)?,
+            ),
+            ("dup barrier", d.immediate_barrier().map_err(e)?),
+            (
+                "dup broadcast",
+                d.process_at_rank(n - 1)
+                    .immediate_broadcast_into(sc, &mut b1[0][..])
+                    .map_err(e)?,
+            ),
+        ];
+        // No MPI call at all: only the progress threads run the chains.
+        std::thread::sleep(Duration::from_millis(1500));
+        for (what, r) in reqs {
+            match r.test().map_err(e)? {
+                Ok(_) => {}
+                Err(r) => {
+                    r.wait().map_err(e)?;
+                    return Err(format!("{what} was not complete after sleeping"));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    ensure(bufs == want, || "broadcast values wrong".into())?;
+    // Order: a barrier is not complete before every member started it.
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(150 * me as u64));
+        let start = now_ns()?;
+        let req = w.immediate_barrier().map_err(e)?;
+        req.wait().map_err(e)?;
+        let done = now_ns()?;
+        let mut all = vec![0u64; 2 * n as usize];
+        w.all_gather_into(&[start, done][..], &mut all[..])
+            .map_err(e)?;
+        let last_start = all.iter().step_by(2).max().copied().unwrap_or(0);
+        let first_done = all.iter().skip(1).step_by(2).min().copied().unwrap_or(0);
+        ensure(first_done >= last_start, || {
+            format!(
+                "a barrier completed {} µs before the last member started it",
+                (last_start - first_done) / 1000
+            )
+        })?;
+    }
+    println!("nbcsleep: barrier and broadcast completed while every thread slept");
+    Ok(())
+}
