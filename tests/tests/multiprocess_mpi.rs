@@ -276,6 +276,23 @@ fn the_envelope_cap_bounds_saved_envelopes_without_deadlock_on_any_transport() {
     });
 }
 
+/// A non-blocking barrier started before the only other member dies (which
+/// never joins it) fails with `PeerFailed` naming it, over TCP, in both
+/// modes: its chain of triggered operations waits for a message the dead
+/// rank will never send, and nothing else would end it. A regression
+/// hangs: the job is bounded well below the default.
+#[test]
+fn a_nonblocking_barrier_fails_when_a_member_dies_over_tcp() {
+    for p in MODES {
+        let out = run_tcp(2, &["death", "ibarrier"], p, Duration::from_secs(90));
+        assert_ok(&out, 2, &format!("death ibarrier tcp {p:?}"));
+        assert!(
+            out.stdout_of(1).contains("PeerFailed after"),
+            "death ibarrier tcp {p:?}: the survivor did not report the failure"
+        );
+    }
+}
+
 /// A receive from any source, posted before the only other member dies,
 /// fails with `PeerFailed` over TCP (the transport's connection loss), and
 /// so do later any-source receives and probes. A regression hangs: the job

@@ -305,8 +305,16 @@ impl Device {
             .get_mut(&ctx)
             .ok_or(MpiError::InvalidBuffer("the communicator was freed"))?;
         c.pending += 1;
+        let members = c.ranks.clone();
         let id = self.new_req(st, Kind::Nbc, u32::MAX);
-        st.reqs[id.idx as usize].nbc_ctx = Some(ctx);
+        // Like a receive from any source: the death of any member (or the
+        // departure of all the others) fails it, instead of a chain that
+        // waits forever for a message the dead one will never send
+        // (`failure.rs`).
+        st.members.entry(ctx).or_insert(members);
+        let r = &mut st.reqs[id.idx as usize];
+        r.nbc_ctx = Some(ctx);
+        r.any_ctx = Some(ctx);
         Ok(id)
     }
 

@@ -64,6 +64,18 @@ pub(crate) fn death(u: &Universe, case: &str) -> R<()> {
             let t = Instant::now();
             expect_failure(any.probe().map(|_| ()), t)
         }
+        ("ibarrier", 0) => {
+            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+            die("after the peer started a non-blocking barrier");
+        }
+        ("ibarrier", _) => {
+            // Started before the peer dies, never joined by it: the chain
+            // waits for a fan-out that cannot come, and must fail.
+            let req = w.immediate_barrier().map_err(e)?;
+            signal_the_dying(&p)?;
+            let t = Instant::now();
+            expect_failure(req.wait().map(|_| ()), t)
+        }
         ("recv", 0) => {
             p.receive_with_tag::<u8>(CTRL).map_err(e)?;
             die("after the peer posted its receive");
