@@ -245,10 +245,11 @@ fn on_every_transport(mut f: impl FnMut(NalKind, ProgressMode, JobOptions)) {
 /// admission): 500 unreceived messages in front of the one received first,
 /// from that sender, from any source, and found by a loop of `iprobe`s.
 /// And issue 23's late receiver (`capbarrier`): the same floods, then a
-/// barrier the receiver waits in before receiving — its senders' barrier
-/// messages follow their floods, and before send windows and pauses it
-/// saved every message (3 × 2000 at a cap of 64); now at most the cap plus
-/// one window (8) per sender.
+/// barrier the receiver waits in before receiving (one sender 500 ms
+/// late) — its senders' barrier messages follow their floods. Before send
+/// windows it saved 4000-6000 at once at a cap of 64; with windows but no
+/// pauses 2160 (the sender it waited for kept sending); now 65-87, checked
+/// against the cap plus 6 windows (8) per sender.
 #[test]
 fn the_envelope_cap_bounds_saved_envelopes_without_deadlock_on_any_transport() {
     on_every_transport(|nal, p, options| {
