@@ -363,8 +363,13 @@ fn a_subset_on_the_io_uring_back_end_in_both_progress_modes() {
 /// to back, 24 broadcasts and 8 barriers outstanding at once with a
 /// blocking all-reduce between, on the world, a duplicate and a split, a
 /// root out of range (`InvalidRank`), and a barrier whose communicator is
-/// freed while it runs (it completes; the pair is reused after it). On shared memory, TCP and UDP in
-/// both progress modes, 4 ranks; 7 ranks (non-power-of-two trees) on TCP.
+/// freed while it runs (it completes; the pair is reused after it). And
+/// the non-blocking all-reduce: sum, max, min, bitwise and on u64, i32 and
+/// f64 at 1 to 64 elements (triggered atomics) and 65 (past the atomic
+/// limit: the blocking fallback), a user-defined operation (fallback),
+/// instances back to back and 12 outstanding among broadcasts and
+/// barriers. On shared memory, TCP and UDP in both progress modes, 4
+/// ranks; 7 ranks (non-power-of-two trees) on TCP.
 #[test]
 fn nonblocking_barrier_and_broadcast_values_on_every_transport() {
     on_every_transport(|nal, p, options| {
@@ -387,9 +392,12 @@ fn nonblocking_barrier_and_broadcast_values_on_every_transport() {
 }
 
 /// The point of triggered operations (`mpi_check nbcsleep`, thread mode):
-/// every rank starts a barrier and a broadcast on the world and on a
-/// duplicate, then sleeps 1.5 s with no MPI call, then a single `test` of
-/// each finds it complete — the progress threads ran the chains. And no
+/// every rank starts a barrier, a broadcast and an all-reduce on the world
+/// and on a duplicate, then sleeps 1.5 s with no MPI call, then a single
+/// `test` of each finds it complete — the progress threads ran the chains.
+/// An all-reduce's start does not wait for the other members (rank 0
+/// sends what the last rank needs before starting only after its own
+/// start). And no
 /// rank's barrier completes before the last rank (started 150 ms per rank
 /// late) started it. Shared memory, TCP and UDP.
 #[test]

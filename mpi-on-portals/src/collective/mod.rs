@@ -4,9 +4,11 @@
 //! collective context id, so a collective message can never match a
 //! point-to-point receive, and collectives and point-to-point traffic can be
 //! interleaved freely on one communicator. All are blocking except
-//! [`CommunicatorCollectives::immediate_barrier`] and
-//! [`Root::immediate_broadcast_into`], which run as chains of triggered
-//! operations on entries of their own (`device/nbc.rs`).
+//! [`CommunicatorCollectives::immediate_barrier`],
+//! [`Root::immediate_broadcast_into`] and (for predefined operations on
+//! small vectors) [`CommunicatorCollectives::immediate_all_reduce_into`],
+//! which run as chains of triggered operations on entries of their own
+//! (`device/nbc.rs`).
 
 pub(crate) mod algos;
 pub mod op;
@@ -353,6 +355,63 @@ pub trait CommunicatorCollectives: Communicator {
         )?;
         recv.copy_from_slice(send);
         algos::all_reduce(&coll(self.data()), recv, &op)
+    }
+
+    /// Start an element-wise reduction of every member's `send`, landing
+    /// on every member's `recv` (`MPI_Iallreduce`); `recv` is lent until
+    /// the request completes.
+    ///
+    /// When `op` is a predefined operation the engine has as an atomic on
+    /// `T` (sum, product, min, max on numbers; logical and bitwise
+    /// operations on integers; any of 8- to 64-bit integers, `f32`, `f64`)
+    /// and the vector fits one atomic (`NiLimits::max_atomic_size`, 512
+    /// bytes by default), it runs as a chain of triggered atomics and puts
+    /// (a binomial tree rooted at rank 0, see `device/nbc.rs`), so it
+    /// completes while every thread computes or sleeps, without further
+    /// MPI calls. Each node adds its children's partial results to its own
+    /// in the order they arrive, so a floating-point sum is grouped by the
+    /// tree but its order at a node varies between runs; every member gets
+    /// the same (the root's) value.
+    ///
+    /// Otherwise (a user-defined operation, `u128`, a longer vector) it
+    /// runs the blocking algorithm in this call and returns a completed
+    /// request: correct, but it then waits here for every member to start
+    /// it, as [`CommunicatorCollectives::all_reduce_into`] does.
+    fn immediate_all_reduce_into<
+        'a,
+        T: Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    >(
+        &self,
+        scope: &Scope<'a>,
+        send: &'a S,
+        recv: &'a mut R,
+        op: O,
+    ) -> Result<Request<'a>> {
+        let (send, recv) = (send.elements(), recv.elements_mut());
+        same_len(
+            send,
+            recv,
+            "all_reduce: send and receive buffers differ in length",
+        )?;
+        let c = self.data();
+        recv.copy_from_slice(send);
+        let bytes = std::mem::size_of_val(recv);
+        match op.atomic().filter(|_| c.dev.atomic_fits(bytes)) {
+            Some(spec) => {
+                let b: &mut [u8] = bytemuck::cast_slice_mut(recv);
+                // SAFETY: `recv` is borrowed for 'a, and the scope
+                // completes the request before 'a ends.
+                let id = unsafe { c.dev.iallreduce(c.ctx, b.as_mut_ptr(), b.len(), spec)? };
+                Ok(Request::new(c.dev.clone(), id, false, scope))
+            }
+            None => {
+                algos::all_reduce(&coll(c), recv, &op)?;
+                Ok(Request::unscoped(c.dev.clone(), c.dev.completed_req()))
+            }
+        }
     }
 
     /// Inclusive prefix reduction: member r gets `send₀ op … op send_r`

@@ -7,6 +7,8 @@
 
 use std::marker::PhantomData;
 
+use portals::atomic::{AtomicOp, AtomicSpec, Datatype};
+
 /// A reduction operation on elements of type `T`.
 pub trait Operation<T>: Sync {
     /// True if `a op b == b op a`. Non-commutative operations are applied
@@ -16,6 +18,15 @@ pub trait Operation<T>: Sync {
     /// `inout[i] = input[i] op inout[i]`, element by element, where `input`
     /// holds the contribution of the lower ranks.
     fn apply(&self, input: &[T], inout: &mut [T]);
+
+    /// The Portals atomic operation that computes the same thing on `T`,
+    /// if there is one: what lets a non-blocking all-reduce run as a chain
+    /// of triggered atomics. None (the default) for user-defined
+    /// operations.
+    #[doc(hidden)]
+    fn atomic(&self) -> Option<AtomicSpec> {
+        None
+    }
 }
 
 impl<T, O: Operation<T> + ?Sized> Operation<T> for &O {
@@ -24,6 +35,9 @@ impl<T, O: Operation<T> + ?Sized> Operation<T> for &O {
     }
     fn apply(&self, input: &[T], inout: &mut [T]) {
         (**self).apply(input, inout)
+    }
+    fn atomic(&self) -> Option<AtomicSpec> {
+        (**self).atomic()
     }
 }
 
@@ -34,6 +48,12 @@ pub trait Numeric: Copy + PartialOrd + Send + Sync + 'static {
     fn add(a: Self, b: Self) -> Self;
     /// `a * b`, wrapping for integers.
     fn mul(a: Self, b: Self) -> Self;
+
+    /// The Portals atomic datatype of this type, if it has one.
+    #[doc(hidden)]
+    fn atomic_datatype() -> Option<Datatype> {
+        None
+    }
 }
 
 /// Integers: what logical and bitwise operations apply to.
@@ -51,10 +71,11 @@ pub trait Integer: Numeric + Eq {
 }
 
 macro_rules! ints {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $d:expr),*) => {$(
         impl Numeric for $t {
             fn add(a: Self, b: Self) -> Self { a.wrapping_add(b) }
             fn mul(a: Self, b: Self) -> Self { a.wrapping_mul(b) }
+            fn atomic_datatype() -> Option<Datatype> { $d }
         }
         impl Integer for $t {
             const ZERO: Self = 0;
@@ -65,7 +86,26 @@ macro_rules! ints {
         }
     )*};
 }
-ints!(u8, i8, u16, i16, u32, i32, u64, i64, u128, i128, usize, isize);
+/// `usize`/`isize` as the fixed-width type of this target's pointer width.
+const USIZE: Option<Datatype> = match usize::BITS {
+    64 => Some(Datatype::U64),
+    32 => Some(Datatype::U32),
+    _ => None,
+};
+const ISIZE: Option<Datatype> = match usize::BITS {
+    64 => Some(Datatype::I64),
+    32 => Some(Datatype::I32),
+    _ => None,
+};
+
+ints!(
+    u8 => Some(Datatype::U8), i8 => Some(Datatype::I8),
+    u16 => Some(Datatype::U16), i16 => Some(Datatype::I16),
+    u32 => Some(Datatype::U32), i32 => Some(Datatype::I32),
+    u64 => Some(Datatype::U64), i64 => Some(Datatype::I64),
+    u128 => None, i128 => None,
+    usize => USIZE, isize => ISIZE
+);
 
 impl Numeric for f32 {
     fn add(a: Self, b: Self) -> Self {
@@ -73,6 +113,9 @@ impl Numeric for f32 {
     }
     fn mul(a: Self, b: Self) -> Self {
         a * b
+    }
+    fn atomic_datatype() -> Option<Datatype> {
+        Some(Datatype::F32)
     }
 }
 
@@ -83,6 +126,15 @@ impl Numeric for f64 {
     fn mul(a: Self, b: Self) -> Self {
         a * b
     }
+    fn atomic_datatype() -> Option<Datatype> {
+        Some(Datatype::F64)
+    }
+}
+
+/// `op` on `T`, if the engine has that atomic.
+fn spec<T: Numeric>(op: AtomicOp) -> Option<AtomicSpec> {
+    let datatype = T::atomic_datatype()?;
+    portals::atomic::supported(op, datatype).then_some(AtomicSpec { op, datatype })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +210,15 @@ impl<T: Numeric> Operation<T> for SystemOperation {
             *o = f(i, *o);
         }
     }
+
+    fn atomic(&self) -> Option<AtomicSpec> {
+        spec::<T>(match self.0 {
+            Arith::Sum => AtomicOp::Sum,
+            Arith::Product => AtomicOp::Prod,
+            Arith::Max => AtomicOp::Max,
+            Arith::Min => AtomicOp::Min,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +248,14 @@ impl<T: Integer> Operation<T> for LogicalOperation {
             *o = if r { T::ONE } else { T::ZERO };
         }
     }
+
+    fn atomic(&self) -> Option<AtomicSpec> {
+        spec::<T>(match self.0 {
+            Bits::And => AtomicOp::Land,
+            Bits::Or => AtomicOp::Lor,
+            Bits::Xor => AtomicOp::Lxor,
+        })
+    }
 }
 
 /// Bitwise and/or/xor of integers.
@@ -207,6 +276,14 @@ impl<T: Integer> Operation<T> for BitwiseOperation {
         for (o, &i) in inout.iter_mut().zip(input) {
             *o = f(i, *o);
         }
+    }
+
+    fn atomic(&self) -> Option<AtomicSpec> {
+        spec::<T>(match self.0 {
+            Bits::And => AtomicOp::Band,
+            Bits::Or => AtomicOp::Bor,
+            Bits::Xor => AtomicOp::Bxor,
+        })
     }
 }
 
@@ -279,6 +356,33 @@ mod tests {
         let mut l = [3u16, 0, 0];
         Operation::<u16>::apply(&SystemOperation::logical_or(), &[0, 9, 0], &mut l);
         assert_eq!(l, [1, 1, 0]);
+    }
+
+    #[test]
+    fn predefined_operations_map_to_atomics_where_the_engine_has_them() {
+        let spec = |op, datatype| Some(AtomicSpec { op, datatype });
+        let sum = SystemOperation::sum();
+        assert_eq!(
+            Operation::<u64>::atomic(&sum),
+            spec(AtomicOp::Sum, Datatype::U64)
+        );
+        assert_eq!(
+            Operation::<f64>::atomic(&SystemOperation::max()),
+            spec(AtomicOp::Max, Datatype::F64)
+        );
+        assert_eq!(
+            Operation::<i32>::atomic(&SystemOperation::bitwise_and()),
+            spec(AtomicOp::Band, Datatype::I32)
+        );
+        assert_eq!(
+            Operation::<u8>::atomic(&SystemOperation::logical_xor()),
+            spec(AtomicOp::Lxor, Datatype::U8)
+        );
+        assert_eq!(Operation::<usize>::atomic(&&sum).map(|s| s.datatype), USIZE);
+        // No 128-bit atomics, and a closure is opaque.
+        assert_eq!(Operation::<u128>::atomic(&sum), None);
+        let user = UserOperation::commutative(|_: &[u64], _: &mut [u64]| {});
+        assert_eq!(Operation::<u64>::atomic(&user), None);
     }
 
     #[test]

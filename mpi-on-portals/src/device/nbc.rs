@@ -9,9 +9,11 @@
 //! set up and before any member can use it, entries on [`NBC_PT`] that stay
 //! until the pair is released, each counting on its own counting event:
 //! the barrier's fan-in and fan-out, and one *ready* entry per member that
-//! can be this process's child in a broadcast tree. Only a broadcast's
-//! data lands on a per-instance entry, and its sender waits for the
-//! receiver's ready notice before putting.
+//! can be this process's child in a broadcast tree, and one counting
+//! the all-reduce's ready notices from this process's parent. Only a
+//! broadcast's data and an all-reduce's atomics and result land on
+//! per-instance entries, and their senders wait for the receiver's ready
+//! notice before the first put.
 //!
 //! **Cumulative thresholds.** Instances of a collective are numbered per
 //! communicator (MPI runs them in the same order everywhere), and the
@@ -30,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use portals::{
-    AckReq, CtEvent, CtHandle, MdDesc, MdHandle, MdOptions, MeHandle, NetworkInterface,
+    AckReq, AtomicSpec, CtEvent, CtHandle, MdDesc, MdHandle, MdOptions, MeHandle, NetworkInterface,
     PortalIndex, Position, ProcessId, Remote, Trigger, Unlink,
 };
 
@@ -51,6 +53,10 @@ const K_READY: u64 = 3;
 /// Tag field: the broadcast's instance number (low 32 bits).
 const K_DATA: u64 = 4;
 const K_DONE: u64 = 5;
+/// Ready notices from this process's parent in the all-reduce tree.
+const K_UP_READY: u64 = 6;
+/// Tag field: the all-reduce's instance number (low 32 bits).
+const K_ACC: u64 = 7;
 
 /// `user_ptr` of the done entry's descriptor (events on the request queue;
 /// header data: the request's id).
@@ -70,17 +76,21 @@ pub(super) struct NbcComm {
     /// process, the only ones that can be its children in a binomial tree,
     /// and how many ready notices each has been expected to send so far.
     ready: Vec<(CtHandle, u64)>,
+    /// Ready notices from the parent in the all-reduce tree (rooted at 0):
+    /// one per instance.
+    up_ready: CtHandle,
     barriers: u64,
     bcasts: u64,
+    reduces: u64,
     /// Instances started and not finished: the pair's release waits for them.
     pending: usize,
     /// The communicator was freed while instances were pending.
     closing: bool,
 }
 
-/// A communicator's barrier fan-in and fan-out counters and its ready
-/// counters (see [`NbcComm`]).
-type Counters = (CtHandle, CtHandle, Vec<(CtHandle, u64)>);
+/// A communicator's barrier fan-in and fan-out counters, its ready
+/// counters and its all-reduce ready counter (see [`NbcComm`]).
+type Counters = (CtHandle, CtHandle, Vec<(CtHandle, u64)>, CtHandle);
 
 /// The lowest set bit of virtual rank `v`, or for the root (0) the first
 /// power of two at or above `n`: a node's children are at `v + m` for the
@@ -204,9 +214,10 @@ impl Device {
                 ready.push((counted(nbc_bits(K_READY, ctx, child, 0))?, 0));
                 m <<= 1;
             }
-            Ok((bar_in, bar_out, ready))
+            let up_ready = counted(nbc_bits(K_UP_READY, ctx, 0, 0))?;
+            Ok((bar_in, bar_out, ready, up_ready))
         })();
-        let mut comm = |(bar_in, bar_out, ready)| NbcComm {
+        let mut comm = |(bar_in, bar_out, ready, up_ready)| NbcComm {
             ranks: ranks.into(),
             me,
             entries: std::mem::take(&mut entries),
@@ -214,8 +225,10 @@ impl Device {
             bar_in,
             bar_out,
             ready,
+            up_ready,
             barriers: 0,
             bcasts: 0,
+            reduces: 0,
             pending: 0,
             closing: false,
         };
@@ -537,6 +550,160 @@ impl Device {
             }
             let need = if v == 0 { ch } else { ch + 1 };
             self.done_when(id, Trigger::new(data, need))
+        })();
+        match r {
+            Ok(()) => Ok(id),
+            Err(e) => self.fail_started(&mut st, id, e),
+        }
+    }
+}
+
+impl Device {
+    /// Whether an all-reduce of `len` bytes fits one atomic operation of
+    /// this interface.
+    pub(crate) fn atomic_fits(&self, len: usize) -> bool {
+        len > 0 && len as u64 <= self.ni().limits().max_atomic_size
+    }
+
+    /// A request that is already complete (successfully): what a
+    /// non-blocking collective that ran to its end in its start returns.
+    pub(crate) fn completed_req(&self) -> ReqId {
+        let mut st = self.lock();
+        let id = self.new_req(&mut st, Kind::Nbc, u32::MAX);
+        st.reqs[id.idx as usize].result = Some(Ok(Status::new(-1, -1, 0, 0)));
+        self.finish(&mut st, id);
+        id
+    }
+
+    /// Start an all-reduce (`MPI_Iallreduce`) of the `len` bytes at `buf`,
+    /// which hold this process's contribution, with the atomic operation
+    /// `spec`, on communicator `ctx`: up a binomial tree rooted at rank 0
+    /// with triggered atomics, then the result down the same tree with
+    /// triggered puts, all landing on one per-instance entry over `buf`
+    /// (match bits: the instance number k) that counts on one counter `c`.
+    ///
+    /// A node with `ch` children posts the entry, then tells each child
+    /// *ready* (their persistent `up_ready` counter). The children's
+    /// atomics land on it (`c` = ch); a non-root sends its own atomic to
+    /// its parent when `c` ≥ ch and its `up_ready` ≥ k (r notices arrived
+    /// ⇒ the parent has posted its entry of instance k, as for the
+    /// broadcast's ready notices; a leaf needs only the latter). Its Sent
+    /// and the parent's result (a put to the same entry, which the node
+    /// posted before its atomic could reach the parent) bring `c` to
+    /// ch + 2, and it forwards the result to its children; the root does
+    /// at `c` = ch. Each forward's Sent counts too: done at `c` = 2·ch + 2
+    /// (root: 2·ch), when nothing of the chain reads or writes `buf` any
+    /// more. Nothing else can reach `c` early: the result comes after this
+    /// node's atomic, which comes after its children's.
+    ///
+    /// # Safety
+    /// `buf..buf+len` must stay valid, and not be used by anyone else,
+    /// until the request completes.
+    pub(crate) unsafe fn iallreduce(
+        &self,
+        ctx: u16,
+        buf: *mut u8,
+        len: usize,
+        spec: AtomicSpec,
+    ) -> Result<ReqId> {
+        let mut st = self.lock();
+        self.check(&st)?;
+        self.drain(&mut st);
+        let id = self.nbc_req(&mut st, ctx)?;
+        let c = st.nbc.get_mut(&ctx).expect("nbc_req checked it");
+        c.reduces += 1;
+        let (k, n, me, up_ready) = (c.reduces, c.ranks.len() as u32, c.me, c.up_ready);
+        let ranks = c.ranks.clone();
+        let ch = child_offsets(me, n).count() as u64;
+        let bits = nbc_bits(K_ACC, ctx, 0, k as u32);
+        let r = (|| -> Result<()> {
+            let ni = self.ni();
+            let pid = |rank: u32| portals_runtime::process_id(ranks[rank as usize]);
+            let cnt = ni.ct_alloc().map_err(ptl)?;
+            st.reqs[id.idx as usize].cts.push(cnt);
+            let entry = ni
+                .me_attach(
+                    NBC_PT,
+                    ProcessId::ANY,
+                    bits,
+                    0,
+                    Unlink::Retain,
+                    Position::After,
+                )
+                .map_err(ptl)?;
+            st.reqs[id.idx as usize].me = Some(entry);
+            // SAFETY: by this function's contract; the request unlinks the
+            // entry before it completes.
+            let md = unsafe {
+                ni.md_attach_raw(
+                    entry,
+                    // Remote offsets: every atomic and the result land
+                    // at 0, not one after the other.
+                    &MdDesc::new(
+                        MdOptions::OP_PUT
+                            | MdOptions::MANAGE_REMOTE
+                            | MdOptions::CT_COMM
+                            | MdOptions::CT_SEND,
+                    )
+                    .ct(cnt),
+                    buf,
+                    len,
+                    Unlink::Retain,
+                )
+            }
+            .map_err(ptl)?;
+            st.reqs[id.idx as usize].md = Some(md);
+            for m in child_offsets(me, n) {
+                ni.put(
+                    self.nbc_md,
+                    AckReq::NoAck,
+                    &Remote::new(pid(me + m), NBC_PT, nbc_bits(K_UP_READY, ctx, 0, 0)),
+                    0,
+                )
+                .map_err(ptl)?;
+            }
+            let down = if me == 0 {
+                ch
+            } else {
+                let parent = me - lowbit(me, n);
+                let go = if ch == 0 {
+                    Trigger::new(up_ready, k)
+                } else {
+                    let gate = ni.ct_alloc().map_err(ptl)?;
+                    st.reqs[id.idx as usize].cts.push(gate);
+                    let one = CtEvent::success(1);
+                    ni.triggered_ct_inc(gate, one, Trigger::new(cnt, ch))
+                        .map_err(ptl)?;
+                    ni.triggered_ct_inc(gate, one, Trigger::new(up_ready, k))
+                        .map_err(ptl)?;
+                    Trigger::new(gate, 2)
+                };
+                ni.triggered_atomic(
+                    md,
+                    0,
+                    len as u64,
+                    AckReq::NoAck,
+                    &Remote::new(pid(parent), NBC_PT, bits),
+                    0,
+                    spec,
+                    go,
+                )
+                .map_err(ptl)?;
+                ch + 2
+            };
+            for m in child_offsets(me, n) {
+                ni.triggered_put(
+                    md,
+                    0,
+                    len as u64,
+                    AckReq::NoAck,
+                    &Remote::new(pid(me + m), NBC_PT, bits),
+                    0,
+                    Trigger::new(cnt, down),
+                )
+                .map_err(ptl)?;
+            }
+            self.done_when(id, Trigger::new(cnt, down + ch))
         })();
         match r {
             Ok(()) => Ok(id),

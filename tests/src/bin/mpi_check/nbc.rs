@@ -1,11 +1,12 @@
-//! Non-blocking barrier and broadcast (chains of triggered operations):
+//! Non-blocking barrier, broadcast and all-reduce (chains of triggered
+//! operations):
 //! values, instances back to back and outstanding together, on the world
 //! and on derived communicators; completion while every thread sleeps; a
 //! barrier never completes before every member started it.
 
 use std::time::SystemTime;
 
-use mpi_on_portals::Color;
+use mpi_on_portals::{Color, UserOperation};
 
 use super::*;
 
@@ -98,6 +99,146 @@ fn values_on(c: &SimpleCommunicator, rounds: usize) -> R<()> {
         let want = pattern(b.len(), seed(root, b.len(), i));
         ensure(*b == want, || format!("outstanding broadcast {i} wrong"))?;
     }
+    all_reduce_values_on(c, rounds)
+}
+
+/// Lengths (in 8-byte elements) of the u64 and f64 all-reduces: one, odd,
+/// exactly `max_atomic_size` (512 B) — all triggered chains — and one past
+/// it (the blocking fallback).
+const AR_LENS: [usize; 4] = [1, 7, 64, 65];
+
+/// One all-reduce, started and waited at once.
+fn iallreduce<T, O>(c: &SimpleCommunicator, send: &[T], op: O) -> R<Vec<T>>
+where
+    T: mpi_on_portals::Equivalence + Default + Clone,
+    O: mpi_on_portals::collective::Operation<T>,
+{
+    let mut recv = vec![T::default(); send.len()];
+    scope(|sc| -> R<()> {
+        c.immediate_all_reduce_into(sc, send, &mut recv[..], op)
+            .map_err(e)?
+            .wait()
+            .map_err(e)?;
+        Ok(())
+    })?;
+    Ok(recv)
+}
+
+/// Non-blocking all-reduce: sum, max, min and bitwise and on u64, i32 and
+/// f64 (sums of small integers, exact in any order), a user-defined
+/// operation and a vector past the atomic limit (both the fallback);
+/// `rounds` back to back; then several outstanding at once, interleaved
+/// with broadcasts and barriers, waited in reverse order.
+fn all_reduce_values_on(c: &SimpleCommunicator, rounds: usize) -> R<()> {
+    let (n, me) = (c.size() as u64, c.rank() as u64);
+    // Rank r contributes (r + 1) · (j + 1) + round at element j.
+    let tri = n * (n + 1) / 2;
+    for len in AR_LENS {
+        let mine: Vec<u64> = (0..len as u64).map(|j| (me + 1) * (j + 1)).collect();
+        let got = iallreduce(c, &mine, SystemOperation::sum())?;
+        let want: Vec<u64> = (0..len as u64).map(|j| tri * (j + 1)).collect();
+        ensure(got == want, || format!("u64 sum of {len}: {got:?}"))?;
+        let f: Vec<f64> = mine.iter().map(|&x| x as f64).collect();
+        let got = iallreduce(c, &f, SystemOperation::sum())?;
+        let fw: Vec<f64> = want.iter().map(|&x| x as f64).collect();
+        ensure(got == fw, || format!("f64 sum of {len}: {got:?}"))?;
+        let got = iallreduce(c, &f, SystemOperation::max())?;
+        let fmax: Vec<f64> = (0..len).map(|j| (n * (j as u64 + 1)) as f64).collect();
+        ensure(got == fmax, || format!("f64 max of {len}: {got:?}"))?;
+        // Every bit but this rank's (mod 64) in element 0, all in others.
+        let bits: Vec<u64> = (0..len)
+            .map(|j| if j == 0 { !(1u64 << (me % 64)) } else { !0 })
+            .collect();
+        let got = iallreduce(c, &bits, SystemOperation::bitwise_and())?;
+        let gone = (0..n).fold(0u64, |a, r| a | 1 << (r % 64));
+        ensure(got[0] == !gone && got[1..].iter().all(|&x| x == !0), || {
+            format!("u64 band of {len}: {got:?}")
+        })?;
+        let user = UserOperation::commutative(|a: &[u64], b: &mut [u64]| {
+            for (o, i) in b.iter_mut().zip(a) {
+                *o += i;
+            }
+        });
+        let got = iallreduce(c, &mine, &user)?;
+        ensure(got == want, || {
+            format!("user-defined sum of {len}: {got:?}")
+        })?;
+    }
+    let signed: Vec<i32> = (0..5).map(|j| me as i32 * (j - 2)).collect();
+    let got = iallreduce(c, &signed, SystemOperation::max())?;
+    let top = n as i32 - 1;
+    let want: Vec<i32> = (0..5)
+        .map(|j| if j < 2 { 0 } else { top * (j - 2) })
+        .collect();
+    ensure(got == want, || format!("i32 max: {got:?}"))?;
+    let got = iallreduce(c, &signed, SystemOperation::min())?;
+    let want: Vec<i32> = (0..5)
+        .map(|j| if j < 2 { top * (j - 2) } else { 0 })
+        .collect();
+    ensure(got == want, || format!("i32 min: {got:?}"))?;
+    let got = iallreduce(c, &signed, SystemOperation::sum())?;
+    let want: Vec<i32> = (0..5).map(|j| (tri - n) as i32 * (j - 2)).collect();
+    ensure(got == want, || format!("i32 sum: {got:?}"))?;
+    for i in 0..rounds as u64 {
+        let got = iallreduce(c, &[me + i, 1], SystemOperation::sum())?;
+        ensure(got == [tri - n + n * i, n], || {
+            format!("round {i}: {got:?}")
+        })?;
+    }
+    // Outstanding together, with broadcasts and barriers among them.
+    const OUT: usize = 12;
+    let sends: Vec<Vec<u64>> = (0..OUT)
+        .map(|i| (0..=i as u64).map(|j| me * 3 + j + i as u64).collect())
+        .collect();
+    let mut recvs: Vec<Vec<u64>> = sends.iter().map(|s| vec![0; s.len()]).collect();
+    let mut xs = vec![0u64; OUT];
+    scope(|sc| -> R<()> {
+        let mut reqs = Vec::new();
+        for (i, ((s, r), x)) in sends.iter().zip(&mut recvs).zip(&mut xs).enumerate() {
+            if i % 2 == 0 {
+                reqs.push(
+                    c.immediate_all_reduce_into(sc, &s[..], &mut r[..], SystemOperation::max())
+                        .map_err(e)?,
+                );
+            } else {
+                reqs.push(
+                    c.immediate_all_reduce_into(sc, &s[..], &mut r[..], SystemOperation::sum())
+                        .map_err(e)?,
+                );
+            }
+            if me == 0 {
+                *x = i as u64 + 100;
+            }
+            reqs.push(
+                c.process_at_rank(0)
+                    .immediate_broadcast_into(sc, x)
+                    .map_err(e)?,
+            );
+            if i % 4 == 0 {
+                reqs.push(c.immediate_barrier().map_err(e)?);
+            }
+        }
+        while let Some(r) = reqs.pop() {
+            r.wait().map_err(e)?;
+        }
+        Ok(())
+    })?;
+    for (i, r) in recvs.iter().enumerate() {
+        let want: Vec<u64> = (0..=i as u64)
+            .map(|j| {
+                let base = j + i as u64;
+                if i % 2 == 0 {
+                    (n - 1) * 3 + base
+                } else {
+                    3 * (tri - n) + n * base
+                }
+            })
+            .collect();
+        ensure(*r == want, || format!("outstanding all-reduce {i}: {r:?}"))?;
+        ensure(xs[i] == i as u64 + 100, || {
+            format!("broadcast {i} among them")
+        })?;
+    }
     Ok(())
 }
 
@@ -188,9 +329,12 @@ pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
             }
         })
         .collect();
+    let mine = [me as u64 + 1, 2];
+    let mut sums = [[0u64; 2]; 2];
     w.barrier().map_err(e)?;
     scope(|sc| -> R<()> {
         let (b0, b1) = bufs.split_at_mut(1);
+        let (s0, s1) = sums.split_at_mut(1);
         let reqs = vec![
             ("world barrier", w.immediate_barrier().map_err(e)?),
             (
@@ -204,6 +348,16 @@ pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
                 "dup broadcast",
                 d.process_at_rank(n - 1)
                     .immediate_broadcast_into(sc, &mut b1[0][..])
+                    .map_err(e)?,
+            ),
+            (
+                "world all-reduce",
+                w.immediate_all_reduce_into(sc, &mine, &mut s0[0], SystemOperation::sum())
+                    .map_err(e)?,
+            ),
+            (
+                "dup all-reduce",
+                d.immediate_all_reduce_into(sc, &mine, &mut s1[0], SystemOperation::max())
                     .map_err(e)?,
             ),
         ];
@@ -221,6 +375,35 @@ pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
         Ok(())
     })?;
     ensure(bufs == want, || "broadcast values wrong".into())?;
+    let n64 = n as u64;
+    ensure(sums == [[n64 * (n64 + 1) / 2, 2 * n64], [n64, 2]], || {
+        format!("all-reduce values wrong: {sums:?}")
+    })?;
+    // A triggered all-reduce does not wait in its start for the others
+    // (the blocking fallback would): rank 0 starts it, then sends what
+    // the last rank needs before it starts its own. Deadlocks otherwise.
+    let last = w.process_at_rank(n - 1);
+    let mut got = [0u64; 1];
+    let mut token = [0u32; 1];
+    scope(|sc| -> R<()> {
+        if me == n - 1 {
+            w.process_at_rank(0)
+                .receive_into(&mut token[..])
+                .map_err(e)?;
+        }
+        let req = w
+            .immediate_all_reduce_into(sc, &[1u64], &mut got, SystemOperation::sum())
+            .map_err(e)?;
+        if me == 0 && n > 1 {
+            last.send(&[7u32][..]).map_err(e)?;
+        }
+        req.wait().map_err(e)?;
+        Ok(())
+    })?;
+    ensure(got[0] == n as u64, || format!("late all-reduce: {got:?}"))?;
+    ensure(me != n - 1 || n == 1 || token[0] == 7, || {
+        "token lost".into()
+    })?;
     // Order: a barrier is not complete before every member started it.
     for _ in 0..2 {
         std::thread::sleep(Duration::from_millis(150 * me as u64));
@@ -240,6 +423,6 @@ pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
             )
         })?;
     }
-    println!("nbcsleep: barrier and broadcast completed while every thread slept");
+    println!("nbcsleep: barrier, broadcast and all-reduce completed while every thread slept");
     Ok(())
 }
