@@ -1,0 +1,155 @@
+//! `objstore-load`: the load generator `ptl-bench` runs against
+//! `objstore-grpc-server` (bench `rpc-rate` and `rpc-bulk`, impl `rpc-tonic`).
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use clap::{Parser, ValueEnum};
+use objstore::grpc::client::GrpcClient;
+
+/// Time object gets or puts against an object-store server.
+///
+/// Prints one JSON object per repetition on stdout: `op`, `size`,
+/// `clients`, `requests` (all clients together), `bytes`, `secs` (wall
+/// time of the repetition) and, with `--server-pid`, `server_cpu_s` (user +
+/// system CPU the server process used during the repetition, from
+/// /proc/PID/stat: the counters getrusage(RUSAGE_SELF) reports).
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Server address.
+    #[arg(long)]
+    connect: String,
+    /// Operation to time.
+    #[arg(long, value_enum)]
+    op: Op,
+    /// Object size in bytes.
+    #[arg(long)]
+    size: usize,
+    /// Concurrent clients, each with its own connection.
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
+    /// Requests per client per repetition.
+    #[arg(long, default_value_t = 100)]
+    requests: usize,
+    /// Untimed requests per client before the first repetition.
+    #[arg(long, default_value_t = 10)]
+    warmup: usize,
+    /// Repetitions.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Process id of the server, to measure its CPU time.
+    #[arg(long)]
+    server_pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Op {
+    /// Get one object (pre-stored) again and again.
+    Get,
+    /// Put an object (each client its own name) again and again.
+    Put,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() {
+    let args = Args::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("objstore-load: starting the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = rt.block_on(run(args)) {
+        eprintln!("objstore-load: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// User + system CPU seconds of process `pid` so far.
+fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces), from field 3.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or("unexpected /proc/PID/stat format")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let (Some(u), Some(s)) = (f.get(11), f.get(12)) else {
+        return Err("unexpected /proc/PID/stat format".into());
+    };
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as f64 } else { 100.0 };
+    Ok((u.parse::<u64>()? + s.parse::<u64>()?) as f64 / hz)
+}
+
+async fn one(c: &mut GrpcClient, op: Op, name: &str, data: &Bytes) -> Result<u64, BoxError> {
+    Ok(match op {
+        Op::Get => c.get_discard(name).await?,
+        Op::Put => c.put_bytes(name, data.clone()).await?,
+    })
+}
+
+async fn run(args: Args) -> Result<(), BoxError> {
+    let data = Bytes::from((0..args.size).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let get_name = format!("load-get-{}", args.size);
+    let mut clients = Vec::with_capacity(args.clients.max(1));
+    for _ in 0..args.clients.max(1) {
+        clients.push(GrpcClient::connect(&args.connect).await?);
+    }
+    if args.op == Op::Get {
+        clients[0].put_bytes(&get_name, data.clone()).await?;
+    }
+    for rep in 0..=args.reps {
+        // Repetition 0 is the warm-up.
+        let requests = if rep == 0 { args.warmup } else { args.requests };
+        let cpu0 = args.server_pid.map(cpu_seconds).transpose()?;
+        let t0 = Instant::now();
+        let mut tasks = Vec::with_capacity(clients.len());
+        for (k, mut c) in clients.drain(..).enumerate() {
+            let name = match args.op {
+                Op::Get => get_name.clone(),
+                Op::Put => format!("load-put-{}-{k}", args.size),
+            };
+            let (data, op) = (data.clone(), args.op);
+            tasks.push(tokio::spawn(async move {
+                let mut bytes = 0u64;
+                for _ in 0..requests {
+                    bytes += one(&mut c, op, &name, &data).await?;
+                }
+                Ok::<_, BoxError>((c, bytes))
+            }));
+        }
+        let mut bytes = 0u64;
+        for t in tasks {
+            let (c, b) = t.await??;
+            clients.push(c);
+            bytes += b;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = match (cpu0, args.server_pid) {
+            (Some(c0), Some(pid)) => Some(cpu_seconds(pid)? - c0),
+            _ => None,
+        };
+        if rep == 0 {
+            continue;
+        }
+        let line = serde_json::json!({
+            "op": match args.op { Op::Get => "get", Op::Put => "put" },
+            "size": args.size,
+            "clients": clients.len(),
+            "requests": requests * clients.len(),
+            "bytes": bytes,
+            "secs": secs,
+            "server_cpu_s": cpu,
+        });
+        println!("{line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! A client of the gRPC service: the CLI's and the load generator's.
+
+use std::io::{Read, Write};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+use super::proto::object_store_client::ObjectStoreClient;
+use super::proto::{ListRequest, NameRequest, PutChunk};
+use super::{CHUNK, MAX_MESSAGE};
+use crate::store::ObjectInfo;
+
+/// What a client call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Could not connect.
+    #[error("connecting to {addr}: {source}")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: tonic::transport::Error,
+    },
+    /// The server answered with an error (bad name, no such object, ...).
+    #[error("{}: {}", .0.code(), .0.message())]
+    Status(#[from] tonic::Status),
+    /// Reading the data to put or writing the data got failed locally.
+    #[error("{what}: {source}")]
+    Local {
+        /// What the client was doing.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Result of client calls.
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// A connection to an object-store server.
+#[derive(Debug, Clone)]
+pub struct GrpcClient {
+    inner: ObjectStoreClient<Channel>,
+}
+
+impl GrpcClient {
+    /// Connect to `addr` (`host:port`).
+    pub async fn connect(addr: &str) -> Result<GrpcClient> {
+        let err = |source| ClientError::Connect {
+            addr: addr.to_string(),
+            source,
+        };
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .map_err(|e| ClientError::Status(tonic::Status::invalid_argument(e.to_string())))?
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .map_err(err)?;
+        Ok(GrpcClient {
+            inner: ObjectStoreClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        })
+    }
+
+    /// Put an object held in memory (sent in [`CHUNK`]-byte slices, no copy).
+    pub async fn put_bytes(&mut self, name: &str, data: Bytes) -> Result<u64> {
+        let mut msgs = Vec::with_capacity(data.len() / CHUNK + 1);
+        let mut off = 0;
+        loop {
+            let end = (off + CHUNK).min(data.len());
+            msgs.push(PutChunk {
+                name: if off == 0 {
+                    name.to_string()
+                } else {
+                    String::new()
+                },
+                data: data.slice(off..end),
+            });
+            off = end;
+            if off >= data.len() {
+                break;
+            }
+        }
+        let reply = self.inner.put(tokio_stream::iter(msgs)).await?;
+        Ok(reply.into_inner().size)
+    }
+
+    /// Put everything `src` yields, read in chunks on a blocking thread;
+    /// `progress` is called with the bytes sent so far. If `src` fails the
+    /// call is cancelled, so the server stores nothing.
+    pub async fn put_reader(
+        &mut self,
+        name: &str,
+        mut src: impl Read + Send + 'static,
+        progress: impl Fn(u64) + Send + 'static,
+    ) -> Result<u64> {
+        let (tx, rx) = mpsc::channel::<PutChunk>(4);
+        // On a read error the sender travels with the error, so the stream
+        // stays open (not cleanly ended) until the call is dropped.
+        let (fail_tx, fail_rx) = oneshot::channel::<(std::io::Error, mpsc::Sender<PutChunk>)>();
+        let first_name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut name = first_name;
+            let mut sent = 0u64;
+            loop {
+                let mut buf = vec![0u8; CHUNK];
+                let n = match read_full(&mut src, &mut buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let _ = fail_tx.send((e, tx));
+                        return;
+                    }
+                };
+                buf.truncate(n);
+                let first = !name.is_empty();
+                if n == 0 && !first {
+                    return; // end of data: dropping `tx` ends the stream
+                }
+                let msg = PutChunk {
+                    name: std::mem::take(&mut name),
+                    data: Bytes::from(buf),
+                };
+                if tx.blocking_send(msg).is_err() {
+                    return; // the call ended (failed on the server)
+                }
+                sent += n as u64;
+                progress(sent);
+                if n == 0 {
+                    return;
+                }
+            }
+        });
+        let call = self.inner.put(ReceiverStream::new(rx));
+        tokio::select! {
+            reply = call => Ok(reply?.into_inner().size),
+            Ok((e, _tx)) = fail_rx => Err(ClientError::Local { what: "reading the data to put", source: e }),
+        }
+    }
+
+    /// Get an object into `dst`, chunk by chunk; `progress` is called with
+    /// the bytes received so far. The object's size.
+    pub async fn get_to(
+        &mut self,
+        name: &str,
+        dst: &mut (dyn Write + Send),
+        progress: impl Fn(u64),
+    ) -> Result<u64> {
+        let mut stream = self
+            .inner
+            .get(NameRequest {
+                name: name.to_string(),
+            })
+            .await?
+            .into_inner();
+        let mut got = 0u64;
+        while let Some(chunk) = stream.message().await? {
+            dst.write_all(&chunk.data).map_err(|e| ClientError::Local {
+                what: "writing the object",
+                source: e,
+            })?;
+            got += chunk.data.len() as u64;
+            progress(got);
+        }
+        Ok(got)
+    }
+
+    /// Get an object and only count its bytes (the load generator: what a
+    /// transport costs, without a local copy).
+    pub async fn get_discard(&mut self, name: &str) -> Result<u64> {
+        let mut stream = self
+            .inner
+            .get(NameRequest {
+                name: name.to_string(),
+            })
+            .await?
+            .into_inner();
+        let mut got = 0u64;
+        while let Some(chunk) = stream.message().await? {
+            got += chunk.data.len() as u64;
+        }
+        Ok(got)
+    }
+
+    /// Every object.
+    pub async fn list(&mut self) -> Result<Vec<ObjectInfo>> {
+        let reply = self.inner.list(ListRequest {}).await?.into_inner();
+        Ok(reply
+            .objects
+            .into_iter()
+            .map(|o| ObjectInfo {
+                name: o.name,
+                size: o.size,
+            })
+            .collect())
+    }
+
+    /// Name and size of an object.
+    pub async fn stat(&mut self, name: &str) -> Result<ObjectInfo> {
+        let o = self
+            .inner
+            .stat(NameRequest {
+                name: name.to_string(),
+            })
+            .await?
+            .into_inner();
+        Ok(ObjectInfo {
+            name: o.name,
+            size: o.size,
+        })
+    }
+
+    /// Remove an object.
+    pub async fn delete(&mut self, name: &str) -> Result<()> {
+        self.inner
+            .delete(NameRequest {
+                name: name.to_string(),
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// Read until `buf` is full or the source ends; the bytes read.
+fn read_full(src: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match src.read(&mut buf[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

@@ -1,0 +1,14 @@
+//! An object store served two ways: over `portals-rpc` and over gRPC
+//! (`tonic`), the benchmark's peer. Both servers keep their objects in the
+//! same [`store::Store`]: one file per object, puts atomic and durable.
+//!
+//! - [`store`]: the on-disk store (always built);
+//! - [`grpc`]: the gRPC service and client (feature `grpc`, on by default),
+//!   with the binaries `objstore-grpc-server`, `objstore-grpc` (CLI) and
+//!   `objstore-load` (the load generator `ptl-bench` runs).
+
+#![warn(missing_docs)]
+
+#[cfg(feature = "grpc")]
+pub mod grpc;
+pub mod store;
