@@ -119,3 +119,26 @@ fn a_client_killed_mid_bulk_leaves_the_server_serving_others() {
         );
     }
 }
+
+/// The server is killed while both clients wait in calls (one in a bulk
+/// read): both calls fail with `PeerFailed`, though their timeout is an
+/// hour.
+#[test]
+fn calls_to_a_server_that_dies_fail_with_its_failure() {
+    for nal in [NalKind::Tcp, NalKind::Udp, NalKind::Shm] {
+        let out = run("server-dies", 3, options(nal), Duration::from_secs(120));
+        let lines: Vec<_> = out
+            .output
+            .iter()
+            .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
+            .collect();
+        assert_eq!(out.failed_rank, Some(0), "{nal:?}: {}", lines.join("\n"));
+        for r in [1, 2] {
+            assert!(
+                out.stdout_of(r).contains("OK server-dies"),
+                "{nal:?}: rank {r}:\n{}",
+                lines.join("\n")
+            );
+        }
+    }
+}

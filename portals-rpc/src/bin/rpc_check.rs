@@ -19,6 +19,7 @@ const GET_OBJ: u32 = 4;
 const BIG: u32 = 5;
 const STATUS: u32 = 6;
 const STOP: u32 = 7;
+const DIE: u32 = 8;
 
 /// Bytes of the objects moved in bulk, and the chunk they stream in.
 const OBJECT: usize = 24 << 20;
@@ -142,6 +143,11 @@ impl Server {
                     stop.stop();
                 }
                 Ok(self.counter.load(Ordering::SeqCst).to_le_bytes().to_vec())
+            }
+            DIE => {
+                // SAFETY: raise has no memory-safety preconditions.
+                unsafe { libc::raise(libc::SIGKILL) };
+                Err("still alive after SIGKILL".into())
             }
             op => Err(format!("unknown opcode {op}").into()),
         }
@@ -460,6 +466,38 @@ fn kill(job: &Job) -> R<()> {
     }
 }
 
+/// The server dies (SIGKILL) while every client has a request in it: each
+/// call fails with the server's failure, typed, and promptly.
+fn server_dies(job: &Job) -> R<()> {
+    // SAFETY: installing SIG_IGN is async-signal-safe and touches no Rust
+    // state.
+    unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    if job.rank() == 0 {
+        serve(job, server_cfg(), new_server(job))?;
+        return Err("the service outlived its death".into());
+    }
+    // A timeout far beyond the job's limit: only the failure report can
+    // end the call in time.
+    let retry = RetryPolicy {
+        timeout: Duration::from_secs(3600),
+        ..RetryPolicy::default()
+    };
+    let c = connect(job, retry)?;
+    c.call(ECHO, b"alive").map_err(|e| e.to_string())?;
+    let r = if job.rank() == 1 {
+        // Rank 2's bulk read is under way by now, most likely.
+        std::thread::sleep(Duration::from_millis(100));
+        c.call(DIE, &[])
+    } else {
+        let mut back = vec![0u8; OBJECT];
+        c.call_read(GET_OBJ, &[], &mut back).map(|_| Vec::new())
+    };
+    match r {
+        Err(RpcError::PeerFailed(p)) if p == job.id(0) => Ok(()),
+        other => Err(format!("a call to the dead server ended with {other:?}")),
+    }
+}
+
 fn main() {
     portals_runtime::init_logging();
     let scenario = std::env::args().nth(1).unwrap_or_default();
@@ -475,6 +513,7 @@ fn main() {
         "counter" => counter(&job),
         "flood" => flood(&job),
         "kill" => kill(&job),
+        "server-dies" => server_dies(&job),
         other => Err(format!("unknown scenario {other:?}")),
     };
     match r {
