@@ -30,6 +30,10 @@
 //!   fails the calls to it ([`RpcError::PeerFailed`]); a client that dies
 //!   mid-bulk fails that handler's transfer ([`BulkError::PeerFailed`]),
 //!   its cached replies are freed, and the service keeps serving others.
+//! * Transports: inside a `ptlrun` job, whatever the job runs on (TCP, UDP,
+//!   shared memory); standalone, a long-lived server that clients dial as
+//!   they come and go, over TCP ([`standalone::listen`],
+//!   [`standalone::dial`]; the job key admits them).
 //!
 //! ## Example
 //!
@@ -92,6 +96,7 @@ mod client;
 mod config;
 mod error;
 mod service;
+pub mod standalone;
 mod transfer;
 pub mod wire;
 

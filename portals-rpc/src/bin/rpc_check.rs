@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use portals_rpc::{
-    BulkError, Client, ClientConfig, HandlerError, Request, RetryPolicy, RpcError, Service,
-    ServiceConfig,
+    standalone, BulkError, Client, ClientConfig, HandlerError, Request, RetryPolicy, RpcError,
+    Service, ServiceConfig,
 };
 use portals_runtime::Job;
 
@@ -176,8 +176,12 @@ fn server_cfg() -> ServiceConfig {
 }
 
 fn new_server(job: &Job) -> Server {
+    new_server_of(job.size() - 1)
+}
+
+fn new_server_of(clients: u32) -> Server {
     Server {
-        clients: job.size() - 1,
+        clients,
         stops: AtomicU32::new(0),
         counter: AtomicU64::new(0),
         slow_every: 0,
@@ -498,8 +502,77 @@ fn server_dies(job: &Job) -> R<()> {
     }
 }
 
+/// Standalone server: `rpc_check listen <addr> <key>`; serves until a
+/// client sends STOP, then checks that the clients that left were freed.
+fn listen(addr: &str, key: u64) -> R<()> {
+    let bind = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    let (ni, local) = standalone::listen(bind, key).map_err(|e| e.to_string())?;
+    let svc = Service::new(&ni, server_cfg()).map_err(|e| e.to_string())?;
+    println!("listening on {local}");
+    let s = new_server_of(1);
+    let stop = svc.stopper();
+    let h = |req: &mut Request<'_>| s.handle(req, &stop);
+    let stats = svc.serve(&h).map_err(|e| e.to_string())?;
+    println!(
+        "service stats {stats:?}, counter {}",
+        s.counter.load(Ordering::SeqCst)
+    );
+    if stats.clients_failed == 0 {
+        return Err("no departed client was noticed".into());
+    }
+    Ok(())
+}
+
+/// Standalone client: `rpc_check dial <addr> <key> incr|stop|badkey`.
+fn dial(addr: &str, key: u64, mode: &str) -> R<()> {
+    let server = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    let ni = standalone::dial(server, key).map_err(|e| e.to_string())?;
+    let cfg = ClientConfig::default();
+    let connected = Client::connect(&ni, standalone::SERVER_ID, cfg);
+    match mode {
+        "badkey" => match connected {
+            Err(RpcError::PeerFailed(_)) => Ok(()),
+            other => Err(format!(
+                "a client with a wrong key: {:?}",
+                other.map(|_| ())
+            )),
+        },
+        "incr" => {
+            let c = connected.map_err(|e| format!("connect: {e}"))?;
+            increments(&c)?;
+            bulk_round_trip(&c, std::process::id())
+        }
+        "stop" => {
+            let c = connected.map_err(|e| format!("connect: {e}"))?;
+            println!("counter {}", stop(&c)?);
+            Ok(())
+        }
+        other => Err(format!("unknown mode {other:?}")),
+    }
+}
+
+fn standalone_main(args: &[String]) -> Option<R<()>> {
+    let key = |s: &String| u64::from_str_radix(s, 16).map_err(|e| format!("key {s}: {e}"));
+    match args {
+        [_, cmd, addr, k] if cmd == "listen" => Some(key(k).and_then(|k| listen(addr, k))),
+        [_, cmd, addr, k, mode] if cmd == "dial" => Some(key(k).and_then(|k| dial(addr, k, mode))),
+        _ => None,
+    }
+}
+
 fn main() {
     portals_runtime::init_logging();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(r) = standalone_main(&args) {
+        match r {
+            Ok(()) => println!("OK {}", args[1]),
+            Err(x) => {
+                eprintln!("FAILED {}: {x}", args[1]);
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let scenario = std::env::args().nth(1).unwrap_or_default();
     let job = match portals_runtime::join() {
         Ok(j) => j,
