@@ -3,6 +3,8 @@
 //! same [`store::Store`]: one file per object, puts atomic and durable.
 //!
 //! - [`store`]: the on-disk store (always built);
+//! - [`rpc`]: the service and client over `portals-rpc`, with the binaries
+//!   `objstore-server` and `objstore` (CLI), standalone over TCP;
 //! - [`grpc`]: the gRPC service and client (feature `grpc`, on by default),
 //!   with the binaries `objstore-grpc-server`, `objstore-grpc` (CLI) and
 //!   `objstore-load` (the load generator `ptl-bench` runs).
@@ -11,4 +13,5 @@
 
 #[cfg(feature = "grpc")]
 pub mod grpc;
+pub mod rpc;
 pub mod store;

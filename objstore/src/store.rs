@@ -339,6 +339,12 @@ pub struct ObjectReader {
 }
 
 impl ObjectReader {
+    /// The open file (its metadata names the version: a put renames a new
+    /// file in).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     /// The object's size when it was opened.
     pub fn size(&self) -> u64 {
         self.size

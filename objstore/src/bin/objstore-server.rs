@@ -1,0 +1,67 @@
+//! `objstore-server`: the object store over `portals-rpc`, standalone
+//! over TCP.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use objstore::rpc::server::ObjectService;
+use objstore::rpc::{BULK_CHUNK, CALL_CHUNK};
+use objstore::store::Store;
+use portals_rpc::{standalone, HandlerError, Request, Service, ServiceConfig};
+
+/// Serve a directory of objects over portals-rpc (standalone, TCP).
+///
+/// Prints `listening on ADDR` on stdout once clients can connect
+/// (`objstore --connect ADDR`). Clients must present the same job key.
+/// Runs until killed; the store is crash-safe (a put in flight leaves no
+/// object and its temporary file is removed at the next start).
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: std::net::SocketAddr,
+    /// Directory holding the objects (created if missing).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Job key clients must present, in hex (a shared secret that keeps
+    /// strangers out; it travels in clear).
+    #[arg(long, default_value = "0b57", value_parser = parse_key)]
+    key: u64,
+    /// Service threads (each runs one request at a time).
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+}
+
+fn parse_key(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s, 16).map_err(|e| format!("key {s}: {e} (hex expected)"))
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        eprintln!("objstore-server: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let store = Arc::new(Store::open(&args.dir)?);
+    let (ni, addr) = standalone::listen(args.listen, args.key)?;
+    let cfg = ServiceConfig {
+        threads: args.threads.max(1),
+        // Room for 16 clients' small requests at once before back-off.
+        buffers: 8,
+        bulk_chunk: BULK_CHUNK,
+        ..ServiceConfig::default()
+    };
+    debug_assert!(BULK_CHUNK <= CALL_CHUNK);
+    let svc = Service::new(&ni, cfg)?;
+    let handler = ObjectService::new(store);
+    println!("listening on {addr}");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    svc.serve(&|req: &mut Request<'_>| -> Result<Vec<u8>, HandlerError> { handler.handle(req) })?;
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! The object-store handler for a `portals-rpc` service.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use portals_rpc::{HandlerError, Request};
+
+use super::{u64_at, Code, CALL_CHUNK};
+use super::{DELETE, GET, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
+use crate::store::{ObjectName, PutWriter, Store, StoreError};
+
+/// Multi-call puts open at once, at most (a client that vanishes mid-put
+/// leaves its entry; beyond this the oldest is dropped, uncommitted).
+const MAX_OPEN_PUTS: usize = 256;
+
+/// The handler: plain blocking code on the service's threads.
+#[derive(Debug)]
+pub struct ObjectService {
+    store: Arc<Store>,
+    puts: Mutex<HashMap<u64, Option<PutWriter>>>,
+    next_handle: AtomicU64,
+}
+
+fn err(code: Code, msg: impl std::fmt::Display) -> HandlerError {
+    HandlerError(format!("{}: {msg}", code.tag()))
+}
+
+fn store_err(e: StoreError) -> HandlerError {
+    let code = match &e {
+        StoreError::InvalidName { .. } => Code::InvalidName,
+        StoreError::NotFound(_) => Code::NotFound,
+        StoreError::Io { .. } => Code::Internal,
+    };
+    err(code, e)
+}
+
+fn name_in(body: &[u8]) -> Result<ObjectName, HandlerError> {
+    let s = std::str::from_utf8(body).map_err(|_| err(Code::InvalidName, "not UTF-8"))?;
+    ObjectName::new(s).map_err(store_err)
+}
+
+fn arg(body: &[u8], at: usize) -> Result<u64, HandlerError> {
+    u64_at(body, at).ok_or_else(|| err(Code::BadRequest, "request body too short"))
+}
+
+impl ObjectService {
+    /// A handler over `store`.
+    pub fn new(store: Arc<Store>) -> ObjectService {
+        ObjectService {
+            store,
+            puts: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+        }
+    }
+
+    /// Handle one request (the service's [`portals_rpc::Handler`]).
+    pub fn handle(&self, req: &mut Request<'_>) -> Result<Vec<u8>, HandlerError> {
+        let body = req.body().to_vec();
+        match req.opcode() {
+            PUT => {
+                let name = name_in(&body)?;
+                let mut w = self.store.put(&name).map_err(store_err)?;
+                pull_into(req, &mut w)?;
+                Ok(w.commit().map_err(store_err)?.to_le_bytes().to_vec())
+            }
+            PUT_OPEN => {
+                let name = name_in(&body)?;
+                let w = self.store.put(&name).map_err(store_err)?;
+                let h = self.next_handle.fetch_add(1, Ordering::Relaxed);
+                let mut puts = self.puts.lock().map_err(|_| err(Code::Internal, "lock"))?;
+                if puts.len() >= MAX_OPEN_PUTS {
+                    if let Some(&oldest) = puts.keys().min() {
+                        puts.remove(&oldest);
+                    }
+                }
+                puts.insert(h, Some(w));
+                Ok(h.to_le_bytes().to_vec())
+            }
+            PUT_WRITE => {
+                let (h, offset) = (arg(&body, 0)?, arg(&body, 8)?);
+                let mut w = self.take(h)?;
+                let done = if w.written() == offset {
+                    pull_into(req, &mut w)
+                } else {
+                    Err(err(
+                        Code::BadRequest,
+                        format!("write at {offset}, expected {}", w.written()),
+                    ))
+                };
+                match done {
+                    // A failed part abandons the put (the writer drops).
+                    Ok(()) => self.give_back(h, w).map(|()| Vec::new()),
+                    Err(e) => {
+                        self.forget(h);
+                        Err(e)
+                    }
+                }
+            }
+            PUT_COMMIT => {
+                let h = arg(&body, 0)?;
+                let w = self.take(h)?;
+                self.forget(h);
+                Ok(w.commit().map_err(store_err)?.to_le_bytes().to_vec())
+            }
+            PUT_ABORT => {
+                self.forget(arg(&body, 0)?);
+                Ok(Vec::new())
+            }
+            GET => {
+                let offset = arg(&body, 0)?;
+                let name = name_in(&body[8..])?;
+                let r = self.store.get(&name).map_err(store_err)?;
+                let version = r
+                    .file()
+                    .metadata()
+                    .map_err(|e| err(Code::Internal, e))?
+                    .ino();
+                let size = r.size();
+                let bulk = req
+                    .bulk()
+                    .ok_or_else(|| err(Code::BadRequest, "get without a buffer"))?;
+                let want = bulk.len().min(size.saturating_sub(offset));
+                let mut chunk = Vec::new();
+                let mut done = 0u64;
+                while done < want {
+                    let n = (want - done).min(bulk.chunk() as u64) as usize;
+                    chunk.resize(n, 0);
+                    let got = r.read_at(offset + done, &mut chunk).map_err(store_err)?;
+                    if got < n {
+                        return Err(err(Code::Internal, "object shorter than its size"));
+                    }
+                    bulk.push(done, &mut chunk)?;
+                    done += n as u64;
+                }
+                let mut reply = Vec::with_capacity(24);
+                for v in [size, done, version] {
+                    reply.extend_from_slice(&v.to_le_bytes());
+                }
+                Ok(reply)
+            }
+            STAT => {
+                let info = self.store.stat(&name_in(&body)?).map_err(store_err)?;
+                Ok(info.size.to_le_bytes().to_vec())
+            }
+            LIST => {
+                let mut reply = Vec::new();
+                for o in self.store.list().map_err(store_err)? {
+                    // Names are at most 255 bytes: the length fits.
+                    reply.extend_from_slice(&(o.name.len() as u16).to_le_bytes());
+                    reply.extend_from_slice(o.name.as_bytes());
+                    reply.extend_from_slice(&o.size.to_le_bytes());
+                }
+                Ok(reply)
+            }
+            DELETE => {
+                self.store.delete(&name_in(&body)?).map_err(store_err)?;
+                Ok(Vec::new())
+            }
+            op => Err(err(Code::BadRequest, format!("unknown opcode {op}"))),
+        }
+    }
+
+    /// Take the writer of put `h` out of the table while a part is
+    /// written (a concurrent call on the same handle sees it busy).
+    fn take(&self, h: u64) -> Result<PutWriter, HandlerError> {
+        let mut puts = self.puts.lock().map_err(|_| err(Code::Internal, "lock"))?;
+        match puts.get_mut(&h) {
+            Some(slot) => slot
+                .take()
+                .ok_or_else(|| err(Code::BadHandle, "put busy in another call")),
+            None => Err(err(Code::BadHandle, format!("no open put {h}"))),
+        }
+    }
+
+    fn give_back(&self, h: u64, w: PutWriter) -> Result<(), HandlerError> {
+        let mut puts = self.puts.lock().map_err(|_| err(Code::Internal, "lock"))?;
+        match puts.get_mut(&h) {
+            Some(slot) => {
+                *slot = Some(w);
+                Ok(())
+            }
+            None => Err(err(Code::BadHandle, format!("put {h} was dropped"))),
+        }
+    }
+
+    fn forget(&self, h: u64) {
+        if let Ok(mut puts) = self.puts.lock() {
+            puts.remove(&h);
+        }
+    }
+}
+
+/// Pull the request's whole bulk buffer into `w`, a service chunk at a time.
+fn pull_into(req: &mut Request<'_>, w: &mut PutWriter) -> Result<(), HandlerError> {
+    let Some(bulk) = req.bulk() else {
+        return Ok(()); // an empty object has no buffer
+    };
+    if bulk.len() > CALL_CHUNK as u64 {
+        return Err(err(Code::BadRequest, "part larger than a call chunk"));
+    }
+    let mut chunk = Vec::new();
+    let mut off = 0u64;
+    while off < bulk.len() {
+        chunk.resize((bulk.len() - off).min(bulk.chunk() as u64) as usize, 0);
+        bulk.pull(off, &mut chunk)?;
+        w.write_chunk(&chunk).map_err(store_err)?;
+        off += chunk.len() as u64;
+    }
+    Ok(())
+}
