@@ -1,5 +1,6 @@
 //! `objstore-load`: the load generator `ptl-bench` runs against
-//! `objstore-grpc-server` (bench `rpc-rate` and `rpc-bulk`, impl `rpc-tonic`).
+//! `objstore-grpc-server` (impl `rpc-tonic`) and `objstore-server` (impl
+//! `rpc-portals-tcp`): the same loop, the same clients, either transport.
 
 use std::time::Instant;
 
@@ -41,6 +42,20 @@ struct Args {
     /// Process id of the server, to measure its CPU time.
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Which server: gRPC or portals-rpc.
+    #[arg(long, value_enum, default_value = "tonic")]
+    rpc: Rpc,
+    /// Job key of a portals-rpc server, in hex.
+    #[arg(long, default_value = "0b57")]
+    key: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Rpc {
+    /// `objstore-grpc-server`.
+    Tonic,
+    /// `objstore-server` (portals-rpc, standalone TCP).
+    Portals,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -55,6 +70,13 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() {
     let args = Args::parse();
+    if args.rpc == Rpc::Portals {
+        if let Err(e) = portals_load(&args) {
+            eprintln!("objstore-load: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -137,19 +159,114 @@ async fn run(args: Args) -> Result<(), BoxError> {
             (Some(c0), Some(pid)) => Some(cpu_seconds(pid)? - c0),
             _ => None,
         };
-        if rep == 0 {
-            continue;
+        if rep > 0 {
+            report(&args, requests * clients.len(), bytes, secs, cpu);
         }
-        let line = serde_json::json!({
-            "op": match args.op { Op::Get => "get", Op::Put => "put" },
-            "size": args.size,
-            "clients": clients.len(),
-            "requests": requests * clients.len(),
-            "bytes": bytes,
-            "secs": secs,
-            "server_cpu_s": cpu,
-        });
-        println!("{line}");
+    }
+    Ok(())
+}
+
+fn report(args: &Args, requests: usize, bytes: u64, secs: f64, cpu: Option<f64>) {
+    let line = serde_json::json!({
+        "op": match args.op { Op::Get => "get", Op::Put => "put" },
+        "size": args.size,
+        "clients": args.clients.max(1),
+        "requests": requests,
+        "bytes": bytes,
+        "secs": secs,
+        "server_cpu_s": cpu,
+    });
+    println!("{line}");
+}
+
+/// The same loop over portals-rpc: each client a thread with its own
+/// network interface (its own connection, like the gRPC clients), all
+/// clients starting a repetition together.
+fn portals_load(args: &Args) -> Result<(), BoxError> {
+    use objstore::rpc::client::ObjClient;
+    use portals_rpc::{standalone, Client, ClientConfig};
+    use std::sync::{Arc, Barrier};
+
+    let server: std::net::SocketAddr = args.connect.parse()?;
+    let key = u64::from_str_radix(&args.key, 16)?;
+    let n = args.clients.max(1);
+    let data: Vec<u8> = (0..args.size).map(|i| (i % 251) as u8).collect();
+    let get_name = format!("load-get-{}", args.size);
+    // Start and end of every repetition (warm-up included), for everyone.
+    let start = Arc::new(Barrier::new(n + 1));
+    let end = Arc::new(Barrier::new(n + 1));
+    let mut threads = Vec::new();
+    for k in 0..n {
+        let (start, end, data, get_name) = (start.clone(), end.clone(), data.clone(), get_name.clone());
+        let (op, size, reps, warmup, requests) = (args.op, args.size, args.reps, args.warmup, args.requests);
+        threads.push(std::thread::spawn(move || -> Result<u64, String> {
+            let ni = standalone::dial(server, key).map_err(|e| e.to_string());
+            let mut total = 0u64;
+            // Keep meeting the barriers even after a failure, so that the
+            // main thread never waits forever; report the error at the end.
+            let mut failure: Option<String> = ni.as_ref().err().cloned();
+            let mut client = ni.as_ref().ok().and_then(|ni| {
+                Client::connect(ni, standalone::SERVER_ID, ClientConfig::default())
+                    .map(ObjClient::new)
+                    .map_err(|e| failure = Some(e.to_string()))
+                    .ok()
+            });
+            if k == 0 && op == Op::Get {
+                if let Some(c) = client.as_mut() {
+                    if let Err(e) = c.put_bytes(&get_name, &data) {
+                        failure = Some(e.to_string());
+                    }
+                }
+            }
+            let put_name = format!("load-put-{size}-{k}");
+            for rep in 0..=reps {
+                start.wait();
+                let count = if rep == 0 { warmup } else { requests };
+                for _ in 0..count {
+                    let Some(c) = client.as_mut().filter(|_| failure.is_none()) else { break };
+                    let r = match op {
+                        Op::Get => c.get_discard(&get_name, size),
+                        Op::Put => c.put_bytes(&put_name, &data),
+                    };
+                    match r {
+                        Ok(b) if rep > 0 => total += b,
+                        Ok(_) => {}
+                        Err(e) => failure = Some(e.to_string()),
+                    }
+                }
+                end.wait();
+            }
+            drop(client);
+            match failure {
+                Some(e) => Err(e),
+                None => Ok(total),
+            }
+        }));
+    }
+    let mut results = Vec::new();
+    for rep in 0..=args.reps {
+        let requests = if rep == 0 { args.warmup } else { args.requests };
+        let cpu0 = args.server_pid.map(cpu_seconds).transpose()?;
+        start.wait();
+        let t0 = Instant::now();
+        end.wait();
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = match (cpu0, args.server_pid) {
+            (Some(c0), Some(pid)) => Some(cpu_seconds(pid)? - c0),
+            _ => None,
+        };
+        if rep > 0 {
+            results.push((requests * n, secs, cpu));
+        }
+    }
+    let mut bytes = 0u64;
+    for t in threads {
+        bytes += t.join().map_err(|_| "a client thread panicked")??;
+    }
+    // Every request moved the object: bytes per repetition are even.
+    let per_rep = bytes / args.reps.max(1) as u64;
+    for (requests, secs, cpu) in results {
+        report(args, requests, per_rep, secs, cpu);
     }
     Ok(())
 }
