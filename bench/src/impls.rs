@@ -11,6 +11,7 @@
 //! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark but `pingpong-bw` |
 //! | `ucx-shm`, `ucx-tcp`, `ucx-shm-put`, `ucx-tcp-put` | Portals-level peer UCX, `ucx_perftest` ([`crate::tool_peers`]); latency, bandwidth, pingpong-bw |
 //! | `libfabric-shm`, `libfabric-tcp`, `libfabric-udp` | Portals-level peer libfabric, `fi_pingpong` ([`crate::tool_peers`]); latency, pingpong-bw |
+//! | `rpc-portals-tcp`, `rpc-tonic` | the object store over portals-rpc (standalone, TCP) and over gRPC (`tonic`), driven by `objstore-load` ([`crate::rpc`]); rpc-rate, rpc-bulk (and with it rpc-cpu); `raw-tcp` is rpc-bulk's floor |
 //!
 //! A `-unpinned` suffix on a raw label means the two processes were left to
 //! the scheduler.
@@ -119,6 +120,11 @@ pub enum Impl {
     Peer(String),
     /// A Portals-level peer measured by its own tool (UCX, libfabric).
     Tool(ToolPeer),
+    /// The object store: over portals-rpc (`true`) or gRPC (`false`).
+    Rpc {
+        /// portals-rpc (the project) rather than tonic (the peer).
+        portals: bool,
+    },
 }
 
 impl Impl {
@@ -151,6 +157,8 @@ impl Impl {
             ),
             Impl::Peer(p) => p.clone(),
             Impl::Tool(t) => t.label().to_string(),
+            Impl::Rpc { portals: true } => "rpc-portals-tcp".into(),
+            Impl::Rpc { portals: false } => "rpc-tonic".into(),
         }
     }
 
@@ -161,6 +169,11 @@ impl Impl {
         }
         if let Some(t) = ToolPeer::parse(label) {
             return Ok(Impl::Tool(t));
+        }
+        match label {
+            "rpc-portals-tcp" => return Ok(Impl::Rpc { portals: true }),
+            "rpc-tonic" => return Ok(Impl::Rpc { portals: false }),
+            _ => {}
         }
         let (base, pinned) = match label.strip_suffix("-unpinned") {
             Some(b) => (b, false),
@@ -230,8 +243,8 @@ impl Impl {
     pub fn family(&self) -> Family {
         match self {
             Impl::RawPingPong { .. } | Impl::RawStream { .. } => Family::Raw,
-            Impl::Project { .. } => Family::Project,
-            Impl::Peer(_) | Impl::Tool(_) => Family::Peer,
+            Impl::Project { .. } | Impl::Rpc { portals: true } => Family::Project,
+            Impl::Peer(_) | Impl::Tool(_) | Impl::Rpc { portals: false } => Family::Peer,
         }
     }
 
@@ -239,13 +252,14 @@ impl Impl {
     pub fn supports(&self, bench: Bench) -> bool {
         match self {
             Impl::RawPingPong { .. } => bench == Bench::Latency,
-            Impl::RawStream { .. } => bench == Bench::Bandwidth,
+            Impl::RawStream { .. } => matches!(bench, Bench::Bandwidth | Bench::RpcBulk),
+            Impl::Rpc { .. } => matches!(bench, Bench::RpcRate | Bench::RpcBulk),
             Impl::Project {
                 level: Level::Portals,
                 ..
             } => matches!(bench, Bench::Latency | Bench::Bandwidth | Bench::PingpongBw),
             // Ping-pong bandwidth is the Portals-level peers' figure.
-            Impl::Project { .. } | Impl::Peer(_) => bench != Bench::PingpongBw,
+            Impl::Project { .. } | Impl::Peer(_) => bench != Bench::PingpongBw && !bench.is_rpc(),
             Impl::Tool(t) => t.supports(bench),
         }
     }
@@ -370,7 +384,18 @@ mod tests {
         let m = Impl::parse("mpi-tcp-thread").expect("label");
         assert!(Bench::ALL
             .iter()
-            .all(|&b| m.supports(b) == (b != Bench::PingpongBw)));
+            .all(|&b| m.supports(b) == (b != Bench::PingpongBw && !b.is_rpc())));
+        for label in ["rpc-tonic", "rpc-portals-tcp"] {
+            let r = Impl::parse(label).expect("label");
+            assert_eq!(r.label(), label);
+            assert!(r.supports(Bench::RpcRate) && r.supports(Bench::RpcBulk));
+            assert!(!r.supports(Bench::Latency) && !r.supports(Bench::RpcCpu));
+        }
+        assert_eq!(family_of("rpc-portals-tcp"), Family::Project);
+        assert_eq!(family_of("rpc-tonic"), Family::Peer);
+        assert!(Impl::parse("raw-tcp")
+            .expect("label")
+            .supports(Bench::RpcBulk));
         let f = Impl::parse("libfabric-shm").expect("label");
         assert!(f.supports(Bench::PingpongBw) && !f.supports(Bench::Bandwidth));
         assert!(f.lacks(Bench::Bandwidth).contains("ping-pong"));

@@ -11,6 +11,7 @@
 //! - [`runner`]: running one benchmark on one implementation;
 //! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank;
 //! - [`raw`]: raw-socket ping-pong and stream;
+//! - [`rpc`]: the object-store benchmarks (portals-rpc against gRPC);
 //! - [`tool_peers`]: the Portals-level peers UCX and libfabric, through their own tools;
 //! - [`work`]: the calibrated busy loop of the overlap and COMB benchmarks;
 //! - [`timing`], [`stats`], [`cpu`]: timed loops, medians, CPU binding;
@@ -34,6 +35,7 @@ pub mod raw;
 pub mod record;
 pub mod report;
 pub mod results;
+pub mod rpc;
 pub mod runner;
 pub mod stats;
 pub mod timing;

@@ -65,6 +65,9 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         Bench::PingpongBw => Err(BenchError::Invalid(
             "pingpong-bw has no MPI-level version (Portals level only)".into(),
         )),
+        Bench::RpcRate | Bench::RpcBulk | Bench::RpcCpu => Err(BenchError::Invalid(
+            "the object-store benchmarks run on the rpc-* implementations".into(),
+        )),
     }
 }
 

@@ -35,11 +35,20 @@ pub enum Bench {
     Allreduce,
     /// `broadcast` (`MPI_Bcast` from rank 0) latency on N ranks.
     Bcast,
+    /// Object-store small-request rate (4 KB get and put, N clients).
+    #[serde(rename = "rpc-rate")]
+    RpcRate,
+    /// Object-store bulk throughput (put and get of 1 MB to 256 MB objects).
+    #[serde(rename = "rpc-bulk")]
+    RpcBulk,
+    /// Server CPU seconds per GB moved; measured by the `rpc-bulk` runs.
+    #[serde(rename = "rpc-cpu")]
+    RpcCpu,
 }
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 10] = [
+    pub const ALL: [Bench; 13] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -50,7 +59,14 @@ impl Bench {
         Bench::Matchlist,
         Bench::Allreduce,
         Bench::Bcast,
+        Bench::RpcRate,
+        Bench::RpcBulk,
+        Bench::RpcCpu,
     ];
+
+    /// The object-store benchmarks that run (`rpc-cpu` comes with
+    /// `rpc-bulk`): the group `rpc`, not part of a default comparison.
+    pub const RPC: [Bench; 2] = [Bench::RpcRate, Bench::RpcBulk];
 
     /// The collective benchmarks: they run on any number of ranks
     /// ([`Params::ranks`]); the others need exactly two.
@@ -69,6 +85,9 @@ impl Bench {
             Bench::Matchlist => "matchlist",
             Bench::Allreduce => "allreduce",
             Bench::Bcast => "bcast",
+            Bench::RpcRate => "rpc-rate",
+            Bench::RpcBulk => "rpc-bulk",
+            Bench::RpcCpu => "rpc-cpu",
         }
     }
 
@@ -83,7 +102,15 @@ impl Bench {
         if s == "collectives" {
             return Some(Bench::COLLECTIVES.to_vec());
         }
+        if s == "rpc" {
+            return Some(Bench::RPC.to_vec());
+        }
         Bench::from_name(s).map(|b| vec![b])
+    }
+
+    /// Whether this is an object-store benchmark.
+    pub fn is_rpc(self) -> bool {
+        matches!(self, Bench::RpcRate | Bench::RpcBulk | Bench::RpcCpu)
     }
 
     /// Whether this is a collective benchmark (any number of ranks).
@@ -95,8 +122,10 @@ impl Bench {
     pub fn unit(self) -> &'static str {
         match self {
             Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast => "us",
-            Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw => "MB/s",
+            Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw | Bench::RpcBulk => "MB/s",
             Bench::Msgrate => "msg/s",
+            Bench::RpcRate => "req/s",
+            Bench::RpcCpu => "cpu-s/GB",
             Bench::Overlap | Bench::Comb => "%",
         }
     }
@@ -105,7 +134,7 @@ impl Bench {
     pub fn higher_is_better(self) -> bool {
         !matches!(
             self,
-            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast
+            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast | Bench::RpcCpu
         )
     }
 }
@@ -180,6 +209,9 @@ pub struct Params {
     /// the others.
     #[serde(default = "two")]
     pub ranks: usize,
+    /// Concurrent clients of the object-store request-rate benchmark.
+    #[serde(default)]
+    pub clients: Vec<usize>,
 }
 
 fn two() -> usize {
@@ -254,6 +286,7 @@ impl Params {
             total_us: 500_000.0,
             mem_cap: 256 << 20,
             ranks: 2,
+            clients: Vec::new(),
         };
         match (bench, preset) {
             (Bench::Latency, Preset::Full) => {
@@ -358,6 +391,24 @@ impl Params {
                 p.sizes = vec![8, 1 << 10];
                 (p.iters, p.warmup) = (2, 1);
             }
+            // iters: requests per client per repetition.
+            (Bench::RpcRate, _) => {
+                p.sizes = vec![4 << 10];
+                (p.iters, p.warmup, p.clients) = match preset {
+                    Preset::Full => (2000, 200, vec![1, 4, 16]),
+                    Preset::Quick => (500, 50, vec![1, 4, 16]),
+                    Preset::Smoke => (5, 1, vec![1, 2]),
+                };
+            }
+            // iters: requests per repetition at 8 MB, fewer for larger
+            // objects ([`scale_iters`], at least 2).
+            (Bench::RpcBulk | Bench::RpcCpu, _) => {
+                (p.sizes, p.iters, p.warmup) = match preset {
+                    Preset::Full => (vec![1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20], 64, 2),
+                    Preset::Quick => (vec![1 << 20, 16 << 20, 256 << 20], 32, 1),
+                    Preset::Smoke => (vec![1 << 20], 2, 1),
+                };
+            }
         }
         p.reps = match preset {
             Preset::Full => 5,
@@ -396,6 +447,12 @@ impl Params {
             }
         } else if self.ranks != 2 {
             return Err(format!("{} runs on exactly 2 ranks", self.bench));
+        }
+        if self.bench == Bench::RpcCpu {
+            return Err("rpc-cpu is measured by the rpc-bulk runs (run rpc-bulk)".into());
+        }
+        if self.bench == Bench::RpcRate && (self.clients.is_empty() || self.clients.contains(&0)) {
+            return Err("rpc-rate needs client counts > 0".into());
         }
         if self.bench == Bench::Allreduce && self.sizes.iter().any(|s| s % 8 != 0) {
             return Err("allreduce sizes must be multiples of 8 (doubles)".into());
@@ -494,6 +551,10 @@ mod tests {
         for b in Bench::ALL {
             for pr in [Preset::Full, Preset::Quick, Preset::Smoke] {
                 let p = Params::preset(b, pr);
+                if b == Bench::RpcCpu {
+                    assert!(p.validate().is_err(), "rpc-cpu comes with rpc-bulk");
+                    continue;
+                }
                 p.validate().expect("preset valid");
                 let json = serde_json::to_string(&p).expect("serialise");
                 let back: Params = serde_json::from_str(&json).expect("parse");
@@ -529,6 +590,8 @@ mod tests {
         );
         assert_eq!(Bench::parse_group("bcast"), Some(vec![Bench::Bcast]));
         assert_eq!(Bench::parse_group("nope"), None);
+        assert_eq!(Bench::parse_group("rpc"), Some(Bench::RPC.to_vec()));
+        assert!(Bench::RpcRate.is_rpc() && !Bench::RpcCpu.higher_is_better());
         let bw = Params::preset(Bench::Bandwidth, Preset::Full);
         assert_eq!(bw.window_for(16 << 20), 16);
         assert_eq!(bw.window_for(1024), 64);

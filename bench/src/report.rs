@@ -42,6 +42,12 @@ pub fn describe(label: &str) -> String {
         "openmpi" => "Open MPI defaults".into(),
         "mpich" => "MPICH defaults (ch4:ucx, shared memory on one node)".into(),
         "mpich-net" => "MPICH with UCX restricted to TCP over loopback".into(),
+        "rpc-tonic" => {
+            "object store over gRPC: tonic 0.12 (HTTP/2 over TCP), data streamed in 1 MiB messages".into()
+        }
+        "rpc-portals-tcp" => {
+            "object store over portals-rpc, standalone over TCP: one-sided bulk in the client's buffer".into()
+        }
         _ => {
             let parts: Vec<&str> = base.split('-').collect();
             match parts.as_slice() {
@@ -186,6 +192,11 @@ fn heading(bench: &str) -> String {
         Some(Bench::Bcast) => {
             "broadcast of size bytes from rank 0: average per call, max over the ranks, by rank count"
         }
+        Some(Bench::RpcRate) => "object store, 4 KB requests per second, all clients together",
+        Some(Bench::RpcBulk) => {
+            "object store, one client putting / getting objects of this size (raw-tcp: one TCP stream, the floor for both)"
+        }
+        Some(Bench::RpcCpu) => "object store, server CPU seconds (user + system) per GB moved by rpc-bulk",
         None => "",
     };
     let dir = match b {

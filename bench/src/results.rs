@@ -95,6 +95,12 @@ pub fn point_key(r: &Record) -> String {
             r.extra_f64("work_interval_us").unwrap_or(0.0)
         ),
         "matchlist" => format!("{} posted", r.extra_f64("posted").unwrap_or(0.0)),
+        "rpc-rate" => format!(
+            "{} {} clients",
+            r.extra_str("op").unwrap_or("?"),
+            r.extra_f64("clients").unwrap_or(1.0)
+        ),
+        "rpc-bulk" | "rpc-cpu" => r.extra_str("op").unwrap_or("?").to_string(),
         _ => String::new(),
     }
 }

@@ -91,6 +91,7 @@ impl Runner {
             } => self.run_project(*level, nal, *progress, *uring, &imp.label(), p),
             Impl::Peer(name) => self.run_peer(name, p),
             Impl::Tool(t) => crate::tool_peers::run(*t, p, self.binds(2), self.timeout),
+            Impl::Rpc { portals } => crate::rpc::run(self, *portals, p),
         }
     }
 
@@ -301,6 +302,25 @@ fn run_stopping_after(
     })
 }
 
+/// Wait for `child` at most `limit`, killing it after that; its status.
+pub(crate) fn wait_with_timeout(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait()? {
+            return Ok(Some(s));
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `bench/c` in the source tree this program was built from.
 pub fn default_peer_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("c")
@@ -362,7 +382,12 @@ fn run_raw(imp: &Impl, p: &Params) -> Result<Vec<Record>> {
                     }
                     let batch = raw::stream_batch(size);
                     window = Some(batch);
-                    let msgs = scale_iters(p.iters, size, 65536, 2) * batch;
+                    let msgs = if p.bench == Bench::RpcBulk {
+                        // About the bytes an rpc-bulk repetition moves.
+                        scale_iters(p.iters, size, 8 << 20, 2) * batch
+                    } else {
+                        scale_iters(p.iters, size, 65536, 2) * batch
+                    };
                     raw::tcp_stream_with(size, msgs, placement(pinned))
                 }
                 _ => {
@@ -392,6 +417,13 @@ fn run_raw(imp: &Impl, p: &Params) -> Result<Vec<Record>> {
         .with("pinned", pinned);
         if let Some(w) = window {
             r = r.with("window", w);
+        }
+        if p.bench == Bench::RpcBulk {
+            // One stream is the floor of both a put and a get.
+            for op in ["put", "get"] {
+                records.push(r.clone().with("op", op).with("same_stream", true));
+            }
+            continue;
         }
         records.push(r);
     }

@@ -382,7 +382,7 @@ struct BenchGroup(Vec<Bench>);
 fn parse_bench(s: &str) -> std::result::Result<BenchGroup, String> {
     Bench::parse_group(s).map(BenchGroup).ok_or_else(|| {
         format!(
-            "unknown benchmark '{s}' ({}, collectives)",
+            "unknown benchmark '{s}' ({}, collectives, rpc)",
             Bench::ALL.map(|b| b.name()).join(", ")
         )
     })
@@ -581,7 +581,8 @@ fn compare_cmd(a: &CompareArgs) -> Result<()> {
         }),
         reps: a.reps,
         benches: if a.benches.is_empty() {
-            Bench::ALL.to_vec()
+            // The object-store benchmarks only when asked (`--benches rpc`).
+            Bench::ALL.into_iter().filter(|b| !b.is_rpc()).collect()
         } else {
             let mut v: Vec<Bench> = Vec::new();
             for b in a.benches.iter().flat_map(|g| g.0.iter().copied()) {

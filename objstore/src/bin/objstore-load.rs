@@ -197,8 +197,10 @@ fn portals_load(args: &Args) -> Result<(), BoxError> {
     let end = Arc::new(Barrier::new(n + 1));
     let mut threads = Vec::new();
     for k in 0..n {
-        let (start, end, data, get_name) = (start.clone(), end.clone(), data.clone(), get_name.clone());
-        let (op, size, reps, warmup, requests) = (args.op, args.size, args.reps, args.warmup, args.requests);
+        let (start, end, data, get_name) =
+            (start.clone(), end.clone(), data.clone(), get_name.clone());
+        let (op, size, reps, warmup, requests) =
+            (args.op, args.size, args.reps, args.warmup, args.requests);
         threads.push(std::thread::spawn(move || -> Result<u64, String> {
             let ni = standalone::dial(server, key).map_err(|e| e.to_string());
             let mut total = 0u64;
@@ -223,7 +225,9 @@ fn portals_load(args: &Args) -> Result<(), BoxError> {
                 start.wait();
                 let count = if rep == 0 { warmup } else { requests };
                 for _ in 0..count {
-                    let Some(c) = client.as_mut().filter(|_| failure.is_none()) else { break };
+                    let Some(c) = client.as_mut().filter(|_| failure.is_none()) else {
+                        break;
+                    };
                     let r = match op {
                         Op::Get => c.get_discard(&get_name, size),
                         Op::Put => c.put_bytes(&put_name, &data),
