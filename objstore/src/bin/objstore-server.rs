@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use objstore::rpc::server::ObjectService;
-use objstore::rpc::{BULK_CHUNK, CALL_CHUNK};
+use objstore::rpc::BULK_CHUNK;
 use objstore::store::Store;
 use portals_rpc::{standalone, HandlerError, Request, Service, ServiceConfig};
 
@@ -56,7 +56,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         bulk_chunk: BULK_CHUNK,
         ..ServiceConfig::default()
     };
-    debug_assert!(BULK_CHUNK <= CALL_CHUNK);
     let svc = Service::new(&ni, cfg)?;
     let handler = ObjectService::new(store);
     println!("listening on {addr}");

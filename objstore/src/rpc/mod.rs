@@ -52,6 +52,9 @@ pub const CALL_CHUNK: usize = 16 << 20;
 /// The bulk chunk the service moves data in.
 pub const BULK_CHUNK: usize = 4 << 20;
 
+// A call's part is moved in whole bulk chunks or less.
+const _: () = assert!(BULK_CHUNK <= CALL_CHUNK);
+
 /// Largest list reply (the clients' reply buffer).
 pub const MAX_REPLY: usize = 4 << 20;
 
