@@ -20,6 +20,8 @@ const BIG: u32 = 5;
 const STATUS: u32 = 6;
 const STOP: u32 = 7;
 const DIE: u32 = 8;
+const SINK: u32 = 9;
+const SOURCE: u32 = 10;
 
 /// Bytes of the objects moved in bulk, and the chunk they stream in.
 const OBJECT: usize = 24 << 20;
@@ -133,6 +135,25 @@ impl Server {
                     buf.extend((0..n).map(|i| pattern(off as usize + i, seed)));
                     bulk.push(off, &mut buf)?;
                     off += n as u64;
+                }
+                Ok(Vec::new())
+            }
+            SINK | SOURCE => {
+                // Bulk at the transport's speed: no data generated or
+                // checked, one chunk buffer reused.
+                let op = req.opcode();
+                let bulk = req.bulk().ok_or("no bulk buffer")?;
+                let (len, chunk) = (bulk.len(), bulk.chunk() as u64);
+                let mut buf = vec![0u8; chunk.min(len) as usize];
+                let mut off = 0u64;
+                while off < len {
+                    buf.resize((len - off).min(chunk) as usize, 0);
+                    if op == SINK {
+                        bulk.pull(off, &mut buf)?;
+                    } else {
+                        bulk.push(off, &mut buf)?;
+                    }
+                    off += buf.len() as u64;
                 }
                 Ok(Vec::new())
             }
@@ -470,6 +491,55 @@ fn kill(job: &Job) -> R<()> {
     }
 }
 
+/// Round trips and bulk bandwidth (`rpc_check perf [calls] [MiB]`, two
+/// ranks): prints the mean time of an 8-byte call and the bandwidth of
+/// bulk writes and reads, best of three.
+fn perf(job: &Job) -> R<()> {
+    let arg = |i: usize, d: usize| {
+        std::env::args()
+            .nth(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(d)
+    };
+    if job.rank() == 0 {
+        serve(job, server_cfg(), new_server(job))?;
+        return Ok(());
+    }
+    let (calls, mib) = (arg(2, 20_000), arg(3, 256));
+    let c = connect(job, RetryPolicy::default())?;
+    for _ in 0..100 {
+        c.call(ECHO, &[0; 8]).map_err(|e| e.to_string())?;
+    }
+    let t0 = Instant::now();
+    for _ in 0..calls {
+        c.call(ECHO, &[0; 8]).map_err(|e| e.to_string())?;
+    }
+    let per_call = t0.elapsed() / calls as u32;
+    let mut buf = vec![1u8; mib << 20];
+    let best = |op: u32, buf: &mut Vec<u8>| -> R<f64> {
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            if op == SINK {
+                c.call_write(op, &[], buf).map_err(|e| e.to_string())?;
+            } else {
+                c.call_read(op, &[], buf).map_err(|e| e.to_string())?;
+            }
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        Ok(buf.len() as f64 / best / 1e6)
+    };
+    let write = best(SINK, &mut buf)?;
+    let read = best(SOURCE, &mut buf)?;
+    println!(
+        "perf {}: 8-byte call {:.1} us; bulk write {write:.0} MB/s, read {read:.0} MB/s ({mib} MiB, 1 MiB chunks)",
+        job.ni().nal_name(),
+        per_call.as_secs_f64() * 1e6
+    );
+    stop(&c)?;
+    Ok(())
+}
+
 /// The server dies (SIGKILL) while every client has a request in it: each
 /// call fails with the server's failure, typed, and promptly.
 fn server_dies(job: &Job) -> R<()> {
@@ -587,6 +657,7 @@ fn main() {
         "flood" => flood(&job),
         "kill" => kill(&job),
         "server-dies" => server_dies(&job),
+        "perf" => perf(&job),
         other => Err(format!("unknown scenario {other:?}")),
     };
     match r {
