@@ -540,6 +540,57 @@ fn perf(job: &Job) -> R<()> {
     Ok(())
 }
 
+/// The baseline of `perf`'s call time: an 8-byte put ping-pong on the raw
+/// Portals API (`rpc_check pingpong [rounds]`, two ranks), the same two
+/// one-way messages a call makes, on the same transport.
+fn pingpong(job: &Job) -> R<()> {
+    use portals::{AckReq, EventKind, MdDesc, MdOptions, Position, ProcessId, Remote, Unlink};
+    let e = |e: portals::PtlError| e.to_string();
+    let rounds: u32 = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20_000);
+    let ni = job.ni();
+    let pt = portals::PortalIndex(60);
+    let eq = ni.eq_alloc(1024).map_err(e)?;
+    let me = ni
+        .me_attach(pt, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
+        .map_err(e)?;
+    let opts = MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE;
+    ni.md_attach(me, &MdDesc::new(opts).eq(eq), vec![0; 8], Unlink::Retain)
+        .map_err(e)?;
+    let src = ni
+        .md_bind(&MdDesc::new(MdOptions::empty()), vec![0; 8], Unlink::Retain)
+        .map_err(e)?;
+    job.barrier().map_err(|e| e.to_string())?;
+    let peer = Remote::new(job.id(1 - job.rank()), pt, 1);
+    let wait_put = || -> R<()> {
+        loop {
+            if ni.eq_wait(eq, None).map_err(e)?.kind == EventKind::Put {
+                return Ok(());
+            }
+        }
+    };
+    let t0 = Instant::now();
+    for _ in 0..rounds + 100 {
+        if job.rank() == 1 {
+            ni.put(src, AckReq::NoAck, &peer, 0).map_err(e)?;
+            wait_put()?;
+        } else {
+            wait_put()?;
+            ni.put(src, AckReq::NoAck, &peer, 0).map_err(e)?;
+        }
+    }
+    if job.rank() == 1 {
+        println!(
+            "pingpong {}: 8-byte round trip {:.1} us",
+            ni.nal_name(),
+            t0.elapsed().as_secs_f64() * 1e6 / (rounds + 100) as f64
+        );
+    }
+    job.barrier().map_err(|e| e.to_string())
+}
+
 /// The server dies (SIGKILL) while every client has a request in it: each
 /// call fails with the server's failure, typed, and promptly.
 fn server_dies(job: &Job) -> R<()> {
@@ -658,6 +709,7 @@ fn main() {
         "kill" => kill(&job),
         "server-dies" => server_dies(&job),
         "perf" => perf(&job),
+        "pingpong" => pingpong(&job),
         other => Err(format!("unknown scenario {other:?}")),
     };
     match r {
