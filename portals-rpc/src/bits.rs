@@ -22,6 +22,10 @@ pub enum Kind {
     Reply = 2,
     /// The client's bulk buffer, which the server reads or writes.
     Bulk = 3,
+    /// An early reply: an empty put telling the client that its request
+    /// is executing, so its resend budget starts over (ptlrpc's early
+    /// reply, for handlers that run longer than the timeout).
+    Early = 4,
 }
 
 impl Kind {
@@ -30,6 +34,7 @@ impl Kind {
             1 => Kind::Request,
             2 => Kind::Reply,
             3 => Kind::Bulk,
+            4 => Kind::Early,
             _ => return None,
         })
     }
@@ -64,14 +69,14 @@ mod tests {
 
     proptest! {
         #[test]
-        fn encode_then_decode_is_the_identity(xid in 0..=XID_MASK, k in 1u8..=3) {
+        fn encode_then_decode_is_the_identity(xid in 0..=XID_MASK, k in 1u8..=4) {
             let kind = Kind::from_u8(k).unwrap();
             let bits = encode(kind, xid).unwrap();
             prop_assert_eq!(decode(bits), Some((kind, xid)));
         }
 
         #[test]
-        fn an_any_xid_entry_matches_exactly_its_kind(xid in 0..=XID_MASK, k in 1u8..=3, other in 1u8..=3) {
+        fn an_any_xid_entry_matches_exactly_its_kind(xid in 0..=XID_MASK, k in 1u8..=4, other in 1u8..=4) {
             let kind = Kind::from_u8(k).unwrap();
             let (mb, ignore) = any_xid(kind);
             let bits = encode(Kind::from_u8(other).unwrap(), xid).unwrap();

@@ -98,7 +98,9 @@ impl Bulk<'_> {
             len: self.len,
             bulk_len: self.len,
         })?;
-        let mut out = Vec::with_capacity(len);
+        // The length is the client's word: reserve what one chunk proves,
+        // not what it claims.
+        let mut out = Vec::with_capacity(len.min(self.chunk));
         let mut chunk = Vec::new();
         let mut off = 0usize;
         while off < len {

@@ -183,6 +183,8 @@ struct Call<'c, 'a, 'b> {
     req_md: Option<MdHandle>,
     reply_me: Option<MeHandle>,
     reply_md: Option<MdHandle>,
+    early_me: Option<MeHandle>,
+    early_md: Option<MdHandle>,
     bulk_me: Option<MeHandle>,
     _bulk: std::marker::PhantomData<&'b mut [u8]>,
 }
@@ -197,6 +199,8 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
             req_md: None,
             reply_me: None,
             reply_md: None,
+            early_me: None,
+            early_md: None,
             bulk_me: None,
             _bulk: std::marker::PhantomData,
         })
@@ -225,6 +229,19 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
             .threshold(Threshold::Count(1))
             .eq(self.eq);
         self.reply_md = Some(ni.md_attach(me, &desc, vec![0; c.cfg.max_reply], Unlink::Unlink)?);
+        // Early replies: empty puts, as many as the server sends.
+        let me = ni.me_attach(
+            p.reply,
+            server,
+            self.bits(Kind::Early)?,
+            0,
+            Unlink::Retain,
+            Position::After,
+        )?;
+        self.early_me = Some(me);
+        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE | MdOptions::MANAGE_REMOTE)
+            .eq(self.eq);
+        self.early_md = Some(ni.md_attach(me, &desc, Vec::new(), Unlink::Retain)?);
         let (ptr, len, op) = match bulk {
             BulkArg::None => (std::ptr::null_mut(), 0, None),
             BulkArg::Read(b) => (b.as_mut_ptr(), b.len(), Some(MdOptions::OP_PUT)),
@@ -306,6 +323,15 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
                 }
                 Err(e) => return Err(e.into()),
             };
+            if Some(ev.md_handle) == self.early_md {
+                if ev.kind == EventKind::Put && ev.fail == FailType::Ok {
+                    // The server is executing the request: it is alive and
+                    // has it, so the resends start over.
+                    tracing::debug!(xid = self.xid, "early reply");
+                    sends = 1;
+                }
+                continue;
+            }
             if Some(ev.md_handle) == self.reply_md {
                 if let Some(r) = self.on_reply(&ev)? {
                     return r;
@@ -393,6 +419,10 @@ impl Drop for Call<'_, '_, '_> {
         if let Some(me) = self.reply_me.take() {
             unlink_retrying(|| ni.me_unlink(me));
         }
+        if let Some(me) = self.early_me.take() {
+            unlink_retrying(|| ni.me_unlink(me));
+        }
+        self.early_md = None;
         if let Some(md) = self.reply_md.take() {
             // Unlinked itself on a reply we did not take: reclaim it.
             let _ = ni.md_unlink(md);

@@ -73,6 +73,9 @@ pub struct RetryPolicy {
     /// How long to wait for a reply before resending with the same xid.
     pub timeout: Duration,
     /// Resends after the first send before [`crate::RpcError::Timeout`].
+    /// An early reply (the server has the request and executes it) starts
+    /// the count over, so a handler may run longer than
+    /// `timeout × resends` while its server is alive.
     pub resends: u32,
     /// First back-off after the service refused a request (its buffers
     /// were full); doubled per refusal up to `backoff_max`, with jitter.

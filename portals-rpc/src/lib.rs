@@ -20,7 +20,10 @@
 //! * An unanswered request is resent with the same xid after
 //!   [`RetryPolicy::timeout`]; the service's reply cache ([`cache`]) keeps
 //!   each client's recent replies, so a resent request executes once and
-//!   gets its first reply again. A refused request (negative
+//!   gets its first reply again; a resend that finds its request executing
+//!   is answered with an early reply, which starts the client's resend
+//!   budget over (a handler streaming a large object may take longer than
+//!   the timeout). A refused request (negative
 //!   acknowledgment) is resent after a jittered, growing back-off; a
 //!   request is never lost silently: every call ends in its reply or a
 //!   typed [`RpcError`].

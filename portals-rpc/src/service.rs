@@ -105,7 +105,8 @@ pub struct ServiceStats {
     pub executed: u64,
     /// Resends answered from the reply cache.
     pub replayed: u64,
-    /// Resends dropped because their first copy was executing.
+    /// Resends that found their first copy executing: not executed again,
+    /// answered with an early reply.
     pub duplicates: u64,
     /// Resends refused because their reply had been evicted.
     pub lost: u64,
@@ -156,6 +157,8 @@ enum Work {
         status: Status,
         data: Vec<u8>,
     },
+    /// A resend of an executing request: tell the client it executes.
+    Early { client: ProcessId, xid: u64 },
 }
 
 /// A service on one network interface (see the module docs). Create it,
@@ -340,6 +343,7 @@ impl<'a> Service<'a> {
                     status,
                     data,
                 }) => self.reply(out, client, xid, status, data),
+                Some(Work::Early { client, xid }) => self.early_reply(out, client, xid),
                 Some(Work::Execute {
                     client,
                     xid,
@@ -413,6 +417,24 @@ impl<'a> Service<'a> {
         if let Err(e) = link.put(&mut data, &remote, status as u64, false) {
             tracing::debug!(%client, xid, error = %e, "reply not delivered");
             self.n.undelivered.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// An early reply: an empty put to the client's early entry for `xid`.
+    fn early_reply(&self, out: EqHandle, client: ProcessId, xid: u64) {
+        let Some(mb) = bits::encode(Kind::Early, xid) else {
+            return;
+        };
+        let link = Link {
+            ni: self.ni,
+            eq: out,
+            peer: client,
+            timeout: self.cfg.transfer_timeout,
+            stop: &self.stop.0,
+        };
+        let remote = Remote::new(client, self.cfg.portals.reply, mb);
+        if let Err(e) = link.put(&mut Vec::new(), &remote, 0, false) {
+            tracing::debug!(%client, xid, error = %e, "early reply not delivered");
         }
     }
 
@@ -514,7 +536,7 @@ impl<'a> Service<'a> {
             }),
             Lookup::Executing => {
                 self.n.duplicates.fetch_add(1, Ordering::Relaxed);
-                None
+                Some(Work::Early { client, xid })
             }
             Lookup::Replay(status, data) => {
                 self.n.replayed.fetch_add(1, Ordering::Relaxed);

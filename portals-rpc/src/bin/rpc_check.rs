@@ -20,6 +20,8 @@ const BIG: u32 = 5;
 const STATUS: u32 = 6;
 const STOP: u32 = 7;
 const DIE: u32 = 8;
+const SINK: u32 = 9;
+const SOURCE: u32 = 10;
 
 /// Bytes of the objects moved in bulk, and the chunk they stream in.
 const OBJECT: usize = 24 << 20;
@@ -133,6 +135,25 @@ impl Server {
                     buf.extend((0..n).map(|i| pattern(off as usize + i, seed)));
                     bulk.push(off, &mut buf)?;
                     off += n as u64;
+                }
+                Ok(Vec::new())
+            }
+            SINK | SOURCE => {
+                // Bulk at the transport's speed: no data generated or
+                // checked, one chunk buffer reused.
+                let op = req.opcode();
+                let bulk = req.bulk().ok_or("no bulk buffer")?;
+                let (len, chunk) = (bulk.len(), bulk.chunk() as u64);
+                let mut buf = vec![0u8; chunk.min(len) as usize];
+                let mut off = 0u64;
+                while off < len {
+                    buf.resize((len - off).min(chunk) as usize, 0);
+                    if op == SINK {
+                        bulk.pull(off, &mut buf)?;
+                    } else {
+                        bulk.push(off, &mut buf)?;
+                    }
+                    off += buf.len() as u64;
                 }
                 Ok(Vec::new())
             }
@@ -290,14 +311,16 @@ fn basic(job: &Job) -> R<()> {
     Ok(())
 }
 
-/// Increments while the server sometimes takes longer than the clients'
-/// timeout: resends of executing and executed requests, each applied once.
+/// Increments while the server sometimes takes four times the clients'
+/// timeout, with two resends allowed: resends of executing and executed
+/// requests, each applied once, and early replies keep the clients waiting
+/// past timeout × resends.
 fn counter(job: &Job) -> R<()> {
     let timeout = Duration::from_millis(300);
     if job.rank() == 0 {
         let mut s = new_server(job);
         s.slow_every = 7;
-        s.slow = timeout * 2;
+        s.slow = timeout * 4;
         let cfg = ServiceConfig {
             threads: 3,
             ..server_cfg()
@@ -317,7 +340,7 @@ fn counter(job: &Job) -> R<()> {
     }
     let retry = RetryPolicy {
         timeout,
-        resends: 50,
+        resends: 2,
         ..RetryPolicy::default()
     };
     let c = connect(job, retry)?;
@@ -470,6 +493,106 @@ fn kill(job: &Job) -> R<()> {
     }
 }
 
+/// Round trips and bulk bandwidth (`rpc_check perf [calls] [MiB]`, two
+/// ranks): prints the mean time of an 8-byte call and the bandwidth of
+/// bulk writes and reads, best of three.
+fn perf(job: &Job) -> R<()> {
+    let arg = |i: usize, d: usize| {
+        std::env::args()
+            .nth(i)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(d)
+    };
+    if job.rank() == 0 {
+        serve(job, server_cfg(), new_server(job))?;
+        return Ok(());
+    }
+    let (calls, mib) = (arg(2, 20_000), arg(3, 256));
+    let c = connect(job, RetryPolicy::default())?;
+    for _ in 0..100 {
+        c.call(ECHO, &[0; 8]).map_err(|e| e.to_string())?;
+    }
+    let t0 = Instant::now();
+    for _ in 0..calls {
+        c.call(ECHO, &[0; 8]).map_err(|e| e.to_string())?;
+    }
+    let per_call = t0.elapsed() / calls as u32;
+    let mut buf = vec![1u8; mib << 20];
+    let best = |op: u32, buf: &mut Vec<u8>| -> R<f64> {
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            if op == SINK {
+                c.call_write(op, &[], buf).map_err(|e| e.to_string())?;
+            } else {
+                c.call_read(op, &[], buf).map_err(|e| e.to_string())?;
+            }
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        Ok(buf.len() as f64 / best / 1e6)
+    };
+    let write = best(SINK, &mut buf)?;
+    let read = best(SOURCE, &mut buf)?;
+    println!(
+        "perf {}: 8-byte call {:.1} us; bulk write {write:.0} MB/s, read {read:.0} MB/s ({mib} MiB, 1 MiB chunks)",
+        job.ni().nal_name(),
+        per_call.as_secs_f64() * 1e6
+    );
+    stop(&c)?;
+    Ok(())
+}
+
+/// The baseline of `perf`'s call time: an 8-byte put ping-pong on the raw
+/// Portals API (`rpc_check pingpong [rounds]`, two ranks), the same two
+/// one-way messages a call makes, on the same transport.
+fn pingpong(job: &Job) -> R<()> {
+    use portals::{AckReq, EventKind, MdDesc, MdOptions, Position, ProcessId, Remote, Unlink};
+    let e = |e: portals::PtlError| e.to_string();
+    let rounds: u32 = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20_000);
+    let ni = job.ni();
+    let pt = portals::PortalIndex(60);
+    let eq = ni.eq_alloc(1024).map_err(e)?;
+    let me = ni
+        .me_attach(pt, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
+        .map_err(e)?;
+    let opts = MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE;
+    ni.md_attach(me, &MdDesc::new(opts).eq(eq), vec![0; 8], Unlink::Retain)
+        .map_err(e)?;
+    let src = ni
+        .md_bind(&MdDesc::new(MdOptions::empty()), vec![0; 8], Unlink::Retain)
+        .map_err(e)?;
+    job.barrier().map_err(|e| e.to_string())?;
+    let peer = Remote::new(job.id(1 - job.rank()), pt, 1);
+    let wait_put = || -> R<()> {
+        loop {
+            if ni.eq_wait(eq, None).map_err(e)?.kind == EventKind::Put {
+                return Ok(());
+            }
+        }
+    };
+    let t0 = Instant::now();
+    for _ in 0..rounds + 100 {
+        if job.rank() == 1 {
+            ni.put(src, AckReq::NoAck, &peer, 0).map_err(e)?;
+            wait_put()?;
+        } else {
+            wait_put()?;
+            ni.put(src, AckReq::NoAck, &peer, 0).map_err(e)?;
+        }
+    }
+    if job.rank() == 1 {
+        println!(
+            "pingpong {}: 8-byte round trip {:.1} us",
+            ni.nal_name(),
+            t0.elapsed().as_secs_f64() * 1e6 / (rounds + 100) as f64
+        );
+    }
+    job.barrier().map_err(|e| e.to_string())
+}
+
 /// The server dies (SIGKILL) while every client has a request in it: each
 /// call fails with the server's failure, typed, and promptly.
 fn server_dies(job: &Job) -> R<()> {
@@ -587,6 +710,8 @@ fn main() {
         "flood" => flood(&job),
         "kill" => kill(&job),
         "server-dies" => server_dies(&job),
+        "perf" => perf(&job),
+        "pingpong" => pingpong(&job),
         other => Err(format!("unknown scenario {other:?}")),
     };
     match r {
