@@ -437,6 +437,15 @@ impl NetworkInterface {
 
     // ----- triggered operations -------------------------------------------
 
+    /// After registering a triggered operation: send what it released at
+    /// once, and tell the transport that progress will be needed, so that
+    /// a progress thread backed off by a loop of waits is ready to run the
+    /// rest while the application computes ([`Nal::expect_progress`]).
+    pub(crate) fn after_triggered(&self) {
+        self.core.send_triggered();
+        self.nal.expect_progress();
+    }
+
     /// Put `length` bytes of `md` at `local_offset` once `trigger` is
     /// reached (`PtlTriggeredPut`). Whichever thread moves the counter
     /// there — the transport's progress thread, an application thread —
@@ -457,7 +466,7 @@ impl NetworkInterface {
         let r = self.core.with_engine(|e| {
             e.triggered_put(md, local_offset, length, ack, remote, hdr_data, trigger)
         });
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 
@@ -474,7 +483,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_get(md, local_offset, length, remote, trigger));
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 
@@ -484,7 +493,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_ct_inc(ct, by, trigger));
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 
@@ -493,7 +502,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_ct_set(ct, to, trigger));
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 
