@@ -12,7 +12,7 @@
 #   mpich-net    MPICH with UCX restricted to TCP on lo (UCX_TLS=tcp,self,
 #                UCX_NET_DEVICES=lo; MPIR_CVAR_NOLOCAL=1 too): MPICH's network path
 # bench: latency bandwidth bibw msgrate overlap comb matchlist (2 ranks);
-#        allreduce bcast (any number of ranks)
+#        allreduce bcast nbc-overlap (any number of ranks)
 #
 # -n RANKS (or NP in the environment): number of ranks, default 2.
 # Environment: PEER_TIMEOUT (seconds, default 300), PEER_BIND (core|none;

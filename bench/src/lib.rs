@@ -10,6 +10,7 @@
 //! - [`impls`]: what it runs on ([`impls::Impl`]: raw, portals-rs variants, peers);
 //! - [`runner`]: running one benchmark on one implementation;
 //! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank;
+//! - [`nbc_overlap`]: the non-blocking collectives' overlap loop (MPI level);
 //! - [`raw`]: raw-socket ping-pong and stream;
 //! - [`tool_peers`]: the Portals-level peers UCX and libfabric, through their own tools;
 //! - [`work`]: the calibrated busy loop of the overlap and COMB benchmarks;
@@ -27,6 +28,7 @@ pub mod error;
 pub mod impls;
 pub mod machine;
 pub mod mpi_level;
+pub mod nbc_overlap;
 pub mod params;
 pub mod plot;
 pub mod portals_level;

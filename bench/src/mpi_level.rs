@@ -62,6 +62,7 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         Bench::Comb => comb(&c, p, &mut out),
         Bench::Matchlist => matchlist(&c, p, &mut out),
         Bench::Allreduce | Bench::Bcast => collective(&c, p, &mut out),
+        Bench::NbcOverlap => crate::nbc_overlap::run(c.world, label, p, &mut out),
         Bench::PingpongBw => Err(BenchError::Invalid(
             "pingpong-bw has no MPI-level version (Portals level only)".into(),
         )),

@@ -35,11 +35,33 @@ pub enum Bench {
     Allreduce,
     /// `broadcast` (`MPI_Bcast` from rank 0) latency on N ranks.
     Bcast,
+    /// Overlap of the non-blocking collectives (`MPI_Ibarrier`,
+    /// `MPI_Ibcast`, `MPI_Iallreduce`) with computation on N ranks.
+    #[serde(rename = "nbc-overlap")]
+    NbcOverlap,
 }
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 10] = [
+    pub const ALL: [Bench; 11] = [
+        Bench::Latency,
+        Bench::Bandwidth,
+        Bench::Bibw,
+        Bench::PingpongBw,
+        Bench::Msgrate,
+        Bench::Overlap,
+        Bench::Comb,
+        Bench::Matchlist,
+        Bench::Allreduce,
+        Bench::Bcast,
+        Bench::NbcOverlap,
+    ];
+
+    /// What `compare` runs when no benchmark is named: all but
+    /// `nbc-overlap`, a job per implementation and rank count that a
+    /// comparison of the point-to-point paths does not need (name it with
+    /// `--benches nbc-overlap`).
+    pub const DEFAULT: [Bench; 10] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -52,8 +74,9 @@ impl Bench {
         Bench::Bcast,
     ];
 
-    /// The collective benchmarks: they run on any number of ranks
-    /// ([`Params::ranks`]); the others need exactly two.
+    /// The blocking collective benchmarks (the group `collectives`). These
+    /// and `nbc-overlap` run on any number of ranks ([`Params::ranks`]);
+    /// the others need exactly two.
     pub const COLLECTIVES: [Bench; 2] = [Bench::Allreduce, Bench::Bcast];
 
     /// The name used in records, file names and C program names.
@@ -69,6 +92,7 @@ impl Bench {
             Bench::Matchlist => "matchlist",
             Bench::Allreduce => "allreduce",
             Bench::Bcast => "bcast",
+            Bench::NbcOverlap => "nbc-overlap",
         }
     }
 
@@ -86,9 +110,10 @@ impl Bench {
         Bench::from_name(s).map(|b| vec![b])
     }
 
-    /// Whether this is a collective benchmark (any number of ranks).
+    /// Whether this benchmark runs on any number of ranks (the
+    /// collectives, blocking and non-blocking).
     pub fn is_collective(self) -> bool {
-        Bench::COLLECTIVES.contains(&self)
+        Bench::COLLECTIVES.contains(&self) || self == Bench::NbcOverlap
     }
 
     /// Unit of the benchmark's `value`.
@@ -97,7 +122,7 @@ impl Bench {
             Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast => "us",
             Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw => "MB/s",
             Bench::Msgrate => "msg/s",
-            Bench::Overlap | Bench::Comb => "%",
+            Bench::Overlap | Bench::Comb | Bench::NbcOverlap => "%",
         }
     }
 
@@ -358,6 +383,24 @@ impl Params {
                 p.sizes = vec![8, 1 << 10];
                 (p.iters, p.warmup) = (2, 1);
             }
+            // Sizes on both sides of the triggered all-reduce's limit (one
+            // atomic: 512 B by default; above it the start runs the
+            // blocking algorithm).
+            (Bench::NbcOverlap, Preset::Full) => {
+                p.sizes = vec![8, 64, 512, 1 << 10, 8 << 10];
+                (p.iters, p.warmup) = (100, 5);
+                p.factors = vec![1.0, 2.0, 4.0];
+            }
+            (Bench::NbcOverlap, Preset::Quick) => {
+                p.sizes = vec![8, 1 << 10];
+                (p.iters, p.warmup) = (50, 5);
+                p.factors = vec![1.0, 4.0];
+            }
+            (Bench::NbcOverlap, Preset::Smoke) => {
+                p.sizes = vec![8, 1 << 10];
+                (p.iters, p.warmup) = (2, 1);
+                p.factors = vec![1.0];
+            }
         }
         p.reps = match preset {
             Preset::Full => 5,
@@ -381,8 +424,8 @@ impl Params {
         if self.factors.iter().any(|f| !f.is_finite() || *f < 0.0) {
             return Err("compute factors / work intervals must be finite and >= 0".into());
         }
-        if self.bench == Bench::Overlap && self.factors.is_empty() {
-            return Err("overlap needs at least one compute factor".into());
+        if matches!(self.bench, Bench::Overlap | Bench::NbcOverlap) && self.factors.is_empty() {
+            return Err(format!("{} needs at least one compute factor", self.bench));
         }
         if self.bench == Bench::Comb && (self.factors.is_empty() || self.total_us <= 0.0) {
             return Err("comb needs work intervals and a positive work total".into());
@@ -397,8 +440,13 @@ impl Params {
         } else if self.ranks != 2 {
             return Err(format!("{} runs on exactly 2 ranks", self.bench));
         }
-        if self.bench == Bench::Allreduce && self.sizes.iter().any(|s| s % 8 != 0) {
-            return Err("allreduce sizes must be multiples of 8 (doubles)".into());
+        if matches!(self.bench, Bench::Allreduce | Bench::NbcOverlap)
+            && self.sizes.iter().any(|s| s % 8 != 0)
+        {
+            return Err(format!(
+                "{} sizes must be multiples of 8 (doubles)",
+                self.bench
+            ));
         }
         Ok(())
     }
@@ -413,6 +461,19 @@ impl Params {
             format!("{}-{}ranks", self.bench, self.ranks)
         } else {
             self.bench.name().to_string()
+        }
+    }
+
+    /// How many records a run prints (known for the benchmarks on any
+    /// number of ranks, whose peer jobs may hang in `MPI_Finalize` after
+    /// printing them all): one per size for the blocking collectives; for
+    /// `nbc-overlap` a baseline and one per factor, for the barrier (size
+    /// 0) and each size of the broadcast and the all-reduce.
+    pub fn expected_records(&self) -> Option<usize> {
+        match self.bench {
+            Bench::Allreduce | Bench::Bcast => Some(self.sizes.len()),
+            Bench::NbcOverlap => Some((1 + 2 * self.sizes.len()) * (1 + self.factors.len())),
+            _ => None,
         }
     }
 
@@ -520,6 +581,19 @@ mod tests {
         assert_eq!(a.validate(), Ok(()));
         a.sizes = vec![12];
         assert!(a.validate().is_err());
+        let mut nbc = Params::preset(Bench::NbcOverlap, Preset::Smoke);
+        assert!(nbc.bench.is_collective());
+        assert_eq!(nbc.expected_records(), Some(10));
+        assert!(nbc.c_args().windows(2).any(|w| w[0] == "-f" && w[1] == "1"));
+        nbc.ranks = 4;
+        assert_eq!(nbc.validate(), Ok(()));
+        nbc.factors.clear();
+        assert!(nbc.validate().is_err());
+        assert_eq!(
+            Bench::parse_group("nbc-overlap"),
+            Some(vec![Bench::NbcOverlap])
+        );
+        assert!(!Bench::DEFAULT.contains(&Bench::NbcOverlap));
         let mut l = Params::preset(Bench::Latency, Preset::Smoke);
         l.ranks = 4;
         assert!(l.validate().is_err());

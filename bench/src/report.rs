@@ -3,7 +3,9 @@
 //!
 //! - `results/<name>.md`: the tables of one comparison;
 //! - `results/<name>-<plot>.svg`: latency, bandwidth, overlap % and the
-//!   collectives' latency (one plot per rank count) against size;
+//!   collectives' latency (one plot per rank count) against size, and the
+//!   non-blocking broadcast's and all-reduce's overlap at the largest
+//!   compute factor (one plot per rank count);
 //! - `docs/PERFORMANCE.md`: machine, command, goals, plots, tables, and a
 //!   section for the human reading of the numbers, which is kept when the
 //!   document is regenerated.
@@ -14,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::error::{BenchError, Result};
 use crate::impls::{family_of, Family, Impl, Level};
+use crate::nbc_overlap::NbcOp;
 use crate::params::{size_label, Bench};
 use crate::plot::{draw, Chart, Series};
 use crate::record::Record;
@@ -101,6 +104,35 @@ fn columns(res: &Results, recs: &[&Record]) -> Vec<String> {
     cols
 }
 
+/// Where an `nbc-overlap` row sorts: operation, rank count, size, factor.
+type NbcOrder = (usize, u64, u64, u64);
+
+/// Rows of `nbc-overlap`: (size, point key) sorted by operation (barrier,
+/// broadcast, all-reduce), rank count, size and compute factor.
+fn nbc_rows(recs: &[&Record]) -> Vec<(u64, String)> {
+    let mut keyed: Vec<(NbcOrder, (u64, String))> = Vec::new();
+    for r in recs {
+        let op = r
+            .extra_str("op")
+            .and_then(NbcOp::from_name)
+            .map_or(NbcOp::ALL.len(), |o| o as usize);
+        let num = |k: &str| r.extra_f64(k).unwrap_or(0.0);
+        // Factors sort by their bits: non-negative finite floats order so.
+        let sort = (
+            op,
+            num("ranks") as u64,
+            r.size,
+            num("compute_factor").to_bits(),
+        );
+        let row = (r.size, point_key(r));
+        if !keyed.iter().any(|(_, x)| *x == row) {
+            keyed.push((sort, row));
+        }
+    }
+    keyed.sort_by_key(|(k, _)| *k);
+    keyed.into_iter().map(|(_, row)| row).collect()
+}
+
 /// Rows: (size, point key), sorted by size, keys in order of appearance.
 fn rows(recs: &[&Record]) -> Vec<(u64, String)> {
     let mut rows: Vec<(u64, String)> = Vec::new();
@@ -186,6 +218,11 @@ fn heading(bench: &str) -> String {
         Some(Bench::Bcast) => {
             "broadcast of size bytes from rank 0: average per call, max over the ranks, by rank count"
         }
+        Some(Bench::NbcOverlap) => {
+            "non-blocking collectives, overlap % = 100·(1 − (start + wait)/T0), T0 = the collective alone; \
+             every rank computes factor × T0 between start and wait; max over the ranks; by \
+             operation, rank count and factor"
+        }
         None => "",
     };
     let dir = match b {
@@ -224,22 +261,43 @@ fn write_table(
 pub fn tables(res: &Results) -> String {
     let mut md = String::new();
     for b in Bench::ALL {
-        let recs: Vec<&Record> = bench_records(res, b.name())
-            .into_iter()
+        let nbc = b == Bench::NbcOverlap;
+        let all = bench_records(res, b.name());
+        let recs: Vec<&Record> = all
+            .iter()
+            .copied()
             // the overlap baseline rows carry no overlap value
-            .filter(|r| !(b == Bench::Overlap && r.extra_f64("compute_factor") == Some(0.0)))
+            .filter(|r| {
+                !(matches!(b, Bench::Overlap | Bench::NbcOverlap)
+                    && r.extra_f64("compute_factor") == Some(0.0))
+            })
             .collect();
         if recs.is_empty() {
             continue;
         }
         let unit = recs.first().map_or("", |r| r.unit.as_str());
         let cols = columns(res, &recs);
-        let rws = rows(&recs);
+        let rws = if nbc { nbc_rows(&recs) } else { rows(&recs) };
         let _ = writeln!(md, "### {}\n", heading(b.name()));
         let _ = writeln!(md, "Medians over rounds, {unit}.\n");
         write_table(&mut md, &cols, &rws, |size, key, i| {
             find(&recs, &cols[i], size, key).map_or("–".into(), |r| fmt_value(r.value))
         });
+        if nbc {
+            // A ratio of overlaps near 0 % says nothing: the times instead.
+            let _ = writeln!(
+                md,
+                "Time per iteration (start + compute + wait), µs, medians over rounds; \
+                 x0 is T0, the collective alone:\n"
+            );
+            let rws = nbc_rows(&all);
+            write_table(&mut md, &cols, &rws, |size, key, i| {
+                find(&all, &cols[i], size, key)
+                    .and_then(|r| r.extra_f64("total_us"))
+                    .map_or("–".into(), fmt_value)
+            });
+            continue;
+        }
         let pairs = ratio_pairs(&cols);
         if !pairs.is_empty() {
             let better = if b.higher_is_better() { "> 1" } else { "< 1" };
@@ -462,6 +520,32 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                     key.trim_start_matches('x').to_string() + "×"
                 ),
                 y_desc: "overlap % (100·(1 − wait/transfer))".into(),
+                log_y: false,
+                y_range: Some((0.0, 105.0)),
+                series: series_of(&recs, res),
+            },
+        ));
+    }
+    // Non-blocking broadcast and all-reduce: overlap against size at the
+    // largest compute factor, per rank count (the barrier has one size).
+    let top = bench_records(res, Bench::NbcOverlap.name())
+        .iter()
+        .filter_map(|r| r.extra_f64("compute_factor"))
+        .fold(0.0f64, f64::max);
+    let nbc = by_key(res, Bench::NbcOverlap.name(), |r| {
+        top > 0.0
+            && r.extra_f64("compute_factor") == Some(top)
+            && r.extra_str("op") != Some(NbcOp::Ibarrier.name())
+    });
+    for (key, recs) in nbc {
+        out.push((
+            format!(
+                "nbc-overlap-{}",
+                key.replace(" ranks", "ranks").replace(' ', "-")
+            ),
+            Chart {
+                title: format!("Non-blocking collective overlap, {key} (compute = factor × T0)"),
+                y_desc: "overlap % (100·(1 − (start + wait)/T0))".into(),
                 log_y: false,
                 y_range: Some((0.0, 105.0)),
                 series: series_of(&recs, res),
@@ -749,6 +833,18 @@ mod tests {
                     );
                 }
             }
+            for (op, size) in [("ibarrier", 0u64), ("iallreduce", 8), ("ibcast", 8)] {
+                for f in [0.0, 2.0] {
+                    let v = if f > 0.0 { 80.0 } else { 0.0 };
+                    runs.push(
+                        rec("nbc-overlap", imp, size, v)
+                            .with("op", op)
+                            .with("ranks", 4)
+                            .with("compute_factor", f)
+                            .with("total_us", 10.0 * (1.0 + f)),
+                    );
+                }
+            }
             runs.push(
                 rec("comb", imp, 100 << 10, 91.0)
                     .with("method", "poll")
@@ -790,6 +886,28 @@ mod tests {
         assert!(t.contains("### allreduce: all_reduce"), "{t}");
         assert!(t.contains("| 8 | 4 ranks | 40.0 | 40.0 |"), "{t}");
         assert!(t.contains("| 1M | 2 ranks | 1.00 |"), "{t}");
+        // nbc-overlap: rows by operation, the baselines only in the
+        // times table, no ratios.
+        let nbc = &t[t.find("### nbc-overlap").expect("nbc-overlap table")..];
+        let (pct, times) = nbc.split_at(nbc.find("Time per iteration").expect("times"));
+        let order: Vec<usize> = ["| 0 | ibarrier", "| 8 | ibcast", "| 8 | iallreduce"]
+            .iter()
+            .map(|k| pct.find(k).expect(k))
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{pct}");
+        assert!(
+            pct.contains("| 8 | ibcast 4 ranks x2 | 80.0 | 80.0 |"),
+            "{pct}"
+        );
+        assert!(!pct.contains("x0 |") && !pct.contains("Ratio"), "{pct}");
+        assert!(
+            times.contains("| 8 | ibcast 4 ranks x0 | 10.0 | 10.0 |"),
+            "{times}"
+        );
+        assert!(
+            times.contains("| 8 | ibcast 4 ranks x2 | 30.0 | 30.0 |"),
+            "{times}"
+        );
         let g = goals(&res);
         assert!(
             g.contains("MPI latency over TCP") && g.contains("met"),
@@ -810,6 +928,8 @@ mod tests {
             "t-overlap-x2.svg",
             "t-allreduce-2ranks.svg",
             "t-allreduce-4ranks.svg",
+            "t-nbc-overlap-ibcast-4ranks-x2.svg",
+            "t-nbc-overlap-iallreduce-4ranks-x2.svg",
         ] {
             assert!(files.iter().any(|p| p.ends_with(f)), "{f}: {files:?}");
         }

@@ -169,11 +169,11 @@ impl Runner {
             .args(p.c_args())
             .env("PEER_TIMEOUT", self.timeout.as_secs().max(1).to_string())
             .env("PEER_BIND", self.bind_value(p.ranks));
-        // A collective prints one record per size; a job that then hangs
-        // in MPI_Finalize (MPICH 4.0.2 over UCX 1.13 TCP with more than two
-        // ranks does, often) is stopped after a grace period and its
-        // records are kept, marked `stopped_after_output`.
-        let expected = p.bench.is_collective().then_some(p.sizes.len());
+        // A collective prints a known number of records; a job that then
+        // hangs in MPI_Finalize (MPICH 4.0.2 over UCX 1.13 TCP with more
+        // than two ranks does, often) is stopped after a grace period and
+        // its records are kept, marked `stopped_after_output`.
+        let expected = p.expected_records();
         let out = run_stopping_after(cmd, expected, FINALIZE_GRACE)
             .map_err(|e| BenchError::io(format!("running {}", script.display()), e))?;
         if !out.stopped && !out.status.success() {

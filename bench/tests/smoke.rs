@@ -128,6 +128,63 @@ fn collectives_smoke() {
 }
 
 #[test]
+fn nbc_overlap_smoke() {
+    const SHM: [&str; 2] = ["mpi-shm-thread", "mpi-shm-poll"];
+    let out = ptl_bench(
+        &[
+            "nbc-overlap",
+            "--smoke",
+            "--impls",
+            "mpi-shm-thread,mpi-shm-poll",
+            "--ranks",
+            "2,4",
+        ],
+        2 * T,
+    );
+    let recs = records(&out.stdout, "nbc-overlap", &SHM);
+    for i in SHM {
+        for ranks in [2.0, 4.0] {
+            let mine: Vec<_> = recs
+                .iter()
+                .filter(|r| r.implementation == i && r.extra_f64("ranks") == Some(ranks))
+                .collect();
+            // The barrier (size 0), then the broadcast and the all-reduce at
+            // 8 B and 1 KB; each a baseline and one compute factor.
+            let points: Vec<(&str, u64, f64)> = mine
+                .iter()
+                .map(|r| {
+                    (
+                        r.extra_str("op").unwrap_or("?"),
+                        r.size,
+                        r.extra_f64("compute_factor").unwrap_or(-1.0),
+                    )
+                })
+                .collect();
+            let mut want = vec![("ibarrier", 0, 0.0), ("ibarrier", 0, 1.0)];
+            for op in ["ibcast", "iallreduce"] {
+                for size in [8, 1024] {
+                    want.extend([(op, size, 0.0), (op, size, 1.0)]);
+                }
+            }
+            assert_eq!(points, want, "{i} on {ranks} ranks");
+            for r in mine {
+                let line = r.to_line();
+                assert!((0.0..=100.0).contains(&r.value), "overlap in {line}");
+                let t0 = r.extra_f64("nbc_us").unwrap_or(-1.0);
+                let total = r.extra_f64("total_us").unwrap_or(-1.0);
+                assert!(t0 > 0.0 && total > 0.0, "times in {line}");
+                for k in ["start_us", "wait_us", "compute_us"] {
+                    assert!(r.extra_f64(k).is_some_and(|v| v >= 0.0), "{k} in {line}");
+                }
+                if r.extra_f64("compute_factor") == Some(0.0) {
+                    assert_eq!((r.value, total), (0.0, t0), "baseline {line}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn raw_smoke() {
     let out = ptl_bench(
         &["raw", "--smoke", "--transport", "tcp", "--mode", "busy"],

@@ -6,6 +6,7 @@
 //! ptl-bench latency --quick                      # portals + MPI level, thread and poll
 //! ptl-bench overlap --impls mpi-tcp-thread,openmpi-tcp --sizes 256K,1M
 //! ptl-bench collectives --ranks 2,4 --quick          # all_reduce and broadcast
+//! ptl-bench nbc-overlap --impls mpi-shm-thread,openmpi-sm --ranks 4
 //! ptl-bench latency --impls ucx-shm,libfabric-tcp,portals-tcp-thread --sizes 8
 //! ptl-bench bandwidth --pingpong --impls libfabric-shm,portals-tcp-thread
 //! ptl-bench raw latency --transport tcp --mode busy
@@ -82,6 +83,17 @@ enum Cmd {
         op: OpArg,
         /// Rank counts, comma separated; each is a job of its own.
         #[arg(long, value_delimiter = ',', default_value = "2", value_parser = parse_ranks)]
+        ranks: Vec<usize>,
+    },
+    /// Overlap of the non-blocking collectives (ibarrier, ibcast from rank
+    /// 0, iallreduce: sum of doubles) with computation on N ranks: every
+    /// rank starts one, computes factor × its time alone (no MPI call),
+    /// waits; overlap % = 1 − wait/time alone (MPI level).
+    NbcOverlap {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Rank counts, comma separated; each is a job of its own.
+        #[arg(long, value_delimiter = ',', default_value = "4", value_parser = parse_ranks)]
         ranks: Vec<usize>,
     },
     /// The raw-socket floor: TCP/UDP ping-pong and TCP stream.
@@ -333,10 +345,11 @@ struct CompareArgs {
     /// Repetitions inside each run.
     #[arg(long, default_value_t = 1)]
     reps: usize,
-    /// Benchmarks (default: all); `collectives` = allreduce,bcast.
+    /// Benchmarks (default: all but nbc-overlap); `collectives` =
+    /// allreduce,bcast.
     #[arg(long, value_delimiter = ',', value_parser = parse_bench)]
     benches: Vec<BenchGroup>,
-    /// Rank counts of the collective benchmarks.
+    /// Rank counts of the collective benchmarks (and nbc-overlap).
     #[arg(long, value_delimiter = ',', default_value = "2,4", value_parser = parse_ranks)]
     ranks: Vec<usize>,
     /// Exactly these implementations (no detection).
@@ -581,7 +594,7 @@ fn compare_cmd(a: &CompareArgs) -> Result<()> {
         }),
         reps: a.reps,
         benches: if a.benches.is_empty() {
-            Bench::ALL.to_vec()
+            Bench::DEFAULT.to_vec()
         } else {
             let mut v: Vec<Bench> = Vec::new();
             for b in a.benches.iter().flat_map(|g| g.0.iter().copied()) {
@@ -693,6 +706,17 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             bench_cmd(Bench::Allreduce, &args, &ps)
+        }
+        Cmd::NbcOverlap { args, ranks } => {
+            let ps: Vec<Params> = ranks
+                .iter()
+                .map(|&n| {
+                    let mut p = args.knobs.params(Bench::NbcOverlap);
+                    p.ranks = n;
+                    p
+                })
+                .collect();
+            bench_cmd(Bench::NbcOverlap, &args, &ps)
         }
         Cmd::Raw(a) => raw_cmd(&a),
         Cmd::Compare(a) => compare_cmd(&a),
