@@ -51,7 +51,10 @@ fn on_every_transport(mut f: impl FnMut(&str, JobOptions)) {
 /// no update), `accumulate` (sums longer than max_atomic_size, one
 /// origin's replace/sum/product sequence applied in order, get_accumulate,
 /// no-op fetches, rput/rget/raccumulate/rget_accumulate), `fence`,
-/// `pscw`, `errors` (every misuse's typed error, target untouched).
+/// `pscw`, `errors` (every misuse's typed error, target untouched),
+/// `dynamic` (attach, address exchange, get/put/fetch by address, a
+/// detached region refused and returned with its data, a later region
+/// found).
 #[test]
 fn rma_operations_and_synchronisation_on_every_transport() {
     on_every_transport(|what, options| {

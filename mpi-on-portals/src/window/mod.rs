@@ -5,6 +5,8 @@
 //! ```text
 //! comm.create_window(&mut mem)       zero-copy window over caller memory (collective)
 //! comm.allocate_window::<T>(len)     window over zeroed memory it owns (collective)
+//! comm.create_dynamic_window::<T>()  no memory yet (collective); then
+//!   win.attach(vec) -> address, win.detach(address) -> vec   (displacements are addresses)
 //! win.put / get / accumulate / get_accumulate / fetch_and_op / compare_and_swap
 //! win.rput / rget / raccumulate / rget_accumulate -> RmaRequest (wait, test; drop waits)
 //! win.flush(t) / flush_all / flush_local(t) / flush_local_all / sync
@@ -79,6 +81,7 @@ use crate::error::{MpiError, Result};
 
 mod active;
 mod atomic;
+mod dynamic;
 mod lock;
 mod ops;
 mod request;
@@ -93,6 +96,10 @@ pub(crate) const WIN_PT: PortalIndex = PortalIndex(6);
 /// Match-bit kinds (protocol field; the context field names the window).
 const K_DATA: u64 = 1;
 const K_LOCK: u64 = 2;
+/// A dynamic window's region table.
+const K_TABLE: u64 = 3;
+/// A dynamic window's region (the low 48 bits: its address).
+const K_REGION: u64 = 4;
 
 /// Puts and accumulates up to this many bytes are copied and return at
 /// once; larger puts go zero-copy and return when acknowledged.
@@ -148,6 +155,9 @@ struct WinState {
     next_req: u64,
 }
 
+/// A rank's attached regions: (address, bytes) each.
+type RegionTable = Vec<(u64, u64)>;
+
 /// What a window and its requests share.
 pub(crate) struct WinCore {
     comm: SimpleCommunicator,
@@ -156,6 +166,11 @@ pub(crate) struct WinCore {
     sizes: Vec<u64>,
     data_bits: u64,
     lock_bits: u64,
+    /// A dynamic window: accesses name addresses, looked up in the
+    /// target's region table (`dynamic.rs`).
+    dynamic: bool,
+    /// Each target's region table as last read (dynamic windows).
+    tables: Mutex<Vec<Option<RegionTable>>>,
     st: Mutex<WinState>,
 }
 
@@ -225,6 +240,10 @@ pub struct Window<'m, T: Equivalence> {
     lock_me: Option<MeHandle>,
     lock_md: Option<MdHandle>,
     data_md: Option<MdHandle>,
+    /// Dynamic windows: the region table's entry and descriptor.
+    table: Option<(MeHandle, MdHandle)>,
+    /// Dynamic windows: the attached regions.
+    regions: Mutex<Vec<dynamic::Region<T>>>,
     mem: Mem<T>,
     /// Elements of this rank's window.
     len: usize,
@@ -261,6 +280,12 @@ pub trait CommunicatorWindows: Communicator {
     /// A window over `len` zeroed elements that it owns
     /// (`MPI_Win_allocate`). Collective.
     fn allocate_window<T: Equivalence>(&self, len: usize) -> Result<Window<'static, T>>;
+
+    /// A window with no memory yet (`MPI_Win_create_dynamic`). Collective.
+    /// Each rank attaches regions with [`Window::attach`] and tells the
+    /// origins their addresses; in such a window every displacement is an
+    /// address (bytes), as in MPI.
+    fn create_dynamic_window<T: Equivalence>(&self) -> Result<Window<'static, T>>;
 }
 
 impl CommunicatorWindows for SimpleCommunicator {
@@ -272,6 +297,7 @@ impl CommunicatorWindows for SimpleCommunicator {
                 ptr: mem.as_mut_ptr(),
             },
             len,
+            false,
         )
     }
 
@@ -283,6 +309,18 @@ impl CommunicatorWindows for SimpleCommunicator {
                 ptr: Box::into_raw(b),
             },
             len,
+            false,
+        )
+    }
+
+    fn create_dynamic_window<T: Equivalence>(&self) -> Result<Window<'static, T>> {
+        Window::expose(
+            self,
+            Mem::Borrowed {
+                ptr: std::ptr::NonNull::dangling().as_ptr(),
+            },
+            0,
+            true,
         )
     }
 }
@@ -295,7 +333,12 @@ impl<'m, T: Equivalence> Window<'m, T> {
         }
     }
 
-    fn expose(comm: &SimpleCommunicator, mem: Mem<T>, len: usize) -> Result<Window<'m, T>> {
+    fn expose(
+        comm: &SimpleCommunicator,
+        mem: Mem<T>,
+        len: usize,
+        dynamic: bool,
+    ) -> Result<Window<'m, T>> {
         let esize = std::mem::size_of::<T>();
         let wcomm = comm.duplicate();
         let mut win = Window {
@@ -305,6 +348,8 @@ impl<'m, T: Equivalence> Window<'m, T> {
                 sizes: Vec::new(),
                 data_bits: 0,
                 lock_bits: 0,
+                dynamic,
+                tables: Mutex::new(Vec::new()),
                 st: Mutex::new(WinState {
                     epochs: Epochs::default(),
                     pending: Vec::new(),
@@ -316,6 +361,8 @@ impl<'m, T: Equivalence> Window<'m, T> {
             lock_me: None,
             lock_md: None,
             data_md: None,
+            table: None,
+            regions: Mutex::new(Vec::new()),
             mem,
             len,
             live: false,
@@ -331,7 +378,14 @@ impl<'m, T: Equivalence> Window<'m, T> {
                 "windows of zero-sized elements".into(),
             ))
         } else {
-            win.attach(&wcomm, data_bits, lock_bits, len * esize)
+            win.attach_entries(&wcomm, data_bits, lock_bits, len * esize)
+                .and_then(|()| {
+                    if dynamic {
+                        win.attach_table(&wcomm)
+                    } else {
+                        Ok(())
+                    }
+                })
         };
         // Everyone learns every size, and that every entry is attached
         // before anyone may use it; a rank that failed says so with
@@ -362,6 +416,8 @@ impl<'m, T: Equivalence> Window<'m, T> {
             sizes: sizes.clone(),
             data_bits,
             lock_bits,
+            dynamic,
+            tables: Mutex::new(vec![None; n]),
             st: Mutex::new(WinState {
                 epochs: Epochs::default(),
                 pending,
@@ -382,7 +438,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
     }
 
     /// Attach this rank's lock and data entries.
-    fn attach(
+    fn attach_entries(
         &mut self,
         wcomm: &SimpleCommunicator,
         data: u64,
@@ -473,6 +529,18 @@ impl<'m, T: Equivalence> Window<'m, T> {
         &self.core.comm
     }
 
+    /// The descriptor and offset of `n` local elements at `disp`.
+    fn local_at(&self, disp: usize, n: usize) -> Result<(MdHandle, u64)> {
+        if self.core.dynamic {
+            return self.local_region(disp, n);
+        }
+        let off = self.check_local(disp, n)?;
+        let md = self
+            .data_md
+            .ok_or_else(|| MpiError::RmaEpoch("the window was freed".into()))?;
+        Ok((md, off))
+    }
+
     fn check_local(&self, disp: usize, n: usize) -> Result<u64> {
         if disp.checked_add(n).is_none_or(|end| end > self.len) {
             return Err(MpiError::RmaRange {
@@ -489,10 +557,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
     /// `buf`. Waits while a transfer uses those bytes; each element is
     /// read whole with respect to remote operations.
     pub fn read_local(&self, disp: usize, buf: &mut [T]) -> Result<()> {
-        let off = self.check_local(disp, buf.len())?;
-        let Some(md) = self.data_md else {
-            return Err(MpiError::RmaEpoch("the window was freed".into()));
-        };
+        let (md, off) = self.local_at(disp, buf.len())?;
         let ni = self.core.ni();
         loop {
             match ni.md_read(md, off, bytemuck::cast_slice_mut(buf)) {
@@ -505,10 +570,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
     /// Copy `data` into elements `disp..` of this rank's window (waits
     /// while a transfer uses those bytes).
     pub fn write_local(&self, disp: usize, data: &[T]) -> Result<()> {
-        let off = self.check_local(disp, data.len())?;
-        let Some(md) = self.data_md else {
-            return Err(MpiError::RmaEpoch("the window was freed".into()));
-        };
+        let (md, off) = self.local_at(disp, data.len())?;
         let ni = self.core.ni();
         loop {
             match ni.md_write(md, off, bytemuck::cast_slice(data)) {
@@ -559,7 +621,8 @@ impl<'m, T: Equivalence> Window<'m, T> {
         };
         let ni = self.core.ni();
         let mut gone = true;
-        for me in [self.data_me.take(), self.lock_me.take()]
+        let table = self.table.take().map(|(me, _)| me);
+        for me in [self.data_me.take(), self.lock_me.take(), table]
             .into_iter()
             .flatten()
         {
@@ -583,6 +646,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
         }
         self.data_md = None;
         self.lock_md = None;
+        self.detach_all();
         let mut st = self.core.lock();
         for p in &mut st.pending {
             for md in p.mds.drain(..) {

@@ -100,26 +100,48 @@ impl Drop for OneOp<'_> {
     }
 }
 
+/// Where an access lands at its target: the entry's match bits and the
+/// offset in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Loc {
+    pub(super) bits: u64,
+    pub(super) off: u64,
+}
+
+impl std::ops::Add<u64> for Loc {
+    type Output = Loc;
+    fn add(self, by: u64) -> Loc {
+        Loc {
+            bits: self.bits,
+            off: self.off + by,
+        }
+    }
+}
+
 impl WinCore {
-    pub(super) fn remote(&self, t: u32, off: u64) -> Remote {
-        Remote::new(self.ids[t as usize], WIN_PT, self.data_bits).with_offset(off)
+    pub(super) fn remote(&self, t: u32, at: Loc) -> Remote {
+        Remote::new(self.ids[t as usize], WIN_PT, at.bits).with_offset(at.off)
     }
 
     /// Check an access of `n` elements of `esize` bytes at `disp` on rank
     /// `target`: the rank, the epoch, the range. Returns the rank index
-    /// and the byte offset.
+    /// and where the bytes are (a dynamic window looks `disp`, an
+    /// address, up in the target's region table).
     pub(super) fn target(
         &self,
         target: Rank,
         disp: usize,
         n: usize,
         esize: usize,
-    ) -> Result<(u32, u64)> {
+    ) -> Result<(u32, Loc)> {
         let t = self.rank(target)?;
         if !self.lock().epochs.covers(t) {
             return Err(MpiError::RmaEpoch(format!(
                 "no access epoch covers rank {target}: lock it, lock_all, fence, or start a group containing it"
             )));
+        }
+        if self.dynamic {
+            return Ok((t, self.resolve(t, disp, n, esize)?));
         }
         let size = self.sizes[t as usize] as usize / esize;
         if disp.checked_add(n).is_none_or(|end| end > size) {
@@ -130,7 +152,13 @@ impl WinCore {
                 size,
             });
         }
-        Ok((t, (disp * esize) as u64))
+        Ok((
+            t,
+            Loc {
+                bits: self.data_bits,
+                off: (disp * esize) as u64,
+            },
+        ))
     }
 
     /// Send `bytes` (copied into a window-owned descriptor) with `issue`

@@ -463,6 +463,69 @@ fn errors(w: &SimpleCommunicator) -> R<()> {
     win.free().map_err(e)
 }
 
+/// Dynamic windows: each rank attaches a region and publishes its
+/// address; the next rank reads it, writes part of it and adds to it; a
+/// detached region is refused (typed error) and gives its memory back
+/// with the writes in it; a region attached later is found too.
+fn dynamic(w: &SimpleCommunicator) -> R<()> {
+    let (me, n) = (w.rank(), w.size());
+    let win = w.create_dynamic_window::<u64>().map_err(e)?;
+    let mine: Vec<u64> = (0..16).map(|i| word(me, 0, i)).collect();
+    let addr = win.attach(mine.clone()).map_err(e)? as u64;
+    let mut addrs = vec![0u64; n as usize];
+    w.all_gather_into(&addr, &mut addrs[..]).map_err(e)?;
+    let t = (me + 1) % n;
+    let at = |i: usize| addrs[t as usize] as usize + 8 * i;
+    let all = win.lock_all().map_err(e)?;
+    let mut back = vec![0u64; 4];
+    win.get(t, at(3), &mut back).map_err(e)?;
+    ensure(
+        back.iter().copied().eq((3..7).map(|i| word(t, 0, i))),
+        || format!("dynamic get: {back:?}"),
+    )?;
+    win.put(t, at(0), &[7, 8]).map_err(e)?;
+    let old = win
+        .fetch_and_op(t, at(15), &1, SystemOperation::sum())
+        .map_err(e)?;
+    ensure(old == word(t, 0, 15), || format!("dynamic fetch {old:#x}"))?;
+    let r = win.get(t, at(15), &mut back[..2]);
+    ensure(matches!(r, Err(MpiError::RmaRange { .. })), || {
+        format!("dynamic get past the region: {r:?}")
+    })?;
+    all.unlock().map_err(e)?;
+    w.barrier().map_err(e)?;
+    let mut head = [0u64; 2];
+    win.read_local(addr as usize, &mut head).map_err(e)?;
+    ensure(head == [7, 8], || format!("dynamic put landed as {head:?}"))?;
+    let region = win.detach(addr as usize).map_err(e)?;
+    ensure(
+        region[15] == word(me, 0, 15) + 1 && region[2..15] == mine[2..15],
+        || "detached region lost writes".into(),
+    )?;
+    w.barrier().map_err(e)?;
+    let all = win.lock_all().map_err(e)?;
+    let r = win.get(t, at(3), &mut back);
+    ensure(
+        matches!(
+            r,
+            Err(MpiError::RmaRange { .. } | MpiError::RmaFailed { .. })
+        ),
+        || format!("get from a detached region: {r:?}"),
+    )?;
+    all.unlock().map_err(e)?;
+    w.barrier().map_err(e)?;
+    let addr2 = win.attach(vec![me as u64 + 100; 4]).map_err(e)? as u64;
+    w.all_gather_into(&addr2, &mut addrs[..]).map_err(e)?;
+    let all = win.lock_all().map_err(e)?;
+    let v = win
+        .fetch_and_op(t, addrs[t as usize] as usize + 8, &0, RmaOp::NoOp)
+        .map_err(e)?;
+    ensure(v == t as u64 + 100, || format!("second region read {v}"))?;
+    all.unlock().map_err(e)?;
+    w.barrier().map_err(e)?;
+    win.free().map_err(e)
+}
+
 fn run(u: &Universe, scenario: &str) -> R<()> {
     let w = u.world();
     match scenario {
@@ -473,6 +536,7 @@ fn run(u: &Universe, scenario: &str) -> R<()> {
         "fence" => fence(&w),
         "pscw" => pscw(&w),
         "errors" => errors(&w),
+        "dynamic" => dynamic(&w),
         "all" => {
             for s in [
                 "passive",
