@@ -53,7 +53,10 @@
 //! UDP by its reliability layer's in-order delivery), and the engine
 //! applies atomics on one descriptor in arrival order, one that waits for
 //! an overlapping transfer holding back later ones on the same bytes. So no
-//! extra waiting is needed. An accumulate longer than the interface's
+//! extra waiting is needed while an atomic's payload travels with its
+//! header in one datagram (the default `max_atomic_size` is 512 bytes);
+//! pieces above 1 KiB, whose datagrams UDP may complete out of order, wait
+//! for the earlier accumulates' acknowledgments. An accumulate longer than the interface's
 //! `max_atomic_size` is split into element-aligned pieces, each atomic
 //! (MPI promises element-wise atomicity only).
 //!

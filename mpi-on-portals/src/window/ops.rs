@@ -12,6 +12,12 @@ use crate::comm::Rank;
 use crate::datatype::Equivalence;
 use crate::error::{MpiError, Result};
 
+/// Atomics up to this many bytes travel in one datagram or frame on every
+/// transport, so one origin's are applied in the order sent; longer ones
+/// (an interface configured with a larger `max_atomic_size`) wait for the
+/// earlier ones' acknowledgments.
+const ORDERED_ATOMIC_BYTES: usize = 1024;
+
 /// Copied descriptors per target before acknowledged ones are reclaimed
 /// without a flush.
 const REAP_AT: usize = 64;
@@ -204,6 +210,16 @@ impl WinCore {
         Ok(())
     }
 
+    /// Before an atomic piece of `chunk` bytes to `t`: a payload this long
+    /// may span datagrams, whose data UDP completes in any order, so only
+    /// the earlier operations' acknowledgments keep accumulates in order.
+    pub(super) fn keep_order(&self, t: u32, chunk: usize) -> Result<()> {
+        if chunk > ORDERED_ATOMIC_BYTES {
+            self.flush(t)?;
+        }
+        Ok(())
+    }
+
     /// Wait until every operation to `t` completed at `t` (`MPI_Win_flush`).
     pub(super) fn flush(&self, t: u32) -> Result<()> {
         let ni = self.ni();
@@ -356,6 +372,7 @@ impl<T: AtomicElement> Window<'_, T> {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         let chunk = self.atomic_chunk()?;
         for (i, piece) in bytes.chunks(chunk).enumerate() {
+            self.core.keep_order(t, chunk)?;
             let remote = self.core.remote(t, off + (i * chunk) as u64);
             let len = piece.len() as u64;
             self.core.buffered(t, piece.to_vec(), |ni, md| {
@@ -414,6 +431,7 @@ impl<T: AtomicElement> Window<'_, T> {
         let chunk = self.atomic_chunk()?;
         let mut n = 0;
         for start in (0..bytes.len()).step_by(chunk) {
+            self.core.keep_order(t, chunk)?;
             let len = chunk.min(bytes.len() - start) as u64;
             let remote = self.core.remote(t, off + start as u64);
             let s = start as u64;

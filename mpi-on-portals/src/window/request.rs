@@ -225,6 +225,7 @@ impl<T: AtomicElement> Window<'_, T> {
             let md = rop.bind(MdOptions::CT_ACK, bytes.to_vec())?;
             let mut n = 0;
             for start in (0..bytes.len()).step_by(chunk) {
+                self.core.keep_order(t, chunk)?;
                 let len = chunk.min(bytes.len() - start) as u64;
                 let remote = self.core.remote(t, off + start as u64);
                 ni.atomic(md, start as u64, len, AckReq::Ack, &remote, 0, spec)
@@ -242,6 +243,7 @@ impl<T: AtomicElement> Window<'_, T> {
         let put_md = rop.bind(MdOptions::empty(), bytes.to_vec())?;
         let mut n = 0;
         for start in (0..bytes.len()).step_by(chunk) {
+            self.core.keep_order(t, chunk)?;
             let len = chunk.min(bytes.len() - start) as u64;
             let remote = self.core.remote(t, off + start as u64);
             let s = start as u64;

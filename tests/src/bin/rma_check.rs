@@ -526,6 +526,68 @@ fn dynamic(w: &SimpleCommunicator) -> R<()> {
     win.free().map_err(e)
 }
 
+/// Not a check: microseconds per operation from rank 0 to rank 1, which
+/// waits in a barrier meanwhile (after a ping-pong for reference).
+fn latency(w: &SimpleCommunicator, iters: usize) -> R<()> {
+    let me = w.rank();
+    let win = w.allocate_window::<u64>(8).map_err(e)?;
+    let time = |what: &str, f: &mut dyn FnMut() -> R<()>| -> R<()> {
+        for _ in 0..iters / 10 {
+            f()?;
+        }
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            f()?;
+        }
+        let us = t0.elapsed().as_secs_f64() * 1e6 / iters as f64;
+        println!("latency {what}: {us:.1} us");
+        Ok(())
+    };
+    if me <= 1 {
+        let peer = w.process_at_rank(1 - me);
+        let mut x = 0u64;
+        time("send/recv round trip", &mut || {
+            if me == 0 {
+                peer.send(&x).map_err(e)?;
+                x = peer.receive::<u64>().map_err(e)?.0;
+            } else {
+                x = peer.receive::<u64>().map_err(e)?.0;
+                peer.send(&x).map_err(e)?;
+            }
+            Ok(())
+        })?;
+    }
+    if me == 0 {
+        let all = win.lock_all().map_err(e)?;
+        time("put 8 B + flush", &mut || {
+            win.put(1, 0, &[1]).map_err(e)?;
+            win.flush(1).map_err(e)
+        })?;
+        time("get 8 B", &mut || win.get(1, 0, &mut [0]).map_err(e))?;
+        time("fetch_and_op sum u64", &mut || {
+            win.fetch_and_op(1, 1, &1, SystemOperation::sum())
+                .map(|_| ())
+                .map_err(e)
+        })?;
+        time("compare_and_swap u64", &mut || {
+            win.compare_and_swap(1, 2, &0, &1).map(|_| ()).map_err(e)
+        })?;
+        time("accumulate 8 B + flush", &mut || {
+            win.accumulate(1, 3, &[1], SystemOperation::sum())
+                .map_err(e)?;
+            win.flush(1).map_err(e)
+        })?;
+        all.unlock().map_err(e)?;
+        time("lock exclusive + put 8 B + unlock", &mut || {
+            let g = win.lock(1, LockType::Exclusive).map_err(e)?;
+            win.put(1, 0, &[2]).map_err(e)?;
+            g.unlock().map_err(e)
+        })?;
+    }
+    w.barrier().map_err(e)?;
+    win.free().map_err(e)
+}
+
 fn run(u: &Universe, scenario: &str) -> R<()> {
     let w = u.world();
     match scenario {
@@ -537,6 +599,7 @@ fn run(u: &Universe, scenario: &str) -> R<()> {
         "pscw" => pscw(&w),
         "errors" => errors(&w),
         "dynamic" => dynamic(&w),
+        "latency" => latency(&w, 2000),
         "all" => {
             for s in [
                 "passive",
