@@ -27,19 +27,22 @@ fn on_every_transport(mut f: impl FnMut(&str, JobOptions)) {
             f(&format!("{nal:?} {progress:?}"), options);
         }
     }
-    f(
-        "Udp Thread 5% loss",
-        JobOptions {
-            nal: NalKind::Udp,
-            udp_fault: Some(FaultConfig {
-                loss: 0.05,
-                dup: 0.01,
-                reorder: 0.02,
-                seed: 31,
-            }),
-            ..JobOptions::default()
-        },
-    );
+    for (progress, seed) in [(ProgressMode::Thread, 31), (ProgressMode::Poll, 32)] {
+        f(
+            &format!("Udp {progress:?} 5% loss"),
+            JobOptions {
+                nal: NalKind::Udp,
+                progress,
+                udp_fault: Some(FaultConfig {
+                    loss: 0.05,
+                    dup: 0.01,
+                    reorder: 0.02,
+                    seed,
+                }),
+                ..JobOptions::default()
+            },
+        );
+    }
 }
 
 /// Each scenario of `rma_check` on four ranks, every transport and mode:

@@ -90,6 +90,7 @@ mod ops;
 mod request;
 
 pub use atomic::{AtomicElement, RmaOp};
+pub use dynamic::MAX_REGIONS;
 pub use lock::{LockAllGuard, LockGuard, LockType};
 pub use request::RmaRequest;
 
@@ -624,6 +625,10 @@ impl<'m, T: Equivalence> Window<'m, T> {
         };
         let ni = self.core.ni();
         let mut gone = true;
+        // Borrowed memory goes back to its owner when the window is gone,
+        // so its entry must be unlinked first, however long that takes;
+        // owned memory can be leaked instead.
+        let borrowed = matches!(self.mem, Mem::Borrowed { .. }) && self.len > 0;
         let table = self.table.take().map(|(me, _)| me);
         for me in [self.data_me.take(), self.lock_me.take(), table]
             .into_iter()
@@ -633,9 +638,11 @@ impl<'m, T: Equivalence> Window<'m, T> {
             loop {
                 match ni.me_unlink(me) {
                     Ok(_) | Err(PtlError::InvalidHandle { .. }) => break,
-                    Err(e) if tries < 50_000 => {
+                    Err(e) if borrowed || tries < 50_000 => {
                         tries += 1;
-                        tracing::trace!(error = %e, "window entry still in use");
+                        if tries % 50_000 == 0 {
+                            tracing::warn!(error = %e, "a window entry over borrowed memory is still in use");
+                        }
                         let _ = ni.poll();
                         std::thread::sleep(RETRY);
                     }
@@ -661,14 +668,10 @@ impl<'m, T: Equivalence> Window<'m, T> {
         }
         drop(st);
         if !gone {
-            if let Mem::Owned { .. } = self.mem {
-                self.mem = Mem::Borrowed {
-                    ptr: std::ptr::null_mut(),
-                };
-            }
-            // A borrowed slice cannot be kept from its owner; the engine
-            // was asked to let go and refused only while a transfer runs,
-            // which `barrier` above rules out for a correct program.
+            // Only owned memory gets here (see `borrowed`): leak it.
+            self.mem = Mem::Borrowed {
+                ptr: std::ptr::null_mut(),
+            };
         }
         flushed?;
         synced?;

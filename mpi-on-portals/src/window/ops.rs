@@ -90,8 +90,8 @@ impl<'a> OneOp<'a> {
 
     /// Hand the counter and descriptors over (to a request).
     pub(super) fn into_parts(self) -> (CtHandle, Vec<MdHandle>) {
-        let me = std::mem::ManuallyDrop::new(self);
-        (me.ct, me.mds.clone())
+        let mut me = std::mem::ManuallyDrop::new(self);
+        (me.ct, std::mem::take(&mut me.mds))
     }
 }
 
