@@ -535,10 +535,14 @@ impl<'m, T: Equivalence> Window<'m, T> {
 
     /// The descriptor and offset of `n` local elements at `disp`.
     fn local_at(&self, disp: usize, n: usize) -> Result<(MdHandle, u64)> {
-        if self.core.dynamic {
-            return self.local_region(disp, n);
-        }
-        let off = self.check_local(disp, n)?;
+        let off = if self.core.dynamic {
+            if n > 0 {
+                return self.local_region(disp, n);
+            }
+            0 // nothing to access: any address will do
+        } else {
+            self.check_local(disp, n)?
+        };
         let md = self
             .data_md
             .ok_or_else(|| MpiError::RmaEpoch("the window was freed".into()))?;
@@ -562,6 +566,9 @@ impl<'m, T: Equivalence> Window<'m, T> {
     /// read whole with respect to remote operations.
     pub fn read_local(&self, disp: usize, buf: &mut [T]) -> Result<()> {
         let (md, off) = self.local_at(disp, buf.len())?;
+        if buf.is_empty() {
+            return Ok(());
+        }
         let ni = self.core.ni();
         loop {
             match ni.md_read(md, off, bytemuck::cast_slice_mut(buf)) {
@@ -575,6 +582,9 @@ impl<'m, T: Equivalence> Window<'m, T> {
     /// while a transfer uses those bytes).
     pub fn write_local(&self, disp: usize, data: &[T]) -> Result<()> {
         let (md, off) = self.local_at(disp, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
         let ni = self.core.ni();
         loop {
             match ni.md_write(md, off, bytemuck::cast_slice(data)) {

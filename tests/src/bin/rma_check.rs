@@ -470,6 +470,9 @@ fn errors(w: &SimpleCommunicator) -> R<()> {
 fn dynamic(w: &SimpleCommunicator) -> R<()> {
     let (me, n) = (w.rank(), w.size());
     let win = w.create_dynamic_window::<u64>().map_err(e)?;
+    ensure(win.local().map_err(e)?.is_empty(), || {
+        "a dynamic window has no memory of its own".into()
+    })?;
     let mine: Vec<u64> = (0..16).map(|i| word(me, 0, i)).collect();
     let addr = win.attach(mine.clone()).map_err(e)? as u64;
     let mut addrs = vec![0u64; n as usize];
