@@ -53,8 +53,9 @@ fn on_every_transport(mut f: impl FnMut(&str, JobOptions)) {
 /// permutation; one CAS winner; get-then-put under an exclusive lock loses
 /// no update), `accumulate` (sums longer than max_atomic_size, one
 /// origin's replace/sum/product sequence applied in order, get_accumulate,
-/// no-op fetches, rput/rget/raccumulate/rget_accumulate), `fence`,
-/// `pscw`, `errors` (every misuse's typed error, target untouched),
+/// no-op fetches, rput/rget/raccumulate/rget_accumulate, a dropped rget
+/// fills its buffer), `fence`, `pscw` (and a live window dropped),
+/// `errors` (every misuse's typed error, target untouched),
 /// `dynamic` (attach, address exchange, get/put/fetch by address, a
 /// detached region refused and returned with its data, a later region
 /// found).

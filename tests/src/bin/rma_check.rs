@@ -312,6 +312,12 @@ fn accumulate(w: &SimpleCommunicator) -> R<()> {
     ensure(last == pat, || {
         "raccumulate/rget_accumulate left wrong values".into()
     })?;
+    // Dropping a request waits for it (and fills the buffer).
+    let mut dropped = vec![0i64; L];
+    drop(win.rget(t, 0, &mut dropped).map_err(e)?);
+    ensure(dropped == pat, || {
+        "a dropped rget did not fill its buffer".into()
+    })?;
     all.unlock().map_err(e)?;
     win.free().map_err(e)
 }
@@ -369,7 +375,9 @@ fn pscw(w: &SimpleCommunicator) -> R<()> {
             win.complete().map_err(e)?;
         }
     }
-    win.free().map_err(e)
+    // Dropping a live window frees it (collectively) too.
+    drop(win);
+    Ok(())
 }
 
 /// Every misuse returns its typed error, and the target window is left
