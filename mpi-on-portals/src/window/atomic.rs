@@ -5,7 +5,7 @@
 //!
 //! Only types with an engine atomic type implement [`AtomicElement`], so an
 //! accumulate on any other [`Equivalence`](crate::Equivalence) type (a
-//! struct, `u128`, `usize`) does not compile. An operation the type does
+//! struct, `u128`, an array) does not compile. An operation the type does
 //! not support (a bitwise or logical one on `f32`/`f64`) is refused at run
 //! time with [`MpiError::RmaUnsupported`](crate::MpiError::RmaUnsupported)
 //! before anything is sent.
@@ -20,7 +20,7 @@ mod sealed {
 }
 
 /// An element type the engine applies atomics to: `i8`..`i64`,
-/// `u8`..`u64`, `f32`, `f64`. Sealed.
+/// `u8`..`u64`, `usize`, `isize`, `f32`, `f64`. Sealed.
 pub trait AtomicElement: crate::Equivalence + sealed::Sealed {
     /// The engine's type for it.
     const DATATYPE: Datatype;
@@ -39,6 +39,12 @@ elements!(
     i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32,
     i64 => I64, u64 => U64, f32 => F32, f64 => F64
 );
+// `usize`/`isize` as the fixed-width type of the pointer width (windows
+// are between processes of one build, so every rank agrees on it).
+#[cfg(target_pointer_width = "64")]
+elements!(usize => U64, isize => I64);
+#[cfg(target_pointer_width = "32")]
+elements!(usize => U32, isize => I32);
 
 /// The operation of an accumulate (`MPI_Op` as one-sided operations take
 /// it): the predefined reductions, `MPI_REPLACE` and `MPI_NO_OP`. Built
@@ -128,5 +134,12 @@ mod tests {
         );
         assert_eq!(RmaOp::NoOp.spec::<i64>().ok(), Some(None));
         assert!(RmaOp::Apply(AtomicOp::Cswap).spec::<i64>().is_err());
+        assert_eq!(
+            sum.spec::<usize>()
+                .ok()
+                .flatten()
+                .map(|s| s.datatype.size()),
+            Some(std::mem::size_of::<usize>())
+        );
     }
 }
