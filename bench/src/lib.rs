@@ -17,7 +17,8 @@
 //! - [`record`]: the JSON-lines result format shared with the C programs;
 //! - [`compare`]: everything in one interleaved, repeated run;
 //! - [`results`]: a run's results file and the medians over its rounds;
-//! - [`report`], [`plot`], [`machine`]: Markdown tables, SVG plots, machine description.
+//! - [`report`], [`plot`], [`machine`]: Markdown tables, SVG plots, machine description;
+//! - [`rma_goals`]: the one-sided goals (issue 17) checked against a results file.
 
 #![warn(missing_docs)]
 
@@ -34,6 +35,7 @@ pub mod raw;
 pub mod record;
 pub mod report;
 pub mod results;
+pub mod rma_goals;
 pub mod runner;
 pub mod stats;
 pub mod timing;

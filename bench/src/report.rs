@@ -37,7 +37,13 @@ pub fn describe(label: &str) -> String {
         "raw-udp-busy" => "raw UDP ping-pong, busy-polled".into(),
         "raw-udp-blocking" => "raw UDP ping-pong, blocking reads".into(),
         "raw-tcp" => "raw TCP stream, blocking writes, 1-byte ack per batch".into(),
-        "openmpi-tcp" => "Open MPI, ob1 + TCP BTL over loopback".into(),
+        "openmpi-tcp" => {
+            "Open MPI, ob1 + TCP BTL over loopback (its RMA windows use osc sm: shared memory)"
+                .into()
+        }
+        "openmpi-tcp-pt2pt" => {
+            "Open MPI, ob1 + TCP BTL over loopback, osc pt2pt (RMA as messages over TCP)".into()
+        }
         "openmpi-sm" => "Open MPI, ob1 + shared-memory BTL (vader)".into(),
         "openmpi" => "Open MPI defaults".into(),
         "mpich" => "MPICH defaults (ch4:ucx, shared memory on one node)".into(),
@@ -121,7 +127,9 @@ fn find<'r>(recs: &[&'r Record], imp: &str, size: u64, key: &str) -> Option<&'r 
 }
 
 /// The MPI peers' network paths: every project variant is divided by them.
-const MPI_NET_PEERS: [&str; 2] = ["openmpi-tcp", "mpich-net"];
+/// (`openmpi-tcp`'s one-sided operations are shared memory; its `osc pt2pt`
+/// variant is the TCP path there.)
+pub const MPI_NET_PEERS: [&str; 3] = ["openmpi-tcp", "openmpi-tcp-pt2pt", "mpich-net"];
 /// The Portals-level peers' TCP paths: the Portals-level variants are
 /// divided by them too.
 const PORTALS_NET_PEERS: [&str; 2] = ["ucx-tcp", "libfabric-tcp"];
@@ -185,6 +193,13 @@ fn heading(bench: &str) -> String {
         }
         Some(Bench::Bcast) => {
             "broadcast of size bytes from rank 0: average per call, max over the ranks, by rank count"
+        }
+        Some(Bench::RmaLatency) => {
+            "one-sided operation + flush in a passive-target epoch, µs per operation (fetch_and_op: 8 B, sum)"
+        }
+        Some(Bench::RmaBw) => "one-sided put bandwidth: windows of puts, then a flush, in one lock_all epoch",
+        Some(Bench::RmaOverlap) => {
+            "origin's lock(exclusive)–op–unlock time while the target computes without calling the library (≪ compute time needs progress at the target)"
         }
         None => "",
     };
@@ -370,6 +385,9 @@ pub fn goals(res: &Results) -> String {
             Some(r.value >= 90.0),
         );
     }
+    for g in crate::rma_goals::rows(res) {
+        row(&g.goal, g.point, g.project, g.reference, g.met);
+    }
     if any {
         md
     } else {
@@ -432,6 +450,12 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
         (
             Bench::PingpongBw,
             "Ping-pong bandwidth: size / half round trip",
+            "MB/s (10^6 B/s)",
+            true,
+        ),
+        (
+            Bench::RmaBw,
+            "One-sided put bandwidth: windows of puts, then a flush",
             "MB/s (10^6 B/s)",
             true,
         ),
