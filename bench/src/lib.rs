@@ -9,7 +9,8 @@
 //! - [`params`]: what a run measures ([`params::Params`], presets);
 //! - [`impls`]: what it runs on ([`impls::Impl`]: raw, portals-rs variants, peers);
 //! - [`runner`]: running one benchmark on one implementation;
-//! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank;
+//! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank
+//!   ([`mpi_rma`]: the one-sided ones);
 //! - [`raw`]: raw-socket ping-pong and stream;
 //! - [`tool_peers`]: the Portals-level peers UCX and libfabric, through their own tools;
 //! - [`work`]: the calibrated busy loop of the overlap and COMB benchmarks;
@@ -28,6 +29,7 @@ pub mod error;
 pub mod impls;
 pub mod machine;
 pub mod mpi_level;
+pub mod mpi_rma;
 pub mod params;
 pub mod plot;
 pub mod portals_level;

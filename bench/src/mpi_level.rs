@@ -62,9 +62,9 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         Bench::Comb => comb(&c, p, &mut out),
         Bench::Matchlist => matchlist(&c, p, &mut out),
         Bench::Allreduce | Bench::Bcast => collective(&c, p, &mut out),
-        Bench::RmaLatency | Bench::RmaBw | Bench::RmaOverlap => Err(BenchError::Invalid(
-            "the one-sided benchmarks need mpi-on-portals' windows (not merged yet)".into(),
-        )),
+        Bench::RmaLatency | Bench::RmaBw | Bench::RmaOverlap => {
+            crate::mpi_rma::run(c.world, c.label, p, &mut out)
+        }
         Bench::PingpongBw => Err(BenchError::Invalid(
             "pingpong-bw has no MPI-level version (Portals level only)".into(),
         )),
