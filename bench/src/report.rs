@@ -175,6 +175,17 @@ fn ratio_pairs(cols: &[String]) -> Vec<(String, String)> {
     pairs
 }
 
+/// [`ratio_pairs`] for one benchmark: the one-sided benchmarks leave out
+/// `openmpi-tcp`, whose windows are shared memory on one node (its
+/// `osc pt2pt` variant is the TCP path there).
+fn ratio_pairs_for(bench: Bench, cols: &[String]) -> Vec<(String, String)> {
+    let mut pairs = ratio_pairs(cols);
+    if bench.is_rma() {
+        pairs.retain(|(_, p)| p != "openmpi-tcp");
+    }
+    pairs
+}
+
 fn heading(bench: &str) -> String {
     let b = Bench::from_name(bench);
     let what = match b {
@@ -255,7 +266,7 @@ pub fn tables(res: &Results) -> String {
         write_table(&mut md, &cols, &rws, |size, key, i| {
             find(&recs, &cols[i], size, key).map_or("–".into(), |r| fmt_value(r.value))
         });
-        let pairs = ratio_pairs(&cols);
+        let pairs = ratio_pairs_for(b, &cols);
         if !pairs.is_empty() {
             let better = if b.higher_is_better() { "> 1" } else { "< 1" };
             let _ = writeln!(
@@ -873,6 +884,18 @@ mod tests {
         );
         assert!(!pairs.iter().any(|(_, p)| p == "ucx-shm"), "{pairs:?}");
         assert_eq!(pairs.len(), 4, "{pairs:?}");
+        // One-sided: openmpi-tcp is shared memory there, its pt2pt variant the TCP path.
+        let rma_cols: Vec<String> = ["mpi-tcp-thread", "openmpi-tcp", "openmpi-tcp-pt2pt"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            ratio_pairs_for(Bench::RmaLatency, &rma_cols),
+            vec![(
+                "mpi-tcp-thread".to_string(),
+                "openmpi-tcp-pt2pt".to_string()
+            )]
+        );
+        assert_eq!(ratio_pairs_for(Bench::Latency, &rma_cols).len(), 2);
         // No network path at all: every peer.
         let only_shm: Vec<String> = ["portals-tcp-poll", "libfabric-shm"]
             .map(String::from)
