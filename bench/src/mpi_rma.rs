@@ -127,11 +127,13 @@ impl Wins {
 }
 
 /// Run one of the one-sided benchmarks as this rank; `out` keeps rank 0's
-/// records.
+/// records. `work`: the busy loop of `rma-overlap`, calibrated here if
+/// `None`.
 pub fn run(
     world: &SimpleCommunicator,
     label: &str,
     p: &Params,
+    work: Option<Work>,
     out: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<()> {
     if world.size() != 2 {
@@ -140,7 +142,7 @@ pub fn run(
     match p.bench {
         Bench::RmaLatency => latency(world, label, p, out),
         Bench::RmaBw => bandwidth(world, label, p, out),
-        Bench::RmaOverlap => overlap(world, label, p, out),
+        Bench::RmaOverlap => overlap(world, label, p, work.unwrap_or_else(Work::calibrate), out),
         b => Err(BenchError::Invalid(format!(
             "{b} is not a one-sided benchmark"
         ))),
@@ -244,9 +246,9 @@ fn overlap(
     world: &SimpleCommunicator,
     label: &str,
     p: &Params,
+    work: Work,
     out: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<()> {
-    let work = Work::calibrate();
     let max = p.max_size();
     let wins = Wins::new(world, max)?;
     let sbuf = vec![0x5au8; max];
