@@ -40,8 +40,7 @@ impl Ctx<'_> {
 /// all but the collectives); rank 0 passes every record to `emit`.
 pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
     // The one-sided overlap's busy loop is calibrated before the library
-    // starts any thread: calibrated after, thread-mode targets computed
-    // 3.5-6 ms of a nominal 10 ms (results/rma.md), the peers 8-12 ms.
+    // starts any thread, so that none of them shares the CPU meanwhile.
     let work = (p.bench == Bench::RmaOverlap).then(Work::calibrate);
     let universe = mpi_on_portals::initialize()?;
     let world = universe.world();
