@@ -39,11 +39,23 @@ pub enum Bench {
     /// `MPI_Ibcast`, `MPI_Iallreduce`) with computation on N ranks.
     #[serde(rename = "nbc-overlap")]
     NbcOverlap,
+    /// One-sided put, get (+ flush) and 8-byte fetch-and-op latency in a
+    /// passive-target epoch.
+    #[serde(rename = "rma-latency")]
+    RmaLatency,
+    /// One-sided put bandwidth: windows of puts, then a flush, in one
+    /// `lock_all` epoch.
+    #[serde(rename = "rma-bw")]
+    RmaBw,
+    /// Passive-target progress: the origin's lock–op–unlock time while the
+    /// target computes without calling the library.
+    #[serde(rename = "rma-overlap")]
+    RmaOverlap,
 }
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 11] = [
+    pub const ALL: [Bench; 14] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -55,13 +67,16 @@ impl Bench {
         Bench::Allreduce,
         Bench::Bcast,
         Bench::NbcOverlap,
+        Bench::RmaLatency,
+        Bench::RmaBw,
+        Bench::RmaOverlap,
     ];
 
     /// What `compare` runs when no benchmark is named: all but
     /// `nbc-overlap`, a job per implementation and rank count that a
     /// comparison of the point-to-point paths does not need (name it with
     /// `--benches nbc-overlap`).
-    pub const DEFAULT: [Bench; 10] = [
+    pub const DEFAULT: [Bench; 13] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -72,7 +87,13 @@ impl Bench {
         Bench::Matchlist,
         Bench::Allreduce,
         Bench::Bcast,
+        Bench::RmaLatency,
+        Bench::RmaBw,
+        Bench::RmaOverlap,
     ];
+
+    /// The one-sided (RMA) benchmarks: the group `rma`.
+    pub const RMA: [Bench; 3] = [Bench::RmaLatency, Bench::RmaBw, Bench::RmaOverlap];
 
     /// The blocking collective benchmarks (the group `collectives`). These
     /// and `nbc-overlap` run on any number of ranks ([`Params::ranks`]);
@@ -93,6 +114,9 @@ impl Bench {
             Bench::Allreduce => "allreduce",
             Bench::Bcast => "bcast",
             Bench::NbcOverlap => "nbc-overlap",
+            Bench::RmaLatency => "rma-latency",
+            Bench::RmaBw => "rma-bw",
+            Bench::RmaOverlap => "rma-overlap",
         }
     }
 
@@ -101,11 +125,13 @@ impl Bench {
         Bench::ALL.into_iter().find(|b| b.name() == s)
     }
 
-    /// Parse a benchmark name or the group `collectives` (allreduce and
-    /// bcast).
+    /// Parse a benchmark name or a group: `collectives` (allreduce and
+    /// bcast), `rma` (rma-latency, rma-bw, rma-overlap).
     pub fn parse_group(s: &str) -> Option<Vec<Bench>> {
-        if s == "collectives" {
-            return Some(Bench::COLLECTIVES.to_vec());
+        match s {
+            "collectives" => return Some(Bench::COLLECTIVES.to_vec()),
+            "rma" => return Some(Bench::RMA.to_vec()),
+            _ => {}
         }
         Bench::from_name(s).map(|b| vec![b])
     }
@@ -116,11 +142,21 @@ impl Bench {
         Bench::COLLECTIVES.contains(&self) || self == Bench::NbcOverlap
     }
 
+    /// Whether this is a one-sided (RMA) benchmark.
+    pub fn is_rma(self) -> bool {
+        Bench::RMA.contains(&self)
+    }
+
     /// Unit of the benchmark's `value`.
     pub fn unit(self) -> &'static str {
         match self {
-            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast => "us",
-            Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw => "MB/s",
+            Bench::Latency
+            | Bench::Matchlist
+            | Bench::Allreduce
+            | Bench::Bcast
+            | Bench::RmaLatency
+            | Bench::RmaOverlap => "us",
+            Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw | Bench::RmaBw => "MB/s",
             Bench::Msgrate => "msg/s",
             Bench::Overlap | Bench::Comb | Bench::NbcOverlap => "%",
         }
@@ -130,7 +166,12 @@ impl Bench {
     pub fn higher_is_better(self) -> bool {
         !matches!(
             self,
-            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast
+            Bench::Latency
+                | Bench::Matchlist
+                | Bench::Allreduce
+                | Bench::Bcast
+                | Bench::RmaLatency
+                | Bench::RmaOverlap
         )
     }
 }
@@ -191,7 +232,8 @@ pub struct Params {
     pub reps: usize,
     /// Outstanding operations (bandwidth, bibw, msgrate) or COMB queue depth.
     pub window: usize,
-    /// Overlap compute factors (× transfer time) or COMB work intervals (µs).
+    /// Overlap compute factors (× transfer time), COMB work intervals (µs)
+    /// or the RMA target's compute times (µs; `rma-overlap`).
     pub factors: Vec<f64>,
     /// Match-list lengths.
     pub posted: Vec<usize>,
@@ -401,6 +443,38 @@ impl Params {
                 (p.iters, p.warmup) = (2, 1);
                 p.factors = vec![1.0];
             }
+            (Bench::RmaLatency, _) => {
+                // Puts and gets of each size, then one 8-byte fetch-and-op.
+                p.sizes = vec![8];
+                (p.iters, p.warmup) = match preset {
+                    Preset::Full => (10_000, 1000),
+                    Preset::Quick => (2000, 200),
+                    Preset::Smoke => (2, 1),
+                };
+            }
+            (Bench::RmaBw, _) => {
+                // The window is memory on both ranks: 64 MiB, four 16 MB puts.
+                p.mem_cap = 64 << 20;
+                (p.sizes, p.iters, p.warmup, p.window) = match preset {
+                    Preset::Full => (pow2_sizes(1 << 10, 16 << 20), 200, 20, 64),
+                    Preset::Quick => (
+                        vec![4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20],
+                        20,
+                        2,
+                        64,
+                    ),
+                    Preset::Smoke => (vec![1 << 10, 64 << 10], 2, 1, 4),
+                };
+            }
+            (Bench::RmaOverlap, _) => {
+                // Puts of each size, then one 8-byte fetch-and-op, while the
+                // target computes 0 (the reference) or 10 ms.
+                (p.sizes, p.iters, p.warmup, p.factors) = match preset {
+                    Preset::Full => (vec![8, 64 << 10], 20, 2, vec![0.0, 10_000.0]),
+                    Preset::Quick => (vec![8, 64 << 10], 10, 1, vec![0.0, 10_000.0]),
+                    Preset::Smoke => (vec![8], 2, 1, vec![0.0, 1000.0]),
+                };
+            }
         }
         p.reps = match preset {
             Preset::Full => 5,
@@ -426,6 +500,9 @@ impl Params {
         }
         if matches!(self.bench, Bench::Overlap | Bench::NbcOverlap) && self.factors.is_empty() {
             return Err(format!("{} needs at least one compute factor", self.bench));
+        }
+        if self.bench == Bench::RmaOverlap && self.factors.is_empty() {
+            return Err("rma-overlap needs at least one target compute time".into());
         }
         if self.bench == Bench::Comb && (self.factors.is_empty() || self.total_us <= 0.0) {
             return Err("comb needs work intervals and a positive work total".into());
@@ -603,6 +680,18 @@ mod tests {
         );
         assert_eq!(Bench::parse_group("bcast"), Some(vec![Bench::Bcast]));
         assert_eq!(Bench::parse_group("nope"), None);
+        assert_eq!(Bench::parse_group("rma"), Some(Bench::RMA.to_vec()));
+        let o = Params::preset(Bench::RmaOverlap, Preset::Full).c_args();
+        assert!(
+            o.windows(2).any(|w| w[0] == "-f" && w[1] == "0,10000"),
+            "{o:?}"
+        );
+        let rb = Params::preset(Bench::RmaBw, Preset::Full);
+        assert_eq!(rb.window_for(16 << 20), 4);
+        assert!(rb
+            .c_args()
+            .windows(2)
+            .any(|w| w[0] == "-C" && w[1] == (64 << 20).to_string()));
         let bw = Params::preset(Bench::Bandwidth, Preset::Full);
         assert_eq!(bw.window_for(16 << 20), 16);
         assert_eq!(bw.window_for(1024), 64);

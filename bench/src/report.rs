@@ -40,7 +40,13 @@ pub fn describe(label: &str) -> String {
         "raw-udp-busy" => "raw UDP ping-pong, busy-polled".into(),
         "raw-udp-blocking" => "raw UDP ping-pong, blocking reads".into(),
         "raw-tcp" => "raw TCP stream, blocking writes, 1-byte ack per batch".into(),
-        "openmpi-tcp" => "Open MPI, ob1 + TCP BTL over loopback".into(),
+        "openmpi-tcp" => {
+            "Open MPI, ob1 + TCP BTL over loopback (its RMA windows use osc sm: shared memory)"
+                .into()
+        }
+        "openmpi-tcp-pt2pt" => {
+            "Open MPI, ob1 + TCP BTL over loopback, osc pt2pt (RMA as messages over TCP)".into()
+        }
         "openmpi-sm" => "Open MPI, ob1 + shared-memory BTL (vader)".into(),
         "openmpi" => "Open MPI defaults".into(),
         "mpich" => "MPICH defaults (ch4:ucx, shared memory on one node)".into(),
@@ -153,7 +159,9 @@ fn find<'r>(recs: &[&'r Record], imp: &str, size: u64, key: &str) -> Option<&'r 
 }
 
 /// The MPI peers' network paths: every project variant is divided by them.
-const MPI_NET_PEERS: [&str; 2] = ["openmpi-tcp", "mpich-net"];
+/// (`openmpi-tcp`'s one-sided operations are shared memory; its `osc pt2pt`
+/// variant is the TCP path there.)
+pub const MPI_NET_PEERS: [&str; 3] = ["openmpi-tcp", "openmpi-tcp-pt2pt", "mpich-net"];
 /// The Portals-level peers' TCP paths: the Portals-level variants are
 /// divided by them too.
 const PORTALS_NET_PEERS: [&str; 2] = ["ucx-tcp", "libfabric-tcp"];
@@ -199,6 +207,17 @@ fn ratio_pairs(cols: &[String]) -> Vec<(String, String)> {
     pairs
 }
 
+/// [`ratio_pairs`] for one benchmark: the one-sided benchmarks leave out
+/// `openmpi-tcp`, whose windows are shared memory on one node (its
+/// `osc pt2pt` variant is the TCP path there).
+fn ratio_pairs_for(bench: Bench, cols: &[String]) -> Vec<(String, String)> {
+    let mut pairs = ratio_pairs(cols);
+    if bench.is_rma() {
+        pairs.retain(|(_, p)| p != "openmpi-tcp");
+    }
+    pairs
+}
+
 fn heading(bench: &str) -> String {
     let b = Bench::from_name(bench);
     let what = match b {
@@ -222,6 +241,13 @@ fn heading(bench: &str) -> String {
             "non-blocking collectives, overlap % = 100·(1 − (start + wait)/T0), T0 = the collective alone; \
              every rank computes factor × T0 between start and wait; max over the ranks; by \
              operation, rank count and factor"
+        }
+        Some(Bench::RmaLatency) => {
+            "one-sided operation + flush in a passive-target epoch, µs per operation (fetch_and_op: 8 B, sum)"
+        }
+        Some(Bench::RmaBw) => "one-sided put bandwidth: windows of puts, then a flush, in one lock_all epoch",
+        Some(Bench::RmaOverlap) => {
+            "origin's lock(exclusive)–op–unlock time while the target computes without calling the library (≪ compute time needs progress at the target)"
         }
         None => "",
     };
@@ -298,7 +324,7 @@ pub fn tables(res: &Results) -> String {
             });
             continue;
         }
-        let pairs = ratio_pairs(&cols);
+        let pairs = ratio_pairs_for(b, &cols);
         if !pairs.is_empty() {
             let better = if b.higher_is_better() { "> 1" } else { "< 1" };
             let _ = writeln!(
@@ -428,6 +454,9 @@ pub fn goals(res: &Results) -> String {
             Some(r.value >= 90.0),
         );
     }
+    for g in crate::rma_goals::rows(res) {
+        row(&g.goal, g.point, g.project, g.reference, g.met);
+    }
     if any {
         md
     } else {
@@ -490,6 +519,12 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
         (
             Bench::PingpongBw,
             "Ping-pong bandwidth: size / half round trip",
+            "MB/s (10^6 B/s)",
+            true,
+        ),
+        (
+            Bench::RmaBw,
+            "One-sided put bandwidth: windows of puts, then a flush",
             "MB/s (10^6 B/s)",
             true,
         ),
@@ -969,6 +1004,18 @@ mod tests {
         );
         assert!(!pairs.iter().any(|(_, p)| p == "ucx-shm"), "{pairs:?}");
         assert_eq!(pairs.len(), 4, "{pairs:?}");
+        // One-sided: openmpi-tcp is shared memory there, its pt2pt variant the TCP path.
+        let rma_cols: Vec<String> = ["mpi-tcp-thread", "openmpi-tcp", "openmpi-tcp-pt2pt"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            ratio_pairs_for(Bench::RmaLatency, &rma_cols),
+            vec![(
+                "mpi-tcp-thread".to_string(),
+                "openmpi-tcp-pt2pt".to_string()
+            )]
+        );
+        assert_eq!(ratio_pairs_for(Bench::Latency, &rma_cols).len(), 2);
         // No network path at all: every peer.
         let only_shm: Vec<String> = ["portals-tcp-poll", "libfabric-shm"]
             .map(String::from)

@@ -85,7 +85,8 @@ impl Results {
 /// What distinguishes two points of one benchmark and size: the overlap
 /// compute factor, the COMB method and work interval, the match-list length,
 /// the ranks of a collective, the operation, ranks and compute factor of a
-/// non-blocking collective.
+/// non-blocking collective, the one-sided operation (and the target's
+/// compute time).
 pub fn point_key(r: &Record) -> String {
     match r.bench.as_str() {
         "allreduce" | "bcast" => format!("{} ranks", r.extra_f64("ranks").unwrap_or(2.0)),
@@ -102,6 +103,12 @@ pub fn point_key(r: &Record) -> String {
             r.extra_f64("work_interval_us").unwrap_or(0.0)
         ),
         "matchlist" => format!("{} posted", r.extra_f64("posted").unwrap_or(0.0)),
+        "rma-latency" => r.extra_str("op").unwrap_or("?").to_string(),
+        "rma-overlap" => format!(
+            "{}, target computes {} us",
+            r.extra_str("op").unwrap_or("?"),
+            r.extra_f64("compute_us").unwrap_or(0.0)
+        ),
         _ => String::new(),
     }
 }
@@ -190,6 +197,10 @@ mod tests {
             .with("ranks", 4)
             .with("compute_factor", 2.0);
         assert_eq!(point_key(&nbc), "ibcast 4 ranks x2");
+        let fao = Record::point("rma-overlap", "mpich", 8, 1.0)
+            .with("op", "fetch_and_op")
+            .with("compute_us", 10000.0);
+        assert_eq!(point_key(&fao), "fetch_and_op, target computes 10000 us");
         for r in &agg {
             r.check().expect("sane");
         }

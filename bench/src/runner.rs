@@ -458,9 +458,15 @@ pub fn probe_project(runner: &Runner, nal: &str) -> Result<()> {
     Ok(())
 }
 
-/// Whether a C peer runs here: a tiny latency point.
+/// Whether a C peer runs here: a tiny latency point (one-sided latency for
+/// the variant that has only the one-sided benchmarks).
 pub fn probe_peer(runner: &Runner, name: &str) -> Result<()> {
-    let mut p = Params::preset(Bench::Latency, crate::params::Preset::Smoke);
+    let bench = if Impl::Peer(name.to_string()).supports(Bench::Latency) {
+        Bench::Latency
+    } else {
+        Bench::RmaLatency
+    };
+    let mut p = Params::preset(bench, crate::params::Preset::Smoke);
     p.sizes = vec![8];
     let mut quick = runner.clone();
     quick.timeout = Duration::from_secs(60);

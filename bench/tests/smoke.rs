@@ -206,6 +206,44 @@ fn raw_smoke() {
     );
 }
 
+/// The one-sided benchmarks at the MPI level, both progress modes: every
+/// operation of each reported, on windows that the ranks check (the
+/// target verifies the fetch-and-op sum).
+#[test]
+fn rma_smoke() {
+    let ops = |recs: &[portals_bench::record::Record], imp: &str| -> Vec<String> {
+        recs.iter()
+            .filter(|r| r.implementation == imp)
+            .filter_map(|r| r.extra_str("op").map(String::from))
+            .collect()
+    };
+    let out = ptl_bench(&["rma", "--which", "latency", "--smoke"], T);
+    let recs = records(&out.stdout, "rma-latency", &MPI);
+    for i in MPI {
+        assert_eq!(ops(&recs, i), ["put", "get", "fetch_and_op"], "{i}");
+    }
+    let out = ptl_bench(&["rma", "--which", "bw", "--smoke"], T);
+    covers(
+        &records(&out.stdout, "rma-bw", &MPI),
+        &MPI,
+        &[1024, 65536],
+        1,
+    );
+    let out = ptl_bench(&["rma", "--which", "overlap", "--smoke"], T);
+    let recs = records(&out.stdout, "rma-overlap", &MPI);
+    for i in MPI {
+        // put 8 B and fetch_and_op, target idle then computing 1 ms
+        assert_eq!(
+            ops(&recs, i),
+            ["put", "fetch_and_op", "put", "fetch_and_op"],
+            "{i}"
+        );
+    }
+    assert!(recs
+        .iter()
+        .all(|r| r.extra_f64("target_compute_us").is_some()));
+}
+
 #[test]
 fn compare_and_report_smoke() {
     let dir = std::env::temp_dir().join(format!("ptl-bench-compare-{}", std::process::id()));
