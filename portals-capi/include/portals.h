@@ -500,6 +500,21 @@ typedef int ptl_sr_index_t;
 typedef uint64_t ptl_sr_value_t;
 
 /**
+ * One segment of a `PTL_MD_IOVEC` descriptor.
+ */
+typedef struct ptl_md_iovec_t {
+  /**
+   * Address of the segment's first byte (not NULL).
+   */
+  void *iov_base;
+  /**
+   * Length of the segment in bytes (not 0: empty segments are refused
+   * with `PTL_MD_ILLEGAL`).
+   */
+  ptl_size_t iov_len;
+} ptl_md_iovec_t;
+
+/**
  * Wildcard node id.
  */
 #define PTL_NID_ANY 4294967295
