@@ -277,8 +277,7 @@ pub(crate) fn c_event(iface: &Iface, e: &Event) -> ptl_event_t {
     ptl_event_t {
         r#type: c_kind(e.kind),
         initiator: c_process(e.initiator),
-        // SAFETY: getuid has no preconditions and cannot fail.
-        uid: unsafe { libc::getuid() },
+        uid: iface.uid,
         jid: iface.ni().job_key(),
         pt_index: e.pt_index.0,
         match_bits: e.match_bits,

@@ -15,6 +15,9 @@ use crate::convert::{c_event, guard, non_null, out, rc};
 use crate::state::{self, Iface, Kind};
 use crate::types::*;
 
+/// `PtlEQPoll` lists up to this long are kept on the stack.
+const POLL_INLINE: usize = 8;
+
 /// Allocate an event queue of `count` events.
 ///
 /// Deviation: event handlers are not supported; `eq_handler` must be
@@ -164,23 +167,43 @@ pub unsafe extern "C" fn PtlEQPoll(
         if n == 0 {
             return Err(PTL_EQ_INVALID);
         }
+        let (iface, _) = state::object(Kind::Eq, {
+            // SAFETY: not NULL and `size` >= 1: the caller promised that
+            // many readable handles.
+            unsafe { eq_handles.read() }
+        })?;
+        // More queues than an interface may have is a miscount (and would
+        // make the list below a large allocation).
+        if n > iface.ni().limits().max_eqs {
+            return Err(PTL_EQ_INVALID);
+        }
         // SAFETY: not NULL; the caller promised `size` readable handles.
         let hs = unsafe { std::slice::from_raw_parts(eq_handles, n) };
-        let (iface, _) = state::object(Kind::Eq, hs[0])?;
-        let mut qs = Vec::with_capacity(n);
-        for &h in hs {
+        let queue = |h: ptl_handle_eq_t| -> Result<EqHandle, c_int> {
             let (i, raw) = state::object(Kind::Eq, h)?;
             if i.slot != iface.slot {
                 return Err(PTL_EQ_INVALID);
             }
-            qs.push(iface.ni().eq_handle_from_u64(raw));
+            Ok(iface.ni().eq_handle_from_u64(raw))
+        };
+        // A few queues (the common case) need no allocation.
+        let first = queue(hs[0])?;
+        let mut few = [first; POLL_INLINE];
+        let mut many = Vec::new();
+        if n <= POLL_INLINE {
+            for (slot, &h) in few.iter_mut().zip(hs) {
+                *slot = queue(h)?;
+            }
+        } else {
+            many = hs.iter().map(|&h| queue(h)).collect::<Result<_, _>>()?;
         }
+        let qs: &[EqHandle] = if n <= POLL_INLINE { &few[..n] } else { &many };
         let t = match timeout {
             PTL_TIME_FOREVER => None,
             ms if ms >= 0 => Some(Duration::from_millis(ms as u64)),
             _ => return Err(PTL_FAIL),
         };
-        let (ev, i, code) = take(&iface, &qs, t)?;
+        let (ev, i, code) = take(&iface, qs, t)?;
         // SAFETY: checked not NULL; the caller promised it is writable.
         unsafe { out(which, i as c_int) }?;
         // SAFETY: as above.

@@ -99,6 +99,8 @@ pub(crate) fn slot_of_any(h: ptl_handle_any_t) -> Option<usize> {
 pub(crate) struct Iface {
     pub(crate) job: Job,
     pub(crate) slot: usize,
+    /// This process's user id, read once: every event reports it.
+    pub(crate) uid: u32,
 }
 
 impl Iface {
@@ -186,7 +188,9 @@ impl Global {
         let s = &mut self.slots[slot];
         s.joined = true;
         s.generation = s.generation.wrapping_add(1) | 1;
-        let iface = Arc::new(Iface { job, slot });
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let iface = Arc::new(Iface { job, slot, uid });
         let h = iface.ni_handle(s.generation);
         s.iface = Some(iface);
         h

@@ -130,6 +130,13 @@ int main(void)
     EXPECT(PtlEQPoll(&eq, 1, 0, NULL, &which), PTL_SEGV);
     EXPECT(PtlEQPoll(&eq, 1, 0, &ev, NULL), PTL_SEGV);
     EXPECT(PtlEQPoll(&eq, 1, -5, &ev, &which), PTL_FAIL);
+    ptl_handle_eq_t nine[9] = {eq, eq, eq, eq, eq, eq, eq, eq, eq};
+    EXPECT(PtlEQPoll(nine, 9, 0, &ev, &which), PTL_EQ_EMPTY);
+    nine[8] = ni; /* not an event queue */
+    EXPECT(PtlEQPoll(nine, 9, 0, &ev, &which), PTL_EQ_INVALID);
+    nine[3] = PTL_EQ_NONE;
+    EXPECT(PtlEQPoll(nine, 4, 0, &ev, &which), PTL_EQ_INVALID);
+    EXPECT(PtlEQPoll(&eq, 100000, 0, &ev, &which), PTL_EQ_INVALID); /* more than max_eqs */
     EXPECT(PtlNIHandle(eq, NULL), PTL_SEGV);
     EXPECT(PtlNIHandle(PTL_INVALID_HANDLE, &ni2), PTL_HANDLE_INVALID);
     EXPECT(PtlNIHandle(eq, &ni2), PTL_OK);
@@ -250,7 +257,10 @@ int main(void)
     ptl_md_t moved = upd;
     moved.start = other;
     EXPECT(PtlMDUpdate(rmd, &old, &moved, PTL_EQ_NONE), PTL_MD_ILLEGAL);
-    EXPECT(PtlEQGet(rq, &ev), PTL_OK);
+    ptl_handle_eq_t pair[2] = {eq, rq};
+    which = -1;
+    EXPECT(PtlEQPoll(pair, 2, PTL_TIME_FOREVER, &ev, &which), PTL_OK);
+    CHECK(which == 1);
     CHECK(ev.type == PTL_EVENT_PUT_END);
     CHECK(ev.hdr_data == 77 && ev.mlength == sizeof buf && ev.match_bits == 0x66);
     CHECK(ev.md.user_ptr == (void *)0x1234 && ev.md.start == buf);
