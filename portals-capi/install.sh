@@ -5,7 +5,8 @@
 set -eu
 prefix=${1:-/usr/local}
 here=$(cd "$(dirname "$0")" && pwd)
-target=${CARGO_TARGET_DIR:-$here/../target}/release
+# PROFILE=debug installs a debug build.
+target=${CARGO_TARGET_DIR:-$here/../target}/${PROFILE:-release}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/../Cargo.toml" | head -n 1)
 for f in libportals.so libportals.a; do
     [ -f "$target/$f" ] || { echo "install.sh: $target/$f missing: run cargo build --release -p portals-capi" >&2; exit 1; }
