@@ -294,3 +294,84 @@ pub(crate) fn c_event(iface: &Iface, e: &Event) -> ptl_event_t {
         sequence: e.sequence,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_inside_an_entry_point_returns_ptl_fail() {
+        assert_eq!(guard(|| panic!("a bug")), PTL_FAIL);
+        assert_eq!(guard(|| Err(PTL_SEGV)), PTL_SEGV);
+        assert_eq!(guard(|| Ok(PTL_IFACE_DUP)), PTL_IFACE_DUP);
+    }
+
+    #[test]
+    fn options_round_trip_and_start_events_follow_3_3() {
+        let all = PTL_MD_OP_PUT
+            | PTL_MD_OP_GET
+            | PTL_MD_MANAGE_REMOTE
+            | PTL_MD_TRUNCATE
+            | PTL_MD_ACK_DISABLE
+            | PTL_MD_EVENT_END_DISABLE;
+        let mut o = MdOptions::empty();
+        for (c, r) in SAME {
+            if all & c != 0 {
+                o |= r;
+            }
+        }
+        // No EVENT_START in the engine's options: 3.3's "start disabled".
+        assert_eq!(c_options(o), all | PTL_MD_EVENT_START_DISABLE);
+        assert_eq!(c_options(o | MdOptions::EVENT_START), all);
+        assert_eq!(
+            c_options(MdOptions::MAX_SIZE | MdOptions::EVENT_START),
+            PTL_MD_MAX_SIZE
+        );
+    }
+
+    #[test]
+    fn engine_errors_map_to_their_3_3_codes() {
+        let cases = [
+            (
+                PtlError::InvalidHandle {
+                    kind: "match entry",
+                },
+                PTL_ME_INVALID,
+            ),
+            (
+                PtlError::InvalidHandle {
+                    kind: "memory descriptor",
+                },
+                PTL_MD_INVALID,
+            ),
+            (
+                PtlError::InvalidHandle {
+                    kind: "event queue",
+                },
+                PTL_EQ_INVALID,
+            ),
+            (
+                PtlError::InvalidHandle {
+                    kind: "counting event",
+                },
+                PTL_HANDLE_INVALID,
+            ),
+            (PtlError::MdNoUpdate, PTL_MD_NO_UPDATE),
+            (PtlError::EqDropped { dropped: 3 }, PTL_EQ_DROPPED),
+            (PtlError::Timeout, PTL_EQ_EMPTY),
+            (PtlError::MeInUse, PTL_ME_IN_USE),
+            (PtlError::MdInUse, PTL_MD_IN_USE),
+            (PtlError::MdInactive, PTL_MD_ILLEGAL),
+            (
+                PtlError::NoSpace {
+                    what: "x",
+                    limit: 1,
+                },
+                PTL_NO_SPACE,
+            ),
+        ];
+        for (e, c) in cases {
+            assert_eq!(code(&e), c, "{e}");
+        }
+    }
+}

@@ -86,6 +86,9 @@ fn take(
     let ni = iface.ni();
     let once = |t: Option<Duration>| -> ptl::Result<(Event, usize)> {
         if t == Some(Duration::ZERO) {
+            // In polling mode nothing moves between calls: a C loop of
+            // PtlEQGet must drive the transport to ever see an event.
+            ni.poll()?;
             for (i, &q) in eqs.iter().enumerate() {
                 if let Some(ev) = ni.eq_get(q)? {
                     return Ok((ev, i));

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use nal_tcp::ProgressMode;
 use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
 use portals_runtime::{JobOptions, NalKind};
 
@@ -139,10 +140,15 @@ fn program(name: &str) -> PathBuf {
 }
 
 fn run_job(name: &str, nal: NalKind, args: &[&str]) -> LaunchOutcome {
+    run_job_in(name, nal, ProgressMode::Thread, args)
+}
+
+fn run_job_in(name: &str, nal: NalKind, progress: ProgressMode, args: &[&str]) -> LaunchOutcome {
     let mut spec = LaunchSpec::new(2, program(name));
     spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
         nal,
+        progress,
         timeout: Duration::from_secs(60),
         ..JobOptions::default()
     };
@@ -249,4 +255,14 @@ fn mpi_send_c_over_udp() {
         "OK mpi_send",
         "udp",
     );
+}
+
+/// Without a progress thread, only calls move messages: the examples
+/// still finish because waiting (and `PtlEQGet`) drive the transport.
+#[test]
+fn pingpong_and_mpi_send_c_over_tcp_in_polling_mode() {
+    let out = run_job_in("pingpong", NalKind::Tcp, ProgressMode::Poll, &["50"]);
+    assert_ok(&out, "OK pingpong", "tcp poll");
+    let out = run_job_in("mpi_send", NalKind::Tcp, ProgressMode::Poll, &[]);
+    assert_ok(&out, "OK mpi_send", "tcp poll");
 }

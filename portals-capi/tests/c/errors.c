@@ -302,6 +302,66 @@ int main(void)
     EXPECT(PtlNIStatus(ni, PTL_SR_DROP_COUNT, &sr), PTL_OK);
     CHECK(sr == 1);
 
+    /* ---- get, get-region, get-put, an iovec put: to ourselves, values checked ---- */
+    uint8_t tgt[64], got[64];
+    for (size_t j = 0; j < sizeof tgt; j++)
+        tgt[j] = (uint8_t)(200 - j);
+    ptl_handle_me_t gme;
+    ptl_handle_md_t gmd, dst;
+    EXPECT(PtlMEAttach(ni, 10, any, 0xA, 0, PTL_RETAIN, PTL_INS_AFTER, &gme), PTL_OK);
+    ptl_md_t gd = {.start = tgt, .length = sizeof tgt, .threshold = PTL_MD_THRESH_INF,
+                   .options = PTL_MD_OP_GET | PTL_MD_OP_PUT | PTL_MD_MANAGE_REMOTE |
+                              PTL_MD_EVENT_START_DISABLE,
+                   .eq_handle = rq};
+    EXPECT(PtlMDAttach(gme, gd, PTL_RETAIN, &gmd), PTL_OK);
+    memset(got, 0, sizeof got);
+    ptl_md_t dd = {.start = got, .length = sizeof got, .threshold = PTL_MD_THRESH_INF,
+                   .options = PTL_MD_EVENT_START_DISABLE, .eq_handle = eq};
+    EXPECT(PtlMDBind(ni, dd, PTL_RETAIN, &dst), PTL_OK);
+    EXPECT(PtlGet(dst, self, 10, 0, 0xA, 0), PTL_OK);
+    wait_kind(eq, PTL_EVENT_REPLY_END, 1);
+    CHECK(memcmp(got, tgt, sizeof got) == 0);
+    memset(got, 0, sizeof got);
+    EXPECT(PtlGetRegion(dst, 8, 16, self, 10, 0, 0xA, 32), PTL_OK);
+    wait_kind(eq, PTL_EVENT_REPLY_END, 1);
+    CHECK(memcmp(got + 8, tgt + 32, 16) == 0 && got[7] == 0 && got[24] == 0);
+
+    uint8_t newv[8] = {1, 2, 3, 4, 5, 6, 7, 8}, oldv[8] = {0}, was[8];
+    memcpy(was, tgt, sizeof was);
+    ptl_handle_md_t pmd8, gmd8;
+    ptl_md_t p8 = dd, g8 = dd;
+    p8.start = newv;
+    p8.length = sizeof newv;
+    g8.start = oldv;
+    g8.length = sizeof oldv;
+    EXPECT(PtlMDBind(ni, p8, PTL_RETAIN, &pmd8), PTL_OK);
+    EXPECT(PtlMDBind(ni, g8, PTL_RETAIN, &gmd8), PTL_OK);
+    EXPECT(PtlGetPut(gmd8, pmd8, self, 10, 0, 0xA, 0, 5), PTL_OK);
+    wait_kind(eq, PTL_EVENT_REPLY_END, 1);
+    CHECK(memcmp(oldv, was, 8) == 0 && memcmp(tgt, newv, 8) == 0);
+
+    ptl_md_iovec_t segs[2] = {{newv, 8}, {oldv, 8}};
+    ptl_md_t iv = dd;
+    iv.options = PTL_MD_IOVEC | PTL_MD_EVENT_START_DISABLE;
+    iv.start = segs;
+    iv.length = 2;
+    ptl_handle_md_t ivmd;
+    EXPECT(PtlMDBind(ni, iv, PTL_RETAIN, &ivmd), PTL_OK);
+    EXPECT(PtlPutRegion(ivmd, 0, 16, PTL_ACK_REQ, self, 10, 0, 0xA, 48, 0), PTL_OK);
+    wait_kind(eq, PTL_EVENT_ACK, 1);
+    CHECK(memcmp(tgt + 48, newv, 8) == 0 && memcmp(tgt + 56, oldv, 8) == 0);
+    int gets = 0, puts = 0;
+    while (PtlEQGet(rq, &ev) == PTL_OK) {
+        gets += ev.type == PTL_EVENT_GET_END;
+        puts += ev.type == PTL_EVENT_PUT_END;
+    }
+    CHECK(gets == 3 && puts == 1); /* two gets and the get-put; the put */
+    EXPECT(PtlMDUnlink(dst), PTL_OK);
+    EXPECT(PtlMDUnlink(pmd8), PTL_OK);
+    EXPECT(PtlMDUnlink(gmd8), PTL_OK);
+    EXPECT(PtlMDUnlink(ivmd), PTL_OK);
+    EXPECT(PtlMEUnlink(gme), PTL_OK);
+
     /* ---- tear-down, and handles after it ---- */
     EXPECT(PtlMEUnlink(rme), PTL_OK);
     EXPECT(PtlMEUnlink(rme), PTL_ME_INVALID);
