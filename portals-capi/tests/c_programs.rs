@@ -99,7 +99,11 @@ fn flags(out: &Path, lib: &Path) -> Vec<String> {
 fn programs() -> &'static Vec<(String, PathBuf)> {
     static BUILT: OnceLock<Vec<(String, PathBuf)>> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("portals-capi-c");
+        // One directory per test process: nextest runs each test in a
+        // process of its own, and one must not rewrite a program another
+        // is running.
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("portals-capi-c-{}", std::process::id()));
         std::fs::create_dir_all(&out).expect("output dir");
         let lib = lib_dir();
         let flags = flags(&out, &lib);
