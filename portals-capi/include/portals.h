@@ -484,7 +484,7 @@ typedef struct ptl_ni_limits_t {
    */
   int max_me_list;
   /**
-   * Largest `PtlGetPut` descriptor, in bytes.
+   * Largest `PtlGetPut` descriptor, in bytes (no limit: `INT_MAX`).
    */
   int max_getput_md;
 } ptl_ni_limits_t;

@@ -112,7 +112,8 @@ fn c_limits(l: &ptl::NiLimits) -> ptl_ni_limits_t {
         max_pt_index: int(l.pt_entries as usize).saturating_sub(1),
         max_md_iovecs: int(l.max_iovecs),
         max_me_list: int(l.max_mes),
-        max_getput_md: int(l.max_atomic_size as usize),
+        // The engine bounds a get-put only by its descriptors' length.
+        max_getput_md: c_int::MAX,
     }
 }
 

@@ -168,7 +168,7 @@ pub struct ptl_ni_limits_t {
     pub max_md_iovecs: c_int,
     /// Longest match list.
     pub max_me_list: c_int,
-    /// Largest `PtlGetPut` descriptor, in bytes.
+    /// Largest `PtlGetPut` descriptor, in bytes (no limit: `INT_MAX`).
     pub max_getput_md: c_int,
 }
 
