@@ -683,7 +683,7 @@ extern "C" {
  * with `ni_fail_type` = `PTL_NI_DROPPED` in the `PTL_EVENT_ACK`.
  */
 int PtlPut(ptl_handle_md_t md_handle,
-           ptl_ack_req_t ack_req_op,
+           ptl_ack_req_t ack_req,
            struct ptl_process_id_t target_id,
            ptl_pt_index_t pt_index,
            ptl_ac_index_t ac_index,
@@ -698,7 +698,7 @@ int PtlPut(ptl_handle_md_t md_handle,
 int PtlPutRegion(ptl_handle_md_t md_handle,
                  ptl_size_t local_offset,
                  ptl_size_t length,
-                 ptl_ack_req_t ack_req_op,
+                 ptl_ack_req_t ack_req,
                  struct ptl_process_id_t target_id,
                  ptl_pt_index_t pt_index,
                  ptl_ac_index_t ac_index,
@@ -813,8 +813,8 @@ int PtlMEAttach(ptl_handle_ni_t ni_handle,
                 ptl_match_bits_t match_bits,
                 ptl_match_bits_t ignore_bits,
                 ptl_unlink_t unlink_op,
-                ptl_ins_pos_t position_op,
-                ptl_handle_me_t *me_handle_out);
+                ptl_ins_pos_t position,
+                ptl_handle_me_t *me_handle);
 
 /**
  * Create a match entry on a portal index whose match list is empty;
@@ -829,7 +829,7 @@ int PtlMEAttachAny(ptl_handle_ni_t ni_handle,
                    ptl_match_bits_t match_bits,
                    ptl_match_bits_t ignore_bits,
                    ptl_unlink_t unlink_op,
-                   ptl_handle_me_t *me_handle_out);
+                   ptl_handle_me_t *me_handle);
 
 /**
  * Create a match entry just before or after the entry `base`.
@@ -842,8 +842,8 @@ int PtlMEInsert(ptl_handle_me_t base,
                 ptl_match_bits_t match_bits,
                 ptl_match_bits_t ignore_bits,
                 ptl_unlink_t unlink_op,
-                ptl_ins_pos_t position_op,
-                ptl_handle_me_t *me_handle_out);
+                ptl_ins_pos_t position,
+                ptl_handle_me_t *me_handle);
 
 /**
  * Unlink a match entry and its descriptor (`PTL_MD_IN_USE` while a
@@ -865,7 +865,7 @@ int PtlMEUnlink(ptl_handle_me_t me_handle);
 int PtlMDAttach(ptl_handle_me_t me_handle,
                 struct ptl_md_t md,
                 ptl_unlink_t unlink_op,
-                ptl_handle_md_t *md_handle_out);
+                ptl_handle_md_t *md_handle);
 
 /**
  * Create a free-floating descriptor, for initiating operations. The
@@ -877,7 +877,7 @@ int PtlMDAttach(ptl_handle_me_t me_handle,
 int PtlMDBind(ptl_handle_ni_t ni_handle,
               struct ptl_md_t md,
               ptl_unlink_t unlink_op,
-              ptl_handle_md_t *md_handle_out);
+              ptl_handle_md_t *md_handle);
 
 /**
  * Unlink a descriptor (`PTL_MD_IN_USE` while a transfer uses its
@@ -958,7 +958,7 @@ int PtlNIFini(ptl_handle_ni_t ni_handle);
  * # Safety
  * `status` is valid for a write.
  */
-int PtlNIStatus(ptl_handle_ni_t ni_handle, ptl_sr_index_t register_, ptl_sr_value_t *status);
+int PtlNIStatus(ptl_handle_ni_t ni_handle, ptl_sr_index_t status_register, ptl_sr_value_t *status);
 
 /**
  * The distance to a process: 0 for this process, 1 for any other
@@ -967,7 +967,7 @@ int PtlNIStatus(ptl_handle_ni_t ni_handle, ptl_sr_index_t register_, ptl_sr_valu
  * # Safety
  * `distance` is valid for a write.
  */
-int PtlNIDist(ptl_handle_ni_t ni_handle, struct ptl_process_id_t proc_, unsigned long *distance);
+int PtlNIDist(ptl_handle_ni_t ni_handle, struct ptl_process_id_t id, unsigned long *distance);
 
 /**
  * The interface an object handle belongs to.

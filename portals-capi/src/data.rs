@@ -4,7 +4,7 @@ use std::ffi::c_int;
 
 use ptl::{AcIndex, MdHandle, PortalIndex, Remote};
 
-use crate::convert::{ack_req, guard, process, rc};
+use crate::convert::{self, guard, process, rc};
 use crate::state::{self, Iface, Kind};
 use crate::types::*;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ fn remote(
 #[no_mangle]
 pub extern "C" fn PtlPut(
     md_handle: ptl_handle_md_t,
-    ack_req_op: ptl_ack_req_t,
+    ack_req: ptl_ack_req_t,
     target_id: ptl_process_id_t,
     pt_index: ptl_pt_index_t,
     ac_index: ptl_ac_index_t,
@@ -48,7 +48,7 @@ pub extern "C" fn PtlPut(
     guard(|| {
         let (iface, md) = md(md_handle)?;
         let r = remote(target_id, pt_index, ac_index, match_bits, remote_offset)?;
-        rc(iface.ni().put(md, ack_req(ack_req_op)?, &r, hdr_data))?;
+        rc(iface.ni().put(md, convert::ack_req(ack_req)?, &r, hdr_data))?;
         Ok(PTL_OK)
     })
 }
@@ -60,7 +60,7 @@ pub extern "C" fn PtlPutRegion(
     md_handle: ptl_handle_md_t,
     local_offset: ptl_size_t,
     length: ptl_size_t,
-    ack_req_op: ptl_ack_req_t,
+    ack_req: ptl_ack_req_t,
     target_id: ptl_process_id_t,
     pt_index: ptl_pt_index_t,
     ac_index: ptl_ac_index_t,
@@ -71,9 +71,14 @@ pub extern "C" fn PtlPutRegion(
     guard(|| {
         let (iface, md) = md(md_handle)?;
         let r = remote(target_id, pt_index, ac_index, match_bits, remote_offset)?;
-        rc(iface
-            .ni()
-            .put_region(md, local_offset, length, ack_req(ack_req_op)?, &r, hdr_data))?;
+        rc(iface.ni().put_region(
+            md,
+            local_offset,
+            length,
+            convert::ack_req(ack_req)?,
+            &r,
+            hdr_data,
+        ))?;
         Ok(PTL_OK)
     })
 }

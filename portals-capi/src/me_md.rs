@@ -8,22 +8,20 @@ use std::ffi::c_int;
 
 use ptl::{MdHandle, PortalIndex};
 
-use crate::convert::{
-    self, c_md, desc, guard, memory, non_null, out, position, process, rc, unlink, Mem,
-};
+use crate::convert::{self, c_md, desc, guard, memory, non_null, out, process, rc, unlink, Mem};
 use crate::state::{self, Iface, Kind};
 use crate::types::*;
 
 /// A new object's handle, or `PTL_NO_SPACE` (after undoing the creation)
 /// if its key does not fit a C handle.
-fn me_handle(iface: &Iface, me: ptl::MeHandle) -> Result<ptl_handle_me_t, c_int> {
+fn new_me(iface: &Iface, me: ptl::MeHandle) -> Result<ptl_handle_me_t, c_int> {
     iface.handle(Kind::Me, me.as_u64()).ok_or_else(|| {
         let _ = iface.ni().me_unlink(me);
         PTL_NO_SPACE
     })
 }
 
-fn md_handle(iface: &Iface, md: MdHandle) -> Result<ptl_handle_md_t, c_int> {
+fn new_md(iface: &Iface, md: MdHandle) -> Result<ptl_handle_md_t, c_int> {
     iface.handle(Kind::Md, md.as_u64()).ok_or_else(|| {
         let _ = iface.ni().md_unlink(md);
         PTL_NO_SPACE
@@ -43,23 +41,23 @@ pub unsafe extern "C" fn PtlMEAttach(
     match_bits: ptl_match_bits_t,
     ignore_bits: ptl_match_bits_t,
     unlink_op: ptl_unlink_t,
-    position_op: ptl_ins_pos_t,
-    me_handle_out: *mut ptl_handle_me_t,
+    position: ptl_ins_pos_t,
+    me_handle: *mut ptl_handle_me_t,
 ) -> c_int {
     guard(|| {
         let iface = state::iface(ni_handle)?;
-        non_null(me_handle_out)?;
+        non_null(me_handle)?;
         let me = rc(iface.ni().me_attach(
             PortalIndex(pt_index),
             process(match_id),
             match_bits,
             ignore_bits,
             unlink(unlink_op)?,
-            position(position_op)?,
+            convert::position(position)?,
         ))?;
-        let h = me_handle(&iface, me)?;
+        let h = new_me(&iface, me)?;
         // SAFETY: checked not NULL; the caller promised it is writable.
-        unsafe { out(me_handle_out, h) }?;
+        unsafe { out(me_handle, h) }?;
         Ok(PTL_OK)
     })
 }
@@ -77,12 +75,12 @@ pub unsafe extern "C" fn PtlMEAttachAny(
     match_bits: ptl_match_bits_t,
     ignore_bits: ptl_match_bits_t,
     unlink_op: ptl_unlink_t,
-    me_handle_out: *mut ptl_handle_me_t,
+    me_handle: *mut ptl_handle_me_t,
 ) -> c_int {
     guard(|| {
         let iface = state::iface(ni_handle)?;
         non_null(pt_index)?;
-        non_null(me_handle_out)?;
+        non_null(me_handle)?;
         let (pt, me) = iface
             .ni()
             .me_attach_any(
@@ -95,11 +93,11 @@ pub unsafe extern "C" fn PtlMEAttachAny(
                 ptl::PtlError::NoSpace { what, .. } if what.contains("portal") => PTL_PT_FULL,
                 e => convert::code(&e),
             })?;
-        let h = me_handle(&iface, me)?;
+        let h = new_me(&iface, me)?;
         // SAFETY: both checked not NULL; the caller promised they are writable.
         unsafe {
             out(pt_index, pt.0)?;
-            out(me_handle_out, h)?;
+            out(me_handle, h)?;
         }
         Ok(PTL_OK)
     })
@@ -116,12 +114,12 @@ pub unsafe extern "C" fn PtlMEInsert(
     match_bits: ptl_match_bits_t,
     ignore_bits: ptl_match_bits_t,
     unlink_op: ptl_unlink_t,
-    position_op: ptl_ins_pos_t,
-    me_handle_out: *mut ptl_handle_me_t,
+    position: ptl_ins_pos_t,
+    me_handle: *mut ptl_handle_me_t,
 ) -> c_int {
     guard(|| {
         let (iface, raw) = state::object(Kind::Me, base)?;
-        non_null(me_handle_out)?;
+        non_null(me_handle)?;
         let base = iface.ni().me_handle_from_u64(raw);
         let me = rc(iface.ni().me_insert(
             base,
@@ -129,11 +127,11 @@ pub unsafe extern "C" fn PtlMEInsert(
             match_bits,
             ignore_bits,
             unlink(unlink_op)?,
-            position(position_op)?,
+            convert::position(position)?,
         ))?;
-        let h = me_handle(&iface, me)?;
+        let h = new_me(&iface, me)?;
         // SAFETY: checked not NULL; the caller promised it is writable.
-        unsafe { out(me_handle_out, h) }?;
+        unsafe { out(me_handle, h) }?;
         Ok(PTL_OK)
     })
 }
@@ -164,11 +162,11 @@ pub unsafe extern "C" fn PtlMDAttach(
     me_handle: ptl_handle_me_t,
     md: ptl_md_t,
     unlink_op: ptl_unlink_t,
-    md_handle_out: *mut ptl_handle_md_t,
+    md_handle: *mut ptl_handle_md_t,
 ) -> c_int {
     guard(|| {
         let (iface, raw) = state::object(Kind::Me, me_handle)?;
-        non_null(md_handle_out)?;
+        non_null(md_handle)?;
         let me = iface.ni().me_handle_from_u64(raw);
         let d = desc(&iface, &md)?;
         let u = unlink(unlink_op)?;
@@ -184,9 +182,9 @@ pub unsafe extern "C" fn PtlMDAttach(
             // list (null or empty segments, overflow) before using it.
             Mem::Iovec(list) => rc(unsafe { ni.md_attach_iovec_raw(me, &d, &list, u) })?,
         };
-        let h = md_handle(&iface, h)?;
+        let h = new_md(&iface, h)?;
         // SAFETY: checked not NULL; the caller promised it is writable.
-        unsafe { out(md_handle_out, h) }?;
+        unsafe { out(md_handle, h) }?;
         Ok(PTL_OK)
     })
 }
@@ -201,11 +199,11 @@ pub unsafe extern "C" fn PtlMDBind(
     ni_handle: ptl_handle_ni_t,
     md: ptl_md_t,
     unlink_op: ptl_unlink_t,
-    md_handle_out: *mut ptl_handle_md_t,
+    md_handle: *mut ptl_handle_md_t,
 ) -> c_int {
     guard(|| {
         let iface = state::iface(ni_handle)?;
-        non_null(md_handle_out)?;
+        non_null(md_handle)?;
         let d = desc(&iface, &md)?;
         let u = unlink(unlink_op)?;
         let ni = iface.ni();
@@ -219,9 +217,9 @@ pub unsafe extern "C" fn PtlMDBind(
             // SAFETY: as above, for every segment.
             Mem::Iovec(list) => rc(unsafe { ni.md_bind_iovec_raw(&d, &list, u) })?,
         };
-        let h = md_handle(&iface, h)?;
+        let h = new_md(&iface, h)?;
         // SAFETY: checked not NULL; the caller promised it is writable.
-        unsafe { out(md_handle_out, h) }?;
+        unsafe { out(md_handle, h) }?;
         Ok(PTL_OK)
     })
 }

@@ -135,14 +135,14 @@ pub extern "C" fn PtlNIFini(ni_handle: ptl_handle_ni_t) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn PtlNIStatus(
     ni_handle: ptl_handle_ni_t,
-    register: ptl_sr_index_t,
+    status_register: ptl_sr_index_t,
     status: *mut ptl_sr_value_t,
 ) -> c_int {
     guard(|| {
         let iface = state::iface(ni_handle)?;
         non_null(status)?;
         let s = iface.ni().status();
-        let v = match register {
+        let v = match status_register {
             PTL_SR_DROP_COUNT => {
                 s.dropped_no_match
                     + s.dropped_rejected
@@ -168,13 +168,13 @@ pub unsafe extern "C" fn PtlNIStatus(
 #[no_mangle]
 pub unsafe extern "C" fn PtlNIDist(
     ni_handle: ptl_handle_ni_t,
-    proc_: ptl_process_id_t,
+    id: ptl_process_id_t,
     distance: *mut c_ulong,
 ) -> c_int {
     guard(|| {
         let iface = state::iface(ni_handle)?;
         non_null(distance)?;
-        let p = process(proc_);
+        let p = process(id);
         if !p.is_concrete() {
             return Err(PTL_PROCESS_INVALID);
         }
