@@ -20,34 +20,18 @@ fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The directory holding `libportals.so`, built now: cargo builds a
-/// cdylib-only library for its own integration tests only as a library
-/// to link, which this one is not, so the test asks cargo for it (a no-op
-/// when it is fresh). It lands beside this test's profile directory.
+/// The directory holding `libportals.so`: cargo builds it with the
+/// library's rlib, beside this test's executable (`target/<profile>/deps`).
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_path_buf();
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo
-        .args(["build", "--quiet", "-p", "portals-capi", "--lib"])
-        .current_dir(manifest());
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cargo.arg("--release");
-    }
-    let target_dir = profile_dir.parent().expect("target dir");
-    cargo.env("CARGO_TARGET_DIR", target_dir);
-    let status = cargo.status().expect("run cargo build");
-    assert!(status.success(), "cargo build -p portals-capi --lib failed");
+    let deps = exe.parent().expect("target/<profile>/deps").to_path_buf();
     assert!(
-        profile_dir.join("libportals.so").exists(),
-        "libportals.so not in {}",
-        profile_dir.display()
+        deps.join("libportals.so").exists(),
+        "libportals.so is not in {} (the crate's lib must list the rlib \
+         crate type, so that cargo builds it for the tests)",
+        deps.display()
     );
-    profile_dir
+    deps
 }
 
 /// A `portals.pc` for the build tree, from `portals.pc.in`: the header
