@@ -69,9 +69,9 @@ static int window_for(const struct opts *o, long n)
 int main(int argc, char **argv)
 {
 #if BENCH_MODE == 2
-    struct defaults d = {8, 8, 2000, 200, 64, 0};
+    struct defaults d = {8, 8, 2000, 200, 64, 0, 0};
 #else
-    struct defaults d = {1024, 16L << 20, 200, 20, 64, 0};
+    struct defaults d = {1024, 16L << 20, 200, 20, 64, 0, 0};
 #endif
     struct opts o;
     int rank = bench_init(&argc, &argv, BENCH_NAME, &d, &o, "");

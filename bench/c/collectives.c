@@ -42,7 +42,7 @@ static void once(void *ctx)
 
 int main(int argc, char **argv)
 {
-    struct defaults d = {8, 1L << 20, 1000, 100, 1, 1};
+    struct defaults d = {8, 1L << 20, 1000, 100, 1, 1, 0};
     struct opts o;
     int rank = bench_init(&argc, &argv, BENCH_NAME, &d, &o, "");
     int nranks;

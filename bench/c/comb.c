@@ -112,7 +112,7 @@ static double pww(int rank, char *buf, int size, int q, long n, double interval,
 
 int main(int argc, char **argv)
 {
-    struct defaults d = {102400, 102400, 1, 0, 4, 0};
+    struct defaults d = {102400, 102400, 1, 0, 4, 0, 0};
     struct opts o;
     int rank = bench_init(&argc, &argv, "comb", &d, &o,
                           " [-f WORK_INTERVALS_US] [-T WORK_PER_POINT_US] [-p poll|pww]");

@@ -75,7 +75,7 @@ int parse_opts(int argc, char **argv, const struct defaults *d, struct opts *o,
     o->warmup = d->warmup;
     o->reps = 5;
     o->window = d->window;
-    o->mem_cap = 256L * 1024 * 1024;
+    o->mem_cap = d->mem_cap > 0 ? d->mem_cap : 256L * 1024 * 1024;
     o->total_us = 500000.0;
     strcpy(o->method, "poll");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -41,6 +41,7 @@ struct defaults {
     long min_size, max_size, iters, warmup;
     int window;
     int any_ranks;
+    long mem_cap; /* default -C; 0: 256 MiB */
 };
 
 int parse_opts(int argc, char **argv, const struct defaults *d, struct opts *o,

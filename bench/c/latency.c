@@ -23,7 +23,7 @@ static void round_trip(void *ctx)
 
 int main(int argc, char **argv)
 {
-    struct defaults d = {0, 4L << 20, 10000, 1000, 1, 0};
+    struct defaults d = {0, 4L << 20, 10000, 1000, 1, 0, 0};
     struct opts o;
     int rank = bench_init(&argc, &argv, "latency", &d, &o, "");
     long maxsz = max_size(&o);

@@ -31,7 +31,7 @@ static void round_trip(void *ctx)
 
 int main(int argc, char **argv)
 {
-    struct defaults d = {8, 8, 2000, 200, 1, 0};
+    struct defaults d = {8, 8, 2000, 200, 1, 0, 0};
     struct opts o;
     int tag_ub_ok = 0, *tag_ub;
     int rank = bench_init(&argc, &argv, "matchlist", &d, &o, " [-n QUEUE_LENGTHS]");

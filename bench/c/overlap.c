@@ -53,7 +53,7 @@ static struct point run(int rank, char *buf, int n, long warm, long iters, doubl
 
 int main(int argc, char **argv)
 {
-    struct defaults d = {1024, 4L << 20, 200, 10, 1, 0};
+    struct defaults d = {1024, 4L << 20, 200, 10, 1, 0, 0};
     struct opts o;
     int rank = bench_init(&argc, &argv, "overlap", &d, &o, " [-f FACTORS] [-p rel|abs]");
     if (o.nfvals == 0) {

@@ -4,15 +4,18 @@
 #   bench/c/run_peer.sh [-n RANKS] <impl> <bench> [bench args...]
 #
 # impl:
-#   openmpi-tcp  Open MPI, ob1 PML, TCP BTL over lo (--mca btl tcp,self)
+#   openmpi-tcp  Open MPI, ob1 PML, TCP BTL over lo (--mca btl tcp,self). Its RMA
+#                windows still use osc sm (shared memory) when all ranks share a node
+#   openmpi-tcp-pt2pt  openmpi-tcp with --mca osc pt2pt: RMA as messages over TCP
 #   openmpi-sm   Open MPI, ob1 PML, shared-memory BTL (vader in Open MPI 4.x)
 #   openmpi      Open MPI defaults (on Debian: ob1 + vader for on-node peers)
 #   mpich        MPICH defaults. Debian's MPICH 4.0.2 is ch4:ucx and sends on-node
 #                traffic through UCX too, which picks shared memory (sysv + cma)
 #   mpich-net    MPICH with UCX restricted to TCP on lo (UCX_TLS=tcp,self,
 #                UCX_NET_DEVICES=lo; MPIR_CVAR_NOLOCAL=1 too): MPICH's network path
-# bench: latency bandwidth bibw msgrate overlap comb matchlist (2 ranks);
-#        allreduce bcast (any number of ranks)
+# bench: latency bandwidth bibw msgrate overlap comb matchlist
+#        rma-latency rma-bw rma-overlap (2 ranks);
+#        allreduce bcast nbc-overlap (any number of ranks)
 #
 # -n RANKS (or NP in the environment): number of ranks, default 2.
 # Environment: PEER_TIMEOUT (seconds, default 300), PEER_BIND (core|none;
@@ -22,7 +25,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,21p' "$0" >&2
+    sed -n '2,24p' "$0" >&2
     exit 2
 }
 np=${NP:-2}
@@ -71,6 +74,7 @@ args=("$@")
 
 case $impl in
 openmpi-tcp) ompi --mca btl tcp,self --mca btl_tcp_if_include lo ;;
+openmpi-tcp-pt2pt) ompi --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt ;;
 openmpi-sm) ompi --mca btl vader,self ;;
 openmpi) ompi ;;
 mpich) mpich PTL_BENCH_IMPL=mpich ;;

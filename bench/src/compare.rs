@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use crate::error::{BenchError, Result};
-use crate::impls::{Impl, Progress, PEERS};
+use crate::impls::{Impl, Progress, PEERS, RMA_ONLY_PEER};
 use crate::machine::{now_utc, Machine};
 use crate::params::{Bench, CombMethod, Params, Preset};
 use crate::results::{aggregate, Failure, Meta, Results};
@@ -137,6 +137,10 @@ pub fn select_impls(opts: &CompareOpts, note: &dyn Fn(Progressed)) -> Result<(Ve
             // `openmpi` (defaults) is the same path as `openmpi-sm` on
             // Debian; keep the explicit variants only.
             if p == "openmpi" {
+                continue;
+            }
+            // The osc pt2pt variant has only the one-sided benchmarks.
+            if p == RMA_ONLY_PEER && !opts.benches.iter().any(|b| b.is_rma()) {
                 continue;
             }
             match probe_peer(&opts.runner, p) {

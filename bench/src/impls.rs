@@ -9,6 +9,7 @@
 //! | `mpi-<nal>-<progress>` | `mpi-on-portals` over a NAL; every benchmark |
 //! | `portals-<nal>-thread-uring`, `mpi-<nal>-thread-uring` | as above, with the progress thread's poller on `io_uring` (`PTL_BACKEND=io_uring`) instead of `epoll`; threads waiting in the library always use `epoll`, so polling mode has no such variant |
 //! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark but `pingpong-bw` |
+//! | `openmpi-tcp-pt2pt` | `openmpi-tcp` with `--mca osc pt2pt`: Open MPI's one-sided operations over TCP (its default `osc sm` is shared memory); the `rma-*` benchmarks only |
 //! | `ucx-shm`, `ucx-tcp`, `ucx-shm-put`, `ucx-tcp-put` | Portals-level peer UCX, `ucx_perftest` ([`crate::tool_peers`]); latency, bandwidth, pingpong-bw |
 //! | `libfabric-shm`, `libfabric-tcp`, `libfabric-udp` | Portals-level peer libfabric, `fi_pingpong` ([`crate::tool_peers`]); latency, pingpong-bw |
 //! | `rpc-portals-tcp`, `rpc-tonic` | the object store over portals-rpc (standalone, TCP) and over gRPC (`tonic`), driven by `objstore-load` ([`crate::rpc`]); rpc-rate, rpc-bulk (and with it rpc-cpu); `raw-tcp` is rpc-bulk's floor |
@@ -25,7 +26,19 @@ use crate::raw::PollMode;
 use crate::tool_peers::ToolPeer;
 
 /// The peer MPI variants `bench/c/run_peer.sh` knows.
-pub const PEERS: [&str; 5] = ["openmpi-tcp", "openmpi-sm", "openmpi", "mpich", "mpich-net"];
+pub const PEERS: [&str; 6] = [
+    "openmpi-tcp",
+    "openmpi-tcp-pt2pt",
+    "openmpi-sm",
+    "openmpi",
+    "mpich",
+    "mpich-net",
+];
+
+/// The peer variant that exists only for the one-sided benchmarks: Open MPI
+/// over TCP with `osc pt2pt` (on one node its default `osc sm` would put
+/// the windows in shared memory).
+pub const RMA_ONLY_PEER: &str = "openmpi-tcp-pt2pt";
 
 /// Which API of the project a run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -258,6 +271,7 @@ impl Impl {
                 level: Level::Portals,
                 ..
             } => matches!(bench, Bench::Latency | Bench::Bandwidth | Bench::PingpongBw),
+            Impl::Peer(p) if p == RMA_ONLY_PEER => bench.is_rma(),
             // Ping-pong bandwidth is the Portals-level peers' figure.
             Impl::Project { .. } | Impl::Peer(_) => bench != Bench::PingpongBw && !bench.is_rpc(),
             Impl::Tool(t) => t.supports(bench),
@@ -402,6 +416,10 @@ mod tests {
         assert!(Impl::parse("ucx-tcp")
             .expect("label")
             .supports(Bench::Bandwidth));
+        let pt = Impl::parse(RMA_ONLY_PEER).expect("label");
+        assert!(pt.supports(Bench::RmaLatency) && !pt.supports(Bench::Latency));
+        let om = Impl::parse("openmpi-tcp").expect("label");
+        assert!(Bench::RMA.iter().all(|&b| om.supports(b)));
         let r = Impl::parse("raw-tcp").expect("label");
         assert!(r.supports(Bench::Bandwidth) && !r.supports(Bench::Latency));
     }

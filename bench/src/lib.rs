@@ -9,7 +9,9 @@
 //! - [`params`]: what a run measures ([`params::Params`], presets);
 //! - [`impls`]: what it runs on ([`impls::Impl`]: raw, portals-rs variants, peers);
 //! - [`runner`]: running one benchmark on one implementation;
-//! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank;
+//! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank
+//!   ([`mpi_rma`]: the one-sided ones);
+//! - [`nbc_overlap`]: the non-blocking collectives' overlap loop (MPI level);
 //! - [`raw`]: raw-socket ping-pong and stream;
 //! - [`rpc`]: the object-store benchmarks (portals-rpc against gRPC);
 //! - [`tool_peers`]: the Portals-level peers UCX and libfabric, through their own tools;
@@ -18,7 +20,8 @@
 //! - [`record`]: the JSON-lines result format shared with the C programs;
 //! - [`compare`]: everything in one interleaved, repeated run;
 //! - [`results`]: a run's results file and the medians over its rounds;
-//! - [`report`], [`plot`], [`machine`]: Markdown tables, SVG plots, machine description.
+//! - [`report`], [`plot`], [`machine`]: Markdown tables, SVG plots, machine description;
+//! - [`rma_goals`]: the one-sided goals (issue 17) checked against a results file.
 
 #![warn(missing_docs)]
 
@@ -28,6 +31,8 @@ pub mod error;
 pub mod impls;
 pub mod machine;
 pub mod mpi_level;
+pub mod mpi_rma;
+pub mod nbc_overlap;
 pub mod params;
 pub mod plot;
 pub mod portals_level;
@@ -35,6 +40,7 @@ pub mod raw;
 pub mod record;
 pub mod report;
 pub mod results;
+pub mod rma_goals;
 pub mod rpc;
 pub mod runner;
 pub mod stats;

@@ -39,6 +39,9 @@ impl Ctx<'_> {
 /// Run benchmark `p` as this rank of an MPI job of `p.ranks` ranks (2 for
 /// all but the collectives); rank 0 passes every record to `emit`.
 pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
+    // The one-sided overlap's busy loop is calibrated before the library
+    // starts any thread, so that none of them shares the CPU meanwhile.
+    let work = (p.bench == Bench::RmaOverlap).then(Work::calibrate);
     let universe = mpi_on_portals::initialize()?;
     let world = universe.world();
     if usize::try_from(world.size()).ok() != Some(p.ranks) {
@@ -62,6 +65,10 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         Bench::Comb => comb(&c, p, &mut out),
         Bench::Matchlist => matchlist(&c, p, &mut out),
         Bench::Allreduce | Bench::Bcast => collective(&c, p, &mut out),
+        Bench::NbcOverlap => crate::nbc_overlap::run(c.world, label, p, &mut out),
+        Bench::RmaLatency | Bench::RmaBw | Bench::RmaOverlap => {
+            crate::mpi_rma::run(c.world, c.label, p, work, &mut out)
+        }
         Bench::PingpongBw => Err(BenchError::Invalid(
             "pingpong-bw has no MPI-level version (Portals level only)".into(),
         )),

@@ -35,6 +35,22 @@ pub enum Bench {
     Allreduce,
     /// `broadcast` (`MPI_Bcast` from rank 0) latency on N ranks.
     Bcast,
+    /// Overlap of the non-blocking collectives (`MPI_Ibarrier`,
+    /// `MPI_Ibcast`, `MPI_Iallreduce`) with computation on N ranks.
+    #[serde(rename = "nbc-overlap")]
+    NbcOverlap,
+    /// One-sided put, get (+ flush) and 8-byte fetch-and-op latency in a
+    /// passive-target epoch.
+    #[serde(rename = "rma-latency")]
+    RmaLatency,
+    /// One-sided put bandwidth: windows of puts, then a flush, in one
+    /// `lock_all` epoch.
+    #[serde(rename = "rma-bw")]
+    RmaBw,
+    /// Passive-target progress: the origin's lock–op–unlock time while the
+    /// target computes without calling the library.
+    #[serde(rename = "rma-overlap")]
+    RmaOverlap,
     /// Object-store small-request rate (4 KB get and put, N clients).
     #[serde(rename = "rpc-rate")]
     RpcRate,
@@ -48,7 +64,7 @@ pub enum Bench {
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 13] = [
+    pub const ALL: [Bench; 17] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -59,17 +75,46 @@ impl Bench {
         Bench::Matchlist,
         Bench::Allreduce,
         Bench::Bcast,
+        Bench::NbcOverlap,
+        Bench::RmaLatency,
+        Bench::RmaBw,
+        Bench::RmaOverlap,
         Bench::RpcRate,
         Bench::RpcBulk,
         Bench::RpcCpu,
     ];
 
+    /// What `compare` runs when no benchmark is named: all but
+    /// `nbc-overlap` (a job per implementation and rank count that a
+    /// comparison of the point-to-point paths does not need) and the
+    /// object-store benchmarks (`rpc`, their own services). Name them with
+    /// `--benches nbc-overlap` or `--benches rpc`.
+    pub const DEFAULT: [Bench; 13] = [
+        Bench::Latency,
+        Bench::Bandwidth,
+        Bench::Bibw,
+        Bench::PingpongBw,
+        Bench::Msgrate,
+        Bench::Overlap,
+        Bench::Comb,
+        Bench::Matchlist,
+        Bench::Allreduce,
+        Bench::Bcast,
+        Bench::RmaLatency,
+        Bench::RmaBw,
+        Bench::RmaOverlap,
+    ];
+
+    /// The one-sided (RMA) benchmarks: the group `rma`.
+    pub const RMA: [Bench; 3] = [Bench::RmaLatency, Bench::RmaBw, Bench::RmaOverlap];
+
     /// The object-store benchmarks that run (`rpc-cpu` comes with
     /// `rpc-bulk`): the group `rpc`, not part of a default comparison.
     pub const RPC: [Bench; 2] = [Bench::RpcRate, Bench::RpcBulk];
 
-    /// The collective benchmarks: they run on any number of ranks
-    /// ([`Params::ranks`]); the others need exactly two.
+    /// The blocking collective benchmarks (the group `collectives`). These
+    /// and `nbc-overlap` run on any number of ranks ([`Params::ranks`]);
+    /// the others need exactly two.
     pub const COLLECTIVES: [Bench; 2] = [Bench::Allreduce, Bench::Bcast];
 
     /// The name used in records, file names and C program names.
@@ -85,6 +130,10 @@ impl Bench {
             Bench::Matchlist => "matchlist",
             Bench::Allreduce => "allreduce",
             Bench::Bcast => "bcast",
+            Bench::NbcOverlap => "nbc-overlap",
+            Bench::RmaLatency => "rma-latency",
+            Bench::RmaBw => "rma-bw",
+            Bench::RmaOverlap => "rma-overlap",
             Bench::RpcRate => "rpc-rate",
             Bench::RpcBulk => "rpc-bulk",
             Bench::RpcCpu => "rpc-cpu",
@@ -96,11 +145,13 @@ impl Bench {
         Bench::ALL.into_iter().find(|b| b.name() == s)
     }
 
-    /// Parse a benchmark name or the group `collectives` (allreduce and
-    /// bcast).
+    /// Parse a benchmark name or a group: `collectives` (allreduce and
+    /// bcast), `rma` (rma-latency, rma-bw, rma-overlap).
     pub fn parse_group(s: &str) -> Option<Vec<Bench>> {
-        if s == "collectives" {
-            return Some(Bench::COLLECTIVES.to_vec());
+        match s {
+            "collectives" => return Some(Bench::COLLECTIVES.to_vec()),
+            "rma" => return Some(Bench::RMA.to_vec()),
+            _ => {}
         }
         if s == "rpc" {
             return Some(Bench::RPC.to_vec());
@@ -113,20 +164,33 @@ impl Bench {
         matches!(self, Bench::RpcRate | Bench::RpcBulk | Bench::RpcCpu)
     }
 
-    /// Whether this is a collective benchmark (any number of ranks).
+    /// Whether this benchmark runs on any number of ranks (the
+    /// collectives, blocking and non-blocking).
     pub fn is_collective(self) -> bool {
-        Bench::COLLECTIVES.contains(&self)
+        Bench::COLLECTIVES.contains(&self) || self == Bench::NbcOverlap
+    }
+
+    /// Whether this is a one-sided (RMA) benchmark.
+    pub fn is_rma(self) -> bool {
+        Bench::RMA.contains(&self)
     }
 
     /// Unit of the benchmark's `value`.
     pub fn unit(self) -> &'static str {
         match self {
-            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast => "us",
-            Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw | Bench::RpcBulk => "MB/s",
+            Bench::Latency
+            | Bench::Matchlist
+            | Bench::Allreduce
+            | Bench::Bcast
+            | Bench::RmaLatency
+            | Bench::RmaOverlap => "us",
+            Bench::Bandwidth | Bench::Bibw | Bench::PingpongBw | Bench::RmaBw | Bench::RpcBulk => {
+                "MB/s"
+            }
             Bench::Msgrate => "msg/s",
             Bench::RpcRate => "req/s",
             Bench::RpcCpu => "cpu-s/GB",
-            Bench::Overlap | Bench::Comb => "%",
+            Bench::Overlap | Bench::Comb | Bench::NbcOverlap => "%",
         }
     }
 
@@ -134,7 +198,13 @@ impl Bench {
     pub fn higher_is_better(self) -> bool {
         !matches!(
             self,
-            Bench::Latency | Bench::Matchlist | Bench::Allreduce | Bench::Bcast | Bench::RpcCpu
+            Bench::Latency
+                | Bench::Matchlist
+                | Bench::Allreduce
+                | Bench::Bcast
+                | Bench::RmaLatency
+                | Bench::RmaOverlap
+                | Bench::RpcCpu
         )
     }
 }
@@ -195,7 +265,8 @@ pub struct Params {
     pub reps: usize,
     /// Outstanding operations (bandwidth, bibw, msgrate) or COMB queue depth.
     pub window: usize,
-    /// Overlap compute factors (× transfer time) or COMB work intervals (µs).
+    /// Overlap compute factors (× transfer time), COMB work intervals (µs)
+    /// or the RMA target's compute times (µs; `rma-overlap`).
     pub factors: Vec<f64>,
     /// Match-list lengths.
     pub posted: Vec<usize>,
@@ -391,6 +462,56 @@ impl Params {
                 p.sizes = vec![8, 1 << 10];
                 (p.iters, p.warmup) = (2, 1);
             }
+            // Sizes on both sides of the triggered all-reduce's limit (one
+            // atomic: 512 B by default; above it the start runs the
+            // blocking algorithm).
+            (Bench::NbcOverlap, Preset::Full) => {
+                p.sizes = vec![8, 64, 512, 1 << 10, 8 << 10];
+                (p.iters, p.warmup) = (100, 5);
+                p.factors = vec![1.0, 2.0, 4.0];
+            }
+            (Bench::NbcOverlap, Preset::Quick) => {
+                p.sizes = vec![8, 1 << 10];
+                (p.iters, p.warmup) = (50, 5);
+                p.factors = vec![1.0, 4.0];
+            }
+            (Bench::NbcOverlap, Preset::Smoke) => {
+                p.sizes = vec![8, 1 << 10];
+                (p.iters, p.warmup) = (2, 1);
+                p.factors = vec![1.0];
+            }
+            (Bench::RmaLatency, _) => {
+                // Puts and gets of each size, then one 8-byte fetch-and-op.
+                p.sizes = vec![8];
+                (p.iters, p.warmup) = match preset {
+                    Preset::Full => (10_000, 1000),
+                    Preset::Quick => (2000, 200),
+                    Preset::Smoke => (2, 1),
+                };
+            }
+            (Bench::RmaBw, _) => {
+                // The window is memory on both ranks: 64 MiB, four 16 MB puts.
+                p.mem_cap = 64 << 20;
+                (p.sizes, p.iters, p.warmup, p.window) = match preset {
+                    Preset::Full => (pow2_sizes(1 << 10, 16 << 20), 200, 20, 64),
+                    Preset::Quick => (
+                        vec![4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20],
+                        20,
+                        2,
+                        64,
+                    ),
+                    Preset::Smoke => (vec![1 << 10, 64 << 10], 2, 1, 4),
+                };
+            }
+            (Bench::RmaOverlap, _) => {
+                // Puts of each size, then one 8-byte fetch-and-op, while the
+                // target computes 0 (the reference) or 10 ms.
+                (p.sizes, p.iters, p.warmup, p.factors) = match preset {
+                    Preset::Full => (vec![8, 64 << 10], 20, 2, vec![0.0, 10_000.0]),
+                    Preset::Quick => (vec![8, 64 << 10], 10, 1, vec![0.0, 10_000.0]),
+                    Preset::Smoke => (vec![8], 2, 1, vec![0.0, 1000.0]),
+                };
+            }
             // iters: requests per client per repetition.
             (Bench::RpcRate, _) => {
                 p.sizes = vec![4 << 10];
@@ -432,8 +553,11 @@ impl Params {
         if self.factors.iter().any(|f| !f.is_finite() || *f < 0.0) {
             return Err("compute factors / work intervals must be finite and >= 0".into());
         }
-        if self.bench == Bench::Overlap && self.factors.is_empty() {
-            return Err("overlap needs at least one compute factor".into());
+        if matches!(self.bench, Bench::Overlap | Bench::NbcOverlap) && self.factors.is_empty() {
+            return Err(format!("{} needs at least one compute factor", self.bench));
+        }
+        if self.bench == Bench::RmaOverlap && self.factors.is_empty() {
+            return Err("rma-overlap needs at least one target compute time".into());
         }
         if self.bench == Bench::Comb && (self.factors.is_empty() || self.total_us <= 0.0) {
             return Err("comb needs work intervals and a positive work total".into());
@@ -454,8 +578,13 @@ impl Params {
         if self.bench == Bench::RpcRate && (self.clients.is_empty() || self.clients.contains(&0)) {
             return Err("rpc-rate needs client counts > 0".into());
         }
-        if self.bench == Bench::Allreduce && self.sizes.iter().any(|s| s % 8 != 0) {
-            return Err("allreduce sizes must be multiples of 8 (doubles)".into());
+        if matches!(self.bench, Bench::Allreduce | Bench::NbcOverlap)
+            && self.sizes.iter().any(|s| s % 8 != 0)
+        {
+            return Err(format!(
+                "{} sizes must be multiples of 8 (doubles)",
+                self.bench
+            ));
         }
         Ok(())
     }
@@ -470,6 +599,19 @@ impl Params {
             format!("{}-{}ranks", self.bench, self.ranks)
         } else {
             self.bench.name().to_string()
+        }
+    }
+
+    /// How many records a run prints (known for the benchmarks on any
+    /// number of ranks, whose peer jobs may hang in `MPI_Finalize` after
+    /// printing them all): one per size for the blocking collectives; for
+    /// `nbc-overlap` a baseline and one per factor, for the barrier (size
+    /// 0) and each size of the broadcast and the all-reduce.
+    pub fn expected_records(&self) -> Option<usize> {
+        match self.bench {
+            Bench::Allreduce | Bench::Bcast => Some(self.sizes.len()),
+            Bench::NbcOverlap => Some((1 + 2 * self.sizes.len()) * (1 + self.factors.len())),
+            _ => None,
         }
     }
 
@@ -581,6 +723,19 @@ mod tests {
         assert_eq!(a.validate(), Ok(()));
         a.sizes = vec![12];
         assert!(a.validate().is_err());
+        let mut nbc = Params::preset(Bench::NbcOverlap, Preset::Smoke);
+        assert!(nbc.bench.is_collective());
+        assert_eq!(nbc.expected_records(), Some(10));
+        assert!(nbc.c_args().windows(2).any(|w| w[0] == "-f" && w[1] == "1"));
+        nbc.ranks = 4;
+        assert_eq!(nbc.validate(), Ok(()));
+        nbc.factors.clear();
+        assert!(nbc.validate().is_err());
+        assert_eq!(
+            Bench::parse_group("nbc-overlap"),
+            Some(vec![Bench::NbcOverlap])
+        );
+        assert!(!Bench::DEFAULT.contains(&Bench::NbcOverlap));
         let mut l = Params::preset(Bench::Latency, Preset::Smoke);
         l.ranks = 4;
         assert!(l.validate().is_err());
@@ -592,6 +747,18 @@ mod tests {
         assert_eq!(Bench::parse_group("nope"), None);
         assert_eq!(Bench::parse_group("rpc"), Some(Bench::RPC.to_vec()));
         assert!(Bench::RpcRate.is_rpc() && !Bench::RpcCpu.higher_is_better());
+        assert_eq!(Bench::parse_group("rma"), Some(Bench::RMA.to_vec()));
+        let o = Params::preset(Bench::RmaOverlap, Preset::Full).c_args();
+        assert!(
+            o.windows(2).any(|w| w[0] == "-f" && w[1] == "0,10000"),
+            "{o:?}"
+        );
+        let rb = Params::preset(Bench::RmaBw, Preset::Full);
+        assert_eq!(rb.window_for(16 << 20), 4);
+        assert!(rb
+            .c_args()
+            .windows(2)
+            .any(|w| w[0] == "-C" && w[1] == (64 << 20).to_string()));
         let bw = Params::preset(Bench::Bandwidth, Preset::Full);
         assert_eq!(bw.window_for(16 << 20), 16);
         assert_eq!(bw.window_for(1024), 64);

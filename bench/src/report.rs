@@ -3,7 +3,9 @@
 //!
 //! - `results/<name>.md`: the tables of one comparison;
 //! - `results/<name>-<plot>.svg`: latency, bandwidth, overlap % and the
-//!   collectives' latency (one plot per rank count) against size;
+//!   collectives' latency (one plot per rank count) against size, and the
+//!   non-blocking broadcast's and all-reduce's overlap at the largest
+//!   compute factor (one plot per rank count);
 //! - `docs/PERFORMANCE.md`: machine, command, goals, plots, tables, and a
 //!   section for the human reading of the numbers, which is kept when the
 //!   document is regenerated.
@@ -14,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::error::{BenchError, Result};
 use crate::impls::{family_of, Family, Impl, Level};
+use crate::nbc_overlap::NbcOp;
 use crate::params::{size_label, Bench};
 use crate::plot::{draw, Chart, Series};
 use crate::record::Record;
@@ -37,7 +40,13 @@ pub fn describe(label: &str) -> String {
         "raw-udp-busy" => "raw UDP ping-pong, busy-polled".into(),
         "raw-udp-blocking" => "raw UDP ping-pong, blocking reads".into(),
         "raw-tcp" => "raw TCP stream, blocking writes, 1-byte ack per batch".into(),
-        "openmpi-tcp" => "Open MPI, ob1 + TCP BTL over loopback".into(),
+        "openmpi-tcp" => {
+            "Open MPI, ob1 + TCP BTL over loopback (its RMA windows use osc sm: shared memory)"
+                .into()
+        }
+        "openmpi-tcp-pt2pt" => {
+            "Open MPI, ob1 + TCP BTL over loopback, osc pt2pt (RMA as messages over TCP)".into()
+        }
         "openmpi-sm" => "Open MPI, ob1 + shared-memory BTL (vader)".into(),
         "openmpi" => "Open MPI defaults".into(),
         "mpich" => "MPICH defaults (ch4:ucx, shared memory on one node)".into(),
@@ -107,6 +116,35 @@ fn columns(res: &Results, recs: &[&Record]) -> Vec<String> {
     cols
 }
 
+/// Where an `nbc-overlap` row sorts: operation, rank count, size, factor.
+type NbcOrder = (usize, u64, u64, u64);
+
+/// Rows of `nbc-overlap`: (size, point key) sorted by operation (barrier,
+/// broadcast, all-reduce), rank count, size and compute factor.
+fn nbc_rows(recs: &[&Record]) -> Vec<(u64, String)> {
+    let mut keyed: Vec<(NbcOrder, (u64, String))> = Vec::new();
+    for r in recs {
+        let op = r
+            .extra_str("op")
+            .and_then(NbcOp::from_name)
+            .map_or(NbcOp::ALL.len(), |o| o as usize);
+        let num = |k: &str| r.extra_f64(k).unwrap_or(0.0);
+        // Factors sort by their bits: non-negative finite floats order so.
+        let sort = (
+            op,
+            num("ranks") as u64,
+            r.size,
+            num("compute_factor").to_bits(),
+        );
+        let row = (r.size, point_key(r));
+        if !keyed.iter().any(|(_, x)| *x == row) {
+            keyed.push((sort, row));
+        }
+    }
+    keyed.sort_by_key(|(k, _)| *k);
+    keyed.into_iter().map(|(_, row)| row).collect()
+}
+
 /// Rows: (size, point key), sorted by size, keys in order of appearance.
 fn rows(recs: &[&Record]) -> Vec<(u64, String)> {
     let mut rows: Vec<(u64, String)> = Vec::new();
@@ -127,7 +165,9 @@ fn find<'r>(recs: &[&'r Record], imp: &str, size: u64, key: &str) -> Option<&'r 
 }
 
 /// The MPI peers' network paths: every project variant is divided by them.
-const MPI_NET_PEERS: [&str; 2] = ["openmpi-tcp", "mpich-net"];
+/// (`openmpi-tcp`'s one-sided operations are shared memory; its `osc pt2pt`
+/// variant is the TCP path there.)
+pub const MPI_NET_PEERS: [&str; 3] = ["openmpi-tcp", "openmpi-tcp-pt2pt", "mpich-net"];
 /// The Portals-level peers' TCP paths: the Portals-level variants are
 /// divided by them too.
 const PORTALS_NET_PEERS: [&str; 2] = ["ucx-tcp", "libfabric-tcp"];
@@ -173,6 +213,17 @@ fn ratio_pairs(cols: &[String]) -> Vec<(String, String)> {
     pairs
 }
 
+/// [`ratio_pairs`] for one benchmark: the one-sided benchmarks leave out
+/// `openmpi-tcp`, whose windows are shared memory on one node (its
+/// `osc pt2pt` variant is the TCP path there).
+fn ratio_pairs_for(bench: Bench, cols: &[String]) -> Vec<(String, String)> {
+    let mut pairs = ratio_pairs(cols);
+    if bench.is_rma() {
+        pairs.retain(|(_, p)| p != "openmpi-tcp");
+    }
+    pairs
+}
+
 fn heading(bench: &str) -> String {
     let b = Bench::from_name(bench);
     let what = match b {
@@ -197,6 +248,18 @@ fn heading(bench: &str) -> String {
             "object store, one client putting / getting objects of this size (raw-tcp: one TCP stream, the floor for both)"
         }
         Some(Bench::RpcCpu) => "object store, server CPU seconds (user + system) per GB moved by rpc-bulk",
+        Some(Bench::NbcOverlap) => {
+            "non-blocking collectives, overlap % = 100·(1 − (start + wait)/T0), T0 = the collective alone; \
+             every rank computes factor × T0 between start and wait; max over the ranks; by \
+             operation, rank count and factor"
+        }
+        Some(Bench::RmaLatency) => {
+            "one-sided operation + flush in a passive-target epoch, µs per operation (fetch_and_op: 8 B, sum)"
+        }
+        Some(Bench::RmaBw) => "one-sided put bandwidth: windows of puts, then a flush, in one lock_all epoch",
+        Some(Bench::RmaOverlap) => {
+            "origin's lock(exclusive)–op–unlock time while the target computes without calling the library (≪ compute time needs progress at the target)"
+        }
         None => "",
     };
     let dir = match b {
@@ -235,23 +298,44 @@ fn write_table(
 pub fn tables(res: &Results) -> String {
     let mut md = String::new();
     for b in Bench::ALL {
-        let recs: Vec<&Record> = bench_records(res, b.name())
-            .into_iter()
+        let nbc = b == Bench::NbcOverlap;
+        let all = bench_records(res, b.name());
+        let recs: Vec<&Record> = all
+            .iter()
+            .copied()
             // the overlap baseline rows carry no overlap value
-            .filter(|r| !(b == Bench::Overlap && r.extra_f64("compute_factor") == Some(0.0)))
+            .filter(|r| {
+                !(matches!(b, Bench::Overlap | Bench::NbcOverlap)
+                    && r.extra_f64("compute_factor") == Some(0.0))
+            })
             .collect();
         if recs.is_empty() {
             continue;
         }
         let unit = recs.first().map_or("", |r| r.unit.as_str());
         let cols = columns(res, &recs);
-        let rws = rows(&recs);
+        let rws = if nbc { nbc_rows(&recs) } else { rows(&recs) };
         let _ = writeln!(md, "### {}\n", heading(b.name()));
         let _ = writeln!(md, "Medians over rounds, {unit}.\n");
         write_table(&mut md, &cols, &rws, |size, key, i| {
             find(&recs, &cols[i], size, key).map_or("–".into(), |r| fmt_value(r.value))
         });
-        let pairs = ratio_pairs(&cols);
+        if nbc {
+            // A ratio of overlaps near 0 % says nothing: the times instead.
+            let _ = writeln!(
+                md,
+                "Time per iteration (start + compute + wait), µs, medians over rounds; \
+                 x0 is T0, the collective alone:\n"
+            );
+            let rws = nbc_rows(&all);
+            write_table(&mut md, &cols, &rws, |size, key, i| {
+                find(&all, &cols[i], size, key)
+                    .and_then(|r| r.extra_f64("total_us"))
+                    .map_or("–".into(), fmt_value)
+            });
+            continue;
+        }
+        let pairs = ratio_pairs_for(b, &cols);
         if !pairs.is_empty() {
             let better = if b.higher_is_better() { "> 1" } else { "< 1" };
             let _ = writeln!(
@@ -381,6 +465,9 @@ pub fn goals(res: &Results) -> String {
             Some(r.value >= 90.0),
         );
     }
+    for g in crate::rma_goals::rows(res) {
+        row(&g.goal, g.point, g.project, g.reference, g.met);
+    }
     if any {
         md
     } else {
@@ -446,6 +533,12 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
             "MB/s (10^6 B/s)",
             true,
         ),
+        (
+            Bench::RmaBw,
+            "One-sided put bandwidth: windows of puts, then a flush",
+            "MB/s (10^6 B/s)",
+            true,
+        ),
     ] {
         let recs = bench_records(res, b.name());
         if !recs.is_empty() {
@@ -473,6 +566,32 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                     key.trim_start_matches('x').to_string() + "×"
                 ),
                 y_desc: "overlap % (100·(1 − wait/transfer))".into(),
+                log_y: false,
+                y_range: Some((0.0, 105.0)),
+                series: series_of(&recs, res),
+            },
+        ));
+    }
+    // Non-blocking broadcast and all-reduce: overlap against size at the
+    // largest compute factor, per rank count (the barrier has one size).
+    let top = bench_records(res, Bench::NbcOverlap.name())
+        .iter()
+        .filter_map(|r| r.extra_f64("compute_factor"))
+        .fold(0.0f64, f64::max);
+    let nbc = by_key(res, Bench::NbcOverlap.name(), |r| {
+        top > 0.0
+            && r.extra_f64("compute_factor") == Some(top)
+            && r.extra_str("op") != Some(NbcOp::Ibarrier.name())
+    });
+    for (key, recs) in nbc {
+        out.push((
+            format!(
+                "nbc-overlap-{}",
+                key.replace(" ranks", "ranks").replace(' ', "-")
+            ),
+            Chart {
+                title: format!("Non-blocking collective overlap, {key} (compute = factor × T0)"),
+                y_desc: "overlap % (100·(1 − (start + wait)/T0))".into(),
                 log_y: false,
                 y_range: Some((0.0, 105.0)),
                 series: series_of(&recs, res),
@@ -760,6 +879,18 @@ mod tests {
                     );
                 }
             }
+            for (op, size) in [("ibarrier", 0u64), ("iallreduce", 8), ("ibcast", 8)] {
+                for f in [0.0, 2.0] {
+                    let v = if f > 0.0 { 80.0 } else { 0.0 };
+                    runs.push(
+                        rec("nbc-overlap", imp, size, v)
+                            .with("op", op)
+                            .with("ranks", 4)
+                            .with("compute_factor", f)
+                            .with("total_us", 10.0 * (1.0 + f)),
+                    );
+                }
+            }
             runs.push(
                 rec("comb", imp, 100 << 10, 91.0)
                     .with("method", "poll")
@@ -801,6 +932,28 @@ mod tests {
         assert!(t.contains("### allreduce: all_reduce"), "{t}");
         assert!(t.contains("| 8 | 4 ranks | 40.0 | 40.0 |"), "{t}");
         assert!(t.contains("| 1M | 2 ranks | 1.00 |"), "{t}");
+        // nbc-overlap: rows by operation, the baselines only in the
+        // times table, no ratios.
+        let nbc = &t[t.find("### nbc-overlap").expect("nbc-overlap table")..];
+        let (pct, times) = nbc.split_at(nbc.find("Time per iteration").expect("times"));
+        let order: Vec<usize> = ["| 0 | ibarrier", "| 8 | ibcast", "| 8 | iallreduce"]
+            .iter()
+            .map(|k| pct.find(k).expect(k))
+            .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{pct}");
+        assert!(
+            pct.contains("| 8 | ibcast 4 ranks x2 | 80.0 | 80.0 |"),
+            "{pct}"
+        );
+        assert!(!pct.contains("x0 |") && !pct.contains("Ratio"), "{pct}");
+        assert!(
+            times.contains("| 8 | ibcast 4 ranks x0 | 10.0 | 10.0 |"),
+            "{times}"
+        );
+        assert!(
+            times.contains("| 8 | ibcast 4 ranks x2 | 30.0 | 30.0 |"),
+            "{times}"
+        );
         let g = goals(&res);
         assert!(
             g.contains("MPI latency over TCP") && g.contains("met"),
@@ -821,6 +974,8 @@ mod tests {
             "t-overlap-x2.svg",
             "t-allreduce-2ranks.svg",
             "t-allreduce-4ranks.svg",
+            "t-nbc-overlap-ibcast-4ranks-x2.svg",
+            "t-nbc-overlap-iallreduce-4ranks-x2.svg",
         ] {
             assert!(files.iter().any(|p| p.ends_with(f)), "{f}: {files:?}");
         }
@@ -860,6 +1015,18 @@ mod tests {
         );
         assert!(!pairs.iter().any(|(_, p)| p == "ucx-shm"), "{pairs:?}");
         assert_eq!(pairs.len(), 4, "{pairs:?}");
+        // One-sided: openmpi-tcp is shared memory there, its pt2pt variant the TCP path.
+        let rma_cols: Vec<String> = ["mpi-tcp-thread", "openmpi-tcp", "openmpi-tcp-pt2pt"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            ratio_pairs_for(Bench::RmaLatency, &rma_cols),
+            vec![(
+                "mpi-tcp-thread".to_string(),
+                "openmpi-tcp-pt2pt".to_string()
+            )]
+        );
+        assert_eq!(ratio_pairs_for(Bench::Latency, &rma_cols).len(), 2);
         // No network path at all: every peer.
         let only_shm: Vec<String> = ["portals-tcp-poll", "libfabric-shm"]
             .map(String::from)

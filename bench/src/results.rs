@@ -84,11 +84,19 @@ impl Results {
 
 /// What distinguishes two points of one benchmark and size: the overlap
 /// compute factor, the COMB method and work interval, the match-list length,
-/// the ranks of a collective.
+/// the ranks of a collective, the operation, ranks and compute factor of a
+/// non-blocking collective, the one-sided operation (and the target's
+/// compute time).
 pub fn point_key(r: &Record) -> String {
     match r.bench.as_str() {
         "allreduce" | "bcast" => format!("{} ranks", r.extra_f64("ranks").unwrap_or(2.0)),
         "overlap" => format!("x{}", r.extra_f64("compute_factor").unwrap_or(0.0)),
+        "nbc-overlap" => format!(
+            "{} {} ranks x{}",
+            r.extra_str("op").unwrap_or("?"),
+            r.extra_f64("ranks").unwrap_or(2.0),
+            r.extra_f64("compute_factor").unwrap_or(0.0)
+        ),
         "comb" => format!(
             "{} {}us",
             r.extra_str("method").unwrap_or("?"),
@@ -101,6 +109,12 @@ pub fn point_key(r: &Record) -> String {
             r.extra_f64("clients").unwrap_or(1.0)
         ),
         "rpc-bulk" | "rpc-cpu" => r.extra_str("op").unwrap_or("?").to_string(),
+        "rma-latency" => r.extra_str("op").unwrap_or("?").to_string(),
+        "rma-overlap" => format!(
+            "{}, target computes {} us",
+            r.extra_str("op").unwrap_or("?"),
+            r.extra_f64("compute_us").unwrap_or(0.0)
+        ),
         _ => String::new(),
     }
 }
@@ -184,6 +198,15 @@ mod tests {
         assert_eq!(point_key(&agg[3]), "x0");
         let coll = Record::point("bcast", "mpich", 8, 1.0).with("ranks", 4);
         assert_eq!(point_key(&coll), "4 ranks");
+        let nbc = Record::point("nbc-overlap", "mpich", 8, 1.0)
+            .with("op", "ibcast")
+            .with("ranks", 4)
+            .with("compute_factor", 2.0);
+        assert_eq!(point_key(&nbc), "ibcast 4 ranks x2");
+        let fao = Record::point("rma-overlap", "mpich", 8, 1.0)
+            .with("op", "fetch_and_op")
+            .with("compute_us", 10000.0);
+        assert_eq!(point_key(&fao), "fetch_and_op, target computes 10000 us");
         for r in &agg {
             r.check().expect("sane");
         }

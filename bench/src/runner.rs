@@ -170,11 +170,11 @@ impl Runner {
             .args(p.c_args())
             .env("PEER_TIMEOUT", self.timeout.as_secs().max(1).to_string())
             .env("PEER_BIND", self.bind_value(p.ranks));
-        // A collective prints one record per size; a job that then hangs
-        // in MPI_Finalize (MPICH 4.0.2 over UCX 1.13 TCP with more than two
-        // ranks does, often) is stopped after a grace period and its
-        // records are kept, marked `stopped_after_output`.
-        let expected = p.bench.is_collective().then_some(p.sizes.len());
+        // A collective prints a known number of records; a job that then
+        // hangs in MPI_Finalize (MPICH 4.0.2 over UCX 1.13 TCP with more
+        // than two ranks does, often) is stopped after a grace period and
+        // its records are kept, marked `stopped_after_output`.
+        let expected = p.expected_records();
         let out = run_stopping_after(cmd, expected, FINALIZE_GRACE)
             .map_err(|e| BenchError::io(format!("running {}", script.display()), e))?;
         if !out.stopped && !out.status.success() {
@@ -490,9 +490,15 @@ pub fn probe_project(runner: &Runner, nal: &str) -> Result<()> {
     Ok(())
 }
 
-/// Whether a C peer runs here: a tiny latency point.
+/// Whether a C peer runs here: a tiny latency point (one-sided latency for
+/// the variant that has only the one-sided benchmarks).
 pub fn probe_peer(runner: &Runner, name: &str) -> Result<()> {
-    let mut p = Params::preset(Bench::Latency, crate::params::Preset::Smoke);
+    let bench = if Impl::Peer(name.to_string()).supports(Bench::Latency) {
+        Bench::Latency
+    } else {
+        Bench::RmaLatency
+    };
+    let mut p = Params::preset(bench, crate::params::Preset::Smoke);
     p.sizes = vec![8];
     let mut quick = runner.clone();
     quick.timeout = Duration::from_secs(60);

@@ -6,7 +6,7 @@
 mod common;
 
 use common::records;
-use portals_bench::impls::{Impl, PEERS};
+use portals_bench::impls::{Impl, PEERS, RMA_ONLY_PEER};
 use portals_bench::params::{Bench, Params, Preset};
 use portals_bench::runner::{build_peers, on_path, Runner};
 
@@ -25,10 +25,11 @@ fn c_peers_build_and_run() {
         .filter(|p| built.iter().any(|f| p.starts_with(f)))
         .collect();
     assert!(!usable.is_empty());
-    // One tiny latency point per variant.
+    // One tiny latency point per variant (the osc pt2pt variant has only
+    // the one-sided benchmarks: checked below).
     let mut p = Params::preset(Bench::Latency, Preset::Smoke);
     p.sizes = vec![8];
-    for name in &usable {
+    for name in usable.iter().filter(|n| **n != RMA_ONLY_PEER) {
         let recs = runner
             .run(&Impl::Peer(name.to_string()), &p)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -45,6 +46,27 @@ fn c_peers_build_and_run() {
         let text: Vec<String> = recs.iter().map(|r| r.to_line()).collect();
         let recs = records(&text.join("\n"), b.name(), &[usable[0]]);
         assert!(!recs.is_empty(), "{first} {b} printed nothing");
+    }
+    // The one-sided benchmarks on Open MPI's TCP path (osc pt2pt): every
+    // operation of each is reported.
+    if usable.contains(&RMA_ONLY_PEER) {
+        let pt = Impl::Peer(RMA_ONLY_PEER.to_string());
+        for b in Bench::RMA {
+            let p = Params::preset(b, Preset::Smoke);
+            let recs = runner
+                .run(&pt, &p)
+                .unwrap_or_else(|e| panic!("{pt} {b}: {e}"));
+            let text: Vec<String> = recs.iter().map(|r| r.to_line()).collect();
+            let recs = records(&text.join("\n"), b.name(), &[RMA_ONLY_PEER]);
+            let ops: Vec<&str> = recs.iter().filter_map(|r| r.extra_str("op")).collect();
+            let expected: &[&str] = match b {
+                Bench::RmaLatency => &["put", "get", "fetch_and_op"],
+                Bench::RmaBw => &["put", "put"],
+                // puts of 8 B and a fetch-and-op, for each compute time
+                _ => &["put", "fetch_and_op", "put", "fetch_and_op"],
+            };
+            assert_eq!(ops, expected, "{pt} {b}");
+        }
     }
     // The collectives on 4 ranks (oversubscribed on a 2-CPU machine).
     for b in Bench::COLLECTIVES {

@@ -128,6 +128,63 @@ fn collectives_smoke() {
 }
 
 #[test]
+fn nbc_overlap_smoke() {
+    const SHM: [&str; 2] = ["mpi-shm-thread", "mpi-shm-poll"];
+    let out = ptl_bench(
+        &[
+            "nbc-overlap",
+            "--smoke",
+            "--impls",
+            "mpi-shm-thread,mpi-shm-poll",
+            "--ranks",
+            "2,4",
+        ],
+        2 * T,
+    );
+    let recs = records(&out.stdout, "nbc-overlap", &SHM);
+    for i in SHM {
+        for ranks in [2.0, 4.0] {
+            let mine: Vec<_> = recs
+                .iter()
+                .filter(|r| r.implementation == i && r.extra_f64("ranks") == Some(ranks))
+                .collect();
+            // The barrier (size 0), then the broadcast and the all-reduce at
+            // 8 B and 1 KB; each a baseline and one compute factor.
+            let points: Vec<(&str, u64, f64)> = mine
+                .iter()
+                .map(|r| {
+                    (
+                        r.extra_str("op").unwrap_or("?"),
+                        r.size,
+                        r.extra_f64("compute_factor").unwrap_or(-1.0),
+                    )
+                })
+                .collect();
+            let mut want = vec![("ibarrier", 0, 0.0), ("ibarrier", 0, 1.0)];
+            for op in ["ibcast", "iallreduce"] {
+                for size in [8, 1024] {
+                    want.extend([(op, size, 0.0), (op, size, 1.0)]);
+                }
+            }
+            assert_eq!(points, want, "{i} on {ranks} ranks");
+            for r in mine {
+                let line = r.to_line();
+                assert!((0.0..=100.0).contains(&r.value), "overlap in {line}");
+                let t0 = r.extra_f64("nbc_us").unwrap_or(-1.0);
+                let total = r.extra_f64("total_us").unwrap_or(-1.0);
+                assert!(t0 > 0.0 && total > 0.0, "times in {line}");
+                for k in ["start_us", "wait_us", "compute_us"] {
+                    assert!(r.extra_f64(k).is_some_and(|v| v >= 0.0), "{k} in {line}");
+                }
+                if r.extra_f64("compute_factor") == Some(0.0) {
+                    assert_eq!((r.value, total), (0.0, t0), "baseline {line}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn raw_smoke() {
     let out = ptl_bench(
         &["raw", "--smoke", "--transport", "tcp", "--mode", "busy"],
@@ -147,6 +204,44 @@ fn raw_smoke() {
         &[1024, 65536],
         1,
     );
+}
+
+/// The one-sided benchmarks at the MPI level, both progress modes: every
+/// operation of each reported, on windows that the ranks check (the
+/// target verifies the fetch-and-op sum).
+#[test]
+fn rma_smoke() {
+    let ops = |recs: &[portals_bench::record::Record], imp: &str| -> Vec<String> {
+        recs.iter()
+            .filter(|r| r.implementation == imp)
+            .filter_map(|r| r.extra_str("op").map(String::from))
+            .collect()
+    };
+    let out = ptl_bench(&["rma", "--which", "latency", "--smoke"], T);
+    let recs = records(&out.stdout, "rma-latency", &MPI);
+    for i in MPI {
+        assert_eq!(ops(&recs, i), ["put", "get", "fetch_and_op"], "{i}");
+    }
+    let out = ptl_bench(&["rma", "--which", "bw", "--smoke"], T);
+    covers(
+        &records(&out.stdout, "rma-bw", &MPI),
+        &MPI,
+        &[1024, 65536],
+        1,
+    );
+    let out = ptl_bench(&["rma", "--which", "overlap", "--smoke"], T);
+    let recs = records(&out.stdout, "rma-overlap", &MPI);
+    for i in MPI {
+        // put 8 B and fetch_and_op, target idle then computing 1 ms
+        assert_eq!(
+            ops(&recs, i),
+            ["put", "fetch_and_op", "put", "fetch_and_op"],
+            "{i}"
+        );
+    }
+    assert!(recs
+        .iter()
+        .all(|r| r.extra_f64("target_compute_us").is_some()));
 }
 
 #[test]

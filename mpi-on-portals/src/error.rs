@@ -97,6 +97,40 @@ pub enum MpiError {
     /// The job could not start.
     #[error("initialization failed: {0}")]
     Init(String),
+    /// A one-sided operation or synchronisation call outside the epoch it
+    /// needs (`MPI_ERR_RMA_SYNC`): an operation on a target no access epoch
+    /// covers, an unlock without a lock, a second lock of one target, a
+    /// `complete` without a `start`. Nothing was sent.
+    #[error("RMA synchronisation: {0}")]
+    RmaEpoch(String),
+    /// A one-sided operation outside the target's window
+    /// (`MPI_ERR_RMA_RANGE`). Nothing was sent.
+    #[error("RMA range: {len} elements at displacement {disp} do not fit rank {rank}'s window of {size} elements")]
+    RmaRange {
+        /// Target rank in the window's communicator.
+        rank: i32,
+        /// Displacement asked for (elements).
+        disp: usize,
+        /// Elements asked for.
+        len: usize,
+        /// The target window's size (elements).
+        size: usize,
+    },
+    /// An accumulate operation the element type does not support, or a
+    /// window call this implementation does not offer for the arguments
+    /// given (`MPI_ERR_OP`, `MPI_ERR_RMA_FLAVOR`). Nothing was sent.
+    #[error("RMA unsupported: {0}")]
+    RmaUnsupported(String),
+    /// A one-sided operation reached its target but failed there, or the
+    /// target could not be reached (`MPI_ERR_RMA_CONFLICT`-class failures
+    /// reported by the transport).
+    #[error("RMA operation on rank {rank} failed: {why}")]
+    RmaFailed {
+        /// Target rank in the window's communicator.
+        rank: i32,
+        /// What failed.
+        why: String,
+    },
     /// An error from the Portals layer.
     #[error("portals: {0}")]
     Portals(#[from] portals::PtlError),

@@ -47,6 +47,7 @@ mod p2p;
 pub mod request;
 mod status;
 mod universe;
+pub mod window;
 
 pub use bits::{MAX_CONTEXT, MAX_RANK};
 pub use collective::{
@@ -66,6 +67,10 @@ pub use universe::{
     initialize, initialize_with_config, initialize_with_threading, Threading, Universe,
     PANIC_EXIT_STATUS,
 };
+pub use window::{
+    AtomicElement, CommunicatorWindows, LockAllGuard, LockGuard, LockType, RmaOp, RmaRequest,
+    Window,
+};
 
 /// The traits to bring into scope, as with `use mpi::traits::*`.
 pub mod traits {
@@ -73,6 +78,7 @@ pub mod traits {
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::p2p::{Destination, Source};
+    pub use crate::window::CommunicatorWindows;
 }
 
 /// rsmpi-style module paths.

@@ -446,6 +446,11 @@ impl Engine {
         self.id
     }
 
+    /// The tag that the handles of this engine carry.
+    pub(crate) fn tag(&self) -> u32 {
+        self.tag
+    }
+
     /// The job key every header must carry.
     pub fn job_key(&self) -> u64 {
         self.job_key

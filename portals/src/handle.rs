@@ -45,6 +45,14 @@ macro_rules! handle {
             pub fn as_u64(&self) -> u64 {
                 self.key.data().as_ffi()
             }
+
+            /// The handle of engine `ni` whose [`Self::as_u64`] is `raw`.
+            /// Any value is safe: the generation check refuses one that
+            /// names no live object.
+            #[allow(dead_code)]
+            pub(crate) fn from_parts(ni: u32, raw: u64) -> Self {
+                $name { ni, key: KeyData::from_ffi(raw).into() }
+            }
         }
 
         impl fmt::Debug for $name {

@@ -67,6 +67,8 @@ impl NiConfig {
 /// transport down.
 pub struct NetworkInterface {
     core: Arc<NiCore>,
+    /// The engine's handle tag, to rebuild handles from their integers.
+    tag: u32,
     nal: Arc<dyn Nal>,
     wait_spin: Duration,
     wait_yield: bool,
@@ -99,11 +101,13 @@ impl NetworkInterface {
         F: FnOnce(Arc<NiCore>) -> Result<Arc<dyn Nal>>,
     {
         let engine = Engine::new(config.id, config.job_key, config.limits)?;
+        let tag = engine.tag();
         let core = Arc::new(NiCore::new(engine));
         let nal = make_nal(core.clone())?;
         core.set_transport(&nal);
         Ok(NetworkInterface {
             core,
+            tag,
             nal,
             wait_spin: config.wait_spin,
             wait_yield: config.wait_yield,
@@ -113,6 +117,27 @@ impl NetworkInterface {
     /// This process's id (`PtlGetId`).
     pub fn id(&self) -> ProcessId {
         self.core.id()
+    }
+
+    /// The match entry handle of this interface whose
+    /// [`MeHandle::as_u64`] is `raw`: for bindings that keep handles as
+    /// integers (the C API). Any value is safe: one that names no live
+    /// match entry of this interface makes every call fail with
+    /// [`PtlError::InvalidHandle`].
+    pub fn me_handle_from_u64(&self, raw: u64) -> MeHandle {
+        MeHandle::from_parts(self.tag, raw)
+    }
+
+    /// The memory descriptor handle whose [`MdHandle::as_u64`] is `raw`
+    /// (see [`NetworkInterface::me_handle_from_u64`]).
+    pub fn md_handle_from_u64(&self, raw: u64) -> MdHandle {
+        MdHandle::from_parts(self.tag, raw)
+    }
+
+    /// The event queue handle whose [`EqHandle::as_u64`] is `raw` (see
+    /// [`NetworkInterface::me_handle_from_u64`]).
+    pub fn eq_handle_from_u64(&self, raw: u64) -> EqHandle {
+        EqHandle::from_parts(self.tag, raw)
     }
 
     /// The job key.
@@ -437,6 +462,15 @@ impl NetworkInterface {
 
     // ----- triggered operations -------------------------------------------
 
+    /// After registering a triggered operation: send what it released at
+    /// once, and tell the transport that progress will be needed, so that
+    /// a progress thread backed off by a loop of waits is ready to run the
+    /// rest while the application computes ([`Nal::expect_progress`]).
+    pub(crate) fn after_triggered(&self) {
+        self.core.send_triggered();
+        self.nal.expect_progress();
+    }
+
     /// Put `length` bytes of `md` at `local_offset` once `trigger` is
     /// reached (`PtlTriggeredPut`). Whichever thread moves the counter
     /// there — the transport's progress thread, an application thread —
@@ -457,7 +491,7 @@ impl NetworkInterface {
         let r = self.core.with_engine(|e| {
             e.triggered_put(md, local_offset, length, ack, remote, hdr_data, trigger)
         });
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 
@@ -474,7 +508,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_get(md, local_offset, length, remote, trigger));
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 
@@ -484,7 +518,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_ct_inc(ct, by, trigger));
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 
@@ -493,7 +527,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_ct_set(ct, to, trigger));
-        self.core.send_triggered();
+        self.after_triggered();
         r
     }
 

@@ -6,6 +6,8 @@
 //! ptl-bench latency --quick                      # portals + MPI level, thread and poll
 //! ptl-bench overlap --impls mpi-tcp-thread,openmpi-tcp --sizes 256K,1M
 //! ptl-bench collectives --ranks 2,4 --quick          # all_reduce and broadcast
+//! ptl-bench nbc-overlap --impls mpi-shm-thread,openmpi-sm --ranks 4
+//! ptl-bench rma --impls mpi-tcp-thread,openmpi-tcp-pt2pt,mpich-net --quick
 //! ptl-bench latency --impls ucx-shm,libfabric-tcp,portals-tcp-thread --sizes 8
 //! ptl-bench bandwidth --pingpong --impls libfabric-shm,portals-tcp-thread
 //! ptl-bench raw latency --transport tcp --mode busy
@@ -84,6 +86,28 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "2", value_parser = parse_ranks)]
         ranks: Vec<usize>,
     },
+    /// Overlap of the non-blocking collectives (ibarrier, ibcast from rank
+    /// 0, iallreduce: sum of doubles) with computation on N ranks: every
+    /// rank starts one, computes factor × its time alone (no MPI call),
+    /// waits; overlap % = 1 − wait/time alone (MPI level).
+    NbcOverlap {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Rank counts, comma separated; each is a job of its own.
+        #[arg(long, value_delimiter = ',', default_value = "4", value_parser = parse_ranks)]
+        ranks: Vec<usize>,
+    },
+    /// One-sided operations on a window, passive target (MPI level):
+    /// put/get/fetch-and-op latency (rma-latency), put bandwidth (rma-bw),
+    /// and the origin's lock–op–unlock time while the target computes
+    /// (rma-overlap; --factors are the target's compute times in µs).
+    Rma {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Which benchmark.
+        #[arg(long, value_enum, default_value = "all")]
+        which: RmaArg,
+    },
     /// The raw-socket floor: TCP/UDP ping-pong and TCP stream.
     Raw(RawArgs),
     /// Everything, interleaved and repeated, against raw sockets and the C
@@ -131,6 +155,25 @@ impl OpArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RmaArg {
+    Latency,
+    Bw,
+    Overlap,
+    All,
+}
+
+impl RmaArg {
+    fn benches(self) -> Vec<Bench> {
+        match self {
+            RmaArg::Latency => vec![Bench::RmaLatency],
+            RmaArg::Bw => vec![Bench::RmaBw],
+            RmaArg::Overlap => vec![Bench::RmaOverlap],
+            RmaArg::All => Bench::RMA.to_vec(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum LevelArg {
     Portals,
     Mpi,
@@ -159,7 +202,7 @@ impl ProgressArg {
 struct BenchArgs {
     /// Implementations to run, comma separated: portals-NAL-PROGRESS,
     /// mpi-NAL-PROGRESS (PROGRESS: thread, poll), raw-tcp-busy, raw-tcp, openmpi-tcp,
-    /// openmpi-sm, openmpi, mpich, mpich-net, ucx-shm, ucx-tcp, ucx-shm-put,
+    /// openmpi-tcp-pt2pt (rma only), openmpi-sm, openmpi, mpich, mpich-net, ucx-shm, ucx-tcp, ucx-shm-put,
     /// ucx-tcp-put, libfabric-shm, libfabric-tcp, libfabric-udp. Default: the
     /// project variants chosen by --level, --nal and --progress.
     #[arg(long, value_delimiter = ',')]
@@ -203,7 +246,8 @@ struct Knobs {
     /// Window of outstanding operations (bandwidth, msgrate) / COMB queue depth.
     #[arg(long)]
     window: Option<usize>,
-    /// Overlap compute factors (× transfer time) or COMB work intervals (µs).
+    /// Overlap compute factors (× transfer time), COMB work intervals (µs)
+    /// or rma-overlap target compute times (µs).
     #[arg(long, value_delimiter = ',')]
     factors: Vec<f64>,
     /// Match-list lengths.
@@ -333,10 +377,11 @@ struct CompareArgs {
     /// Repetitions inside each run.
     #[arg(long, default_value_t = 1)]
     reps: usize,
-    /// Benchmarks (default: all); `collectives` = allreduce,bcast.
+    /// Benchmarks (default: all but nbc-overlap and rpc); `collectives` =
+    /// allreduce,bcast; `rma` = rma-latency,rma-bw,rma-overlap.
     #[arg(long, value_delimiter = ',', value_parser = parse_bench)]
     benches: Vec<BenchGroup>,
-    /// Rank counts of the collective benchmarks.
+    /// Rank counts of the collective benchmarks (and nbc-overlap).
     #[arg(long, value_delimiter = ',', default_value = "2,4", value_parser = parse_ranks)]
     ranks: Vec<usize>,
     /// Exactly these implementations (no detection).
@@ -382,7 +427,7 @@ struct BenchGroup(Vec<Bench>);
 fn parse_bench(s: &str) -> std::result::Result<BenchGroup, String> {
     Bench::parse_group(s).map(BenchGroup).ok_or_else(|| {
         format!(
-            "unknown benchmark '{s}' ({}, collectives, rpc)",
+            "unknown benchmark '{s}' ({}, collectives, rma, rpc)",
             Bench::ALL.map(|b| b.name()).join(", ")
         )
     })
@@ -581,8 +626,7 @@ fn compare_cmd(a: &CompareArgs) -> Result<()> {
         }),
         reps: a.reps,
         benches: if a.benches.is_empty() {
-            // The object-store benchmarks only when asked (`--benches rpc`).
-            Bench::ALL.into_iter().filter(|b| !b.is_rpc()).collect()
+            Bench::DEFAULT.to_vec()
         } else {
             let mut v: Vec<Bench> = Vec::new();
             for b in a.benches.iter().flat_map(|g| g.0.iter().copied()) {
@@ -694,6 +738,22 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             bench_cmd(Bench::Allreduce, &args, &ps)
+        }
+        Cmd::NbcOverlap { args, ranks } => {
+            let ps: Vec<Params> = ranks
+                .iter()
+                .map(|&n| {
+                    let mut p = args.knobs.params(Bench::NbcOverlap);
+                    p.ranks = n;
+                    p
+                })
+                .collect();
+            bench_cmd(Bench::NbcOverlap, &args, &ps)
+        }
+        Cmd::Rma { args, which } => {
+            let benches = which.benches();
+            let ps: Vec<Params> = benches.iter().map(|&b| args.knobs.params(b)).collect();
+            bench_cmd(benches[0], &args, &ps)
         }
         Cmd::Raw(a) => raw_cmd(&a),
         Cmd::Compare(a) => compare_cmd(&a),

@@ -334,6 +334,39 @@ impl<T, F: Fn(&[T], &mut [T]) + Sync> Operation<T> for UserOperation<T, F> {
     }
 }
 
+/// The Portals operation of a predefined operation, whatever the element
+/// type (one-sided accumulates check the type separately).
+impl SystemOperation {
+    pub(crate) fn portals_op(&self) -> AtomicOp {
+        match self.0 {
+            Arith::Sum => AtomicOp::Sum,
+            Arith::Product => AtomicOp::Prod,
+            Arith::Max => AtomicOp::Max,
+            Arith::Min => AtomicOp::Min,
+        }
+    }
+}
+
+impl LogicalOperation {
+    pub(crate) fn portals_op(&self) -> AtomicOp {
+        match self.0 {
+            Bits::And => AtomicOp::Land,
+            Bits::Or => AtomicOp::Lor,
+            Bits::Xor => AtomicOp::Lxor,
+        }
+    }
+}
+
+impl BitwiseOperation {
+    pub(crate) fn portals_op(&self) -> AtomicOp {
+        match self.0 {
+            Bits::And => AtomicOp::Band,
+            Bits::Or => AtomicOp::Bor,
+            Bits::Xor => AtomicOp::Bxor,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
