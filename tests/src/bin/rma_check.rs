@@ -624,16 +624,15 @@ fn shared(w: &SimpleCommunicator) -> R<()> {
         })?;
         off += len_of(r) * 8;
     }
-    if me == 0 {
+    // Checked after the window is freed: a rank failing with a live
+    // window would wait in its collective teardown.
+    let name_left = me == 0 && {
         let prefix = format!("ptl-win.{}.", std::process::id());
-        let left = std::fs::read_dir("/dev/shm")
+        std::fs::read_dir("/dev/shm")
             .map_err(|x| x.to_string())?
             .flatten()
-            .any(|d| d.file_name().to_string_lossy().starts_with(&prefix));
-        ensure(!left, || {
-            "the shared object's name outlived creation".into()
-        })?;
-    }
+            .any(|d| d.file_name().to_string_lossy().starts_with(&prefix))
+    };
     let next = (me + 1) % n;
     let prev = |r: i32| (r + n - 1) % n;
     let own = win.shared_query(me).map_err(e)?;
@@ -701,7 +700,10 @@ fn shared(w: &SimpleCommunicator) -> R<()> {
         || "shared_query on a plain window".into(),
     )?;
     plain.free().map_err(e)?;
-    win.free().map_err(e)
+    win.free().map_err(e)?;
+    ensure(!name_left, || {
+        "the shared object's name outlived the window's creation".into()
+    })
 }
 
 /// Ranks posing as two hosts (`PTL_HOST_ID` set per rank before the
