@@ -1,6 +1,7 @@
 //! MPI one-sided communication (RMA windows) between real processes
 //! (`rma_check`), on shared memory, TCP and UDP, both progress modes, and
-//! UDP with loss. Every job has a timeout.
+//! UDP with loss; shared windows on shared memory and `auto`, and refused
+//! across (posed) hosts. Every job has a timeout.
 
 use std::time::Duration;
 

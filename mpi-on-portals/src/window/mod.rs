@@ -400,6 +400,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
         Ok(SharedRegion::new(
             ptr.cast(),
             bytes / std::mem::size_of::<T>().max(1),
+            r,
         ))
     }
 

@@ -180,6 +180,8 @@ pub(crate) fn map_segment<T: Equivalence>(
 pub struct SharedRegion<'w, T> {
     ptr: *mut T,
     len: usize,
+    /// The rank whose part this is (for errors).
+    rank: Rank,
     _w: PhantomData<&'w T>,
 }
 
@@ -188,16 +190,18 @@ impl<T> std::fmt::Debug for SharedRegion<'_, T> {
         f.debug_struct("SharedRegion")
             .field("ptr", &self.ptr)
             .field("len", &self.len)
+            .field("rank", &self.rank)
             .finish()
     }
 }
 
 impl<'w, T: Equivalence> SharedRegion<'w, T> {
-    /// The region of `len` elements at `ptr`, valid for `'w`.
-    pub(crate) fn new(ptr: *mut T, len: usize) -> Self {
+    /// Rank `rank`'s part: `len` elements at `ptr`, valid for `'w`.
+    pub(crate) fn new(ptr: *mut T, len: usize, rank: Rank) -> Self {
         SharedRegion {
             ptr,
             len,
+            rank,
             _w: PhantomData,
         }
     }
@@ -222,7 +226,7 @@ impl<'w, T: Equivalence> SharedRegion<'w, T> {
     fn check(&self, disp: usize, n: usize) -> Result<()> {
         if disp.checked_add(n).is_none_or(|end| end > self.len) {
             return Err(MpiError::RmaRange {
-                rank: -1,
+                rank: self.rank,
                 disp,
                 len: n,
                 size: self.len,
@@ -328,5 +332,93 @@ impl<T: AtomicElement> SharedRegion<'_, T> {
         with_atomic!(p, T, |a: A, U| bytemuck::try_cast::<T, U>(v)
             .map(|u| a.store(u, Ordering::SeqCst)))
         .map_err(|e| MpiError::RmaUnsupported(format!("atomic store: {e:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two mappings of one object, as two processes would have.
+    fn two_views(bytes: usize) -> (ShmMapping, ShmMapping) {
+        let name = mapping_name(std::process::id(), random_nonce().expect("nonce"));
+        let a = ShmMapping::create(&name, bytes).expect("create");
+        let b = ShmMapping::open(&name, bytes).expect("open");
+        unlink_mapping(&name);
+        (a, b)
+    }
+
+    fn roundtrip<T: AtomicElement + PartialEq + std::fmt::Debug>(vals: [T; 3]) {
+        let (a, b) = two_views(3 * std::mem::size_of::<T>());
+        let (ra, rb) = (
+            SharedRegion::<T>::new(a.base().cast(), 3, 0),
+            SharedRegion::<T>::new(b.base().cast(), 3, 0),
+        );
+        for (i, v) in vals.into_iter().enumerate() {
+            ra.store(i, v).expect("store");
+        }
+        for (i, v) in vals.into_iter().enumerate() {
+            assert_eq!(rb.load(i).expect("load"), v);
+        }
+        assert!(matches!(rb.load(3), Err(MpiError::RmaRange { .. })));
+        assert!(matches!(
+            ra.store(3, vals[0]),
+            Err(MpiError::RmaRange { .. })
+        ));
+    }
+
+    #[test]
+    fn stores_through_one_mapping_are_loaded_through_another() {
+        roundtrip::<u8>([1, 0xff, 7]);
+        roundtrip::<i16>([-2, 300, i16::MIN]);
+        roundtrip::<f32>([1.5, -0.0, f32::MAX]);
+        roundtrip::<f64>([2.25, f64::MIN_POSITIVE, -1e300]);
+        roundtrip::<i64>([-1, i64::MAX, 0x0123_4567_89ab_cdef]);
+    }
+
+    #[test]
+    fn bulk_copies_are_range_checked() {
+        let (a, b) = two_views(8 * 4);
+        let (ra, rb) = (
+            SharedRegion::<u32>::new(a.base().cast(), 8, 0),
+            SharedRegion::<u32>::new(b.base().cast(), 8, 0),
+        );
+        let mut back = [0u32; 3];
+        // SAFETY: this thread alone uses the object.
+        unsafe {
+            ra.copy_from(5, &[9, 8, 7]).expect("copy in");
+            rb.copy_to(5, &mut back).expect("copy out");
+            assert!(matches!(
+                ra.copy_from(6, &[1, 2, 3]),
+                Err(MpiError::RmaRange { .. })
+            ));
+            assert!(matches!(
+                rb.copy_to(usize::MAX, &mut back),
+                Err(MpiError::RmaRange { .. })
+            ));
+        }
+        assert_eq!(back, [9, 8, 7]);
+    }
+
+    #[test]
+    fn host_hashes_tell_identities_apart() {
+        assert_eq!(host_hash("hostA"), host_hash("hostA"));
+        assert_ne!(host_hash("hostA"), host_hash("hostB"));
+        assert_ne!(host_hash(""), host_hash("a"));
+    }
+
+    #[test]
+    fn parts_follow_each_other() {
+        let (a, _b) = two_views(24);
+        let seg = SharedSeg {
+            map: a,
+            offsets: vec![0, 16, 16, 24],
+        };
+        let base = seg.map.base() as usize;
+        let parts: Vec<_> = (0..3)
+            .map(|r| seg.part(r).map(|(p, n)| (p as usize - base, n)))
+            .collect();
+        assert_eq!(parts, [Some((0, 16)), Some((16, 0)), Some((16, 8))]);
+        assert!(seg.part(3).is_none());
     }
 }
