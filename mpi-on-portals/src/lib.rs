@@ -69,7 +69,7 @@ pub use universe::{
 };
 pub use window::{
     AtomicElement, CommunicatorWindows, LockAllGuard, LockGuard, LockType, RmaOp, RmaRequest,
-    Window,
+    SharedRegion, Window,
 };
 
 /// The traits to bring into scope, as with `use mpi::traits::*`.

@@ -44,6 +44,7 @@ mod cma;
 mod doorbell;
 pub mod fuzzing;
 mod liveness;
+mod mapping;
 mod nal;
 pub mod ring;
 mod rx;
@@ -53,6 +54,7 @@ mod tx;
 use std::time::Duration;
 
 pub use addr::{AddrError, ShmAddr};
+pub use mapping::{mapping_name, random_nonce, unlink_mapping, ShmMapping, MAPPING_PREFIX};
 pub use nal::{ShmEndpoint, ShmNal};
 pub use nal_sys::{Backend, ProgressMode};
 pub use segment::SegmentError;

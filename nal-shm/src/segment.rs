@@ -268,7 +268,7 @@ pub enum OpenError {
 }
 
 /// Run a libc call returning -1 on error.
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -277,7 +277,7 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// An open descriptor, closed on drop.
-struct Fd(libc::c_int);
+pub(crate) struct Fd(pub(crate) libc::c_int);
 
 impl Drop for Fd {
     fn drop(&mut self) {
@@ -286,7 +286,7 @@ impl Drop for Fd {
     }
 }
 
-fn map(fd: &Fd, len: usize) -> io::Result<*mut u8> {
+pub(crate) fn map(fd: &Fd, len: usize) -> io::Result<*mut u8> {
     // SAFETY: a fresh shared mapping of an open descriptor; the kernel
     // picks the address.
     let p = unsafe {

@@ -1,6 +1,7 @@
 //! MPI one-sided communication (RMA windows) between real processes
 //! (`rma_check`), on shared memory, TCP and UDP, both progress modes, and
-//! UDP with loss. Every job has a timeout.
+//! UDP with loss; shared windows on shared memory and `auto`, and refused
+//! across (posed) hosts. Every job has a timeout.
 
 use std::time::Duration;
 
@@ -82,4 +83,61 @@ fn passive_target_operations_complete_while_the_target_sleeps() {
         assert_job_ok(&out, 2, "OK progress", &format!("rma progress {nal:?}"));
         assert!(out.stdout_of(1).contains("completed while sleeping"));
     }
+}
+
+/// Names of shared-window objects in `/dev/shm`.
+fn shared_objects() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(nal_shm::MAPPING_PREFIX))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `shared` on four ranks over shared memory and `auto`: direct stores
+/// into the own and the next rank's part, read back by every rank
+/// directly and through engine gets; an engine put seen by a direct load;
+/// contiguous parts, one of them empty; and no object left in /dev/shm.
+#[test]
+fn shared_windows_are_loaded_and_stored_directly_and_through_the_engine() {
+    let before = shared_objects();
+    for nal in [NalKind::Shm, NalKind::Auto] {
+        for progress in [ProgressMode::Thread, ProgressMode::Poll] {
+            let options = JobOptions {
+                nal,
+                progress,
+                ..JobOptions::default()
+            };
+            let out = run(4, "shared", options);
+            assert_job_ok(
+                &out,
+                4,
+                "OK shared",
+                &format!("shared {nal:?} {progress:?}"),
+            );
+        }
+    }
+    let left: Vec<_> = shared_objects()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "shared-window objects left behind: {left:?}"
+    );
+}
+
+/// Ranks posing as two hosts get `RmaUnsupported` on every rank (no
+/// hang, the job goes on) and a window once they agree again.
+#[test]
+fn a_shared_window_across_hosts_is_refused_on_every_rank() {
+    let options = JobOptions {
+        nal: NalKind::Tcp,
+        ..JobOptions::default()
+    };
+    let out = run(4, "shared_hosts", options);
+    assert_job_ok(&out, 4, "OK shared_hosts", "shared across hosts");
 }

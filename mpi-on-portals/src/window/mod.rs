@@ -5,6 +5,8 @@
 //! ```text
 //! comm.create_window(&mut mem)       zero-copy window over caller memory (collective)
 //! comm.allocate_window::<T>(len)     window over zeroed memory it owns (collective)
+//! comm.allocate_shared_window::<T>(len)  zeroed memory in one shared object (collective,
+//!   every rank on one host); win.shared_query(r) -> SharedRegion: load/store rank r's part
 //! comm.create_dynamic_window::<T>()  no memory yet (collective); then
 //!   win.attach(vec) -> address, win.detach(address) -> vec   (displacements are addresses)
 //! win.put / get / accumulate / get_accumulate / fetch_and_op / compare_and_swap
@@ -68,6 +70,13 @@
 //! retry) while a transfer uses the bytes; [`Window::with_local`] takes an
 //! exclusive lock on the owner's own window, copies the memory out, runs a
 //! closure on the copy and writes it back before unlocking.
+//!
+//! # Shared windows
+//! [`CommunicatorWindows::allocate_shared_window`] puts every rank's part
+//! in one shared-memory object, contiguous in rank order, and exposes each
+//! part as that rank's window memory as above; [`Window::shared_query`]
+//! then gives any rank's part for direct loads and stores
+//! ([`SharedRegion`], see `shared.rs`).
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -88,11 +97,13 @@ mod dynamic;
 mod lock;
 mod ops;
 mod request;
+mod shared;
 
 pub use atomic::{AtomicElement, RmaOp};
 pub use dynamic::MAX_REGIONS;
 pub use lock::{LockAllGuard, LockGuard, LockType};
 pub use request::RmaRequest;
+pub use shared::SharedRegion;
 
 /// The portal of window exposures (the MPI device uses 0 to 5).
 pub(crate) const WIN_PT: PortalIndex = PortalIndex(6);
@@ -233,6 +244,9 @@ enum Mem<T> {
     /// Memory the window allocated (`Box::into_raw`), freed after the
     /// exposure is gone.
     Owned { ptr: *mut [T] },
+    /// This rank's part of a shared window's object (at `ptr`), unmapped
+    /// after the exposure is gone.
+    Shared { seg: shared::SharedSeg, ptr: *mut T },
 }
 
 /// An RMA window (`MPI_Win`) of elements `T`, over memory borrowed for
@@ -285,6 +299,15 @@ pub trait CommunicatorWindows: Communicator {
     /// (`MPI_Win_allocate`). Collective.
     fn allocate_window<T: Equivalence>(&self, len: usize) -> Result<Window<'static, T>>;
 
+    /// A window over `len` zeroed elements in memory every rank of the
+    /// communicator can load from and store to directly
+    /// (`MPI_Win_allocate_shared`). Collective; every rank must run on
+    /// this host (else every rank gets [`MpiError::RmaUnsupported`]). The
+    /// parts lie contiguously in rank order in one shared-memory object;
+    /// [`Window::shared_query`] gives access to any rank's part, and the
+    /// window takes every operation an allocated window takes.
+    fn allocate_shared_window<T: Equivalence>(&self, len: usize) -> Result<Window<'static, T>>;
+
     /// A window with no memory yet (`MPI_Win_create_dynamic`). Collective.
     /// Each rank attaches regions with [`Window::attach`] and tells the
     /// origins their addresses; in such a window every displacement is an
@@ -317,6 +340,27 @@ impl CommunicatorWindows for SimpleCommunicator {
         )
     }
 
+    fn allocate_shared_window<T: Equivalence>(&self, len: usize) -> Result<Window<'static, T>> {
+        if std::mem::size_of::<T>() == 0 {
+            return Err(MpiError::RmaUnsupported(
+                "windows of zero-sized elements".into(),
+            ));
+        }
+        let seg = shared::map_segment::<T>(self, len)?;
+        let (ptr, _) = seg
+            .part(self.inner.me as usize)
+            .ok_or(MpiError::RmaUnsupported("a rank outside the window".into()))?;
+        Window::expose(
+            self,
+            Mem::Shared {
+                seg,
+                ptr: ptr.cast(),
+            },
+            len,
+            false,
+        )
+    }
+
     fn create_dynamic_window<T: Equivalence>(&self) -> Result<Window<'static, T>> {
         Window::expose(
             self,
@@ -334,7 +378,30 @@ impl<'m, T: Equivalence> Window<'m, T> {
         match self.mem {
             Mem::Borrowed { ptr, .. } => ptr as *mut u8,
             Mem::Owned { ptr } => ptr as *mut T as *mut u8,
+            Mem::Shared { ptr, .. } => ptr as *mut u8,
         }
+    }
+
+    /// Rank `r`'s part of a shared window, for direct loads and stores
+    /// (`MPI_Win_shared_query`): its length in elements and its address in
+    /// this process's mapping, valid while the window lives. Refused
+    /// ([`MpiError::RmaUnsupported`]) on a window not made by
+    /// [`CommunicatorWindows::allocate_shared_window`].
+    pub fn shared_query(&self, r: Rank) -> Result<SharedRegion<'_, T>> {
+        let t = self.core.rank(r)?;
+        let Mem::Shared { seg, .. } = &self.mem else {
+            return Err(MpiError::RmaUnsupported(
+                "shared_query on a window not allocated shared".into(),
+            ));
+        };
+        let (ptr, bytes) = seg
+            .part(t as usize)
+            .ok_or(MpiError::RmaUnsupported("a rank outside the window".into()))?;
+        Ok(SharedRegion::new(
+            ptr.cast(),
+            bytes / std::mem::size_of::<T>().max(1),
+            r,
+        ))
     }
 
     fn expose(
@@ -678,10 +745,14 @@ impl<'m, T: Equivalence> Window<'m, T> {
         }
         drop(st);
         if !gone {
-            // Only owned memory gets here (see `borrowed`): leak it.
-            self.mem = Mem::Borrowed {
-                ptr: std::ptr::null_mut(),
-            };
+            // Only owned or shared memory gets here (see `borrowed`): leak
+            // it (an owned box or a mapping left in place).
+            std::mem::forget(std::mem::replace(
+                &mut self.mem,
+                Mem::Borrowed {
+                    ptr: std::ptr::null_mut(),
+                },
+            ));
         }
         flushed?;
         synced?;

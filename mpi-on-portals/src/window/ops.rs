@@ -346,8 +346,11 @@ impl<T: Equivalence> Window<'_, T> {
 
     /// `MPI_Win_sync`. The owner reaches its memory only through the
     /// engine (see the module docs), so the public and private copies are
-    /// one: nothing to do.
+    /// one; what remains is a shared window's direct loads and stores
+    /// ([`Window::shared_query`]), which a full memory fence orders with
+    /// the other processes' accesses.
     pub fn sync(&self) -> Result<()> {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 }

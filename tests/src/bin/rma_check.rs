@@ -599,6 +599,132 @@ fn latency(w: &SimpleCommunicator, iters: usize) -> R<()> {
     win.free().map_err(e)
 }
 
+/// A shared window (`allocate_shared_window`): rank 2's part is empty,
+/// the others hold `8 + rank` words. Each rank stores the first half of
+/// its own part and the second half of the next rank's directly, then
+/// every rank reads every part directly (atomic loads and a bulk copy)
+/// and through engine gets, word for word; an engine put is seen by a
+/// direct load; the parts are contiguous in rank order in this process's
+/// mapping; the object's name is gone while the window lives.
+fn shared(w: &SimpleCommunicator) -> R<()> {
+    let (me, n) = (w.rank(), w.size());
+    let len_of = |r: i32| if r == 2 { 0 } else { 8 + r as usize };
+    let win = w.allocate_shared_window::<u64>(len_of(me)).map_err(e)?;
+    ensure(win.len() == len_of(me), || "own length".into())?;
+    let base = win.shared_query(0).map_err(e)?.as_ptr() as usize;
+    let mut off = 0usize;
+    for r in 0..n {
+        let q = win.shared_query(r).map_err(e)?;
+        ensure(
+            q.len() == len_of(r) && win.len_of(r).map_err(e)? == len_of(r),
+            || format!("rank {r}'s part has {} elements", q.len()),
+        )?;
+        ensure(q.as_ptr() as usize == base + off, || {
+            format!("rank {r}'s part is not contiguous with the earlier ones")
+        })?;
+        off += len_of(r) * 8;
+    }
+    // Checked after the window is freed: a rank failing with a live
+    // window would wait in its collective teardown.
+    let name_left = me == 0 && {
+        let prefix = format!("ptl-win.{}.", std::process::id());
+        std::fs::read_dir("/dev/shm")
+            .map_err(|x| x.to_string())?
+            .flatten()
+            .any(|d| d.file_name().to_string_lossy().starts_with(&prefix))
+    };
+    let next = (me + 1) % n;
+    let prev = |r: i32| (r + n - 1) % n;
+    let own = win.shared_query(me).map_err(e)?;
+    for i in 0..own.len() / 2 {
+        own.store(i, word(me, me, i)).map_err(e)?;
+    }
+    let theirs = win.shared_query(next).map_err(e)?;
+    for i in theirs.len() / 2..theirs.len() {
+        theirs.store(i, word(me, next, i)).map_err(e)?;
+    }
+    win.sync().map_err(e)?;
+    w.barrier().map_err(e)?;
+    win.sync().map_err(e)?;
+    let expect = |r: i32, i: usize| {
+        if i < len_of(r) / 2 {
+            word(r, r, i)
+        } else {
+            word(prev(r), r, i)
+        }
+    };
+    let all = win.lock_all().map_err(e)?;
+    for r in 0..n {
+        let q = win.shared_query(r).map_err(e)?;
+        let mut copy = vec![0u64; q.len()];
+        // SAFETY: every store happened before the barrier; nobody writes
+        // until the next one.
+        unsafe { q.copy_to(0, &mut copy) }.map_err(e)?;
+        let mut got = vec![0u64; q.len()];
+        win.get(r, 0, &mut got).map_err(e)?;
+        for i in 0..q.len() {
+            let direct = q.load(i).map_err(e)?;
+            ensure(
+                direct == expect(r, i) && copy[i] == direct && got[i] == direct,
+                || {
+                    format!(
+                    "rank {r} element {i}: load {direct:#x}, copy {:#x}, get {:#x}, expected {:#x}",
+                    copy[i], got[i], expect(r, i)
+                )
+                },
+            )?;
+        }
+    }
+    all.unlock().map_err(e)?;
+    w.barrier().map_err(e)?;
+    // An engine put into the next rank's part, seen by a direct load.
+    if len_of(next) > 0 {
+        let g = win.lock(next, LockType::Exclusive).map_err(e)?;
+        win.put(next, 0, &[0xfeed_0000 + me as u64]).map_err(e)?;
+        g.unlock().map_err(e)?;
+    }
+    w.barrier().map_err(e)?;
+    win.sync().map_err(e)?;
+    if len_of(me) > 0 {
+        let v = own.load(0).map_err(e)?;
+        ensure(v == 0xfeed_0000 + prev(me) as u64, || {
+            format!("engine put not seen directly: {v:#x}")
+        })?;
+    }
+    ensure(own.load(own.len()).is_err(), || {
+        "a load past the end".into()
+    })?;
+    let plain = w.allocate_window::<u64>(1).map_err(e)?;
+    ensure(
+        matches!(plain.shared_query(0), Err(MpiError::RmaUnsupported(_))),
+        || "shared_query on a plain window".into(),
+    )?;
+    plain.free().map_err(e)?;
+    win.free().map_err(e)?;
+    ensure(!name_left, || {
+        "the shared object's name outlived the window's creation".into()
+    })
+}
+
+/// Ranks posing as two hosts (`PTL_HOST_ID` set per rank before the
+/// call): every rank gets `RmaUnsupported`, none hangs; posing as one
+/// host again, the window is made.
+fn shared_hosts(w: &SimpleCommunicator) -> R<()> {
+    let me = w.rank();
+    let host = if me < w.size() / 2 { "hostA" } else { "hostB" };
+    // Nothing else reads the variable once the job has joined.
+    std::env::set_var("PTL_HOST_ID", host);
+    match w.allocate_shared_window::<u32>(4) {
+        Err(MpiError::RmaUnsupported(_)) => {}
+        Err(x) => return Err(format!("wrong error across hosts: {x}")),
+        Ok(_) => return Err("a shared window across two hosts".into()),
+    }
+    w.barrier().map_err(e)?;
+    std::env::set_var("PTL_HOST_ID", "hostA");
+    let win = w.allocate_shared_window::<u32>(4).map_err(e)?;
+    win.free().map_err(e)
+}
+
 fn run(u: &Universe, scenario: &str) -> R<()> {
     let w = u.world();
     match scenario {
@@ -611,6 +737,8 @@ fn run(u: &Universe, scenario: &str) -> R<()> {
         "errors" => errors(&w),
         "dynamic" => dynamic(&w),
         "latency" => latency(&w, 2000),
+        "shared" => shared(&w),
+        "shared_hosts" => shared_hosts(&w),
         "all" => {
             for s in [
                 "passive",
