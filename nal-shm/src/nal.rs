@@ -485,10 +485,6 @@ impl Nal for ShmNal {
         self.inner.gate.leave();
     }
 
-    fn expect_progress(&self) {
-        self.inner.gate.expect_progress();
-    }
-
     fn progresses_alone(&self) -> bool {
         self.inner.cfg.progress == nal_sys::ProgressMode::Thread
     }

@@ -80,13 +80,6 @@ pub struct ProgressGate {
     wake_on_leave: AtomicBool,
     /// Also wake on the leave of a short wait (see [`ProgressGate::with_wake_on_leave`]).
     eager_leave: bool,
-    /// The progress thread is parked in a nap longer than the rest of the
-    /// hand-back delay (a back-off): [`ProgressGate::expect_progress`]
-    /// must wake it. Set and cleared under the park lock.
-    backed_off: AtomicBool,
-    /// [`ProgressGate::expect_progress`] was called since the progress
-    /// thread's last look: its next nap is a single delay.
-    expected: AtomicBool,
     park: Mutex<()>,
     parked: Condvar,
 }
@@ -106,8 +99,6 @@ impl ProgressGate {
             seen_entered: AtomicU64::new(0),
             wake_on_leave: AtomicBool::new(false),
             eager_leave: false,
-            backed_off: AtomicBool::new(false),
-            expected: AtomicBool::new(false),
             park: Mutex::new(()),
             parked: Condvar::new(),
         }
@@ -181,36 +172,11 @@ impl ProgressGate {
         if self.is_stopped() {
             return;
         }
-        let nap = self.nap();
-        // Under the lock, so an `expect_progress` that sees the flag
-        // notifies only once this thread waits.
-        self.backed_off
-            .store(nap > self.aside_for(), Ordering::SeqCst);
         let _ = self
             .parked
-            .wait_timeout(g, nap)
+            .wait_timeout(g, self.nap())
             .unwrap_or_else(|p| p.into_inner());
-        self.backed_off.store(false, Ordering::SeqCst);
         self.wake_on_leave.store(false, Ordering::SeqCst);
-    }
-
-    /// The application started work that only progress completes — a
-    /// chain of triggered operations, a non-blocking collective — and is
-    /// about to leave the library to compute. A progress thread napping in
-    /// a back-off (it found the application in a loop of waits, the loop
-    /// that just ended) returns to the single hand-back schedule now:
-    /// otherwise it would sleep up to [`MAX_BACKOFF`] delays, through the
-    /// whole compute step, and the work would wait for the next call.
-    /// Costs a notification only when the progress thread is backed off;
-    /// otherwise two atomic operations.
-    pub fn expect_progress(&self) {
-        self.expected.store(true, Ordering::SeqCst);
-        if self.backed_off.load(Ordering::SeqCst) && self.backed_off.swap(false, Ordering::SeqCst) {
-            let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
-            self.nap_ns
-                .store(duration_ns(self.handback), Ordering::Relaxed);
-            self.parked.notify_all();
-        }
     }
 
     /// Park for `t` at most (an entering waiter does not end it; a stop
@@ -248,11 +214,6 @@ impl ProgressGate {
         // pattern: a few waits per step, then compute): backing off there
         // delayed its progress.
         let inside = self.waiters.load(Ordering::SeqCst) > 0;
-        if !inside && self.expected.swap(false, Ordering::SeqCst) {
-            // Work was started that needs us once the application leaves:
-            // no back-off, whatever loop came before it.
-            return self.single_delay();
-        }
         let busy = if inside {
             began == 0 || began >= BUSY_WAITS
         } else {
@@ -593,49 +554,6 @@ mod tests {
             Duration::ZERO,
             "delay over: no nap, however busy before"
         );
-    }
-
-    /// A non-blocking collective started right after a loop of waits: the
-    /// progress thread backed off because of the loop, and without a word
-    /// from the application it would sleep through the compute step that
-    /// follows. `expect_progress` wakes it and its next nap is one delay.
-    #[test]
-    fn expected_progress_wakes_a_backed_off_progress_thread() {
-        let h = Duration::from_secs(1);
-        let g = std::sync::Arc::new(ProgressGate::new(h));
-        g.enter(); // inside a loop of waits at every look
-        short_waits(&g, BUSY_WAITS);
-        assert_eq!(g.nap(), 2 * h, "backed off");
-        short_waits(&g, BUSY_WAITS);
-        let pt = {
-            let g = g.clone();
-            std::thread::spawn(move || {
-                let t0 = Instant::now();
-                g.park(); // a 4-delay nap, unless progress is expected
-                t0.elapsed()
-            })
-        };
-        let t0 = Instant::now();
-        while !g.backed_off.load(Ordering::SeqCst) {
-            assert!(t0.elapsed() < 5 * h, "the progress thread never parked");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        g.leave(); // the loop ends; a plain leave does not wake a back-off
-        g.expect_progress();
-        let parked = pt.join().expect("progress thread");
-        assert!(
-            parked < 2 * h,
-            "slept {parked:?} after progress was expected"
-        );
-        assert!(!g.backed_off.load(Ordering::SeqCst));
-        short_waits(&g, LOOP_WAITS);
-        g.expect_progress();
-        assert!(
-            g.nap() <= h,
-            "after expect_progress a look between waits of a loop does not back off"
-        );
-        short_waits(&g, LOOP_WAITS);
-        assert!(g.nap() > h, "the expectation is used up by one look");
     }
 
     #[test]

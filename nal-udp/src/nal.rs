@@ -473,10 +473,6 @@ impl Nal for UdpNal {
         self.inner.gate.leave();
     }
 
-    fn expect_progress(&self) {
-        self.inner.gate.expect_progress();
-    }
-
     fn progresses_alone(&self) -> bool {
         self.inner.pt.is_some()
     }

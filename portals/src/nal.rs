@@ -53,13 +53,6 @@ pub trait Nal: Send + Sync + 'static {
     /// The matching exit of [`Nal::waiter_enter`].
     fn waiter_leave(&self) {}
 
-    /// The application registered work that only progress completes (a
-    /// triggered operation) and will likely leave the library to compute:
-    /// a progress thread that backed off while the application was busy in
-    /// the library should resume its normal schedule now, so that the work
-    /// runs during the compute step instead of at the next call.
-    fn expect_progress(&self) {}
-
     /// Stop background threads and close the transport. Called once, when
     /// the network interface is dropped; pending sends are abandoned without
     /// touching their memory. When it returns, the transport no longer reads

@@ -462,15 +462,6 @@ impl NetworkInterface {
 
     // ----- triggered operations -------------------------------------------
 
-    /// After registering a triggered operation: send what it released at
-    /// once, and tell the transport that progress will be needed, so that
-    /// a progress thread backed off by a loop of waits is ready to run the
-    /// rest while the application computes ([`Nal::expect_progress`]).
-    pub(crate) fn after_triggered(&self) {
-        self.core.send_triggered();
-        self.nal.expect_progress();
-    }
-
     /// Put `length` bytes of `md` at `local_offset` once `trigger` is
     /// reached (`PtlTriggeredPut`). Whichever thread moves the counter
     /// there — the transport's progress thread, an application thread —
@@ -491,7 +482,7 @@ impl NetworkInterface {
         let r = self.core.with_engine(|e| {
             e.triggered_put(md, local_offset, length, ack, remote, hdr_data, trigger)
         });
-        self.after_triggered();
+        self.core.send_triggered();
         r
     }
 
@@ -508,7 +499,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_get(md, local_offset, length, remote, trigger));
-        self.after_triggered();
+        self.core.send_triggered();
         r
     }
 
@@ -518,7 +509,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_ct_inc(ct, by, trigger));
-        self.after_triggered();
+        self.core.send_triggered();
         r
     }
 
@@ -527,7 +518,7 @@ impl NetworkInterface {
         let r = self
             .core
             .with_engine(|e| e.triggered_ct_set(ct, to, trigger));
-        self.after_triggered();
+        self.core.send_triggered();
         r
     }
 

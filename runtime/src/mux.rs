@@ -216,12 +216,6 @@ impl Nal for MuxNal {
         }
     }
 
-    fn expect_progress(&self) {
-        for n in self.both() {
-            n.expect_progress();
-        }
-    }
-
     fn shutdown(&self) {
         for n in self.both() {
             n.shutdown();

@@ -631,10 +631,6 @@ impl Nal for TcpNal {
         self.inner.gate.leave();
     }
 
-    fn expect_progress(&self) {
-        self.inner.gate.expect_progress();
-    }
-
     fn progresses_alone(&self) -> bool {
         self.inner.pt.is_some()
     }

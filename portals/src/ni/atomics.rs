@@ -123,7 +123,7 @@ impl NetworkInterface {
                 trigger,
             )
         });
-        self.after_triggered();
+        self.core.send_triggered();
         r
     }
 
@@ -155,7 +155,7 @@ impl NetworkInterface {
                 trigger,
             )
         });
-        self.after_triggered();
+        self.core.send_triggered();
         r
     }
 
@@ -189,7 +189,7 @@ impl NetworkInterface {
                 trigger,
             )
         });
-        self.after_triggered();
+        self.core.send_triggered();
         r
     }
 }
