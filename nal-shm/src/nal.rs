@@ -634,6 +634,11 @@ impl Inner {
     }
 
     fn progress_thread(self: Arc<Self>) {
+        // Preempt a computing application promptly when woken (see
+        // `nal_sys::sched`).
+        if let Err(e) = nal_sys::sched::progress_thread_slice() {
+            tracing::debug!(error = %e, "progress thread keeps the default time slice");
+        }
         let nap = PT_SLEEP.min(self.cfg.liveness_interval);
         while !self.gate.is_stopped() {
             if self.gate.stand_aside() {

@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod gate;
+pub mod sched;
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

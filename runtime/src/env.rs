@@ -15,6 +15,7 @@
 //! | `PTL_FINALIZE_TIMEOUT` | MPI: seconds finalize may take before it aborts the job, naming the ranks that never reached it (see `mpi_on_portals::Universe`) | no limit |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
 //! | `PTL_WAIT_YIELD` | `1`: a waiting thread yields the core between polls of its spin window; `0`: it spins; `auto`: yield when this host runs more ranks of the job than it has cores online | `auto` |
+//! | `PTL_PROGRESS_SLICE_US` | progress thread only: the time slice it asks the scheduler for (Linux ≥ 6.12, EEVDF), so that when woken it preempts the computing application at once instead of after the application's slice; `0` asks for none (see `nal_sys::sched`) | `100` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |

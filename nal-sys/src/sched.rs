@@ -1,0 +1,146 @@
+//! The scheduling request of a progress thread.
+//!
+//! A progress thread shares its rank's core with the application (ranks are
+//! bound one per core, like `mpiexec --bind-to core`). When data arrive
+//! while the application computes, the thread is woken, but the kernel's
+//! EEVDF scheduler (Linux 6.6 and later) lets the running task finish its
+//! time slice first (`RUN_TO_PARITY`, about 3 ms on a few cores): a compute
+//! step shorter than that got no progress at all. Since Linux 6.12 a task
+//! may ask for a shorter slice (`sched_attr.sched_runtime` under
+//! `SCHED_OTHER`, 0.1–100 ms); a waking task with a shorter slice than the
+//! running one preempts it (`PREEMPT_SHORT`). The progress thread asks for
+//! the shortest slice: it runs briefly when woken, then sleeps again, so
+//! the application keeps its core otherwise. No privilege is needed, and
+//! the request is only a hint: older kernels refuse it (`EINVAL`/`E2BIG`),
+//! and the thread simply runs with the default slice there.
+
+use std::io;
+use std::time::Duration;
+
+/// The shortest slice the kernel accepts (`sched_runtime` lower bound).
+pub const MIN_SLICE: Duration = Duration::from_micros(100);
+
+/// `struct sched_attr` of `sched_setattr(2)` (the version-1 layout with
+/// the utilisation clamps; `size` tells the kernel which fields we know).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+    sched_util_min: u32,
+    sched_util_max: u32,
+}
+
+/// Ask the kernel for time slices of `slice` for the calling thread, keeping
+/// its policy (`SCHED_OTHER`) and nice value. `slice` is clamped to the
+/// kernel's bounds. An error means the kernel does not support it (before
+/// 6.12) or refused it; the caller goes on with the default slice.
+pub fn request_slice(slice: Duration) -> io::Result<()> {
+    let ns = u64::try_from(slice.as_nanos())
+        .unwrap_or(u64::MAX)
+        .clamp(MIN_SLICE.as_nanos() as u64, 100_000_000);
+    // SAFETY: getpriority reads the calling thread's nice value (who = 0:
+    // this thread under Linux's per-thread scheduling); no memory involved.
+    // errno is reset first because -1 is also a valid nice value.
+    let nice = unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, 0);
+        if n == -1 && *libc::__errno_location() != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        n
+    };
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_nice: nice,
+        sched_runtime: ns,
+        ..SchedAttr::default()
+    };
+    // SAFETY: `attr` is a valid, initialised sched_attr whose `size` field
+    // gives its true length; the kernel only reads it. pid 0 = this thread.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0u32) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The environment variable that sets a progress thread's slice in
+/// microseconds (`0`: ask for nothing, keep the kernel's default).
+pub const SLICE_VAR: &str = "PTL_PROGRESS_SLICE_US";
+
+/// What a progress thread calls first: request the slice `PTL_PROGRESS_SLICE_US`
+/// names (default [`MIN_SLICE`]). `Ok(None)`: the variable asked for none;
+/// `Err`: the kernel refused (the thread runs with the default slice).
+pub fn progress_thread_slice() -> io::Result<Option<Duration>> {
+    let slice = match std::env::var(SLICE_VAR) {
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(0) => return Ok(None),
+            Ok(us) => Duration::from_micros(us),
+            Err(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{SLICE_VAR}={v:?}: expected microseconds"),
+                ))
+            }
+        },
+        Err(_) => MIN_SLICE,
+    };
+    request_slice(slice).map(|()| Some(slice))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a kernel that knows custom slices the request is granted and the
+    /// thread reads it back; elsewhere it is refused with an error, never a
+    /// crash. Either way the thread keeps running with its nice value.
+    #[test]
+    fn a_slice_request_is_granted_or_cleanly_refused() {
+        std::thread::spawn(|| {
+            match request_slice(Duration::from_micros(150)) {
+                Ok(()) => {
+                    let mut attr = SchedAttr::default();
+                    // SAFETY: the kernel writes at most `size` bytes into
+                    // `attr`, which is that long.
+                    let r = unsafe {
+                        libc::syscall(
+                            libc::SYS_sched_getattr,
+                            0,
+                            &mut attr as *mut SchedAttr,
+                            std::mem::size_of::<SchedAttr>() as u32,
+                            0u32,
+                        )
+                    };
+                    assert_eq!(r, 0, "{}", io::Error::last_os_error());
+                    assert_eq!(attr.sched_policy, libc::SCHED_OTHER as u32);
+                    assert_eq!(attr.sched_runtime, 150_000, "the slice asked for");
+                }
+                Err(e) => {
+                    let code = e.raw_os_error();
+                    assert!(
+                        matches!(
+                            code,
+                            Some(libc::EINVAL)
+                                | Some(libc::E2BIG)
+                                | Some(libc::EPERM)
+                                | Some(libc::ENOSYS)
+                        ),
+                        "unexpected refusal: {e}"
+                    );
+                }
+            }
+        })
+        .join()
+        .expect("thread");
+    }
+}
