@@ -7,7 +7,6 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +16,9 @@ use objstore::grpc::server::serve;
 use objstore::grpc::CHUNK;
 use objstore::store::Store;
 use rand::{Rng, RngCore, SeedableRng};
+
+mod common;
+use common::{random_file, same_contents, Failing};
 
 /// A server on a free port, its runtime, and its store directory.
 struct Server {
@@ -79,42 +81,6 @@ impl Drop for Server {
             let _ = tx.send(());
         }
     }
-}
-
-/// Whether two files hold the same bytes, read side by side in chunks
-/// (never loaded whole; slices compare with memcmp, fast even unoptimised).
-fn same_contents(a: &Path, b: &Path) -> bool {
-    let (mut fa, mut fb) = (File::open(a).expect("open"), File::open(b).expect("open"));
-    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let na = read_full(&mut fa, &mut ba);
-        let nb = read_full(&mut fb, &mut bb);
-        if na != nb || ba[..na] != bb[..nb] {
-            return false;
-        }
-        if na == 0 {
-            return true;
-        }
-    }
-}
-
-fn read_full(f: &mut File, buf: &mut [u8]) -> usize {
-    let mut done = 0;
-    while done < buf.len() {
-        match f.read(&mut buf[done..]).expect("read") {
-            0 => break,
-            n => done += n,
-        }
-    }
-    done
-}
-
-fn random_file(dir: &Path, name: &str, size: usize, rng: &mut impl RngCore) -> std::path::PathBuf {
-    let mut data = vec![0u8; size];
-    rng.fill_bytes(&mut data);
-    let p = dir.join(name);
-    std::fs::write(&p, &data).expect("write");
-    p
 }
 
 #[test]
@@ -186,20 +152,6 @@ fn errors_come_back_typed() {
         );
     });
     assert!(server.files().is_empty());
-}
-
-/// A source that breaks after some bytes.
-struct Failing(usize);
-impl Read for Failing {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.0 == 0 {
-            return Err(std::io::Error::other("disk on fire"));
-        }
-        let n = buf.len().min(self.0);
-        buf[..n].fill(7);
-        self.0 -= n;
-        Ok(n)
-    }
 }
 
 #[test]

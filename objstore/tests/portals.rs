@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,9 @@ use objstore::rpc::client::{ObjClient, ObjError};
 use objstore::rpc::{Code, CALL_CHUNK, MAX_REPLY};
 use portals_rpc::{standalone, Client, ClientConfig};
 use rand::{Rng, RngCore, SeedableRng};
+
+mod common;
+use common::{random_file, same_contents, Failing};
 
 const KEY: u64 = 0x0b57;
 
@@ -92,40 +95,6 @@ impl Drop for Server {
     }
 }
 
-fn same_contents(a: &Path, b: &Path) -> bool {
-    let (mut fa, mut fb) = (File::open(a).expect("open"), File::open(b).expect("open"));
-    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let na = read_full(&mut fa, &mut ba);
-        let nb = read_full(&mut fb, &mut bb);
-        if na != nb || ba[..na] != bb[..nb] {
-            return false;
-        }
-        if na == 0 {
-            return true;
-        }
-    }
-}
-
-fn read_full(f: &mut File, buf: &mut [u8]) -> usize {
-    let mut done = 0;
-    while done < buf.len() {
-        match f.read(&mut buf[done..]).expect("read") {
-            0 => break,
-            n => done += n,
-        }
-    }
-    done
-}
-
-fn random_file(dir: &Path, name: &str, size: usize, rng: &mut impl RngCore) -> PathBuf {
-    let mut data = vec![0u8; size];
-    rng.fill_bytes(&mut data);
-    let p = dir.join(name);
-    std::fs::write(&p, &data).expect("write");
-    p
-}
-
 #[test]
 fn random_files_and_an_empty_one_round_trip() {
     let server = Server::start();
@@ -194,20 +163,6 @@ fn errors_come_back_typed() {
         assert_eq!(code(c.stat(".hidden").map(|_| ())), Some(Code::InvalidName));
     });
     assert!(server.files().is_empty());
-}
-
-/// A source that breaks after some bytes.
-struct Failing(usize);
-impl Read for Failing {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.0 == 0 {
-            return Err(std::io::Error::other("disk on fire"));
-        }
-        let n = buf.len().min(self.0);
-        buf[..n].fill(7);
-        self.0 -= n;
-        Ok(n)
-    }
 }
 
 #[test]

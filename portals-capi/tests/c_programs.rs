@@ -146,23 +146,13 @@ fn run_job_in(name: &str, nal: NalKind, progress: ProgressMode, args: &[&str]) -
 }
 
 fn assert_ok(out: &LaunchOutcome, ok: &str, what: &str) {
-    let lines: Vec<_> = out
-        .output
-        .iter()
-        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-        .collect();
-    assert_eq!(
-        out.status,
-        0,
-        "{what}: {:?}\n{}",
-        out.reason,
-        lines.join("\n")
-    );
+    let lines = out.transcript();
+    assert_eq!(out.status, 0, "{what}: {:?}\n{}", out.reason, lines);
     for r in 0..2 {
         assert!(
             out.stdout_of(r).contains(ok),
             "{what}: rank {r} did not print {ok:?}\n{}",
-            lines.join("\n")
+            lines
         );
     }
 }

@@ -98,25 +98,11 @@ fn a_flood_fills_the_request_buffers_and_every_request_is_answered() {
 #[test]
 fn a_client_killed_mid_bulk_leaves_the_server_serving_others() {
     let out = run("kill", 3, options(NalKind::Tcp), Duration::from_secs(120));
-    let lines: Vec<_> = out
-        .output
-        .iter()
-        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-        .collect();
-    assert_eq!(
-        out.status,
-        128 + 9,
-        "{:?}\n{}",
-        out.reason,
-        lines.join("\n")
-    );
-    assert_eq!(out.failed_rank, Some(1), "{}", lines.join("\n"));
+    let lines = out.transcript();
+    assert_eq!(out.status, 128 + 9, "{:?}\n{}", out.reason, lines);
+    assert_eq!(out.failed_rank, Some(1), "{}", lines);
     for r in [0, 2] {
-        assert!(
-            out.stdout_of(r).contains("OK kill"),
-            "rank {r}:\n{}",
-            lines.join("\n")
-        );
+        assert!(out.stdout_of(r).contains("OK kill"), "rank {r}:\n{}", lines);
     }
 }
 
@@ -127,17 +113,13 @@ fn a_client_killed_mid_bulk_leaves_the_server_serving_others() {
 fn calls_to_a_server_that_dies_fail_with_its_failure() {
     for nal in [NalKind::Tcp, NalKind::Udp, NalKind::Shm] {
         let out = run("server-dies", 3, options(nal), Duration::from_secs(120));
-        let lines: Vec<_> = out
-            .output
-            .iter()
-            .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-            .collect();
-        assert_eq!(out.failed_rank, Some(0), "{nal:?}: {}", lines.join("\n"));
+        let lines = out.transcript();
+        assert_eq!(out.failed_rank, Some(0), "{nal:?}: {}", lines);
         for r in [1, 2] {
             assert!(
                 out.stdout_of(r).contains("OK server-dies"),
                 "{nal:?}: rank {r}:\n{}",
-                lines.join("\n")
+                lines
             );
         }
     }

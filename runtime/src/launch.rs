@@ -156,6 +156,17 @@ impl LaunchOutcome {
             .collect::<Vec<_>>()
             .join("\n")
     }
+
+    /// Every captured line, one per line, each prefixed with its rank
+    /// (`[2]`, or `[2!]` for stderr): what a failing test or a launcher
+    /// shows of a job.
+    pub fn transcript(&self) -> String {
+        self.output
+            .iter()
+            .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 }
 
 /// A fresh random 64-bit job key.

@@ -94,23 +94,13 @@ pub fn run_job_limited(
 /// Assert the job succeeded and every rank printed `ok`; on failure, show
 /// every line the ranks printed.
 pub fn assert_job_ok(out: &LaunchOutcome, ranks: u32, ok: &str, what: &str) {
-    let lines: Vec<_> = out
-        .output
-        .iter()
-        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-        .collect();
-    assert_eq!(
-        out.status,
-        0,
-        "{what}: {:?}\n{}",
-        out.reason,
-        lines.join("\n")
-    );
+    let lines = out.transcript();
+    assert_eq!(out.status, 0, "{what}: {:?}\n{}", out.reason, lines);
     for r in 0..ranks {
         assert!(
             out.stdout_of(r).contains(ok),
             "{what}: rank {r} did not print {ok:?}\n{}",
-            lines.join("\n")
+            lines
         );
     }
 }

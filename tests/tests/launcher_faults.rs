@@ -59,11 +59,7 @@ fn fault_job_with(
 }
 
 fn lines(out: &LaunchOutcome) -> String {
-    out.output
-        .iter()
-        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-        .collect::<Vec<_>>()
-        .join("\n")
+    out.transcript()
 }
 
 /// The children of `pid` (from /proc: every task's `children` file).

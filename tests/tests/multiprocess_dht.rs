@@ -21,25 +21,15 @@ fn run(nal: NalKind, args: &[&str]) -> LaunchOutcome {
 }
 
 fn assert_dht_ok(out: &LaunchOutcome, what: &str) {
-    let lines: Vec<String> = out
-        .output
-        .iter()
-        .map(|l| format!("[{}{}] {}", l.rank, if l.stderr { "!" } else { "" }, l.text))
-        .collect();
-    assert_eq!(
-        out.status,
-        0,
-        "{what}: {:?}\n{}",
-        out.reason,
-        lines.join("\n")
-    );
+    let lines = out.transcript();
+    assert_eq!(out.status, 0, "{what}: {:?}\n{}", out.reason, lines);
     let rank0 = out.stdout_of(0);
-    assert!(rank0.contains("dht: OK"), "{what}:\n{}", lines.join("\n"));
+    assert!(rank0.contains("dht: OK"), "{what}:\n{}", lines);
     // 4 ranks x 500 keys, every one held once, no wrong lookup.
     assert!(
         rank0.contains("2000 slots held") && rank0.contains(" 0 wrong"),
         "{what}:\n{}",
-        lines.join("\n")
+        lines
     );
 }
 

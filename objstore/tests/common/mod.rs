@@ -1,0 +1,62 @@
+//! What both services' end-to-end tests use: random and failing sources,
+//! and a streaming comparison of two files.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use rand::RngCore;
+
+/// Whether two files hold the same bytes, read side by side in chunks
+/// (never loaded whole; slices compare with memcmp, fast even unoptimised).
+pub fn same_contents(a: &Path, b: &Path) -> bool {
+    let (mut fa, mut fb) = (File::open(a).expect("open"), File::open(b).expect("open"));
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let na = read_full(&mut fa, &mut ba);
+        let nb = read_full(&mut fb, &mut bb);
+        if na != nb || ba[..na] != bb[..nb] {
+            return false;
+        }
+        if na == 0 {
+            return true;
+        }
+    }
+}
+
+/// Fill `buf` from `f` as far as the file goes; the bytes read.
+pub fn read_full(f: &mut File, buf: &mut [u8]) -> usize {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read(&mut buf[done..]).expect("read") {
+            0 => break,
+            n => done += n,
+        }
+    }
+    done
+}
+
+/// A file of `size` random bytes in `dir`.
+pub fn random_file(dir: &Path, name: &str, size: usize, rng: &mut impl RngCore) -> PathBuf {
+    let mut data = vec![0u8; size];
+    rng.fill_bytes(&mut data);
+    let p = dir.join(name);
+    std::fs::write(&p, &data).expect("write");
+    p
+}
+
+/// A source that breaks after some bytes.
+pub struct Failing(pub usize);
+impl Read for Failing {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.0 == 0 {
+            return Err(std::io::Error::other("disk on fire"));
+        }
+        let n = buf.len().min(self.0);
+        buf[..n].fill(7);
+        self.0 -= n;
+        Ok(n)
+    }
+}
