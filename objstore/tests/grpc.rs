@@ -6,7 +6,7 @@
 #![cfg(feature = "grpc")]
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,10 +15,10 @@ use objstore::grpc::client::{ClientError, GrpcClient};
 use objstore::grpc::server::serve;
 use objstore::grpc::CHUNK;
 use objstore::store::Store;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 
 mod common;
-use common::{random_file, same_contents, Failing};
+use common::{random_file, same_contents, sparse_file, Failing};
 
 /// A server on a free port, its runtime, and its store directory.
 struct Server {
@@ -179,18 +179,7 @@ fn big_sparse_file_round_trips() {
     const SIZE: u64 = 2 << 30;
     let server = Server::start();
     let local = tempfile::tempdir().expect("tempdir");
-    let src = local.path().join("sparse");
-    {
-        let mut f = File::create(&src).expect("create");
-        f.set_len(SIZE).expect("set_len");
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
-        let mut block = vec![0u8; 64 << 10];
-        for at in [0, SIZE / 2 - 1000, SIZE - block.len() as u64] {
-            rng.fill_bytes(&mut block);
-            f.seek(SeekFrom::Start(at)).expect("seek");
-            f.write_all(&block).expect("write");
-        }
-    }
+    let src = sparse_file(local.path(), "sparse", SIZE);
     let back = local.path().join("back");
     let t0 = Instant::now();
     server.with_client(Duration::from_secs(600), async |mut c| {

@@ -5,7 +5,7 @@
 //! works. Every process and every client session has a time limit.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use objstore::rpc::client::{ObjClient, ObjError};
 use objstore::rpc::{Code, CALL_CHUNK, MAX_REPLY};
 use portals_rpc::{standalone, Client, ClientConfig};
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 
 mod common;
-use common::{random_file, same_contents, Failing};
+use common::{random_file, same_contents, sparse_file, Failing};
 
 const KEY: u64 = 0x0b57;
 
@@ -184,18 +184,7 @@ fn big_sparse_file_round_trips() {
     const SIZE: u64 = 2 << 30;
     let server = Server::start();
     let local = tempfile::tempdir().expect("tempdir");
-    let src = local.path().join("sparse");
-    {
-        let mut f = File::create(&src).expect("create");
-        f.set_len(SIZE).expect("set_len");
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
-        let mut block = vec![0u8; 64 << 10];
-        for at in [0, SIZE / 2 - 1000, SIZE - block.len() as u64] {
-            rng.fill_bytes(&mut block);
-            f.seek(SeekFrom::Start(at)).expect("seek");
-            f.write_all(&block).expect("write");
-        }
-    }
+    let src = sparse_file(local.path(), "sparse", SIZE);
     let back = local.path().join("back");
     let t0 = Instant::now();
     let (s2, b2) = (src.clone(), back.clone());

@@ -4,10 +4,10 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use rand::RngCore;
+use rand::{RngCore, SeedableRng};
 
 /// Whether two files hold the same bytes, read side by side in chunks
 /// (never loaded whole; slices compare with memcmp, fast even unoptimised).
@@ -44,6 +44,22 @@ pub fn random_file(dir: &Path, name: &str, size: usize, rng: &mut impl RngCore) 
     rng.fill_bytes(&mut data);
     let p = dir.join(name);
     std::fs::write(&p, &data).expect("write");
+    p
+}
+
+/// A sparse file of `size` bytes in `dir` with random 64 KiB blocks at
+/// the start, just before the middle and at the end (the rest holes).
+pub fn sparse_file(dir: &Path, name: &str, size: u64) -> PathBuf {
+    let p = dir.join(name);
+    let mut f = File::create(&p).expect("create");
+    f.set_len(size).expect("set_len");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+    let mut block = vec![0u8; 64 << 10];
+    for at in [0, size / 2 - 1000, size - block.len() as u64] {
+        rng.fill_bytes(&mut block);
+        f.seek(SeekFrom::Start(at)).expect("seek");
+        f.write_all(&block).expect("write");
+    }
     p
 }
 
