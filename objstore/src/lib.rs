@@ -3,6 +3,7 @@
 //! same [`store::Store`]: one file per object, puts atomic and durable.
 //!
 //! - [`store`]: the on-disk store (always built);
+//! - [`cli`]: the commands both command-line clients take;
 //! - [`rpc`]: the service and client over `portals-rpc`, with the binaries
 //!   `objstore-server` and `objstore` (CLI), standalone over TCP;
 //! - [`grpc`]: the gRPC service and client (feature `grpc`, on by default),
@@ -11,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cli;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 pub mod rpc;

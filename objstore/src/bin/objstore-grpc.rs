@@ -1,10 +1,9 @@
 //! `objstore-grpc`: command-line client of `objstore-grpc-server`.
 
 use std::fs::File;
-use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
+use clap::Parser;
+use objstore::cli::{bar, Cmd};
 use objstore::grpc::client::GrpcClient;
 
 /// Put, get, list, stat and delete objects on an `objstore-grpc-server`.
@@ -20,52 +19,6 @@ struct Args {
     connect: String,
     #[command(subcommand)]
     cmd: Cmd,
-}
-
-#[derive(Subcommand, Debug)]
-enum Cmd {
-    /// Store FILE as object NAME (replacing any object of that name, atomically).
-    Put {
-        /// Object name.
-        name: String,
-        /// File to read.
-        file: PathBuf,
-    },
-    /// Write object NAME to FILE (removed again if the transfer fails).
-    Get {
-        /// Object name.
-        name: String,
-        /// File to write.
-        file: PathBuf,
-    },
-    /// List the objects: size and name, one per line.
-    List,
-    /// Remove object NAME.
-    Delete {
-        /// Object name.
-        name: String,
-    },
-    /// Print the size of object NAME.
-    Stat {
-        /// Object name.
-        name: String,
-    },
-}
-
-/// Transfers at least this large get a progress bar.
-const BAR_FROM: u64 = 16 << 20;
-
-fn bar(len: u64) -> ProgressBar {
-    if len < BAR_FROM {
-        return ProgressBar::hidden();
-    }
-    let b = ProgressBar::new(len);
-    if let Ok(style) =
-        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-    {
-        b.set_style(style);
-    }
-    b
 }
 
 fn main() {

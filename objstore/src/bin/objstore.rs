@@ -1,10 +1,9 @@
 //! `objstore`: command-line client of `objstore-server`.
 
 use std::fs::File;
-use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
+use clap::Parser;
+use objstore::cli::{bar, Cmd};
 use objstore::rpc::client::ObjClient;
 use objstore::rpc::MAX_REPLY;
 use portals_rpc::{standalone, Client, ClientConfig};
@@ -32,53 +31,6 @@ struct Args {
 
 fn parse_key(s: &str) -> Result<u64, String> {
     u64::from_str_radix(s, 16).map_err(|e| format!("key {s}: {e} (hex expected)"))
-}
-
-#[derive(Subcommand, Debug)]
-enum Cmd {
-    /// Store FILE as object NAME (replacing any object of that name, atomically).
-    Put {
-        /// Object name.
-        name: String,
-        /// File to read.
-        file: PathBuf,
-    },
-    /// Write object NAME to FILE (removed again if the transfer fails).
-    Get {
-        /// Object name.
-        name: String,
-        /// File to write.
-        file: PathBuf,
-    },
-    /// List the objects: size and name, one per line.
-    List,
-    /// Remove object NAME.
-    Delete {
-        /// Object name.
-        name: String,
-    },
-    /// Print the size of object NAME.
-    Stat {
-        /// Object name.
-        name: String,
-    },
-}
-
-/// Transfers at least this large get a progress bar.
-const BAR_FROM: u64 = 16 << 20;
-
-fn bar(len: u64) -> ProgressBar {
-    if len < BAR_FROM {
-        return ProgressBar::hidden();
-    }
-    // Drawn on stderr, and hidden by indicatif when that is no terminal.
-    let b = ProgressBar::new(len);
-    if let Ok(style) =
-        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-    {
-        b.set_style(style);
-    }
-    b
 }
 
 fn main() {
