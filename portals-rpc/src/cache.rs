@@ -5,9 +5,12 @@
 //! the kept reply again, and a resend that arrives while the first copy
 //! executes is dropped (its reply is on the way). Each client keeps its
 //! `per_client` newest replies; the xid of every reply evicted raises the
-//! client's floor, and a request at or below the floor that is not kept is
+//! client's floor, and a resend at or below the floor that is not kept is
 //! answered [`Lookup::Lost`] instead of executed, since it may have been
-//! executed already. At most `max_clients` clients are kept, the least
+//! executed already. A request whose client knows no earlier copy reached
+//! the service ([`Arrival::First`]: every earlier send was refused) is
+//! executed wherever its xid falls: a client's concurrent callers and their
+//! back-offs let an old xid arrive first after newer ones were evicted. At most `max_clients` clients are kept, the least
 //! recently heard forgotten first, so the cache's memory is bounded by
 //! `max_clients · per_client` replies.
 
@@ -16,6 +19,16 @@ use std::collections::{BTreeMap, HashMap};
 use portals::ProcessId;
 
 use crate::wire::Status;
+
+/// What the client knows about earlier sends of an arriving request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// No earlier send reached the service (there was none, or each was
+    /// refused by the engine).
+    First,
+    /// An earlier send may have reached the service.
+    MaybeResent,
+}
 
 /// What to do with an arriving request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,7 +77,7 @@ impl ReplyCache {
 
     /// Look up request `xid` of `client`; a new one is recorded as
     /// executing.
-    pub fn begin(&mut self, client: ProcessId, xid: u64) -> Lookup {
+    pub fn begin(&mut self, client: ProcessId, xid: u64, arrival: Arrival) -> Lookup {
         self.clock += 1;
         let clock = self.clock;
         if !self.clients.contains_key(&client) && self.clients.len() >= self.max_clients {
@@ -88,7 +101,7 @@ impl ReplyCache {
             Some(Slot::Done(s, r)) => return Lookup::Replay(*s, r.clone()),
             None => {}
         }
-        if c.floor.is_some_and(|f| xid <= f) {
+        if arrival == Arrival::MaybeResent && c.floor.is_some_and(|f| xid <= f) {
             return Lookup::Lost;
         }
         c.slots.insert(xid, Slot::Executing);
@@ -153,38 +166,54 @@ mod tests {
 
     const A: ProcessId = ProcessId::new(0, 1);
     const B: ProcessId = ProcessId::new(0, 2);
+    const R: Arrival = Arrival::MaybeResent;
 
     #[test]
     fn a_resend_is_dropped_while_executing_and_replayed_after() {
         let mut c = ReplyCache::new(4, 4);
-        assert_eq!(c.begin(A, 7), Lookup::Execute);
-        assert_eq!(c.begin(A, 7), Lookup::Executing);
+        assert_eq!(c.begin(A, 7, R), Lookup::Execute);
+        assert_eq!(c.begin(A, 7, R), Lookup::Executing);
         c.complete(A, 7, Status::Ok, b"r".to_vec());
-        assert_eq!(c.begin(A, 7), Lookup::Replay(Status::Ok, b"r".to_vec()));
+        assert_eq!(c.begin(A, 7, R), Lookup::Replay(Status::Ok, b"r".to_vec()));
         // Another client's xid 7 is another request.
-        assert_eq!(c.begin(B, 7), Lookup::Execute);
+        assert_eq!(c.begin(B, 7, R), Lookup::Execute);
     }
 
     #[test]
     fn evicted_replies_make_their_resends_lost_not_executed() {
         let mut c = ReplyCache::new(2, 4);
         for x in 1..=3 {
-            assert_eq!(c.begin(A, x), Lookup::Execute);
+            assert_eq!(c.begin(A, x, R), Lookup::Execute);
             c.complete(A, x, Status::Ok, vec![x as u8]);
         }
         assert_eq!(c.kept(A), 2);
-        assert_eq!(c.begin(A, 1), Lookup::Lost);
-        assert_eq!(c.begin(A, 3), Lookup::Replay(Status::Ok, vec![3]));
-        assert_eq!(c.begin(A, 4), Lookup::Execute);
+        assert_eq!(c.begin(A, 1, R), Lookup::Lost);
+        assert_eq!(c.begin(A, 3, R), Lookup::Replay(Status::Ok, vec![3]));
+        assert_eq!(c.begin(A, 4, R), Lookup::Execute);
+    }
+
+    #[test]
+    fn a_first_arrival_below_the_floor_executes() {
+        // Caller 1 took xid 1 but was refused while callers 2..=4 of the
+        // same client executed and pushed xid 1 under the floor.
+        let mut c = ReplyCache::new(2, 4);
+        for x in 2..=4 {
+            assert_eq!(c.begin(A, x, Arrival::First), Lookup::Execute);
+            c.complete(A, x, Status::Ok, vec![x as u8]);
+        }
+        assert_eq!(c.begin(A, 1, Arrival::First), Lookup::Execute);
+        assert_eq!(c.begin(A, 1, R), Lookup::Executing);
+        // Evicted xid 2 resent: it executed, so it is lost, not re-run.
+        assert_eq!(c.begin(A, 2, R), Lookup::Lost);
     }
 
     #[test]
     fn executing_requests_are_not_evicted() {
         let mut c = ReplyCache::new(1, 4);
-        assert_eq!(c.begin(A, 1), Lookup::Execute);
-        assert_eq!(c.begin(A, 2), Lookup::Execute);
+        assert_eq!(c.begin(A, 1, R), Lookup::Execute);
+        assert_eq!(c.begin(A, 2, R), Lookup::Execute);
         assert_eq!(c.kept(A), 2);
-        assert_eq!(c.begin(A, 1), Lookup::Executing);
+        assert_eq!(c.begin(A, 1, R), Lookup::Executing);
         c.complete(A, 1, Status::Ok, vec![]);
         c.complete(A, 2, Status::Ok, vec![]);
         assert_eq!(c.kept(A), 1);
@@ -194,10 +223,10 @@ mod tests {
     fn the_least_recently_heard_client_is_forgotten_first() {
         let mut c = ReplyCache::new(4, 2);
         let d = ProcessId::new(0, 3);
-        c.begin(A, 1);
-        c.begin(B, 1);
-        c.begin(A, 2);
-        c.begin(d, 1);
+        c.begin(A, 1, R);
+        c.begin(B, 1, R);
+        c.begin(A, 2, R);
+        c.begin(d, 1, R);
         assert_eq!(c.clients(), 2);
         assert_eq!(c.kept(B), 0);
         assert_eq!(c.kept(A), 2);
@@ -219,7 +248,7 @@ mod tests {
                     if let Some(x) = executing.pop() {
                         c.complete(A, x, Status::Ok, vec![]);
                     }
-                } else if c.begin(A, xid) == Lookup::Execute {
+                } else if c.begin(A, xid, R) == Lookup::Execute {
                     prop_assert!(executed.insert(xid), "xid {} executed twice", xid);
                     executing.push(xid);
                 }

@@ -14,7 +14,9 @@ use rand::Rng;
 use crate::bits::{self, Kind, XID_MASK};
 use crate::config::ClientConfig;
 use crate::error::RpcError;
-use crate::wire::{BulkKind, RequestHeader, ServiceInfo, Status, FLAG_CONNECT, REQUEST_HEADER};
+use crate::wire::{
+    BulkKind, RequestHeader, ServiceInfo, Status, FLAG_CONNECT, HDR_MAYBE_RESENT, REQUEST_HEADER,
+};
 
 /// Longest sleep of a waiting call between checks for the server's failure.
 const SLICE: Duration = Duration::from_millis(100);
@@ -186,6 +188,9 @@ struct Call<'c, 'a, 'b> {
     early_me: Option<MeHandle>,
     early_md: Option<MdHandle>,
     bulk_me: Option<MeHandle>,
+    /// Whether a send of this request may have reached the service; until
+    /// then (every send refused) the service treats a send as the first.
+    maybe_reached: bool,
     _bulk: std::marker::PhantomData<&'b mut [u8]>,
 }
 
@@ -202,6 +207,7 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
             early_me: None,
             early_md: None,
             bulk_me: None,
+            maybe_reached: false,
             _bulk: std::marker::PhantomData,
         })
     }
@@ -277,7 +283,12 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
         let c = self.client;
         let md = self.req_md.ok_or(RpcError::Protocol("request not bound"))?;
         let remote = Remote::new(c.server, c.cfg.portals.request, self.bits(Kind::Request)?);
-        c.ni.put(md, AckReq::Ack, &remote, 0)?;
+        let hdr = if self.maybe_reached {
+            HDR_MAYBE_RESENT
+        } else {
+            0
+        };
+        c.ni.put(md, AckReq::Ack, &remote, hdr)?;
         Ok(())
     }
 
@@ -308,6 +319,8 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
                     });
                 }
                 tracing::debug!(xid = self.xid, sends, "no reply: resending");
+                // The last send's acknowledgment may still be on its way.
+                self.maybe_reached = true;
                 sends += 1;
                 self.send()?;
                 deadline = Instant::now() + policy.timeout;
@@ -351,7 +364,10 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
                     self.send()?;
                     deadline = Instant::now() + policy.timeout;
                 }
-                (EventKind::Ack, FailType::Ok) => refusals = 0,
+                (EventKind::Ack, FailType::Ok) => {
+                    refusals = 0;
+                    self.maybe_reached = true;
+                }
                 (
                     EventKind::Ack | EventKind::Sent,
                     FailType::Unreachable | FailType::Incomplete,

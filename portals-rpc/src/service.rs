@@ -21,11 +21,13 @@ use portals::{
 
 use crate::bits::{self, Kind};
 use crate::bulk::Bulk;
-use crate::cache::{Lookup, ReplyCache};
+use crate::cache::{Arrival, Lookup, ReplyCache};
 use crate::config::ServiceConfig;
 use crate::error::{HandlerError, ServiceError};
 use crate::transfer::Link;
-use crate::wire::{BulkKind, RequestHeader, ServiceInfo, Status, FLAG_CONNECT, REQUEST_HEADER};
+use crate::wire::{
+    BulkKind, RequestHeader, ServiceInfo, Status, FLAG_CONNECT, HDR_MAYBE_RESENT, REQUEST_HEADER,
+};
 
 /// One request, as a handler sees it.
 #[derive(Debug)]
@@ -527,7 +529,12 @@ impl<'a> Service<'a> {
                 data: self.info().encode(),
             }));
         }
-        Ok(match st.cache.begin(client, xid) {
+        let arrival = if ev.hdr_data & HDR_MAYBE_RESENT != 0 {
+            Arrival::MaybeResent
+        } else {
+            Arrival::First
+        };
+        Ok(match st.cache.begin(client, xid, arrival) {
             Lookup::Execute => Some(Work::Execute {
                 client,
                 xid,

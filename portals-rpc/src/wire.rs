@@ -27,6 +27,12 @@ pub enum BulkKind {
 /// its [`ServiceInfo`].
 pub(crate) const FLAG_CONNECT: u8 = 1;
 
+/// A request's 64 bits of header data: bit 0 set when an earlier send of
+/// the same xid may have reached the service (its outcome is unknown, or it
+/// was delivered). A send after nothing but refusals leaves it clear: the
+/// service never saw the request, so it is new wherever its xid falls.
+pub(crate) const HDR_MAYBE_RESENT: u64 = 1;
+
 /// The request header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestHeader {

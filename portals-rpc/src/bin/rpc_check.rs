@@ -22,6 +22,9 @@ const STOP: u32 = 7;
 const DIE: u32 = 8;
 const SINK: u32 = 9;
 const SOURCE: u32 = 10;
+/// A bulk read that pushes its first chunk and then never finishes: a call
+/// in the middle of a bulk read when the server dies, whatever the timing.
+const STALLED_READ: u32 = 11;
 
 /// Bytes of the objects moved in bulk, and the chunk they stream in.
 const OBJECT: usize = 24 << 20;
@@ -71,8 +74,13 @@ struct Server {
     /// timeout, so that they resend while it executes.
     slow_every: u64,
     slow: Duration,
-    /// Per-request work, so that a flood fills the buffers.
+    /// Per-request work, so that a flood keeps the buffers full.
     work: Duration,
+    /// Hold every echo until the engine has refused a request, so that a
+    /// flood fills the buffers whatever the scheduler does (bounded: a
+    /// flood that never fills them fails the scenario, not the job's
+    /// time limit).
+    hold_until_refused: bool,
     bulk_failed: AtomicBool,
 }
 
@@ -81,7 +89,14 @@ impl Server {
         &self,
         req: &mut Request<'_>,
         stop: &portals_rpc::Stopper,
+        refusals: &dyn Fn() -> u64,
     ) -> Result<Vec<u8>, HandlerError> {
+        if self.hold_until_refused && req.opcode() == ECHO {
+            let start = Instant::now();
+            while refusals() == 0 && start.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         if !self.work.is_zero() {
             std::thread::sleep(self.work);
         }
@@ -157,6 +172,15 @@ impl Server {
                 }
                 Ok(Vec::new())
             }
+            STALLED_READ => {
+                let bulk = req.bulk().ok_or("no bulk buffer")?;
+                let mut buf = vec![7u8; (bulk.chunk() as u64).min(bulk.len()) as usize];
+                bulk.push(0, &mut buf)?;
+                loop {
+                    // Until the process dies (DIE, on another thread).
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
             BIG => Ok(vec![1; 1 << 20]),
             STATUS => Ok(vec![self.bulk_failed.load(Ordering::SeqCst) as u8]),
             STOP => {
@@ -183,7 +207,11 @@ fn serve(
     let svc = Service::new(job.ni(), cfg).map_err(|e| e.to_string())?;
     job.barrier().map_err(|e| e.to_string())?;
     let stop = svc.stopper();
-    let h = |req: &mut Request<'_>| server.handle(req, &stop);
+    let refusals = || {
+        let st = job.ni().status();
+        st.dropped_no_match + st.dropped_rejected
+    };
+    let h = |req: &mut Request<'_>| server.handle(req, &stop, &refusals);
     let stats = svc.serve(&h).map_err(|e| e.to_string())?;
     println!("service stats {stats:?}, VmRSS {} KiB", vm_rss_kib());
     Ok((server, stats, svc))
@@ -208,6 +236,7 @@ fn new_server_of(clients: u32) -> Server {
         slow_every: 0,
         slow: Duration::ZERO,
         work: Duration::ZERO,
+        hold_until_refused: false,
         bulk_failed: AtomicBool::new(false),
     }
 }
@@ -359,11 +388,15 @@ fn flood(job: &Job) -> R<()> {
     if job.rank() == 0 {
         let mut s = new_server(job);
         s.work = Duration::from_millis(2);
+        s.hold_until_refused = true;
+        // Two requests fill a buffer (the second leaves less than
+        // `max_request` free), so the 8 concurrent callers overflow both
+        // while the first echo is held.
         let cfg = ServiceConfig {
             threads: 1,
             buffers: 2,
             max_request: 256,
-            buffer_size: 512,
+            buffer_size: 320,
             reply_cache_per_client: 8,
             ..server_cfg()
         };
@@ -612,12 +645,14 @@ fn server_dies(job: &Job) -> R<()> {
     let c = connect(job, retry)?;
     c.call(ECHO, b"alive").map_err(|e| e.to_string())?;
     let r = if job.rank() == 1 {
-        // Rank 2's bulk read is under way by now, most likely.
+        // Rank 2's bulk read has most likely begun by now; if not, its
+        // request meets a dead server, which must fail it all the same.
         std::thread::sleep(Duration::from_millis(100));
         c.call(DIE, &[])
     } else {
         let mut back = vec![0u8; OBJECT];
-        c.call_read(GET_OBJ, &[], &mut back).map(|_| Vec::new())
+        c.call_read(STALLED_READ, &[], &mut back)
+            .map(|_| Vec::new())
     };
     match r {
         Err(RpcError::PeerFailed(p)) if p == job.id(0) => Ok(()),
@@ -634,7 +669,7 @@ fn listen(addr: &str, key: u64) -> R<()> {
     println!("listening on {local}");
     let s = new_server_of(1);
     let stop = svc.stopper();
-    let h = |req: &mut Request<'_>| s.handle(req, &stop);
+    let h = |req: &mut Request<'_>| s.handle(req, &stop, &|| 0);
     let stats = svc.serve(&h).map_err(|e| e.to_string())?;
     println!(
         "service stats {stats:?}, counter {}",
