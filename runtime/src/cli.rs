@@ -80,7 +80,12 @@ enum ConnectArg {
 /// PTL_BOOTSTRAP, plus PTL_NAL, PTL_PROGRESS, PTL_BACKEND, PTL_CONNECT,
 /// PTL_BIND, PTL_BOOTSTRAP_TIMEOUT, PTL_WAIT_SPIN_US, PTL_WAIT_YIELD,
 /// PTL_HANDBACK_US, PTL_SNDBUF, PTL_RCVBUF, PTL_SHM_CMA, PTL_SHM_RING for
-/// the options below).
+/// the options below). Variables with no option here reach the ranks
+/// unchanged from ptlrun's own environment, among them
+/// PTL_PROGRESS_SLICE_US (the progress thread's scheduler slice, µs,
+/// default 100, 0 for none), PTL_FINALIZE_TIMEOUT, PTL_HOST_ID and the
+/// PTL_UDP_* settings; the full table is in the portals-runtime docs
+/// (module `env`).
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
 /// The first rank that fails (non-zero exit status or a signal) fails the
 /// job: the other ranks are terminated and ptlrun exits with that rank's
