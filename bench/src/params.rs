@@ -564,16 +564,19 @@ impl Params {
                     Preset::Smoke => (vec![1 << 20], 2, 1),
                 };
             }
-            // About 0.2-1 s per solve on 4 ranks of a 2-CPU machine; the
-            // smoke sizes only check that each runs and gets its answer.
+            // Full: about 0.2-1 s per solve for the project on 4 ranks of a
+            // 2-CPU machine (the peers' busy polling takes far longer
+            // oversubscribed); quick: about a quarter of that; smoke: only
+            // checks that each runs and gets its answer.
             (Bench::AppCg | Bench::AppHalo | Bench::AppColl, _) => {
-                let (full, smoke) = match bench {
-                    Bench::AppCg => ((256, 2000), (32, 500)),
-                    Bench::AppHalo => ((4096, 2000), (64, 20)),
-                    _ => ((8192, 1000), (1024, 10)),
+                let (full, quick, smoke) = match bench {
+                    Bench::AppCg => ((256, 2000), (128, 1000), (32, 500)),
+                    Bench::AppHalo => ((4096, 2000), (2048, 500), (64, 20)),
+                    _ => ((8192, 1000), (8192, 250), (1024, 10)),
                 };
                 let ((n, it), warm) = match preset {
-                    Preset::Full | Preset::Quick => (full, 1),
+                    Preset::Full => (full, 1),
+                    Preset::Quick => (quick, 1),
                     Preset::Smoke => (smoke, 0),
                 };
                 (p.sizes, p.iters, p.warmup) = (vec![n], it, warm);
