@@ -4,13 +4,14 @@
 # per round, each variant is one `ptl-bench apps` run of one round; prints
 # "round variant bench ms" lines, then the median per bench and variant.
 #
-#   bench/apps-knobs-ab.sh [PTL_BENCH] [ROUNDS] [RANKS] [NAL]
-#   (defaults: target/release/ptl-bench 7 4 tcp)
+#   bench/apps-knobs-ab.sh [PTL_BENCH] [ROUNDS] [RANKS] [NAL] [KERNELS]
+#   (defaults: target/release/ptl-bench 7 4 tcp halo,cg)
 set -euo pipefail
 exe=${1:-target/release/ptl-bench}
 rounds=${2:-7}
 ranks=${3:-4}
 nal=${4:-tcp}
+kernels=${5:-halo,cg}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 lines=$dir/all.txt
@@ -24,7 +25,7 @@ for round in $(seq "$rounds"); do
         hb3200) envs=(PTL_HANDBACK_US=3200) ;;
         slice0) envs=(PTL_PROGRESS_SLICE_US=0) ;;
         esac
-        env "${envs[@]}" "$exe" apps --kernel halo,cg --quick --ranks "$ranks" --rounds 1 \
+        env "${envs[@]}" "$exe" apps --kernel "$kernels" --quick --ranks "$ranks" --rounds 1 \
             --impls "$imp" --no-peers --name "ab-$v" --out-dir "$dir" >/dev/null
         python3 -c '
 import json, sys
