@@ -6,9 +6,11 @@
 //! default mode or the project is faster.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use crate::params::Bench;
 use crate::record::Record;
+use crate::results::Results;
 
 /// The project's NALs, in table order.
 const NALS: [&str; 3] = ["tcp", "udp", "shm"];
@@ -135,6 +137,35 @@ pub fn markdown(recs: &[Record]) -> String {
             let _ = writeln!(md, "| {k} | {} |", cells.join(" | "));
         }
         md.push('\n');
+    }
+    md
+}
+
+/// `results/NAME.md` of an `apps` run: how and where it ran (with the
+/// host's load averages before and after, `/proc/loadavg`'s first three
+/// fields), the [`markdown`] tables, and the runs that failed.
+pub fn document(res: &Results, json: &Path, load_before: &str, load_after: &str) -> String {
+    let m = &res.meta;
+    let mut md = format!(
+        "# ptl-bench apps: {}\n\n- Command: `{}`\n- Measured: {}, {:.0} s, {} rounds per point \
+         (median), implementations interleaved per kernel and rank count\n- Host load \
+         average (1/5/15 min) before: {load_before}; after: {load_after}\n- Machine: {} ({} \
+         usable CPUs)\n\n",
+        json.display(),
+        m.command,
+        m.started,
+        m.duration_s,
+        m.rounds,
+        m.machine.cpu,
+        m.machine.cpus_allowed,
+    );
+    md += &markdown(&res.records);
+    for f in &res.failures {
+        let _ = writeln!(
+            md,
+            "- FAILED: {} {} round {}: {}",
+            f.implementation, f.bench, f.round, f.error
+        );
     }
     md
 }

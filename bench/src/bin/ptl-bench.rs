@@ -708,26 +708,7 @@ fn apps_cmd(a: &AppsArgs) -> Result<()> {
     let json = a.out_dir.join(format!("{}.json", a.name));
     res.save(&json)?;
     let md_path = a.out_dir.join(format!("{}.md", a.name));
-    let mut md = format!(
-        "# ptl-bench apps: {}\n\n- Command: `{}`\n- Measured: {}, {:.0} s, {} rounds per point \
-         (median), implementations interleaved per kernel and rank count\n- Host load \
-         average (1/5/15 min) before: {load_before}; after: {}\n- Machine: {} ({} usable CPUs)\n\n",
-        json.display(),
-        res.meta.command,
-        res.meta.started,
-        res.meta.duration_s,
-        res.meta.rounds,
-        loadavg(),
-        res.meta.machine.cpu,
-        res.meta.machine.cpus_allowed,
-    );
-    md += &portals_bench::apps::table::markdown(&res.records);
-    for f in &res.failures {
-        md += &format!(
-            "- FAILED: {} {} round {}: {}\n",
-            f.implementation, f.bench, f.round, f.error
-        );
-    }
+    let md = portals_bench::apps::table::document(&res, &json, &load_before, &loadavg());
     std::fs::write(&md_path, &md)
         .map_err(|e| BenchError::io(format!("writing {}", md_path.display()), e))?;
     print!("{md}");
