@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::records;
+use common::{ptl_bench, records};
 use portals_bench::impls::Impl;
 use portals_bench::params::{Bench, Params, Preset};
 use portals_bench::record::Record;
@@ -129,4 +129,40 @@ fn an_unconverged_cg_fails_the_run() {
             "{imp}: the failure says why: {err}"
         );
     }
+}
+
+/// `ptl-bench apps` writes the results file and the tables: the JSON's
+/// medians carry the answer check, the Markdown has the kernel's table
+/// with the thread/poll ratio column.
+#[test]
+fn apps_command_writes_results_and_tables() {
+    let dir = std::env::temp_dir().join(format!("ptl-bench-apps-{}", std::process::id()));
+    let out = dir.to_str().expect("utf-8 temp dir");
+    ptl_bench(
+        &[
+            "apps",
+            "--smoke",
+            "--kernel",
+            "halo",
+            "--ranks",
+            "2",
+            "--impls",
+            "mpi-shm-thread,mpi-shm-poll",
+            "--out-dir",
+            out,
+            "--name",
+            "t",
+        ],
+        120,
+    );
+    let res = portals_bench::results::Results::load(&dir.join("t.json")).expect("results");
+    assert_eq!(res.records.len(), 2, "one median per implementation");
+    assert!(res
+        .records
+        .iter()
+        .all(|r| r.extra_str("check") == Some("ok")));
+    let md = std::fs::read_to_string(dir.join("t.md")).expect("tables");
+    assert!(md.contains("### app-halo (size 64)"), "{md}");
+    assert!(md.contains("**shm thread/poll**"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
