@@ -82,10 +82,9 @@ impl Results {
     }
 }
 
-/// What distinguishes two points of one benchmark and size: the ranks of
-/// a collective or an application kernel, the overlap
+/// What distinguishes two points of one benchmark and size: the overlap
 /// compute factor, the COMB method and work interval, the match-list length,
-/// the operation, ranks and compute factor of a
+/// the ranks of a collective (or application kernel), the operation, ranks and compute factor of a
 /// non-blocking collective, the one-sided operation (and the target's
 /// compute time).
 pub fn point_key(r: &Record) -> String {

@@ -18,6 +18,16 @@
 //! (a fast wrong answer is no result). Records: `value` = median ms per
 //! solve, fields `ranks`, `check` = "ok" and the kernel's own figures
 //! (`iterations`, `residual`, `error` for cg; `max_diff` for halo).
+//! [`table`] turns a run's medians into the thread/poll and project/peer
+//! tables of `ptl-bench apps`.
+//!
+//! The kernels live here rather than as options of the examples
+//! `mpi-on-portals/examples/cg.rs` and `halo.rs` (whose algorithms they
+//! share): a benchmark rank is `ptl-bench rank`, started by the harness
+//! with the NAL, progress mode, CPU binding and timeout of every other
+//! benchmark and interleaved with the C peers, so the kernels are
+//! functions it calls; the examples stay what the README runs, printing
+//! and checking what they always did.
 
 pub mod cg;
 pub mod coll;
