@@ -152,7 +152,15 @@ pub fn select_impls(opts: &CompareOpts, note: &dyn Fn(Progressed)) -> Result<(Ve
                 }
             }
         }
-        impls.extend(select_tools(opts, note, &mut skipped));
+        // Probing the tool peers takes a server and client each: only when
+        // one of them has a planned benchmark.
+        let tools_needed = opts
+            .benches
+            .iter()
+            .any(|&b| ToolPeer::ALL.iter().any(|t| t.supports(b)));
+        if tools_needed {
+            impls.extend(select_tools(opts, note, &mut skipped));
+        }
     }
     Ok((impls, skipped))
 }

@@ -12,6 +12,7 @@
 //! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank
 //!   ([`mpi_rma`]: the one-sided ones);
 //! - [`nbc_overlap`]: the non-blocking collectives' overlap loop (MPI level);
+//! - [`apps`]: application kernels (cg, halo, a collective loop) timed whole;
 //! - [`raw`]: raw-socket ping-pong and stream;
 //! - [`rpc`]: the object-store benchmarks (portals-rpc against gRPC);
 //! - [`tool_peers`]: the Portals-level peers UCX and libfabric, through their own tools;
@@ -25,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod apps;
 pub mod compare;
 pub mod cpu;
 pub mod error;

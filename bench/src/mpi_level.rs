@@ -66,6 +66,9 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         Bench::Matchlist => matchlist(&c, p, &mut out),
         Bench::Allreduce | Bench::Bcast => collective(&c, p, &mut out),
         Bench::NbcOverlap => crate::nbc_overlap::run(c.world, label, p, &mut out),
+        Bench::AppCg | Bench::AppHalo | Bench::AppColl => {
+            crate::apps::run(c.world, label, p, &mut out)
+        }
         Bench::RmaLatency | Bench::RmaBw | Bench::RmaOverlap => {
             crate::mpi_rma::run(c.world, c.label, p, work, &mut out)
         }

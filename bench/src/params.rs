@@ -60,11 +60,23 @@ pub enum Bench {
     /// Server CPU seconds per GB moved; measured by the `rpc-bulk` runs.
     #[serde(rename = "rpc-cpu")]
     RpcCpu,
+    /// Application kernel: conjugate gradient on the 2-D Poisson equation
+    /// (size = grid side, iters = iteration cap), ms per solve.
+    #[serde(rename = "app-cg")]
+    AppCg,
+    /// Application kernel: 1-D Jacobi halo exchange (size = cells per rank,
+    /// iters = steps), ms per solve.
+    #[serde(rename = "app-halo")]
+    AppHalo,
+    /// Application kernel: collective-heavy loop (size = bytes of the large
+    /// all-reduce and broadcast, iters = iterations), ms per solve.
+    #[serde(rename = "app-coll")]
+    AppColl,
 }
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 17] = [
+    pub const ALL: [Bench; 20] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -82,6 +94,9 @@ impl Bench {
         Bench::RpcRate,
         Bench::RpcBulk,
         Bench::RpcCpu,
+        Bench::AppCg,
+        Bench::AppHalo,
+        Bench::AppColl,
     ];
 
     /// What `compare` runs when no benchmark is named: all but
@@ -112,6 +127,10 @@ impl Bench {
     /// `rpc-bulk`): the group `rpc`, not part of a default comparison.
     pub const RPC: [Bench; 2] = [Bench::RpcRate, Bench::RpcBulk];
 
+    /// The application kernels (`crate::apps`): the group `apps`, not part
+    /// of a default comparison (`ptl-bench apps` runs them).
+    pub const APPS: [Bench; 3] = [Bench::AppCg, Bench::AppHalo, Bench::AppColl];
+
     /// The blocking collective benchmarks (the group `collectives`). These
     /// and `nbc-overlap` run on any number of ranks ([`Params::ranks`]);
     /// the others need exactly two.
@@ -137,6 +156,9 @@ impl Bench {
             Bench::RpcRate => "rpc-rate",
             Bench::RpcBulk => "rpc-bulk",
             Bench::RpcCpu => "rpc-cpu",
+            Bench::AppCg => "app-cg",
+            Bench::AppHalo => "app-halo",
+            Bench::AppColl => "app-coll",
         }
     }
 
@@ -146,11 +168,13 @@ impl Bench {
     }
 
     /// Parse a benchmark name or a group: `collectives` (allreduce and
-    /// bcast), `rma` (rma-latency, rma-bw, rma-overlap).
+    /// bcast), `rma` (rma-latency, rma-bw, rma-overlap), `apps` (app-cg,
+    /// app-halo, app-coll).
     pub fn parse_group(s: &str) -> Option<Vec<Bench>> {
         match s {
             "collectives" => return Some(Bench::COLLECTIVES.to_vec()),
             "rma" => return Some(Bench::RMA.to_vec()),
+            "apps" => return Some(Bench::APPS.to_vec()),
             _ => {}
         }
         if s == "rpc" {
@@ -165,9 +189,15 @@ impl Bench {
     }
 
     /// Whether this benchmark runs on any number of ranks (the
-    /// collectives, blocking and non-blocking).
+    /// collectives, blocking and non-blocking, and the application
+    /// kernels).
     pub fn is_collective(self) -> bool {
-        Bench::COLLECTIVES.contains(&self) || self == Bench::NbcOverlap
+        Bench::COLLECTIVES.contains(&self) || self == Bench::NbcOverlap || self.is_app()
+    }
+
+    /// Whether this is an application kernel.
+    pub fn is_app(self) -> bool {
+        Bench::APPS.contains(&self)
     }
 
     /// Whether this is a one-sided (RMA) benchmark.
@@ -190,6 +220,7 @@ impl Bench {
             Bench::Msgrate => "msg/s",
             Bench::RpcRate => "req/s",
             Bench::RpcCpu => "cpu-s/GB",
+            Bench::AppCg | Bench::AppHalo | Bench::AppColl => "ms",
             Bench::Overlap | Bench::Comb | Bench::NbcOverlap => "%",
         }
     }
@@ -205,6 +236,9 @@ impl Bench {
                 | Bench::RmaLatency
                 | Bench::RmaOverlap
                 | Bench::RpcCpu
+                | Bench::AppCg
+                | Bench::AppHalo
+                | Bench::AppColl
         )
     }
 }
@@ -530,6 +564,23 @@ impl Params {
                     Preset::Smoke => (vec![1 << 20], 2, 1),
                 };
             }
+            // Full: about 0.2-1 s per solve for the project on 4 ranks of a
+            // 2-CPU machine (the peers' busy polling takes far longer
+            // oversubscribed); quick: about a quarter of that; smoke: only
+            // checks that each runs and gets its answer.
+            (Bench::AppCg | Bench::AppHalo | Bench::AppColl, _) => {
+                let (full, quick, smoke) = match bench {
+                    Bench::AppCg => ((256, 2000), (128, 1000), (32, 500)),
+                    Bench::AppHalo => ((4096, 2000), (2048, 500), (64, 20)),
+                    _ => ((8192, 1000), (8192, 250), (1024, 10)),
+                };
+                let ((n, it), warm) = match preset {
+                    Preset::Full => (full, 1),
+                    Preset::Quick => (quick, 1),
+                    Preset::Smoke => (smoke, 0),
+                };
+                (p.sizes, p.iters, p.warmup) = (vec![n], it, warm);
+            }
         }
         p.reps = match preset {
             Preset::Full => 5,
@@ -578,8 +629,16 @@ impl Params {
         if self.bench == Bench::RpcRate && (self.clients.is_empty() || self.clients.contains(&0)) {
             return Err("rpc-rate needs client counts > 0".into());
         }
-        if matches!(self.bench, Bench::Allreduce | Bench::NbcOverlap)
-            && self.sizes.iter().any(|s| s % 8 != 0)
+        if self.bench == Bench::AppCg && self.sizes.iter().any(|&s| s < self.ranks) {
+            return Err("app-cg needs a grid side of at least the number of ranks".into());
+        }
+        if self.bench == Bench::AppColl && self.sizes.contains(&0) {
+            return Err("app-coll sizes must be at least 8".into());
+        }
+        if matches!(
+            self.bench,
+            Bench::Allreduce | Bench::NbcOverlap | Bench::AppColl
+        ) && self.sizes.iter().any(|s| s % 8 != 0)
         {
             return Err(format!(
                 "{} sizes must be multiples of 8 (doubles)",
@@ -610,6 +669,7 @@ impl Params {
     pub fn expected_records(&self) -> Option<usize> {
         match self.bench {
             Bench::Allreduce | Bench::Bcast => Some(self.sizes.len()),
+            Bench::AppCg | Bench::AppHalo | Bench::AppColl => Some(self.sizes.len()),
             Bench::NbcOverlap => Some((1 + 2 * self.sizes.len()) * (1 + self.factors.len())),
             _ => None,
         }
@@ -736,6 +796,17 @@ mod tests {
             Some(vec![Bench::NbcOverlap])
         );
         assert!(!Bench::DEFAULT.contains(&Bench::NbcOverlap));
+        assert_eq!(Bench::parse_group("apps"), Some(Bench::APPS.to_vec()));
+        let mut cg = Params::preset(Bench::AppCg, Preset::Full);
+        cg.ranks = 8;
+        assert_eq!((cg.validate(), cg.expected_records()), (Ok(()), Some(1)));
+        assert_eq!(cg.run_name(), "app-cg-8ranks");
+        cg.sizes = vec![4];
+        assert!(cg.validate().is_err(), "fewer rows than ranks");
+        let mut coll = Params::preset(Bench::AppColl, Preset::Smoke);
+        coll.sizes = vec![12];
+        assert!(coll.validate().is_err());
+        assert!(Bench::APPS.iter().all(|b| !Bench::DEFAULT.contains(b)));
         let mut l = Params::preset(Bench::Latency, Preset::Smoke);
         l.ranks = 4;
         assert!(l.validate().is_err());

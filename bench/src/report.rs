@@ -260,6 +260,11 @@ fn heading(bench: &str) -> String {
         Some(Bench::RmaOverlap) => {
             "origin's lock(exclusive)–op–unlock time while the target computes without calling the library (≪ compute time needs progress at the target)"
         }
+        Some(Bench::AppCg) => "application kernel: conjugate gradient, ms per solve, max over the ranks",
+        Some(Bench::AppHalo) => "application kernel: 1-D halo exchange, ms per solve, max over the ranks",
+        Some(Bench::AppColl) => {
+            "application kernel: all_reduce 8 B + size B, broadcast, barrier per iteration; ms per solve"
+        }
         None => "",
     };
     let dir = match b {

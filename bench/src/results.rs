@@ -84,12 +84,14 @@ impl Results {
 
 /// What distinguishes two points of one benchmark and size: the overlap
 /// compute factor, the COMB method and work interval, the match-list length,
-/// the ranks of a collective, the operation, ranks and compute factor of a
+/// the ranks of a collective (or application kernel), the operation, ranks and compute factor of a
 /// non-blocking collective, the one-sided operation (and the target's
 /// compute time).
 pub fn point_key(r: &Record) -> String {
     match r.bench.as_str() {
-        "allreduce" | "bcast" => format!("{} ranks", r.extra_f64("ranks").unwrap_or(2.0)),
+        "allreduce" | "bcast" | "app-cg" | "app-halo" | "app-coll" => {
+            format!("{} ranks", r.extra_f64("ranks").unwrap_or(2.0))
+        }
         "overlap" => format!("x{}", r.extra_f64("compute_factor").unwrap_or(0.0)),
         "nbc-overlap" => format!(
             "{} {} ranks x{}",

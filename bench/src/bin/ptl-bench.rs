@@ -11,6 +11,7 @@
 //! ptl-bench latency --impls ucx-shm,libfabric-tcp,portals-tcp-thread --sizes 8
 //! ptl-bench bandwidth --pingpong --impls libfabric-shm,portals-tcp-thread
 //! ptl-bench raw latency --transport tcp --mode busy
+//! ptl-bench apps --quick                         # cg, halo, coll: thread vs poll vs peers
 //! ptl-bench compare --quick                      # everything, interleaved, into results/
 //! ptl-bench report results/compare.json --doc docs/PERFORMANCE.md
 //! ```
@@ -108,6 +109,11 @@ enum Cmd {
         #[arg(long, value_enum, default_value = "all")]
         which: RmaArg,
     },
+    /// Application kernels (cg, halo exchange, a collective-heavy loop) on
+    /// 2, 4 and 8 ranks: mpi-{tcp,udp,shm}-{thread,poll} and the C peers,
+    /// interleaved rounds; writes results/NAME.json and .md with the
+    /// thread/poll ratio per transport and the ratio to each peer.
+    Apps(AppsArgs),
     /// The raw-socket floor: TCP/UDP ping-pong and TCP stream.
     Raw(RawArgs),
     /// Everything, interleaved and repeated, against raw sockets and the C
@@ -361,6 +367,48 @@ struct RawArgs {
     knobs: Knobs,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum KernelArg {
+    Cg,
+    Halo,
+    Coll,
+    All,
+}
+
+/// Options of `ptl-bench apps`.
+#[derive(Debug, Args)]
+struct AppsArgs {
+    /// Which kernels.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "all")]
+    kernel: Vec<KernelArg>,
+    /// Rank counts; each is a job of its own (more ranks than CPUs run
+    /// oversubscribed, unbound).
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8", value_parser = parse_ranks)]
+    ranks: Vec<usize>,
+    /// Rounds; every point is the median over them (default 5; --quick 3;
+    /// --smoke 1).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Exactly these implementations (default: mpi-{tcp,udp,shm}-{thread,poll}
+    /// and the C peers that run here).
+    #[arg(long, value_delimiter = ',')]
+    impls: Vec<String>,
+    /// NALs of the project variants.
+    #[arg(long, value_delimiter = ',', default_value = "tcp,udp,shm")]
+    nal: Vec<String>,
+    /// Leave out the C peers.
+    #[arg(long)]
+    no_peers: bool,
+    /// Name of the results (results/NAME.json, .md).
+    #[arg(long, default_value = "apps")]
+    name: String,
+    /// Directory for the results.
+    #[arg(long, default_value = "results")]
+    out_dir: PathBuf,
+    #[command(flatten)]
+    knobs: Knobs,
+}
+
 /// Options of `ptl-bench compare`.
 #[derive(Debug, Args)]
 struct CompareArgs {
@@ -595,6 +643,93 @@ fn raw_cmd(a: &RawArgs) -> Result<()> {
     run_list(&impls, &params, &a.knobs)
 }
 
+/// The host's load averages (1, 5, 15 min), for the record of a run.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn apps_cmd(a: &AppsArgs) -> Result<()> {
+    let preset = a.knobs.preset();
+    let mut benches = Vec::new();
+    for k in &a.kernel {
+        let bs: &[Bench] = match k {
+            KernelArg::Cg => &[Bench::AppCg],
+            KernelArg::Halo => &[Bench::AppHalo],
+            KernelArg::Coll => &[Bench::AppColl],
+            KernelArg::All => &Bench::APPS,
+        };
+        for &b in bs {
+            if !benches.contains(&b) {
+                benches.push(b);
+            }
+        }
+    }
+    let opts = CompareOpts {
+        preset,
+        rounds: a.rounds.unwrap_or(match preset {
+            Preset::Full => 5,
+            Preset::Quick => 3,
+            Preset::Smoke => 1,
+        }),
+        reps: a.knobs.reps.unwrap_or(1),
+        benches,
+        ranks: a.ranks.clone(),
+        impls: if a.impls.is_empty() {
+            None
+        } else {
+            Some(parse_impls(&a.impls)?)
+        },
+        nals: Some(a.nal.clone()),
+        progress: vec![Progress::Thread, Progress::Poll],
+        peers: !a.no_peers,
+        raw: false,
+        runner: a.knobs.runner()?,
+        command: std::env::args()
+            .map(|s| if s.contains(' ') { format!("'{s}'") } else { s })
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    std::fs::create_dir_all(&a.out_dir)
+        .map_err(|e| BenchError::io(format!("creating {}", a.out_dir.display()), e))?;
+    let load_before = loadavg();
+    let pb = bar(0);
+    pb.set_message("detecting implementations");
+    let res = compare(&opts, &|ev| match ev {
+        Progressed::Note(s) => pb.suspend(|| eprintln!("ptl-bench: {s}")),
+        Progressed::Planned(n) => pb.set_length(n as u64),
+        Progressed::Start { bench, imp, round } => {
+            pb.set_message(format!("{bench} {imp} (round {})", round + 1))
+        }
+        Progressed::Done { .. } => pb.inc(1),
+    })?;
+    pb.finish_and_clear();
+    let json = a.out_dir.join(format!("{}.json", a.name));
+    res.save(&json)?;
+    let md_path = a.out_dir.join(format!("{}.md", a.name));
+    let md = portals_bench::apps::table::document(&res, &json, &load_before, &loadavg());
+    std::fs::write(&md_path, &md)
+        .map_err(|e| BenchError::io(format!("writing {}", md_path.display()), e))?;
+    print!("{md}");
+    eprintln!(
+        "ptl-bench: {} points from {} runs ({} failed): {}, {}",
+        res.records.len(),
+        res.runs.len(),
+        res.failures.len(),
+        json.display(),
+        md_path.display()
+    );
+    if res.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Run {
+            what: "apps".into(),
+            why: format!("{} run(s) failed (see above)", res.failures.len()),
+        })
+    }
+}
+
 fn compare_cmd(a: &CompareArgs) -> Result<()> {
     let preset = if a.smoke {
         Preset::Smoke
@@ -755,6 +890,7 @@ fn run(cli: Cli) -> Result<()> {
             let ps: Vec<Params> = benches.iter().map(|&b| args.knobs.params(b)).collect();
             bench_cmd(benches[0], &args, &ps)
         }
+        Cmd::Apps(a) => apps_cmd(&a),
         Cmd::Raw(a) => raw_cmd(&a),
         Cmd::Compare(a) => compare_cmd(&a),
         Cmd::Report { results, doc } => {
