@@ -11,6 +11,7 @@
 //! (`device/nbc.rs`).
 
 pub(crate) mod algos;
+mod immediate;
 pub mod op;
 
 use crate::comm::{CommData, Communicator, Process, Rank};
@@ -19,6 +20,7 @@ use crate::error::{MpiError, Result};
 use crate::request::{Request, Scope};
 
 use algos::Coll;
+pub use immediate::{ImmediateCollectives, ImmediateRoot};
 pub use op::{
     BitwiseOperation, Integer, LogicalOperation, Numeric, Operation, SystemOperation, UserOperation,
 };
