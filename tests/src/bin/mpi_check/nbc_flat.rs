@@ -345,6 +345,56 @@ fn refusals(c: &SimpleCommunicator) -> R<()> {
     })
 }
 
+/// Many instances of the same kinds in flight: `BURST` all-to-alls and
+/// gathers (roots rotating) started back to back, waited in an order
+/// that mixes them; instance k+1's blocks must not land in k's buffers.
+fn burst(c: &SimpleCommunicator) -> R<()> {
+    const BURST: usize = 8;
+    let (n, me) = (c.size() as usize, c.rank() as usize);
+    let sends: Vec<Vec<u64>> = (0..BURST)
+        .map(|i| (0..n * 2).map(|x| val(me, x / 2, x % 2, 100 + i)).collect())
+        .collect();
+    let mut a2a = vec![vec![0u64; n * 2]; BURST];
+    let mut gath = vec![vec![0u64; n * 2]; BURST];
+    scope(|sc| -> R<()> {
+        let mut reqs = Vec::new();
+        for (i, (s, (a, g))) in sends.iter().zip(a2a.iter_mut().zip(&mut gath)).enumerate() {
+            reqs.push(
+                c.immediate_all_to_all_into(sc, &s[..], &mut a[..])
+                    .map_err(e)?,
+            );
+            let rp = c.process_at_rank((i % n) as Rank);
+            let mine = &s[me * 2..me * 2 + 2];
+            reqs.push(
+                if i % n == me {
+                    rp.immediate_gather_into_root(sc, mine, &mut g[..])
+                } else {
+                    rp.immediate_gather_into(sc, mine)
+                }
+                .map_err(e)?,
+            );
+        }
+        // Odd ones first, then the even ones backwards.
+        let (odd, even): (Vec<_>, Vec<_>) =
+            reqs.into_iter().enumerate().partition(|(k, _)| k % 2 == 1);
+        for (_, r) in odd.into_iter().chain(even.into_iter().rev()) {
+            r.wait().map_err(e)?;
+        }
+        Ok(())
+    })?;
+    for i in 0..BURST {
+        let want: Vec<u64> = (0..n * 2).map(|x| val(x / 2, me, x % 2, 100 + i)).collect();
+        ensure(a2a[i] == want, || format!("burst all-to-all {i}"))?;
+        if i % n == me {
+            let want: Vec<u64> = (0..n * 2)
+                .map(|x| val(x / 2, x / 2, x % 2, 100 + i))
+                .collect();
+            ensure(gath[i] == want, || format!("burst gather {i}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// `nbcflat [rounds]`: every flat collective, all outstanding together,
 /// on the world and on a duplicate (whose instances interleave with the
 /// world's), then the refusals.
@@ -355,6 +405,8 @@ pub(crate) fn nbcflat(u: &Universe, rounds: usize) -> R<()> {
         round(&w, i)?;
         round(&d, i + 1)?;
     }
+    burst(&w)?;
+    burst(&d)?;
     refusals(&w)?;
     println!("nbcflat: {rounds} rounds of every flat collective correct");
     Ok(())
