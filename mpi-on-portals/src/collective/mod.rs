@@ -8,7 +8,9 @@
 //! [`Root::immediate_broadcast_into`] and (for predefined operations on
 //! small vectors) [`CommunicatorCollectives::immediate_all_reduce_into`],
 //! which run as chains of triggered operations on entries of their own
-//! (`device/nbc.rs`).
+//! (`device/nbc.rs`), and the gathers, scatters, all-gathers,
+//! all-to-alls, reductions and scans of [`ImmediateCollectives`] and
+//! [`ImmediateRoot`] (`device/nbc/flat.rs`).
 
 pub(crate) mod algos;
 mod immediate;
