@@ -301,6 +301,124 @@ pub(super) fn ready_bits(ctx: u16) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// A message in flight in the model: a notice of `k` to `to`, or a
+    /// transfer of instance `k` to `to`.
+    #[derive(Clone, Copy, Debug)]
+    enum Msg {
+        Notice { to: usize },
+        Transfer { k: usize, to: usize },
+    }
+
+    /// The posted-notice protocol (module docs) with `n` members and random
+    /// instances (receiver and sender sets), calls and deliveries in random
+    /// order. `everyone`: receivers notify every member (the scheme);
+    /// otherwise only that instance's senders, each member expecting the
+    /// notices aimed at it. Returns whether a transfer reached a member
+    /// that had not posted its instance (it would be dropped); panics if
+    /// the protocol stalls.
+    fn model(seed: u64, n: usize, instances: usize, everyone: bool) -> bool {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut recv = Vec::new();
+        let mut send = Vec::new();
+        for _ in 0..instances {
+            let r: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+            let s: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+            recv.push(r);
+            send.push(s);
+        }
+        // Notices member m expects in instance k, and cumulated.
+        let aimed = |k: usize, m: usize| -> u64 {
+            let rs = recv[k].iter().filter(|&&x| x).count() as u64;
+            if everyone || send[k][m] {
+                rs
+            } else {
+                0
+            }
+        };
+        let cum: Vec<Vec<u64>> = (0..n)
+            .map(|m| {
+                let mut e = vec![0u64];
+                for k in 0..instances {
+                    let last = e[k];
+                    e.push(last + aimed(k, m));
+                }
+                e
+            })
+            .collect();
+        let mut called = vec![0usize; n];
+        let mut count = vec![0u64; n];
+        // Triggered operations: (threshold, message batch).
+        let mut waiting: Vec<Vec<(u64, Vec<Msg>)>> = vec![Vec::new(); n];
+        let mut flight: Vec<Msg> = Vec::new();
+        let mut dropped = false;
+        let fire = |m: usize,
+                    count: &[u64],
+                    waiting: &mut [Vec<(u64, Vec<Msg>)>],
+                    flight: &mut Vec<Msg>| {
+            let (due, keep): (Vec<_>, Vec<_>) =
+                waiting[m].drain(..).partition(|(t, _)| *t <= count[m]);
+            waiting[m] = keep;
+            for (_, msgs) in due {
+                flight.extend(msgs);
+            }
+        };
+        loop {
+            let callers: Vec<usize> = (0..n).filter(|&m| called[m] < instances).collect();
+            if callers.is_empty() && flight.is_empty() {
+                break;
+            }
+            if !callers.is_empty() && (flight.is_empty() || rng.gen_bool(0.3)) {
+                let m = callers[rng.gen_range(0..callers.len())];
+                let k = called[m];
+                called[m] += 1;
+                if recv[k][m] {
+                    let to: Vec<Msg> = (0..n)
+                        .filter(|&t| everyone || send[k][t])
+                        .map(|to| Msg::Notice { to })
+                        .collect();
+                    waiting[m].push((cum[m][k], to));
+                }
+                if send[k][m] {
+                    let to: Vec<Msg> = (0..n)
+                        .filter(|&t| t != m && recv[k][t])
+                        .map(|to| Msg::Transfer { k, to })
+                        .collect();
+                    waiting[m].push((cum[m][k + 1], to));
+                }
+                fire(m, &count, &mut waiting, &mut flight);
+            } else {
+                let i = rng.gen_range(0..flight.len());
+                match flight.swap_remove(i) {
+                    Msg::Notice { to } => {
+                        count[to] += 1;
+                        fire(to, &count, &mut waiting, &mut flight);
+                    }
+                    Msg::Transfer { k, to } => dropped |= called[to] <= k,
+                }
+            }
+        }
+        assert!(
+            waiting.iter().all(Vec::is_empty),
+            "seed {seed}: the protocol stalled"
+        );
+        dropped
+    }
+
+    #[test]
+    fn notifying_every_member_never_lets_a_transfer_reach_an_unposted_instance() {
+        for seed in 0..3000 {
+            let n = 1 + seed as usize % 5;
+            assert!(!model(seed, n, 6, true), "seed {seed}, {n} members");
+        }
+    }
+
+    #[test]
+    fn notifying_only_the_senders_can_let_a_transfer_reach_an_unposted_instance() {
+        assert!((0..3000).any(|seed| model(seed, 3, 6, false)));
+    }
 
     #[test]
     fn chunks_cover_the_length_with_whole_pieces() {
