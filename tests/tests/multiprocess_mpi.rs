@@ -294,6 +294,21 @@ fn a_nonblocking_barrier_fails_when_a_member_dies_over_tcp() {
     }
 }
 
+/// The same for a flat non-blocking collective (`mpi_check death
+/// iallgather`): an all-gather started before its only peer dies fails
+/// with `PeerFailed` instead of waiting for the peer's notice forever.
+#[test]
+fn a_nonblocking_all_gather_fails_when_a_member_dies_over_tcp() {
+    for p in MODES {
+        let out = run_tcp(2, &["death", "iallgather"], p, Duration::from_secs(90));
+        assert_ok(&out, 2, &format!("death iallgather tcp {p:?}"));
+        assert!(
+            out.stdout_of(1).contains("PeerFailed after"),
+            "death iallgather tcp {p:?}: the survivor did not report the failure"
+        );
+    }
+}
+
 /// A receive from any source, posted before the only other member dies,
 /// fails with `PeerFailed` over TCP (the transport's connection loss), and
 /// so do later any-source receives and probes. A regression hangs: the job
