@@ -5,6 +5,8 @@
  *   ibcast      MPI_Ibcast of size bytes (MPI_CHAR) from rank 0
  *   iallreduce  MPI_Iallreduce, MPI_SUM over size/8 doubles (every send
  *               element 1.0; sizes must be multiples of 8)
+ *   iallgather  MPI_Iallgather of size bytes (MPI_CHAR) from every rank
+ *   ialltoall   MPI_Ialltoall of size bytes (MPI_CHAR) per pair
  * and each size, every rank runs per repetition warm + iters iterations of
  *
  *   MPI_Barrier; t0; start; ts; compute(c us, calibrated busy loop); t1;
@@ -28,10 +30,13 @@
 #include <stdio.h>
 #include <string.h>
 
-enum op { OP_IBARRIER, OP_IBCAST, OP_IALLREDUCE, NOPS };
-static const char *const op_names[NOPS] = {"ibarrier", "ibcast", "iallreduce"};
+enum op { OP_IBARRIER, OP_IBCAST, OP_IALLREDUCE, OP_IALLGATHER, OP_IALLTOALL, NOPS };
+static const char *const op_names[NOPS] = {"ibarrier", "ibcast", "iallreduce", "iallgather",
+                                           "ialltoall"};
 
-struct bufs { char *bytes; double *sbuf, *rbuf; };
+/* mine: this rank's bytes (rank + 1); spread: block d is d + 1 (refilled
+ * per size); many: the all-gather's and all-to-all's nranks blocks. */
+struct bufs { char *bytes; double *sbuf, *rbuf; char *mine, *spread, *many; };
 struct point { double start, wait, total, compute, exposed; };
 
 static void start(enum op op, struct bufs *b, int n, MPI_Request *req)
@@ -42,6 +47,12 @@ static void start(enum op op, struct bufs *b, int n, MPI_Request *req)
         break;
     case OP_IBCAST:
         MPI_Ibcast(b->bytes, n, MPI_CHAR, 0, MPI_COMM_WORLD, req);
+        break;
+    case OP_IALLGATHER:
+        MPI_Iallgather(b->mine, n, MPI_CHAR, b->many, n, MPI_CHAR, MPI_COMM_WORLD, req);
+        break;
+    case OP_IALLTOALL:
+        MPI_Ialltoall(b->spread, n, MPI_CHAR, b->many, n, MPI_CHAR, MPI_COMM_WORLD, req);
         break;
     default:
         MPI_Iallreduce(b->sbuf, b->rbuf, n / 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, req);
@@ -107,9 +118,12 @@ int main(int argc, char **argv)
     work_calibrate();
     long maxsz = max_size(&o);
     struct bufs b = {xalloc((size_t)maxsz), (double *)xalloc((size_t)maxsz),
-                     (double *)xalloc((size_t)maxsz)};
+                     (double *)xalloc((size_t)maxsz), xalloc((size_t)maxsz),
+                     xalloc((size_t)nranks * (size_t)maxsz),
+                     xalloc((size_t)nranks * (size_t)maxsz)};
     for (long j = 0; j < maxsz / 8; j++)
         b.sbuf[j] = 1.0;
+    memset(b.mine, rank + 1, (size_t)maxsz);
     double st[MAX_REPS], w[MAX_REPS], t[MAX_REPS], c[MAX_REPS], ov[MAX_REPS];
     long zero_size[1] = {0};
 
@@ -118,6 +132,9 @@ int main(int argc, char **argv)
         int nsizes = op == OP_IBARRIER ? 1 : o.nsizes;
         for (int k = 0; k < nsizes; k++) {
             int n = (int)sizes[k];
+            memset(b.many, 0, (size_t)nranks * (size_t)maxsz);
+            for (long j = 0; j < (long)nranks * n; j++)
+                b.spread[j] = (char)(j / n + 1);
             long iters = scale_iters(o.iters, n, 8192, 10);
             long warm = scale_iters(o.warmup, n, 8192, 2);
             for (int r = 0; r < o.reps; r++) {
@@ -159,6 +176,13 @@ int main(int argc, char **argv)
                              stats(c, o.reps).median, stats(w, o.reps).median,
                              stats(t, o.reps).median, tnbc);
                     emit("nbc-overlap", n, iters, os, o.reps, "%", extra);
+                }
+            }
+            if (op == OP_IALLGATHER || op == OP_IALLTOALL) {
+                for (long j = 0; j < (long)nranks * n; j++) {
+                    int want = op == OP_IALLGATHER ? (int)(j / n) + 1 : rank + 1;
+                    if (b.many[j] != (char)want)
+                        die("nbc-overlap: a gathered or exchanged block is wrong");
                 }
             }
             if (op == OP_IALLREDUCE) {

@@ -1,8 +1,10 @@
 //! `nbc-overlap`: how much of a non-blocking collective's time the ranks
 //! can spend computing (`bench/c/nbc_overlap.c`, call for call).
 //!
-//! For each operation (`ibarrier`, then `ibcast` from rank 0 and
-//! `iallreduce`, a sum over `size / 8` doubles, at every size) and each
+//! For each operation (`ibarrier`, then `ibcast` from rank 0,
+//! `iallreduce`, a sum over `size / 8` doubles, `iallgather` of `size`
+//! bytes from every rank and `ialltoall` of `size` bytes per pair, at
+//! every size) and each
 //! repetition, every rank runs `warm + iters` iterations of
 //!
 //! ```text
@@ -51,11 +53,21 @@ pub enum NbcOp {
     Ibcast,
     /// `MPI_Iallreduce`, sum over `size / 8` doubles.
     Iallreduce,
+    /// `MPI_Iallgather` of `size` bytes from every rank.
+    Iallgather,
+    /// `MPI_Ialltoall` of `size` bytes from every rank to every rank.
+    Ialltoall,
 }
 
 impl NbcOp {
     /// Every operation, in the order a run measures them.
-    pub const ALL: [NbcOp; 3] = [NbcOp::Ibarrier, NbcOp::Ibcast, NbcOp::Iallreduce];
+    pub const ALL: [NbcOp; 5] = [
+        NbcOp::Ibarrier,
+        NbcOp::Ibcast,
+        NbcOp::Iallreduce,
+        NbcOp::Iallgather,
+        NbcOp::Ialltoall,
+    ];
 
     /// The `op` field of the records.
     pub fn name(self) -> &'static str {
@@ -63,6 +75,8 @@ impl NbcOp {
             NbcOp::Ibarrier => "ibarrier",
             NbcOp::Ibcast => "ibcast",
             NbcOp::Iallreduce => "iallreduce",
+            NbcOp::Iallgather => "iallgather",
+            NbcOp::Ialltoall => "ialltoall",
         }
     }
 
@@ -87,11 +101,17 @@ struct Point {
 /// The instants of one iteration after `t0`: started, computed, waited.
 type Marks = (Instant, Instant, Instant);
 
-/// The buffers of one run: the broadcast's bytes, the all-reduce's doubles.
+/// The buffers of one run: the broadcast's bytes, the all-reduce's
+/// doubles, the all-gather's and all-to-all's blocks (`ranks × size`;
+/// this rank's own bytes are its rank + 1, block d of `spread` — refilled
+/// for each size — is d + 1).
 struct Buffers {
     bytes: Vec<u8>,
     send: Vec<f64>,
     recv: Vec<f64>,
+    mine: Vec<u8>,
+    spread: Vec<u8>,
+    many: Vec<u8>,
 }
 
 /// Compute `c_us` while `req` runs, then wait for it; the instants after
@@ -132,6 +152,36 @@ fn once(
             )?;
             compute_then_wait(req, c_us, work)
         }),
+        NbcOp::Iallgather => request::scope(|s| {
+            let m = world.size() as usize * n;
+            let req = world.immediate_all_gather_into(s, &b.mine[..n], &mut b.many[..m])?;
+            compute_then_wait(req, c_us, work)
+        }),
+        NbcOp::Ialltoall => request::scope(|s| {
+            let m = world.size() as usize * n;
+            let req = world.immediate_all_to_all_into(s, &b.spread[..m], &mut b.many[..m])?;
+            compute_then_wait(req, c_us, work)
+        }),
+    }
+}
+
+/// After an all-gather, block r holds r + 1 (rank r's bytes); after an
+/// all-to-all, every block holds this rank + 1 (block `me` of everyone's
+/// `spread`).
+fn check_blocks(b: &Buffers, op: NbcOp, n: usize, ranks: usize, me: usize) -> Result<()> {
+    let bad = (0..ranks).find(|&r| {
+        let want = match op {
+            NbcOp::Iallgather => r + 1,
+            _ => me + 1,
+        } as u8;
+        b.many[r * n..(r + 1) * n].iter().any(|&x| x != want)
+    });
+    match bad {
+        Some(r) => Err(BenchError::Invalid(format!(
+            "{} of {n} B: block {r} wrong",
+            op.name()
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -202,10 +252,14 @@ pub fn run(
     world.barrier()?;
     let work = Work::calibrate();
     let max = p.max_size();
+    let (me, world_n) = (world.rank() as usize, world.size() as usize);
     let mut b = Buffers {
         bytes: vec![0x5au8; max],
         send: vec![1.0f64; max / 8],
         recv: vec![0.0f64; max / 8],
+        mine: vec![(me + 1) as u8; max],
+        spread: vec![0u8; world_n * max],
+        many: vec![0u8; world_n * max],
     };
     for op in NbcOp::ALL {
         let sizes: &[usize] = if op == NbcOp::Ibarrier {
@@ -214,6 +268,10 @@ pub fn run(
             &p.sizes
         };
         for &n in sizes {
+            b.many.fill(0);
+            for (i, x) in b.spread[..world_n * n].iter_mut().enumerate() {
+                *x = (i / n.max(1) + 1) as u8;
+            }
             let iters = scale_iters(p.iters, n, 8192, 10);
             let warm = scale_iters(p.warmup, n, 8192, 2);
             let (mut t, mut w, mut st) = (Vec::new(), Vec::new(), Vec::new());
@@ -270,8 +328,10 @@ pub fn run(
                         .with("total_us", median(&mut t)),
                 ))?;
             }
-            if op == NbcOp::Iallreduce {
-                check_sum(&b, n, ranks)?;
+            match op {
+                NbcOp::Iallreduce => check_sum(&b, n, ranks)?,
+                NbcOp::Iallgather | NbcOp::Ialltoall => check_blocks(&b, op, n, world_n, me)?,
+                _ => {}
             }
         }
     }

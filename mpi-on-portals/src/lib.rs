@@ -51,7 +51,8 @@ pub mod window;
 
 pub use bits::{MAX_CONTEXT, MAX_RANK};
 pub use collective::{
-    CommunicatorCollectives, Partition, PartitionMut, Root, SystemOperation, UserOperation,
+    CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Partition, PartitionMut, Root,
+    SystemOperation, UserOperation,
 };
 pub use comm::{
     AnyProcess, Color, Communicator, CommunicatorRelation, Process, Rank, SimpleCommunicator, Tag,
@@ -75,6 +76,7 @@ pub use window::{
 /// The traits to bring into scope, as with `use mpi::traits::*`.
 pub mod traits {
     pub use crate::collective::{CommunicatorCollectives, Root};
+    pub use crate::collective::{ImmediateCollectives, ImmediateRoot};
     pub use crate::comm::Communicator;
     pub use crate::datatype::{Buffer, BufferMut, Equivalence};
     pub use crate::p2p::{Destination, Source};

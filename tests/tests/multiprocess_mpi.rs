@@ -294,6 +294,21 @@ fn a_nonblocking_barrier_fails_when_a_member_dies_over_tcp() {
     }
 }
 
+/// The same for a flat non-blocking collective (`mpi_check death
+/// iallgather`): an all-gather started before its only peer dies fails
+/// with `PeerFailed` instead of waiting for the peer's notice forever.
+#[test]
+fn a_nonblocking_all_gather_fails_when_a_member_dies_over_tcp() {
+    for p in MODES {
+        let out = run_tcp(2, &["death", "iallgather"], p, Duration::from_secs(90));
+        assert_ok(&out, 2, &format!("death iallgather tcp {p:?}"));
+        assert!(
+            out.stdout_of(1).contains("PeerFailed after"),
+            "death iallgather tcp {p:?}: the survivor did not report the failure"
+        );
+    }
+}
+
 /// A receive from any source, posted before the only other member dies,
 /// fails with `PeerFailed` over TCP (the transport's connection loss), and
 /// so do later any-source receives and probes. A regression hangs: the job
@@ -389,6 +404,58 @@ fn nonblocking_barrier_and_broadcast_values_on_every_transport() {
         Duration::from_secs(120),
     );
     assert_ok(&out, 7, "nbc tcp 7");
+}
+
+/// The flat non-blocking collectives (`mpi_check nbcflat 3`): gather,
+/// scatter, all-gather, all-to-all, their varcount forms (empty blocks,
+/// gaps), reduce (sum past the atomic limit, max on i32), scan, float
+/// scan, exclusive scan, reduce-scatter-block and a user-defined
+/// all-reduce — fifteen instances of mixed kinds outstanding at once,
+/// started in one order and waited in the reverse, on the world and a
+/// duplicate, roots rotating — equal byte for byte to what `val` says;
+/// then bad arguments (root out of range, a short buffer, a partition of
+/// n+1 blocks, the root calling the non-root form) are typed errors at
+/// the start and the next collective still lines up. 2, 3 and 4 ranks,
+/// shared memory, TCP and UDP, both progress modes.
+#[test]
+fn flat_nonblocking_collectives_values_on_every_transport_2_3_4_ranks() {
+    on_every_transport(|nal, p, options| {
+        for ranks in [2, 3, 4] {
+            let out = run_job_limited(
+                env!("CARGO_BIN_EXE_mpi_check"),
+                ranks,
+                &["nbcflat", "3"],
+                options.clone(),
+                Duration::from_secs(120),
+            );
+            assert_ok(&out, ranks, &format!("nbcflat {nal:?} {p:?} {ranks}"));
+        }
+    });
+}
+
+/// Progress without the application (`mpi_check nbcflatsleep`, thread
+/// mode): rank 0 starts an all-gather, then computes with no MPI call
+/// until every other rank has *finished* its all-gather (a flag file
+/// each); they can only finish if rank 0's progress thread sends its
+/// block. In polling mode the same job fails (rank 0 gives up after a
+/// minute). Shared memory, TCP and UDP, 3 ranks.
+#[test]
+fn flat_all_gather_completes_while_a_member_computes_without_mpi_calls() {
+    for nal in [NalKind::Shm, NalKind::Tcp, NalKind::Udp] {
+        let options = JobOptions {
+            nal,
+            progress: ProgressMode::Thread,
+            ..JobOptions::default()
+        };
+        let out = run_job_limited(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            3,
+            &["nbcflatsleep"],
+            options,
+            Duration::from_secs(120),
+        );
+        assert_ok(&out, 3, &format!("nbcflatsleep {nal:?}"));
+    }
 }
 
 /// The point of triggered operations (`mpi_check nbcsleep`, thread mode):

@@ -88,7 +88,8 @@ enum Cmd {
         ranks: Vec<usize>,
     },
     /// Overlap of the non-blocking collectives (ibarrier, ibcast from rank
-    /// 0, iallreduce: sum of doubles) with computation on N ranks: every
+    /// 0, iallreduce: sum of doubles, iallgather, ialltoall: size bytes per
+    /// rank and per pair) with computation on N ranks: every
     /// rank starts one, computes factor × its time alone (no MPI call),
     /// waits; overlap % = 1 − wait/time alone (MPI level).
     NbcOverlap {

@@ -8,9 +8,12 @@
 //! [`Root::immediate_broadcast_into`] and (for predefined operations on
 //! small vectors) [`CommunicatorCollectives::immediate_all_reduce_into`],
 //! which run as chains of triggered operations on entries of their own
-//! (`device/nbc.rs`).
+//! (`device/nbc.rs`), and the gathers, scatters, all-gathers,
+//! all-to-alls, reductions and scans of [`ImmediateCollectives`] and
+//! [`ImmediateRoot`] (`device/nbc/flat.rs`).
 
 pub(crate) mod algos;
+mod immediate;
 pub mod op;
 
 use crate::comm::{CommData, Communicator, Process, Rank};
@@ -19,6 +22,7 @@ use crate::error::{MpiError, Result};
 use crate::request::{Request, Scope};
 
 use algos::Coll;
+pub use immediate::{ImmediateCollectives, ImmediateRoot};
 pub use op::{
     BitwiseOperation, Integer, LogicalOperation, Numeric, Operation, SystemOperation, UserOperation,
 };

@@ -248,6 +248,8 @@ pub(super) fn released(r: &Req) -> bool {
         && r.ack_md.is_none()
         && r.read_me.is_none()
         && r.cts.is_empty()
+        && r.nbc_mes.is_empty()
+        && r.nbc_mds.is_empty()
 }
 
 /// A request is complete: it has its result and holds nothing in the engine,

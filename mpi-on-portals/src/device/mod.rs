@@ -118,6 +118,7 @@ mod window;
 use completion::released;
 pub use config::{MpiConfig, MpiStats};
 use failure::{dead_member, dead_peer, gone, gone_any};
+pub(crate) use nbc::FlatPlan;
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
 use window::SendWindows;
@@ -273,6 +274,10 @@ struct Req {
     /// Non-blocking collectives: the instance's own counting events, freed
     /// when it finishes (the first one reports failures; see `nbc.rs`).
     cts: Vec<portals::CtHandle>,
+    /// Flat non-blocking collectives: the instance's entries and
+    /// descriptors beyond `me` and `md` (`nbc/flat.rs`).
+    nbc_mes: Vec<MeHandle>,
+    nbc_mds: Vec<MdHandle>,
     /// Non-blocking collectives: the communicator's context pair, whose
     /// release waits for the instance.
     nbc_ctx: Option<u16>,
@@ -911,7 +916,21 @@ impl Device {
                 }
             }
         }
-        if r.me.is_none() && r.md.is_none() {
+        r.nbc_mes.retain(|&me| match ni.me_unlink(me) {
+            Ok(_) | Err(PtlError::InvalidHandle { .. }) => false,
+            Err(e) => {
+                tracing::trace!(error = %e, "collective entry still in use");
+                true
+            }
+        });
+        r.nbc_mds.retain(|&md| match ni.md_unlink(md) {
+            Ok(_) | Err(PtlError::InvalidHandle { .. }) => false,
+            Err(e) => {
+                tracing::trace!(error = %e, "collective descriptor still in use");
+                true
+            }
+        });
+        if r.me.is_none() && r.md.is_none() && r.nbc_mes.is_empty() && r.nbc_mds.is_empty() {
             nbc::free_cts(ni, &mut r.cts);
         }
         if released(r) {
@@ -985,6 +1004,8 @@ impl Device {
             windowed: false,
             coll: false,
             cts: Vec::new(),
+            nbc_mes: Vec::new(),
+            nbc_mds: Vec::new(),
             nbc_ctx: None,
         }) as u32;
         ReqId { idx, gen }

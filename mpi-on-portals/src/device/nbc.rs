@@ -28,6 +28,8 @@
 //! is complete only after its counters show that nothing of the chain
 //! still reads or writes the user's buffer.
 
+mod flat;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -62,6 +64,8 @@ const K_ACC: u64 = 7;
 /// header data: the request's id).
 pub(super) const NBC_DONE: u64 = u64::MAX - 4;
 
+pub(crate) use flat::FlatPlan;
+
 /// A communicator's persistent entries and counters, and its instance
 /// numbers.
 pub(super) struct NbcComm {
@@ -79,9 +83,16 @@ pub(super) struct NbcComm {
     /// Ready notices from the parent in the all-reduce tree (rooted at 0):
     /// one per instance.
     up_ready: CtHandle,
+    /// Posted notices of the flat collectives (`flat.rs`), from any
+    /// member.
+    flat_ready: CtHandle,
     barriers: u64,
     bcasts: u64,
     reduces: u64,
+    /// Flat instances started, and the notices they make every member
+    /// expect, cumulated (`flat.rs`).
+    flats: u64,
+    flat_expected: u64,
     /// Instances started and not finished: the pair's release waits for them.
     pending: usize,
     /// The communicator was freed while instances were pending.
@@ -89,8 +100,9 @@ pub(super) struct NbcComm {
 }
 
 /// A communicator's barrier fan-in and fan-out counters, its ready
-/// counters and its all-reduce ready counter (see [`NbcComm`]).
-type Counters = (CtHandle, CtHandle, Vec<(CtHandle, u64)>, CtHandle);
+/// counters, its all-reduce ready counter and its flat collectives' one
+/// (see [`NbcComm`]).
+type Counters = (CtHandle, CtHandle, Vec<(CtHandle, u64)>, CtHandle, CtHandle);
 
 /// The lowest set bit of virtual rank `v`, or for the root (0) the first
 /// power of two at or above `n`: a node's children are at `v + m` for the
@@ -215,9 +227,10 @@ impl Device {
                 m <<= 1;
             }
             let up_ready = counted(nbc_bits(K_UP_READY, ctx, 0, 0))?;
-            Ok((bar_in, bar_out, ready, up_ready))
+            let flat_ready = counted(flat::ready_bits(ctx))?;
+            Ok((bar_in, bar_out, ready, up_ready, flat_ready))
         })();
-        let mut comm = |(bar_in, bar_out, ready, up_ready)| NbcComm {
+        let mut comm = |(bar_in, bar_out, ready, up_ready, flat_ready)| NbcComm {
             ranks: ranks.into(),
             me,
             entries: std::mem::take(&mut entries),
@@ -226,9 +239,12 @@ impl Device {
             bar_out,
             ready,
             up_ready,
+            flat_ready,
             barriers: 0,
             bcasts: 0,
             reduces: 0,
+            flats: 0,
+            flat_expected: 0,
             pending: 0,
             closing: false,
         };

@@ -76,6 +76,24 @@ pub(crate) fn death(u: &Universe, case: &str) -> R<()> {
             let t = Instant::now();
             expect_failure(req.wait().map(|_| ()), t)
         }
+        ("iallgather", 0) => {
+            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+            die("after the peer started a non-blocking all-gather");
+        }
+        ("iallgather", _) => {
+            // A flat chain: its put to the dead rank waits for a posted
+            // notice that cannot come, and so does the dead rank's block.
+            let mine = [1u64];
+            let mut all = [0u64; 2];
+            scope(|sc| -> R<()> {
+                let req = w
+                    .immediate_all_gather_into(sc, &mine[..], &mut all[..])
+                    .map_err(e)?;
+                signal_the_dying(&p)?;
+                let t = Instant::now();
+                expect_failure(req.wait().map(|_| ()), t)
+            })
+        }
         ("recv", 0) => {
             p.receive_with_tag::<u8>(CTRL).map_err(e)?;
             die("after the peer posted its receive");

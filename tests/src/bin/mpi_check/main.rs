@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 mod envelopes;
 mod failure;
 mod nbc;
+mod nbc_flat;
 mod progress;
 mod semantics;
 mod unexpected;
@@ -23,6 +24,7 @@ mod unexpected;
 use envelopes::*;
 use failure::*;
 use nbc::*;
+use nbc_flat::*;
 use progress::*;
 use semantics::*;
 use unexpected::*;
@@ -139,6 +141,8 @@ fn main() {
         "lastlong" => lastlong(&u, args.get(2).map_or("", String::as_str)),
         "nbc" => nbc(&u, arg(2, 50) as usize),
         "nbcsleep" => nbcsleep(&u),
+        "nbcflat" => nbcflat(&u, arg(2, 3) as usize),
+        "nbcflatsleep" => nbcflatsleep(&u),
         "soak" => soak(&u, arg(2, 1800), arg(3, 1)),
         other => Err(format!("unknown scenario {other:?}")),
     };
