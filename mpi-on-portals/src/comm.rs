@@ -335,6 +335,11 @@ impl std::fmt::Debug for Process<'_> {
 }
 
 impl Process<'_> {
+    /// Whether it is this process.
+    pub fn is_self(&self) -> bool {
+        self.rank == self.comm.me as Rank
+    }
+
     /// Its rank in the communicator.
     pub fn rank(&self) -> Rank {
         self.rank

@@ -41,10 +41,13 @@ pub mod collective;
 mod comm;
 mod datatype;
 mod device;
+pub mod environment;
 mod error;
 mod group;
 mod p2p;
 pub mod request;
+mod request_collection;
+mod sendrecv;
 mod status;
 mod universe;
 pub mod window;
@@ -64,7 +67,7 @@ pub use group::{Group, GroupRelation};
 pub use p2p::{Destination, Source};
 pub use status::Status;
 pub use universe::{
-    initialize, initialize_with_config, initialize_with_threading, Threading, Universe,
+    abort_job, initialize, initialize_with_config, initialize_with_threading, Threading, Universe,
     PANIC_EXIT_STATUS,
 };
 pub use window::{
@@ -90,5 +93,9 @@ pub mod topology {
 /// rsmpi-style module paths.
 pub mod point_to_point {
     pub use crate::p2p::{Destination, Source};
+    pub use crate::sendrecv::{
+        send_receive, send_receive_into, send_receive_into_with_tags, send_receive_replace_into,
+        send_receive_replace_into_with_tags,
+    };
     pub use crate::status::Status;
 }

@@ -658,3 +658,22 @@ impl Root for Process<'_> {
         (self.comm, root_index(self.comm, self.rank))
     }
 }
+
+/// `inout = input op inout`, element-wise, on this process alone
+/// (`MPI_Reduce_local`). The buffers must have the same length.
+pub fn reduce_local_into<T, S, R, O>(input: &S, inout: &mut R, op: O) -> Result<()>
+where
+    T: Equivalence,
+    S: Elements<T> + ?Sized,
+    R: ElementsMut<T> + ?Sized,
+    O: Operation<T>,
+{
+    let (a, b) = (input.elements(), inout.elements_mut());
+    if a.len() != b.len() {
+        return Err(MpiError::InvalidBuffer(
+            "reduce_local_into: the buffers differ in length",
+        ));
+    }
+    op.apply(a, b);
+    Ok(())
+}

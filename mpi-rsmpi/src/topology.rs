@@ -1,0 +1,286 @@
+//! Communicators, processes and groups (rsmpi's `mpi::topology`).
+
+use std::sync::Mutex;
+
+use mpi_on_portals::Communicator as _;
+
+use crate::fatal::check;
+
+pub use crate::Rank;
+pub use mpi_on_portals::{Color, CommunicatorRelation, GroupRelation};
+
+/// A communicator (`MPI_Comm`): the world, or one made from another.
+#[derive(Debug)]
+pub struct SimpleCommunicator {
+    inner: mpi_on_portals::SimpleCommunicator,
+    name: Mutex<String>,
+}
+
+impl SimpleCommunicator {
+    pub(crate) fn world(inner: mpi_on_portals::SimpleCommunicator) -> Self {
+        Self::named(inner, "MPI_COMM_WORLD")
+    }
+
+    fn named(inner: mpi_on_portals::SimpleCommunicator, name: &str) -> Self {
+        SimpleCommunicator {
+            inner,
+            name: Mutex::new(name.to_owned()),
+        }
+    }
+
+    fn made(inner: Option<mpi_on_portals::SimpleCommunicator>) -> Option<Self> {
+        inner.map(|c| Self::named(c, ""))
+    }
+
+    /// The `Result` API's communicator, for calls this face does not offer.
+    pub fn as_result_api(&self) -> &mpi_on_portals::SimpleCommunicator {
+        &self.inner
+    }
+}
+
+/// Something that gives access to a communicator (rsmpi's
+/// `AsCommunicator`).
+pub trait AsCommunicator {
+    /// The communicator type.
+    type Out: Communicator;
+    /// The communicator.
+    fn as_communicator(&self) -> &Self::Out;
+}
+
+impl AsCommunicator for SimpleCommunicator {
+    type Out = SimpleCommunicator;
+    fn as_communicator(&self) -> &SimpleCommunicator {
+        self
+    }
+}
+
+/// What every communicator offers (rsmpi's `Communicator`).
+pub trait Communicator {
+    /// The communicator this face wraps.
+    #[doc(hidden)]
+    fn target(&self) -> &SimpleCommunicator;
+
+    /// Number of processes (`MPI_Comm_size`).
+    fn size(&self) -> Rank {
+        self.target().inner.size()
+    }
+
+    /// This process's rank (`MPI_Comm_rank`).
+    fn rank(&self) -> Rank {
+        self.target().inner.rank()
+    }
+
+    /// The process at rank `r`, to send to or receive from; a rank outside
+    /// the communicator ends the job at the first call that uses it.
+    fn process_at_rank(&self, r: Rank) -> Process<'_> {
+        Process {
+            inner: self.target().inner.process_at_rank(r),
+        }
+    }
+
+    /// Any process, for receives and probes (`MPI_ANY_SOURCE`).
+    fn any_process(&self) -> AnyProcess<'_> {
+        AnyProcess {
+            inner: self.target().inner.any_process(),
+        }
+    }
+
+    /// This process.
+    fn this_process(&self) -> Process<'_> {
+        self.process_at_rank(self.rank())
+    }
+
+    /// End the whole job with exit status `errorcode` (`MPI_Abort`).
+    fn abort(&self, errorcode: i32) -> ! {
+        self.target().inner.abort(errorcode)
+    }
+
+    /// The group of the members (`MPI_Comm_group`).
+    fn group(&self) -> UserGroup {
+        UserGroup(self.target().inner.group())
+    }
+
+    /// Compare with another communicator (`MPI_Comm_compare`).
+    fn compare<C: Communicator + ?Sized>(&self, other: &C) -> CommunicatorRelation
+    where
+        Self: Sized,
+    {
+        self.target().inner.compare(&other.target().inner)
+    }
+
+    /// A new communicator with the same members (`MPI_Comm_dup`);
+    /// collective.
+    fn duplicate(&self) -> SimpleCommunicator {
+        SimpleCommunicator::named(
+            check(self.target().inner.duplicate(), "Communicator::duplicate"),
+            "",
+        )
+    }
+
+    /// Split by color (`MPI_Comm_split`, key 0); collective. `None` for
+    /// [`Color::undefined`].
+    fn split_by_color(&self, color: Color) -> Option<SimpleCommunicator> {
+        SimpleCommunicator::made(check(
+            self.target().inner.split_by_color(color),
+            "Communicator::split_by_color",
+        ))
+    }
+
+    /// Split by color, ordering each part by `key` (`MPI_Comm_split`).
+    fn split_by_color_with_key(&self, color: Color, key: Rank) -> Option<SimpleCommunicator> {
+        SimpleCommunicator::made(check(
+            self.target().inner.split_by_color_with_key(color, key),
+            "Communicator::split_by_color_with_key",
+        ))
+    }
+
+    /// The communicator of `group`'s members (`MPI_Comm_create`): every
+    /// member of this communicator calls it with the same group; those not
+    /// in it get `None`.
+    fn split_by_subgroup_collective<G: Group + ?Sized>(
+        &self,
+        group: &G,
+    ) -> Option<SimpleCommunicator>
+    where
+        Self: Sized,
+    {
+        SimpleCommunicator::made(check(
+            self.target().inner.split_by_subgroup(group.as_result_api()),
+            "Communicator::split_by_subgroup_collective",
+        ))
+    }
+
+    /// The communicator's name (`MPI_Comm_get_name`): `MPI_COMM_WORLD` for
+    /// the world, empty for a new one until named.
+    fn get_name(&self) -> String {
+        self.target()
+            .name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Name the communicator (`MPI_Comm_set_name`), for this process only.
+    fn set_name(&self, name: &str) {
+        *self.target().name.lock().unwrap_or_else(|p| p.into_inner()) = name.to_owned();
+    }
+}
+
+impl Communicator for SimpleCommunicator {
+    fn target(&self) -> &SimpleCommunicator {
+        self
+    }
+}
+
+/// A process of a communicator (rsmpi's `Process`).
+#[derive(Clone, Copy, Debug)]
+pub struct Process<'a> {
+    pub(crate) inner: mpi_on_portals::Process<'a>,
+}
+
+impl Process<'_> {
+    /// Its rank in the communicator.
+    pub fn rank(&self) -> Rank {
+        self.inner.rank()
+    }
+
+    /// Whether it is this process.
+    pub fn is_self(&self) -> bool {
+        self.inner.is_self()
+    }
+}
+
+/// Any process of a communicator (`MPI_ANY_SOURCE`).
+#[derive(Clone, Copy, Debug)]
+pub struct AnyProcess<'a> {
+    pub(crate) inner: mpi_on_portals::AnyProcess<'a>,
+}
+
+/// A group made by this library (rsmpi's `UserGroup`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserGroup(mpi_on_portals::Group);
+
+/// A predefined group (rsmpi's `SystemGroup`): only the empty group here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SystemGroup(mpi_on_portals::Group);
+
+impl SystemGroup {
+    /// The empty group (`MPI_GROUP_EMPTY`).
+    pub fn empty() -> SystemGroup {
+        SystemGroup(mpi_on_portals::Group::empty())
+    }
+}
+
+/// What every group offers (rsmpi's `Group`).
+pub trait Group {
+    /// The group this face wraps.
+    #[doc(hidden)]
+    fn as_result_api(&self) -> &mpi_on_portals::Group;
+
+    /// Number of members (`MPI_Group_size`).
+    fn size(&self) -> Rank {
+        self.as_result_api().size()
+    }
+
+    /// This process's rank in the group, if a member (`MPI_Group_rank`).
+    fn rank(&self) -> Option<Rank> {
+        self.as_result_api().rank()
+    }
+
+    /// The members of both, `self`'s first (`MPI_Group_union`).
+    fn union<G: Group + ?Sized>(&self, other: &G) -> UserGroup {
+        UserGroup(self.as_result_api().union(other.as_result_api()))
+    }
+
+    /// The members of `self` also in `other` (`MPI_Group_intersection`).
+    fn intersection<G: Group + ?Sized>(&self, other: &G) -> UserGroup {
+        UserGroup(self.as_result_api().intersection(other.as_result_api()))
+    }
+
+    /// The members of `self` not in `other` (`MPI_Group_difference`).
+    fn difference<G: Group + ?Sized>(&self, other: &G) -> UserGroup {
+        UserGroup(self.as_result_api().difference(other.as_result_api()))
+    }
+
+    /// The members at `ranks`, in that order (`MPI_Group_incl`).
+    fn include(&self, ranks: &[Rank]) -> UserGroup {
+        UserGroup(check(self.as_result_api().include(ranks), "Group::include"))
+    }
+
+    /// The members except those at `ranks` (`MPI_Group_excl`).
+    fn exclude(&self, ranks: &[Rank]) -> UserGroup {
+        UserGroup(check(self.as_result_api().exclude(ranks), "Group::exclude"))
+    }
+
+    /// The rank in `other` of the member at `rank` here
+    /// (`MPI_Group_translate_ranks`).
+    fn translate_rank<G: Group + ?Sized>(&self, rank: Rank, other: &G) -> Option<Rank> {
+        self.translate_ranks(&[rank], other).pop().flatten()
+    }
+
+    /// [`Group::translate_rank`] for several ranks.
+    fn translate_ranks<G: Group + ?Sized>(&self, ranks: &[Rank], other: &G) -> Vec<Option<Rank>> {
+        check(
+            self.as_result_api()
+                .translate_ranks(ranks, other.as_result_api()),
+            "Group::translate_ranks",
+        )
+    }
+
+    /// Compare two groups (`MPI_Group_compare`).
+    fn compare<G: Group + ?Sized>(&self, other: &G) -> GroupRelation {
+        self.as_result_api().compare(other.as_result_api())
+    }
+}
+
+impl Group for UserGroup {
+    fn as_result_api(&self) -> &mpi_on_portals::Group {
+        &self.0
+    }
+}
+
+impl Group for SystemGroup {
+    fn as_result_api(&self) -> &mpi_on_portals::Group {
+        &self.0
+    }
+}
