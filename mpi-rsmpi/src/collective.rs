@@ -40,7 +40,9 @@ pub trait CommunicatorCollectives: Communicator {
                 self.target().as_result_api().immediate_barrier(),
                 "immediate_barrier",
             ),
-            None,
+            // A barrier's data is `()`, which `wait_any` and friends of a
+            // request collection hand back.
+            Some(std::ptr::NonNull::from(&())),
         )
     }
 

@@ -671,7 +671,7 @@ where
     let (a, b) = (input.elements(), inout.elements_mut());
     if a.len() != b.len() {
         return Err(MpiError::InvalidBuffer(
-            "reduce_local_into: the buffers differ in length",
+            "the buffers of reduce_local_into differ in length",
         ));
     }
     op.apply(a, b);
