@@ -74,7 +74,7 @@ fn point_to_point<C: Communicator>(world: &C) {
         for v in got.iter_mut() {
             coll.add(prev.immediate_receive_into(scope, v));
         }
-        let mut seen = vec![false; 16];
+        let mut seen = [false; 16];
         let (i, _, _) = coll.wait_any().expect("16 requests pending");
         seen[i] = true;
         let mut some = Vec::new();
