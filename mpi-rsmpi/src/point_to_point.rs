@@ -42,13 +42,22 @@ pub trait Destination {
         )
     }
 
-    /// Ready send (`MPI_Rsend`): the matching receive must be posted.
-    fn ready_send<B: Buffer + ?Sized>(&self, buf: &B) {
-        self.ready_send_with_tag(buf, 0)
+    /// Ready send (`MPI_Rsend`).
+    ///
+    /// # Safety
+    /// As in rsmpi: the matching receive must already be posted (here a
+    /// ready send without one is delivered as a standard send would be,
+    /// but a program relying on that is not portable).
+    unsafe fn ready_send<B: Buffer + ?Sized>(&self, buf: &B) {
+        // SAFETY: forwarded to our caller.
+        unsafe { self.ready_send_with_tag(buf, 0) }
     }
 
     /// Ready send with a tag.
-    fn ready_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send`].
+    unsafe fn ready_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
         check(
             self.target().ready_send_with_tag(buf, tag),
             "Destination::ready_send",
