@@ -37,6 +37,7 @@
 #![warn(missing_docs)]
 
 mod bits;
+mod cartesian;
 pub mod collective;
 mod comm;
 mod datatype;
@@ -53,6 +54,7 @@ mod universe;
 pub mod window;
 
 pub use bits::{MAX_CONTEXT, MAX_RANK};
+pub use cartesian::{CartesianCommunicator, CartesianLayout};
 pub use collective::{
     CommunicatorCollectives, Partition, PartitionMut, Root, SystemOperation, UserOperation,
 };
@@ -86,6 +88,7 @@ pub mod traits {
 
 /// rsmpi-style module paths.
 pub mod topology {
+    pub use crate::cartesian::{CartesianCommunicator, CartesianLayout};
     pub use crate::comm::{AnyProcess, Communicator, Process, Rank, SimpleCommunicator};
     pub use crate::universe::Universe;
 }

@@ -7,7 +7,9 @@ use mpi_on_portals::Communicator as _;
 use crate::fatal::check;
 
 pub use crate::Rank;
-pub use mpi_on_portals::{Color, CommunicatorRelation, GroupRelation};
+pub use mpi_on_portals::{CartesianLayout, Color, CommunicatorRelation, GroupRelation};
+
+use crate::Count;
 
 /// A communicator (`MPI_Comm`): the world, or one made from another.
 #[derive(Debug)]
@@ -150,6 +152,32 @@ pub trait Communicator {
         ))
     }
 
+    /// Lay the first `dims`-product members out on a grid
+    /// (`MPI_Cart_create`); collective. The others get `None`.
+    fn create_cartesian_communicator(
+        &self,
+        dims: &[Count],
+        periods: &[bool],
+        reorder: bool,
+    ) -> Option<CartesianCommunicator> {
+        check(
+            self.target()
+                .inner
+                .create_cartesian_communicator(dims, periods, reorder),
+            "Communicator::create_cartesian_communicator",
+        )
+        .map(CartesianCommunicator::new)
+    }
+
+    /// This process's rank in a grid of `dims` (`MPI_Cart_map`), `None`
+    /// if the grid has no room for it.
+    fn cartesian_map(&self, dims: &[Count], periods: &[bool]) -> Option<Rank> {
+        check(
+            self.target().inner.cartesian_map(dims, periods),
+            "Communicator::cartesian_map",
+        )
+    }
+
     /// The communicator's name (`MPI_Comm_get_name`): `MPI_COMM_WORLD` for
     /// the world, empty for a new one until named.
     fn get_name(&self) -> String {
@@ -169,6 +197,82 @@ pub trait Communicator {
 impl Communicator for SimpleCommunicator {
     fn target(&self) -> &SimpleCommunicator {
         self
+    }
+}
+
+/// A communicator whose members form a grid (rsmpi's
+/// `CartesianCommunicator`), row-major, never reordered.
+#[derive(Debug)]
+pub struct CartesianCommunicator {
+    comm: SimpleCommunicator,
+    grid: mpi_on_portals::CartesianCommunicator,
+}
+
+impl CartesianCommunicator {
+    fn new(grid: mpi_on_portals::CartesianCommunicator) -> Self {
+        CartesianCommunicator {
+            comm: SimpleCommunicator::named(grid.as_simple().clone(), ""),
+            grid,
+        }
+    }
+
+    /// Number of dimensions (`MPI_Cartdim_get`).
+    pub fn num_dimensions(&self) -> Count {
+        Count::try_from(self.grid.num_dimensions()).unwrap_or(Count::MAX)
+    }
+
+    /// Extents, periods and this process's coordinates (`MPI_Cart_get`).
+    pub fn get_layout(&self) -> CartesianLayout {
+        self.grid.get_layout()
+    }
+
+    /// The coordinates of `rank` (`MPI_Cart_coords`).
+    pub fn rank_to_coordinates(&self, rank: Rank) -> Vec<Count> {
+        check(
+            self.grid.rank_to_coordinates(rank),
+            "CartesianCommunicator::rank_to_coordinates",
+        )
+    }
+
+    /// The rank at `coords` (`MPI_Cart_rank`).
+    pub fn coordinates_to_rank(&self, coords: &[Count]) -> Rank {
+        check(
+            self.grid.coordinates_to_rank(coords),
+            "CartesianCommunicator::coordinates_to_rank",
+        )
+    }
+
+    /// (source, destination) `disp` steps along `dimension`
+    /// (`MPI_Cart_shift`); `None` off a non-periodic edge.
+    pub fn shift(&self, dimension: Count, disp: Count) -> (Option<Rank>, Option<Rank>) {
+        const CALL: &str = "CartesianCommunicator::shift";
+        let dimension = match usize::try_from(dimension) {
+            Ok(d) => d,
+            Err(_) => crate::fatal::fatal(CALL, &format!("negative dimension {dimension}")),
+        };
+        check(self.grid.shift(dimension, disp), CALL)
+    }
+
+    /// This process's sub-grid keeping the dimensions marked in `retain`
+    /// (`MPI_Cart_sub`); collective.
+    pub fn subgroup(&self, retain: &[bool]) -> CartesianCommunicator {
+        CartesianCommunicator::new(check(
+            self.grid.subgroup(retain),
+            "CartesianCommunicator::subgroup",
+        ))
+    }
+}
+
+impl Communicator for CartesianCommunicator {
+    fn target(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+}
+
+impl AsCommunicator for CartesianCommunicator {
+    type Out = SimpleCommunicator;
+    fn as_communicator(&self) -> &SimpleCommunicator {
+        &self.comm
     }
 }
 

@@ -196,6 +196,40 @@ fn communicators<C: Communicator>(world: &C) {
     assert_eq!(all, (0..size).collect::<Vec<_>>());
 }
 
+fn cartesian<C: Communicator>(world: &C) {
+    let (rank, size) = (world.rank(), world.size());
+    // size/2 x 2, the first dimension periodic: rank = 2 * x + y.
+    let cart = world
+        .create_cartesian_communicator(&[size / 2, 2], &[true, false], true)
+        .expect("every rank fits the grid");
+    assert_eq!(cart.num_dimensions(), 2);
+    let layout = cart.get_layout();
+    assert_eq!(layout.coords, vec![rank / 2, rank % 2]);
+    assert_eq!(cart.coordinates_to_rank(&layout.coords), rank);
+    assert_eq!(cart.rank_to_coordinates(size - 1), vec![size / 2 - 1, 1]);
+    // Along the periodic dimension both neighbours exist and wrap.
+    let (src, dst) = cart.shift(0, 1);
+    assert_eq!(src, Some((rank - 2).rem_euclid(size)));
+    assert_eq!(dst, Some((rank + 2) % size));
+    // Along the other one, the edge has no neighbour.
+    let (src, dst) = cart.shift(1, 1);
+    if rank % 2 == 0 {
+        assert_eq!((src, dst), (None, Some(rank + 1)));
+    } else {
+        assert_eq!((src, dst), (Some(rank - 1), None));
+    }
+    // The rows: 2 members each, ranked by y.
+    let row = cart.subgroup(&[false, true]);
+    assert_eq!((row.size(), row.rank()), (2, rank % 2));
+    let mut sum = 0;
+    row.all_reduce_into(&rank, &mut sum, SystemOperation::sum());
+    assert_eq!(sum, 2 * (rank - rank % 2) + 1);
+    assert_eq!(
+        world.cartesian_map(&[1], &[false]),
+        (rank == 0).then_some(0)
+    );
+}
+
 fn main() {
     let scenario = std::env::args().nth(1).unwrap_or_else(|| "all".into());
     let universe = mpi::initialize().unwrap();
@@ -210,6 +244,7 @@ fn main() {
             point_to_point(&world);
             collectives(&world);
             communicators(&world);
+            cartesian(&world);
             assert!(mpi::time() >= t0);
             assert!(mpi::time_resolution() > 0.0);
             // The same bad input on the Result API is a typed error.
