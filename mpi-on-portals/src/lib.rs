@@ -44,7 +44,9 @@ mod datatype;
 mod device;
 pub mod environment;
 mod error;
+mod future;
 mod group;
+mod message;
 mod p2p;
 pub mod request;
 mod request_collection;
@@ -65,7 +67,9 @@ pub use comm::{
 pub use datatype::{Buffer, BufferMut, Equivalence};
 pub use device::{MpiConfig, MpiStats};
 pub use error::{MpiError, Result};
+pub use future::ReceiveFuture;
 pub use group::{Group, GroupRelation};
+pub use message::Message;
 pub use p2p::{Destination, Source};
 pub use status::Status;
 pub use universe::{
@@ -95,6 +99,8 @@ pub mod topology {
 
 /// rsmpi-style module paths.
 pub mod point_to_point {
+    pub use crate::future::ReceiveFuture;
+    pub use crate::message::Message;
     pub use crate::p2p::{Destination, Source};
     pub use crate::sendrecv::{
         send_receive, send_receive_into, send_receive_into_with_tags, send_receive_replace_into,

@@ -126,6 +126,18 @@ impl<'a> Request<'a> {
 
     /// A request that borrows nothing (a non-blocking barrier), so needs
     /// no scope. Dropping it still waits for it.
+    /// A receive that owns its buffer (see [`crate::ReceiveFuture`]):
+    /// cancelled rather than waited for when dropped pending.
+    pub(crate) fn unscoped_receive(dev: Arc<Device>, id: ReqId) -> Request<'static> {
+        Request {
+            dev,
+            id,
+            is_recv: true,
+            done: false,
+            _borrow: PhantomData,
+        }
+    }
+
     pub(crate) fn unscoped(dev: Arc<Device>, id: ReqId) -> Request<'static> {
         Request {
             dev,

@@ -188,6 +188,11 @@ pub trait Source {
     #[doc(hidden)]
     fn target(&self) -> Target<'_>;
 
+    /// The communicator and the source rank (`None`: any) of a matched
+    /// probe.
+    #[doc(hidden)]
+    fn matched_source(&self) -> (&mpi_on_portals::SimpleCommunicator, Option<crate::Rank>);
+
     /// Receive into `buf`, any tag (`MPI_Recv`).
     fn receive_into<B: BufferMut + ?Sized>(&self, buf: &mut B) -> Status {
         check(
@@ -264,6 +269,57 @@ pub trait Source {
         Request::new(check(r, CALL), Some(data))
     }
 
+    /// Start receiving one value into a buffer the future owns
+    /// (`MPI_Irecv`), any tag.
+    fn immediate_receive<T: Equivalence>(&self) -> ReceiveFuture<T> {
+        self.immediate_receive_with_tag(mpi_on_portals::ANY_TAG)
+    }
+
+    /// [`Source::immediate_receive`] with a tag.
+    fn immediate_receive_with_tag<T: Equivalence>(&self, tag: Tag) -> ReceiveFuture<T> {
+        ReceiveFuture(check(
+            on_source!(self.target(), |s| s.immediate_receive_with_tag(tag)),
+            "Source::immediate_receive",
+        ))
+    }
+
+    /// Wait for a message, any tag, that only the returned [`Message`]
+    /// receives (`MPI_Mprobe`).
+    fn matched_probe(&self) -> (Message, Status) {
+        self.matched_probe_with_tag(mpi_on_portals::ANY_TAG)
+    }
+
+    /// [`Source::matched_probe`] with a tag.
+    fn matched_probe_with_tag(&self, tag: Tag) -> (Message, Status) {
+        let (comm, source) = self.matched_source();
+        let (m, s) = check(
+            comm.matched_probe_with_tag(source, tag),
+            "Source::matched_probe",
+        );
+        (Message(m), s)
+    }
+
+    /// A waiting message as a [`Message`], if any (`MPI_Improbe`).
+    fn immediate_matched_probe(&self) -> Option<(Message, Status)> {
+        self.immediate_matched_probe_with_tag(mpi_on_portals::ANY_TAG)
+    }
+
+    /// [`Source::immediate_matched_probe`] with a tag.
+    fn immediate_matched_probe_with_tag(&self, tag: Tag) -> Option<(Message, Status)> {
+        let (comm, source) = self.matched_source();
+        check(
+            comm.immediate_matched_probe_with_tag(source, tag),
+            "Source::immediate_matched_probe",
+        )
+        .map(|(m, s)| (Message(m), s))
+    }
+
+    /// Probe for a message, any tag, and receive it into a vector of its
+    /// length (`MPI_Mprobe`, `MPI_Mrecv`).
+    fn matched_receive_vec<T: Equivalence>(&self) -> (Vec<T>, Status) {
+        self.matched_probe().0.matched_receive_vec()
+    }
+
     /// Wait for a message, any tag, and describe it (`MPI_Probe`).
     fn probe(&self) -> Status {
         check(on_source!(self.target(), |s| s.probe()), "Source::probe")
@@ -294,15 +350,77 @@ pub trait Source {
     }
 }
 
+/// A probed message, received only through it (rsmpi's `Message`).
+#[derive(Debug)]
+pub struct Message(mpi_on_portals::Message);
+
+impl Message {
+    /// Receive it into `buf` (`MPI_Mrecv`).
+    pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Status {
+        check(
+            self.0.matched_receive_into(buf),
+            "Message::matched_receive_into",
+        )
+    }
+
+    /// Receive it as one value.
+    pub fn matched_receive<T: Equivalence>(self) -> (T, Status) {
+        check(self.0.matched_receive(), "Message::matched_receive")
+    }
+
+    /// Receive it into a vector of its length.
+    pub fn matched_receive_vec<T: Equivalence>(self) -> (Vec<T>, Status) {
+        check(self.0.matched_receive_vec(), "Message::matched_receive_vec")
+    }
+
+    /// Start receiving it into `buf` (`MPI_Imrecv`).
+    pub fn immediate_matched_receive_into<'b, S: Scope<'b>, B: BufferMut + ?Sized>(
+        self,
+        scope: S,
+        buf: &'b mut B,
+    ) -> Request<'b, B, S> {
+        const CALL: &str = "Message::immediate_matched_receive_into";
+        let data = NonNull::from(&mut *buf);
+        let r = self
+            .0
+            .immediate_matched_receive_into(scoped(&scope, CALL), buf);
+        Request::new(check(r, CALL), Some(data))
+    }
+}
+
+/// A pending receive of one value that owns its buffer (rsmpi's
+/// `ReceiveFuture`).
+#[derive(Debug)]
+pub struct ReceiveFuture<T>(mpi_on_portals::ReceiveFuture<T>);
+
+impl<T> ReceiveFuture<T> {
+    /// Wait for the value (`MPI_Wait`).
+    pub fn get(self) -> (T, Status) {
+        check(self.0.get(), "ReceiveFuture::get")
+    }
+
+    /// The value if it has arrived (`MPI_Test`), the future back
+    /// otherwise.
+    pub fn r#try(self) -> Result<(T, Status), Self> {
+        check(self.0.r#try(), "ReceiveFuture::try").map_err(ReceiveFuture)
+    }
+}
+
 impl Source for Process<'_> {
     fn target(&self) -> Target<'_> {
         Target::Process(self.inner)
+    }
+    fn matched_source(&self) -> (&mpi_on_portals::SimpleCommunicator, Option<crate::Rank>) {
+        (self.comm, Some(self.inner.rank()))
     }
 }
 
 impl Source for AnyProcess<'_> {
     fn target(&self) -> Target<'_> {
         Target::Any(self.inner)
+    }
+    fn matched_source(&self) -> (&mpi_on_portals::SimpleCommunicator, Option<crate::Rank>) {
+        (self.comm, None)
     }
 }
 

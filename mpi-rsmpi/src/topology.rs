@@ -75,15 +75,19 @@ pub trait Communicator {
     /// The process at rank `r`, to send to or receive from; a rank outside
     /// the communicator ends the job at the first call that uses it.
     fn process_at_rank(&self, r: Rank) -> Process<'_> {
+        let comm = &self.target().inner;
         Process {
-            inner: self.target().inner.process_at_rank(r),
+            inner: comm.process_at_rank(r),
+            comm,
         }
     }
 
     /// Any process, for receives and probes (`MPI_ANY_SOURCE`).
     fn any_process(&self) -> AnyProcess<'_> {
+        let comm = &self.target().inner;
         AnyProcess {
-            inner: self.target().inner.any_process(),
+            inner: comm.any_process(),
+            comm,
         }
     }
 
@@ -280,6 +284,7 @@ impl AsCommunicator for CartesianCommunicator {
 #[derive(Clone, Copy, Debug)]
 pub struct Process<'a> {
     pub(crate) inner: mpi_on_portals::Process<'a>,
+    pub(crate) comm: &'a mpi_on_portals::SimpleCommunicator,
 }
 
 impl Process<'_> {
@@ -298,6 +303,7 @@ impl Process<'_> {
 #[derive(Clone, Copy, Debug)]
 pub struct AnyProcess<'a> {
     pub(crate) inner: mpi_on_portals::AnyProcess<'a>,
+    pub(crate) comm: &'a mpi_on_portals::SimpleCommunicator,
 }
 
 /// A group made by this library (rsmpi's `UserGroup`).

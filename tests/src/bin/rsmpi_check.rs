@@ -96,6 +96,44 @@ fn point_to_point<C: Communicator>(world: &C) {
     let want: Vec<i32> = (0..8).map(|i| prev.rank() * 8 + i).collect();
     assert_eq!(got, want);
 
+    // Matched probes: the probed message, and only it, is received through
+    // its handle, also while a later one from the same sender waits.
+    if rank == 0 {
+        for _ in 1..size {
+            let (msg, status) = world.any_process().matched_probe_with_tag(5);
+            let src = status.source_rank();
+            let (v, st) = msg.matched_receive_vec::<u32>();
+            assert_eq!(v, vec![src as u32; 3]);
+            assert_eq!(st.source_rank(), src);
+            let (second, _) = world.process_at_rank(src).receive_with_tag::<u32>(5);
+            assert_eq!(second, 1000 + src as u32);
+        }
+        assert!(world
+            .any_process()
+            .immediate_matched_probe_with_tag(5)
+            .is_none());
+    } else {
+        let to0 = world.process_at_rank(0);
+        to0.send_with_tag(&[rank as u32; 3][..], 5);
+        to0.send_with_tag(&(1000 + rank as u32), 5);
+    }
+
+    // A receive future owns its buffer: try until it arrives, then get.
+    let future = prev.immediate_receive_with_tag::<i64>(11);
+    next.send_with_tag(&(rank as i64 * 3), 11);
+    let (v, _) = future.get();
+    assert_eq!(v, prev.rank() as i64 * 3);
+    let mut future = prev.immediate_receive_with_tag::<i64>(12);
+    next.send_with_tag(&-(rank as i64), 12);
+    let v = loop {
+        match future.r#try() {
+            Ok((v, _)) => break v,
+            Err(f) => future = f,
+        }
+    };
+    assert_eq!(v, -(prev.rank() as i64));
+    world.barrier();
+
     // wait_any over a plain vector: None once it is empty.
     let mut v = [0i32; 1];
     mpi::request::scope(|scope| {
