@@ -44,6 +44,7 @@ mod datatype;
 mod device;
 pub mod environment;
 mod error;
+pub mod ffi;
 mod future;
 mod group;
 mod message;

@@ -9,7 +9,8 @@ use crate::request::{scoped, Request, Scope, StaticScope};
 use crate::topology::{Communicator, Process};
 
 pub use mpi_on_portals::collective::{
-    BitwiseOperation, LogicalOperation, SystemOperation, UserOperation,
+    BitwiseOperation, LogicalOperation, SystemOperation, UnsafeUserOperation, UserFunction,
+    UserOperation,
 };
 
 /// `inout = input op inout` on this process alone (`MPI_Reduce_local`).
@@ -153,6 +154,23 @@ pub trait CommunicatorCollectives: Communicator {
         check(
             self.target().as_result_api().scan_into(send, recv, op),
             "scan_into",
+        )
+    }
+
+    /// Reduce over all members, member r keeping block r
+    /// (`MPI_Reduce_scatter_block`).
+    fn reduce_scatter_block_into<T, S, R, O>(&self, send: &S, recv: &mut R, op: O)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        check(
+            self.target()
+                .as_result_api()
+                .reduce_scatter_block_into(send, recv, op),
+            "reduce_scatter_block_into",
         )
     }
 

@@ -40,7 +40,7 @@ pub mod request;
 pub mod topology;
 
 pub use environment::{initialize, initialize_with_threading, time, time_resolution, Threading};
-pub use mpi_on_portals::MpiError;
+pub use mpi_on_portals::{ffi, MpiError};
 
 /// A rank in a communicator (`int` in MPI).
 pub type Rank = i32;

@@ -71,6 +71,15 @@ fn mismatched_counts_abort_naming_the_call() {
 }
 
 #[test]
+fn a_reduce_scatter_with_the_wrong_number_of_blocks_aborts_naming_the_call() {
+    assert_aborts_naming(
+        "bad-block",
+        "reduce_scatter_block_into",
+        "must hold size blocks",
+    );
+}
+
+#[test]
 fn a_negative_destination_aborts_naming_the_call() {
     assert_aborts_naming(
         "bad-rank",

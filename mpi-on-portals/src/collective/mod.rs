@@ -12,6 +12,8 @@
 
 pub(crate) mod algos;
 pub mod op;
+mod reduce_scatter;
+mod unsafe_op;
 
 use crate::comm::{CommData, Communicator, Process, Rank};
 use crate::datatype::Equivalence;
@@ -22,6 +24,7 @@ use algos::Coll;
 pub use op::{
     BitwiseOperation, Integer, LogicalOperation, Numeric, Operation, SystemOperation, UserOperation,
 };
+pub use unsafe_op::{UnsafeUserOperation, UserFunction};
 
 /// A typed view of a send buffer for collectives: a single value, a slice,
 /// a vector or an array.
@@ -462,6 +465,23 @@ pub trait CommunicatorCollectives: Communicator {
             recv.copy_from_slice(&acc);
         }
         Ok(())
+    }
+
+    /// Reduce `send` element-wise over all members and give member r block
+    /// r of the result (`MPI_Reduce_scatter_block`): `send` holds `size`
+    /// blocks of `recv`'s length.
+    fn reduce_scatter_block_into<
+        T: Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    >(
+        &self,
+        send: &S,
+        recv: &mut R,
+        op: O,
+    ) -> Result<()> {
+        reduce_scatter::block(self.data(), send.elements(), recv.elements_mut(), &op)
     }
 }
 

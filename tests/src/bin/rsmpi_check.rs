@@ -5,11 +5,13 @@
 //! * `all`: point-to-point, send-receive, requests and their guards and
 //!   collections, collectives, groups and communicators, the environment;
 //!   every value checked. Prints `OK all rank <r>`.
-//! * `bad-root`, `bad-count`, `bad-rank`: a call with bad input, which must
+//! * `bad-root`, `bad-count`, `bad-block`, `bad-rank`: a call with bad input, which must
 //!   end the job with a message naming the call (never hang).
 #![deny(warnings)]
 
-use mpi::collective::SystemOperation;
+use std::ffi::{c_int, c_void};
+
+use mpi::collective::{SystemOperation, UnsafeUserOperation};
 use mpi::datatype::PartitionMut;
 use mpi::point_to_point as p2p;
 use mpi::request::{CancelGuard, WaitGuard};
@@ -146,6 +148,25 @@ fn point_to_point<C: Communicator>(world: &C) {
     assert_eq!(v[0], prev.rank());
 }
 
+/// An `MPI_User_function` adding `i32`s.
+unsafe extern "C" fn add_i32(
+    invec: *mut c_void,
+    inoutvec: *mut c_void,
+    len: *mut c_int,
+    _datatype: *mut mpi::ffi::MPI_Datatype,
+) {
+    // SAFETY: the library passes `*len` elements of the reduced type, i32.
+    let (x, y) = unsafe {
+        (
+            std::slice::from_raw_parts(invec as *const i32, *len as usize),
+            std::slice::from_raw_parts_mut(inoutvec as *mut i32, *len as usize),
+        )
+    };
+    for (a, b) in x.iter().zip(y) {
+        *b += a;
+    }
+}
+
 fn collectives<C: Communicator>(world: &C) {
     let (rank, size) = (world.rank(), world.size());
     let root = world.process_at_rank(size - 1);
@@ -189,6 +210,19 @@ fn collectives<C: Communicator>(world: &C) {
     } else {
         root.gather_varcount_into(&msg[..]);
     }
+
+    // Block r of the element-wise product goes to rank r: element k of
+    // everyone's send is k + 1, so block r is (r + 1)^size.
+    let f: Vec<i64> = (1..=size as i64).collect();
+    let mut g = 0i64;
+    world.reduce_scatter_block_into(&f[..], &mut g, SystemOperation::product());
+    assert_eq!(g, (rank as i64 + 1).pow(size as u32));
+
+    // SAFETY: add_i32 reads and writes `len` i32s and ignores the datatype.
+    let op = unsafe { UnsafeUserOperation::commutative(add_i32) };
+    let mut total = [0i32; 3];
+    world.all_reduce_into(&[rank, 1, -rank][..], &mut total[..], op);
+    assert_eq!(total, [size * (size - 1) / 2, size, -size * (size - 1) / 2]);
 
     let req = world.immediate_barrier();
     req.wait();
@@ -295,6 +329,17 @@ fn main() {
                 matches!(r, Err(mpi_on_portals::MpiError::InvalidRank { .. })),
                 "{r:?}"
             );
+            let mut one = 0i32;
+            let r = mpi_on_portals::CommunicatorCollectives::reduce_scatter_block_into(
+                world.as_result_api(),
+                &vec![1i32; size as usize + 1][..],
+                &mut one,
+                SystemOperation::sum(),
+            );
+            assert!(
+                matches!(r, Err(mpi_on_portals::MpiError::InvalidBuffer(_))),
+                "{r:?}"
+            );
             world.barrier();
             println!("OK all rank {}", world.rank());
         }
@@ -309,6 +354,12 @@ fn main() {
                 &mut out[..],
                 SystemOperation::sum(),
             );
+        }
+        "bad-block" => {
+            // size + 1 blocks of one element: not size blocks.
+            let send = vec![1i32; size as usize + 1];
+            let mut out = 0i32;
+            world.reduce_scatter_block_into(&send[..], &mut out, SystemOperation::sum());
         }
         "bad-rank" => {
             world.process_at_rank(-5).send(&1u8);
