@@ -314,6 +314,78 @@ impl SimpleCommunicator {
     }
 }
 
+impl SimpleCommunicator {
+    /// The communicator of `group`'s members, made by them alone
+    /// (`MPI_Comm_create_group`): only the members call it, each with the
+    /// same group and `tag` (distinct tags keep concurrent calls apart; the
+    /// tag never meets point-to-point traffic). A process outside `group`
+    /// gets `None` at once.
+    pub fn split_by_subgroup_with_tag(
+        &self,
+        group: &Group,
+        tag: Tag,
+    ) -> Result<Option<SimpleCommunicator>> {
+        let tag = u32::try_from(tag).map_err(|_| MpiError::InvalidTag(tag))?;
+        let members = group
+            .world
+            .iter()
+            .map(|w| {
+                self.inner
+                    .ranks
+                    .iter()
+                    .position(|x| x == w)
+                    .ok_or(MpiError::InvalidRank {
+                        rank: *w as Rank,
+                        size: self.size(),
+                    })
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        let me = self.inner.me as usize;
+        if !members.contains(&me) {
+            return Ok(None);
+        }
+        // The members agree on a context free at all of them: the first
+        // member ANDs everyone's free set and hands the result back, on
+        // the parent's collective context under a tag no collective uses.
+        let c = crate::collective::algos::Coll { c: &self.inner };
+        let tag = CREATE_GROUP_TAG | tag;
+        let mut all = self.inner.dev.free_contexts();
+        let (leader, rest) = (members[0], &members[1..]);
+        if me == leader {
+            let mut theirs = [0u64; CTX_WORDS];
+            for &m in rest {
+                c.recv(m, tag, &mut theirs)?;
+                for (a, t) in all.iter_mut().zip(&theirs) {
+                    *a &= t;
+                }
+            }
+            for &m in rest {
+                c.send(m, tag, &all)?;
+            }
+        } else {
+            c.send(leader, tag, &all)?;
+            c.recv(leader, tag, &mut all)?;
+        }
+        let ctx = self.inner.dev.take_context_pair(&all)?;
+        let comm = self
+            .with_members(ctx, group.world.clone())
+            .ok_or(MpiError::InvalidBuffer(
+                "this process is not a member of its own group",
+            ))?;
+        comm.inner
+            .dev
+            .nbc_create(ctx, &comm.inner.ranks, comm.inner.me)?;
+        // Nobody uses the new communicator before every member has set it
+        // up.
+        comm.barrier()?;
+        Ok(Some(comm))
+    }
+}
+
+/// The tag bit of `split_by_subgroup_with_tag`'s messages on the parent's
+/// collective context: collectives use small tags.
+const CREATE_GROUP_TAG: u32 = 0x8000_0000;
+
 impl Communicator for SimpleCommunicator {
     fn data(&self) -> &CommData {
         &self.inner

@@ -156,6 +156,33 @@ pub trait Communicator {
         ))
     }
 
+    /// The communicator of `group`'s members, made by them alone
+    /// (`MPI_Comm_create_group`, tag 0); others get `None`.
+    fn split_by_subgroup<G: Group + ?Sized>(&self, group: &G) -> Option<SimpleCommunicator>
+    where
+        Self: Sized,
+    {
+        self.split_by_subgroup_with_tag(group, 0)
+    }
+
+    /// [`Communicator::split_by_subgroup`] with a tag that keeps concurrent
+    /// calls apart.
+    fn split_by_subgroup_with_tag<G: Group + ?Sized>(
+        &self,
+        group: &G,
+        tag: crate::Tag,
+    ) -> Option<SimpleCommunicator>
+    where
+        Self: Sized,
+    {
+        SimpleCommunicator::made(check(
+            self.target()
+                .inner
+                .split_by_subgroup_with_tag(group.as_result_api(), tag),
+            "Communicator::split_by_subgroup",
+        ))
+    }
+
     /// Lay the first `dims`-product members out on a grid
     /// (`MPI_Cart_create`); collective. The others get `None`.
     fn create_cartesian_communicator(

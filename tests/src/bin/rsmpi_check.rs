@@ -253,6 +253,17 @@ fn communicators<C: Communicator>(world: &C) {
         .split_by_subgroup_collective(mine)
         .expect("a member of its own part");
     assert_eq!(GroupRelation::Identical, part.group().compare(mine));
+    // Each half makes its communicator alone, both at once, with distinct
+    // tags; a process asking for the other half's gets None at once.
+    let other = if rank % 2 == 0 { &odd } else { &even };
+    assert!(world.split_by_subgroup_with_tag(other, 3).is_none());
+    let half = world
+        .split_by_subgroup_with_tag(mine, 1 + rank % 2)
+        .expect("a member of its own half");
+    assert_eq!(GroupRelation::Identical, half.group().compare(mine));
+    let mut members = 0;
+    half.all_reduce_into(&1, &mut members, SystemOperation::sum());
+    assert_eq!(members, mine.size());
     let by_color = world
         .split_by_color(Color::with_value(rank % 2))
         .expect("every rank has a color");
