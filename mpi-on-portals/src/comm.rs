@@ -382,6 +382,30 @@ impl SimpleCommunicator {
     }
 }
 
+impl SimpleCommunicator {
+    /// The members on this process's host, ordered by `key` then rank
+    /// (`MPI_Comm_split_type` with `MPI_COMM_TYPE_SHARED`): the processes
+    /// a shared window ([`crate::CommunicatorWindows`]) can span.
+    /// Collective. Hosts are told apart by
+    /// [`portals_runtime::host::host_id`] (`PTL_HOST_ID` overrides it).
+    pub fn split_shared(&self, key: i32) -> Result<SimpleCommunicator> {
+        let host = crate::window::host_hash(&portals_runtime::host::host_id());
+        let mut all = vec![0u64; self.inner.ranks.len()];
+        self.all_gather_into(&host, &mut all[..])?;
+        // A host's color is the lowest rank on it: the same at every
+        // member of the host, different between hosts.
+        let color = all.iter().position(|&h| h == host).unwrap_or(0);
+        let color = i32::try_from(color).map_err(|_| MpiError::InvalidRank {
+            rank: Rank::MAX,
+            size: self.size(),
+        })?;
+        self.split_by_color_with_key(Color::with_value(color), key)?
+            .ok_or(MpiError::InvalidBuffer(
+                "this process is not on its own host",
+            ))
+    }
+}
+
 /// The tag bit of `split_by_subgroup_with_tag`'s messages on the parent's
 /// collective context: collectives use small tags.
 const CREATE_GROUP_TAG: u32 = 0x8000_0000;

@@ -183,6 +183,18 @@ pub trait Communicator {
         ))
     }
 
+    /// The members on this host, ordered by `key` then rank
+    /// (`MPI_Comm_split_type`, `MPI_COMM_TYPE_SHARED`); collective.
+    fn split_shared(&self, key: i32) -> SimpleCommunicator {
+        SimpleCommunicator::named(
+            check(
+                self.target().inner.split_shared(key),
+                "Communicator::split_shared",
+            ),
+            "",
+        )
+    }
+
     /// Lay the first `dims`-product members out on a grid
     /// (`MPI_Cart_create`); collective. The others get `None`.
     fn create_cartesian_communicator(

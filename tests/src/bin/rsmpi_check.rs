@@ -269,6 +269,10 @@ fn communicators<C: Communicator>(world: &C) {
         .expect("every rank has a color");
     assert_eq!(by_color.size(), mine.size());
 
+    // Every rank of a ptlrun job is on this host; the key reverses them.
+    let local = world.split_shared(-rank);
+    assert_eq!((local.size(), local.rank()), (size, size - 1 - rank));
+
     let dup = world.duplicate();
     assert_eq!(CommunicatorRelation::Congruent, world.compare(&dup));
     assert_eq!(dup.get_name(), "");
