@@ -1,6 +1,6 @@
 //! Communicators and the processes in them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::collective::{CommunicatorCollectives, SystemOperation};
 use crate::device::{Device, CTX_WORDS};
@@ -30,6 +30,8 @@ pub struct CommData {
     pub(crate) ranks: Vec<u32>,
     /// This process's rank in the communicator.
     pub(crate) me: u32,
+    /// Its name (`MPI_Comm_set_name`), local to this process.
+    pub(crate) name: Mutex<String>,
 }
 
 impl std::fmt::Debug for CommData {
@@ -122,6 +124,22 @@ pub trait Communicator {
         }
     }
 
+    /// The communicator's name (`MPI_Comm_get_name`): `MPI_COMM_WORLD`
+    /// for the world, empty for a new communicator until named.
+    fn get_name(&self) -> String {
+        self.data()
+            .name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Name the communicator (`MPI_Comm_set_name`), in this process only;
+    /// its clones share the name.
+    fn set_name(&self, name: &str) {
+        *self.data().name.lock().unwrap_or_else(|p| p.into_inner()) = name.to_owned();
+    }
+
     /// Compare with another communicator (`MPI_Comm_compare`).
     fn compare<C: Communicator + ?Sized>(&self, other: &C) -> CommunicatorRelation
     where
@@ -166,6 +184,7 @@ impl SimpleCommunicator {
                 coll_ctx: 1,
                 ranks: (0..size).collect(),
                 me,
+                name: Mutex::new("MPI_COMM_WORLD".to_owned()),
             }),
         }
     }
@@ -223,6 +242,7 @@ impl SimpleCommunicator {
                     coll_ctx: ctx + 1,
                     ranks: world,
                     me: me as u32,
+                    name: Mutex::new(String::new()),
                 }),
             }),
             None => {

@@ -44,7 +44,7 @@ pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Thre
 impl Universe {
     /// The communicator of all processes (`MPI_COMM_WORLD`).
     pub fn world(&self) -> SimpleCommunicator {
-        SimpleCommunicator::world(self.inner.world())
+        SimpleCommunicator::new(self.inner.world())
     }
 
     /// The number of processes of the job (`MPI_UNIVERSE_SIZE`).

@@ -1,7 +1,5 @@
 //! Communicators, processes and groups (rsmpi's `mpi::topology`).
 
-use std::sync::Mutex;
-
 use mpi_on_portals::Communicator as _;
 
 use crate::fatal::check;
@@ -15,23 +13,15 @@ use crate::Count;
 #[derive(Debug)]
 pub struct SimpleCommunicator {
     inner: mpi_on_portals::SimpleCommunicator,
-    name: Mutex<String>,
 }
 
 impl SimpleCommunicator {
-    pub(crate) fn world(inner: mpi_on_portals::SimpleCommunicator) -> Self {
-        Self::named(inner, "MPI_COMM_WORLD")
-    }
-
-    fn named(inner: mpi_on_portals::SimpleCommunicator, name: &str) -> Self {
-        SimpleCommunicator {
-            inner,
-            name: Mutex::new(name.to_owned()),
-        }
+    pub(crate) fn new(inner: mpi_on_portals::SimpleCommunicator) -> Self {
+        SimpleCommunicator { inner }
     }
 
     fn made(inner: Option<mpi_on_portals::SimpleCommunicator>) -> Option<Self> {
-        inner.map(|c| Self::named(c, ""))
+        inner.map(Self::new)
     }
 
     /// The `Result` API's communicator, for calls this face does not offer.
@@ -117,10 +107,10 @@ pub trait Communicator {
     /// A new communicator with the same members (`MPI_Comm_dup`);
     /// collective.
     fn duplicate(&self) -> SimpleCommunicator {
-        SimpleCommunicator::named(
-            check(self.target().inner.duplicate(), "Communicator::duplicate"),
-            "",
-        )
+        SimpleCommunicator::new(check(
+            self.target().inner.duplicate(),
+            "Communicator::duplicate",
+        ))
     }
 
     /// Split by color (`MPI_Comm_split`, key 0); collective. `None` for
@@ -186,13 +176,10 @@ pub trait Communicator {
     /// The members on this host, ordered by `key` then rank
     /// (`MPI_Comm_split_type`, `MPI_COMM_TYPE_SHARED`); collective.
     fn split_shared(&self, key: i32) -> SimpleCommunicator {
-        SimpleCommunicator::named(
-            check(
-                self.target().inner.split_shared(key),
-                "Communicator::split_shared",
-            ),
-            "",
-        )
+        SimpleCommunicator::new(check(
+            self.target().inner.split_shared(key),
+            "Communicator::split_shared",
+        ))
     }
 
     /// Lay the first `dims`-product members out on a grid
@@ -224,16 +211,12 @@ pub trait Communicator {
     /// The communicator's name (`MPI_Comm_get_name`): `MPI_COMM_WORLD` for
     /// the world, empty for a new one until named.
     fn get_name(&self) -> String {
-        self.target()
-            .name
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.target().inner.get_name()
     }
 
     /// Name the communicator (`MPI_Comm_set_name`), for this process only.
     fn set_name(&self, name: &str) {
-        *self.target().name.lock().unwrap_or_else(|p| p.into_inner()) = name.to_owned();
+        self.target().inner.set_name(name)
     }
 }
 
@@ -254,7 +237,7 @@ pub struct CartesianCommunicator {
 impl CartesianCommunicator {
     fn new(grid: mpi_on_portals::CartesianCommunicator) -> Self {
         CartesianCommunicator {
-            comm: SimpleCommunicator::named(grid.as_simple().clone(), ""),
+            comm: SimpleCommunicator::new(grid.as_simple().clone()),
             grid,
         }
     }
