@@ -80,6 +80,16 @@ fn a_reduce_scatter_with_the_wrong_number_of_blocks_aborts_naming_the_call() {
 }
 
 #[test]
+fn a_broadcast_with_mismatched_counts_aborts_naming_the_call() {
+    // The first rank to see the mismatch names it; the others end with it.
+    assert_aborts_naming(
+        "bad-bcast",
+        "broadcast_into",
+        "collective message of the wrong size",
+    );
+}
+
+#[test]
 fn a_negative_destination_aborts_naming_the_call() {
     assert_aborts_naming(
         "bad-rank",

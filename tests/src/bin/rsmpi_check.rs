@@ -5,7 +5,7 @@
 //! * `all`: point-to-point, send-receive, requests and their guards and
 //!   collections, collectives, groups and communicators, the environment;
 //!   every value checked. Prints `OK all rank <r>`.
-//! * `bad-root`, `bad-count`, `bad-block`, `bad-rank`: a call with bad input, which must
+//! * `bad-root`, `bad-count`, `bad-block`, `bad-bcast`, `bad-rank`: a call with bad input, which must
 //!   end the job with a message naming the call (never hang).
 #![deny(warnings)]
 
@@ -375,6 +375,12 @@ fn main() {
             let send = vec![1i32; size as usize + 1];
             let mut out = 0i32;
             world.reduce_scatter_block_into(&send[..], &mut out, SystemOperation::sum());
+        }
+        "bad-bcast" => {
+            // The root sends 2 elements, the others expect 3.
+            let mut buf = vec![7u32; if world.rank() == 0 { 2 } else { 3 }];
+            world.process_at_rank(0).broadcast_into(&mut buf[..]);
+            world.barrier();
         }
         "bad-rank" => {
             world.process_at_rank(-5).send(&1u8);
