@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::collective::{CommunicatorCollectives, SystemOperation};
+use crate::datatype::{Buffer, BufferMut};
 use crate::device::{Device, CTX_WORDS};
 use crate::error::{MpiError, Result};
 use crate::group::{Group, GroupRelation};
@@ -122,6 +123,43 @@ pub trait Communicator {
             world: d.ranks.clone(),
             me: d.ranks[d.me as usize],
         }
+    }
+
+    /// `inbuf`'s packed form (`MPI_Pack`): its bytes, since every
+    /// datatype here is contiguous plain old data.
+    fn pack<B: Buffer + ?Sized>(&self, inbuf: &B) -> Vec<u8>
+    where
+        Self: Sized,
+    {
+        inbuf.as_bytes().to_vec()
+    }
+
+    /// Pack `inbuf` into `outbuf` at byte `position` (`MPI_Pack`); the
+    /// position after it. Fails if it does not fit.
+    fn pack_into<B: Buffer + ?Sized>(
+        &self,
+        inbuf: &B,
+        outbuf: &mut [u8],
+        position: usize,
+    ) -> Result<usize>
+    where
+        Self: Sized,
+    {
+        crate::pack::pack_into(inbuf, outbuf, position)
+    }
+
+    /// Fill `outbuf` from the packed bytes at `position` (`MPI_Unpack`);
+    /// the position after them. Fails if too few bytes are left.
+    fn unpack_into<B: BufferMut + ?Sized>(
+        &self,
+        inbuf: &[u8],
+        outbuf: &mut B,
+        position: usize,
+    ) -> Result<usize>
+    where
+        Self: Sized,
+    {
+        crate::pack::unpack_into(inbuf, outbuf, position)
     }
 
     /// The communicator's name (`MPI_Comm_get_name`): `MPI_COMM_WORLD`

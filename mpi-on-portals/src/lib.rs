@@ -49,6 +49,7 @@ mod future;
 mod group;
 mod message;
 mod p2p;
+mod pack;
 pub mod request;
 mod request_collection;
 mod sendrecv;

@@ -208,6 +208,61 @@ pub trait Communicator {
         )
     }
 
+    /// `inbuf`'s packed form (`MPI_Pack`).
+    fn pack<B: crate::datatype::Buffer + ?Sized>(&self, inbuf: &B) -> Vec<u8>
+    where
+        Self: Sized,
+    {
+        self.target().inner.pack(inbuf)
+    }
+
+    /// Pack `inbuf` into `outbuf` at byte `position` (`MPI_Pack`); the
+    /// position after it.
+    fn pack_into<B: crate::datatype::Buffer + ?Sized>(
+        &self,
+        inbuf: &B,
+        outbuf: &mut [u8],
+        position: Count,
+    ) -> Count
+    where
+        Self: Sized,
+    {
+        const CALL: &str = "Communicator::pack_into";
+        let end = check(
+            self.target()
+                .inner
+                .pack_into(inbuf, outbuf, position_of(position, CALL)),
+            CALL,
+        );
+        count_of(end, CALL)
+    }
+
+    /// Fill `outbuf` from the packed bytes at `position` (`MPI_Unpack`);
+    /// the position after them.
+    ///
+    /// # Safety
+    /// As in rsmpi, where the bytes must hold valid values of the buffer's
+    /// type. Here every datatype is plain old data, for which any bytes
+    /// are valid, so this is never unsafe in fact.
+    unsafe fn unpack_into<B: crate::datatype::BufferMut + ?Sized>(
+        &self,
+        inbuf: &[u8],
+        outbuf: &mut B,
+        position: Count,
+    ) -> Count
+    where
+        Self: Sized,
+    {
+        const CALL: &str = "Communicator::unpack_into";
+        let end = check(
+            self.target()
+                .inner
+                .unpack_into(inbuf, outbuf, position_of(position, CALL)),
+            CALL,
+        );
+        count_of(end, CALL)
+    }
+
     /// The communicator's name (`MPI_Comm_get_name`): `MPI_COMM_WORLD` for
     /// the world, empty for a new one until named.
     fn get_name(&self) -> String {
@@ -217,6 +272,22 @@ pub trait Communicator {
     /// Name the communicator (`MPI_Comm_set_name`), for this process only.
     fn set_name(&self, name: &str) {
         self.target().inner.set_name(name)
+    }
+}
+
+/// A byte position from rsmpi's `Count`, or the end of the job.
+fn position_of(position: Count, call: &str) -> usize {
+    match usize::try_from(position) {
+        Ok(p) => p,
+        Err(_) => crate::fatal::fatal(call, &format!("negative position {position}")),
+    }
+}
+
+/// A byte position as rsmpi's `Count`, or the end of the job.
+fn count_of(position: usize, call: &str) -> Count {
+    match Count::try_from(position) {
+        Ok(c) => c,
+        Err(_) => crate::fatal::fatal(call, &format!("position {position} exceeds a Count")),
     }
 }
 

@@ -90,6 +90,15 @@ fn a_broadcast_with_mismatched_counts_aborts_naming_the_call() {
 }
 
 #[test]
+fn unpacking_past_the_packed_bytes_aborts_naming_the_call() {
+    assert_aborts_naming(
+        "bad-unpack",
+        "Communicator::unpack_into",
+        "shorter than the output buffer",
+    );
+}
+
+#[test]
 fn a_negative_destination_aborts_naming_the_call() {
     assert_aborts_naming(
         "bad-rank",

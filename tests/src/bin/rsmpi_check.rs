@@ -5,7 +5,8 @@
 //! * `all`: point-to-point, send-receive, requests and their guards and
 //!   collections, collectives, groups and communicators, the environment;
 //!   every value checked. Prints `OK all rank <r>`.
-//! * `bad-root`, `bad-count`, `bad-block`, `bad-bcast`, `bad-rank`: a call with bad input, which must
+//! * `bad-root`, `bad-count`, `bad-block`, `bad-bcast`, `bad-unpack`,
+//!   `bad-rank`: a call with bad input, which must
 //!   end the job with a message naming the call (never hang).
 #![deny(warnings)]
 
@@ -269,6 +270,26 @@ fn communicators<C: Communicator>(world: &C) {
         .expect("every rank has a color");
     assert_eq!(by_color.size(), mine.size());
 
+    // Packing: two buffers one after the other, sent as bytes, unpacked.
+    let mut packed = vec![0u8; 12];
+    let at = world.pack_into(&[rank, -rank][..], &mut packed, 0);
+    let at = world.pack_into(&(rank as u32 + 7), &mut packed, at);
+    assert_eq!(at, 12);
+    assert_eq!(world.pack(&[rank, -rank][..]), packed[..8].to_vec());
+    let (bytes, _) = p2p::send_receive::<[u8; 12], _, _, _>(
+        &packed[..],
+        &world.process_at_rank((rank + 1) % size),
+        &world.process_at_rank((rank + size - 1) % size),
+    );
+    let (mut pair, mut tail) = ([0i32; 2], 0u32);
+    let prev = (rank + size - 1) % size;
+    // SAFETY: i32 and u32 are valid for any bytes.
+    let end = unsafe {
+        let at = world.unpack_into(&bytes, &mut pair[..], 0);
+        world.unpack_into(&bytes, &mut tail, at)
+    };
+    assert_eq!((pair, tail, end), ([prev, -prev], prev as u32 + 7, 12));
+
     // Every rank of a ptlrun job is on this host; the key reverses them.
     let local = world.split_shared(-rank);
     assert_eq!((local.size(), local.rank()), (size, size - 1 - rank));
@@ -381,6 +402,11 @@ fn main() {
             let mut buf = vec![7u32; if world.rank() == 0 { 2 } else { 3 }];
             world.process_at_rank(0).broadcast_into(&mut buf[..]);
             world.barrier();
+        }
+        "bad-unpack" => {
+            let mut out = [0u64; 2];
+            // SAFETY: u64 is valid for any bytes.
+            unsafe { world.unpack_into(&[0u8; 12], &mut out[..], 0) };
         }
         "bad-rank" => {
             world.process_at_rank(-5).send(&1u8);
