@@ -1,8 +1,9 @@
 //! Communicators and the processes in them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::collective::{CommunicatorCollectives, SystemOperation};
+use crate::datatype::{Buffer, BufferMut};
 use crate::device::{Device, CTX_WORDS};
 use crate::error::{MpiError, Result};
 use crate::group::{Group, GroupRelation};
@@ -30,6 +31,8 @@ pub struct CommData {
     pub(crate) ranks: Vec<u32>,
     /// This process's rank in the communicator.
     pub(crate) me: u32,
+    /// Its name (`MPI_Comm_set_name`), local to this process.
+    pub(crate) name: Mutex<String>,
 }
 
 impl std::fmt::Debug for CommData {
@@ -122,6 +125,59 @@ pub trait Communicator {
         }
     }
 
+    /// `inbuf`'s packed form (`MPI_Pack`): its bytes, since every
+    /// datatype here is contiguous plain old data.
+    fn pack<B: Buffer + ?Sized>(&self, inbuf: &B) -> Vec<u8>
+    where
+        Self: Sized,
+    {
+        inbuf.as_bytes().to_vec()
+    }
+
+    /// Pack `inbuf` into `outbuf` at byte `position` (`MPI_Pack`); the
+    /// position after it. Fails if it does not fit.
+    fn pack_into<B: Buffer + ?Sized>(
+        &self,
+        inbuf: &B,
+        outbuf: &mut [u8],
+        position: usize,
+    ) -> Result<usize>
+    where
+        Self: Sized,
+    {
+        crate::pack::pack_into(inbuf, outbuf, position)
+    }
+
+    /// Fill `outbuf` from the packed bytes at `position` (`MPI_Unpack`);
+    /// the position after them. Fails if too few bytes are left.
+    fn unpack_into<B: BufferMut + ?Sized>(
+        &self,
+        inbuf: &[u8],
+        outbuf: &mut B,
+        position: usize,
+    ) -> Result<usize>
+    where
+        Self: Sized,
+    {
+        crate::pack::unpack_into(inbuf, outbuf, position)
+    }
+
+    /// The communicator's name (`MPI_Comm_get_name`): `MPI_COMM_WORLD`
+    /// for the world, empty for a new communicator until named.
+    fn get_name(&self) -> String {
+        self.data()
+            .name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Name the communicator (`MPI_Comm_set_name`), in this process only;
+    /// its clones share the name.
+    fn set_name(&self, name: &str) {
+        *self.data().name.lock().unwrap_or_else(|p| p.into_inner()) = name.to_owned();
+    }
+
     /// Compare with another communicator (`MPI_Comm_compare`).
     fn compare<C: Communicator + ?Sized>(&self, other: &C) -> CommunicatorRelation
     where
@@ -166,6 +222,7 @@ impl SimpleCommunicator {
                 coll_ctx: 1,
                 ranks: (0..size).collect(),
                 me,
+                name: Mutex::new("MPI_COMM_WORLD".to_owned()),
             }),
         }
     }
@@ -223,6 +280,7 @@ impl SimpleCommunicator {
                     coll_ctx: ctx + 1,
                     ranks: world,
                     me: me as u32,
+                    name: Mutex::new(String::new()),
                 }),
             }),
             None => {
@@ -314,6 +372,102 @@ impl SimpleCommunicator {
     }
 }
 
+impl SimpleCommunicator {
+    /// The communicator of `group`'s members, made by them alone
+    /// (`MPI_Comm_create_group`): only the members call it, each with the
+    /// same group and `tag` (distinct tags keep concurrent calls apart; the
+    /// tag never meets point-to-point traffic). A process outside `group`
+    /// gets `None` at once.
+    pub fn split_by_subgroup_with_tag(
+        &self,
+        group: &Group,
+        tag: Tag,
+    ) -> Result<Option<SimpleCommunicator>> {
+        let tag = u32::try_from(tag).map_err(|_| MpiError::InvalidTag(tag))?;
+        let members = group
+            .world
+            .iter()
+            .map(|w| {
+                self.inner
+                    .ranks
+                    .iter()
+                    .position(|x| x == w)
+                    .ok_or(MpiError::InvalidRank {
+                        rank: *w as Rank,
+                        size: self.size(),
+                    })
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        let me = self.inner.me as usize;
+        if !members.contains(&me) {
+            return Ok(None);
+        }
+        // The members agree on a context free at all of them: the first
+        // member ANDs everyone's free set and hands the result back, on
+        // the parent's collective context under a tag no collective uses.
+        let c = crate::collective::algos::Coll { c: &self.inner };
+        let tag = CREATE_GROUP_TAG | tag;
+        let mut all = self.inner.dev.free_contexts();
+        let (leader, rest) = (members[0], &members[1..]);
+        if me == leader {
+            let mut theirs = [0u64; CTX_WORDS];
+            for &m in rest {
+                c.recv(m, tag, &mut theirs)?;
+                for (a, t) in all.iter_mut().zip(&theirs) {
+                    *a &= t;
+                }
+            }
+            for &m in rest {
+                c.send(m, tag, &all)?;
+            }
+        } else {
+            c.send(leader, tag, &all)?;
+            c.recv(leader, tag, &mut all)?;
+        }
+        let ctx = self.inner.dev.take_context_pair(&all)?;
+        let comm = self
+            .with_members(ctx, group.world.clone())
+            .ok_or(MpiError::InvalidBuffer(
+                "this process is not a member of its own group",
+            ))?;
+        comm.inner
+            .dev
+            .nbc_create(ctx, &comm.inner.ranks, comm.inner.me)?;
+        // Nobody uses the new communicator before every member has set it
+        // up.
+        comm.barrier()?;
+        Ok(Some(comm))
+    }
+}
+
+impl SimpleCommunicator {
+    /// The members on this process's host, ordered by `key` then rank
+    /// (`MPI_Comm_split_type` with `MPI_COMM_TYPE_SHARED`): the processes
+    /// a shared window ([`crate::CommunicatorWindows`]) can span.
+    /// Collective. Hosts are told apart by
+    /// [`portals_runtime::host::host_id`] (`PTL_HOST_ID` overrides it).
+    pub fn split_shared(&self, key: i32) -> Result<SimpleCommunicator> {
+        let host = crate::window::host_hash(&portals_runtime::host::host_id());
+        let mut all = vec![0u64; self.inner.ranks.len()];
+        self.all_gather_into(&host, &mut all[..])?;
+        // A host's color is the lowest rank on it: the same at every
+        // member of the host, different between hosts.
+        let color = all.iter().position(|&h| h == host).unwrap_or(0);
+        let color = i32::try_from(color).map_err(|_| MpiError::InvalidRank {
+            rank: Rank::MAX,
+            size: self.size(),
+        })?;
+        self.split_by_color_with_key(Color::with_value(color), key)?
+            .ok_or(MpiError::InvalidBuffer(
+                "this process is not on its own host",
+            ))
+    }
+}
+
+/// The tag bit of `split_by_subgroup_with_tag`'s messages on the parent's
+/// collective context: collectives use small tags.
+const CREATE_GROUP_TAG: u32 = 0x8000_0000;
+
 impl Communicator for SimpleCommunicator {
     fn data(&self) -> &CommData {
         &self.inner
@@ -335,6 +489,11 @@ impl std::fmt::Debug for Process<'_> {
 }
 
 impl Process<'_> {
+    /// Whether it is this process.
+    pub fn is_self(&self) -> bool {
+        self.rank == self.comm.me as Rank
+    }
+
     /// Its rank in the communicator.
     pub fn rank(&self) -> Rank {
         self.rank

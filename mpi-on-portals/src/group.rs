@@ -3,6 +3,10 @@
 use crate::comm::Rank;
 use crate::error::{MpiError, Result};
 
+/// `me` of a group made without a process (the empty group): no world
+/// rank is this large (see [`crate::MAX_RANK`]).
+const NOBODY: u32 = u32::MAX;
+
 /// An ordered set of processes of the job (`MPI_Group`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
@@ -94,6 +98,63 @@ impl Group {
         })
     }
 
+    /// The empty group (`MPI_GROUP_EMPTY`).
+    pub fn empty() -> Group {
+        Group {
+            world: Vec::new(),
+            me: NOBODY,
+        }
+    }
+
+    /// This process as seen from either group (an empty group knows no
+    /// process).
+    fn me_with(&self, other: &Group) -> u32 {
+        if self.me == NOBODY {
+            other.me
+        } else {
+            self.me
+        }
+    }
+
+    /// The members of `self`, then those of `other` not in `self`
+    /// (`MPI_Group_union`).
+    pub fn union(&self, other: &Group) -> Group {
+        let mut world = self.world.clone();
+        world.extend(other.world.iter().filter(|w| !self.world.contains(w)));
+        Group {
+            world,
+            me: self.me_with(other),
+        }
+    }
+
+    /// The members of `self` that are also in `other`, in `self`'s order
+    /// (`MPI_Group_intersection`).
+    pub fn intersection(&self, other: &Group) -> Group {
+        Group {
+            world: self
+                .world
+                .iter()
+                .copied()
+                .filter(|w| other.world.contains(w))
+                .collect(),
+            me: self.me_with(other),
+        }
+    }
+
+    /// The members of `self` that are not in `other`, in `self`'s order
+    /// (`MPI_Group_difference`).
+    pub fn difference(&self, other: &Group) -> Group {
+        Group {
+            world: self
+                .world
+                .iter()
+                .copied()
+                .filter(|w| !other.world.contains(w))
+                .collect(),
+            me: self.me_with(other),
+        }
+    }
+
     /// Compare with another group (`MPI_Group_compare`).
     pub fn compare(&self, other: &Group) -> GroupRelation {
         if self.world == other.world {
@@ -140,5 +201,24 @@ mod tests {
         assert!(all.include(&[7]).is_err());
         assert!(all.include(&[1, 1]).is_err());
         assert!(all.translate_ranks(&[-1], &odd).is_err());
+    }
+
+    #[test]
+    fn union_intersection_difference_follow_mpi_order() {
+        let all = g(&[0, 1, 2, 3, 4]);
+        let a = g(&[3, 1, 2]);
+        let b = g(&[2, 4, 3]);
+        assert_eq!(a.union(&b).world, vec![3, 1, 2, 4]);
+        assert_eq!(a.intersection(&b).world, vec![3, 2]);
+        assert_eq!(a.difference(&b).world, vec![1]);
+        let empty = Group::empty();
+        assert_eq!(
+            all.difference(&all).compare(&empty),
+            GroupRelation::Identical
+        );
+        assert_eq!(empty.union(&a).world, a.world);
+        assert_eq!(empty.union(&a).rank(), Some(2));
+        assert_eq!(empty.rank(), None);
+        assert_eq!(all.intersection(&empty).size(), 0);
     }
 }

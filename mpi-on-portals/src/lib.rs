@@ -37,19 +37,28 @@
 #![warn(missing_docs)]
 
 mod bits;
+mod cartesian;
 pub mod collective;
 mod comm;
 mod datatype;
 mod device;
+pub mod environment;
 mod error;
+pub mod ffi;
+mod future;
 mod group;
+mod message;
 mod p2p;
+mod pack;
 pub mod request;
+mod request_collection;
+mod sendrecv;
 mod status;
 mod universe;
 pub mod window;
 
 pub use bits::{MAX_CONTEXT, MAX_RANK};
+pub use cartesian::{CartesianCommunicator, CartesianLayout};
 pub use collective::{
     CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Partition, PartitionMut, Root,
     SystemOperation, UserOperation,
@@ -61,11 +70,13 @@ pub use comm::{
 pub use datatype::{Buffer, BufferMut, Equivalence};
 pub use device::{MpiConfig, MpiStats};
 pub use error::{MpiError, Result};
+pub use future::ReceiveFuture;
 pub use group::{Group, GroupRelation};
+pub use message::Message;
 pub use p2p::{Destination, Source};
 pub use status::Status;
 pub use universe::{
-    initialize, initialize_with_config, initialize_with_threading, Threading, Universe,
+    abort_job, initialize, initialize_with_config, initialize_with_threading, Threading, Universe,
     PANIC_EXIT_STATUS,
 };
 pub use window::{
@@ -85,12 +96,19 @@ pub mod traits {
 
 /// rsmpi-style module paths.
 pub mod topology {
+    pub use crate::cartesian::{CartesianCommunicator, CartesianLayout};
     pub use crate::comm::{AnyProcess, Communicator, Process, Rank, SimpleCommunicator};
     pub use crate::universe::Universe;
 }
 
 /// rsmpi-style module paths.
 pub mod point_to_point {
+    pub use crate::future::ReceiveFuture;
+    pub use crate::message::Message;
     pub use crate::p2p::{Destination, Source};
+    pub use crate::sendrecv::{
+        send_receive, send_receive_into, send_receive_into_with_tags, send_receive_replace_into,
+        send_receive_replace_into_with_tags,
+    };
     pub use crate::status::Status;
 }

@@ -6,6 +6,7 @@ use crate::comm::{AnyProcess, CommData, Process, Tag, ANY_TAG};
 use crate::datatype::{Buffer, BufferMut, Equivalence};
 use crate::device::{Device, Mode, ReqId};
 use crate::error::{MpiError, Result};
+use crate::future::ReceiveFuture;
 use crate::request::{OwnedRequest, Request, Scope};
 use crate::status::Status;
 
@@ -340,6 +341,31 @@ pub trait Source {
             )?
         };
         Ok(Request::new(c.dev.clone(), id, true, scope))
+    }
+
+    /// Start receiving one value into a buffer the returned future owns
+    /// (`MPI_Irecv`), any tag.
+    fn immediate_receive<T: Equivalence>(&self) -> Result<ReceiveFuture<T>> {
+        self.immediate_receive_with_tag(ANY_TAG)
+    }
+
+    /// [`Source::immediate_receive`] with a tag.
+    fn immediate_receive_with_tag<T: Equivalence>(&self, tag: Tag) -> Result<ReceiveFuture<T>> {
+        let mut buf = Box::new(T::zeroed());
+        let bytes = bytemuck::bytes_of_mut(&mut *buf);
+        let c = self.comm();
+        // SAFETY: the box moves into the future without its heap memory
+        // moving, and the future settles the receive before freeing it.
+        let id = unsafe {
+            c.dev.irecv(
+                c.ctx,
+                watched(c, self.source()?),
+                recv_tag(tag)?,
+                bytes.as_mut_ptr(),
+                bytes.len(),
+            )?
+        };
+        Ok(ReceiveFuture::new(c.dev.clone(), id, buf))
     }
 
     /// Wait until a message from this source (any tag) can be received, and

@@ -16,6 +16,8 @@ use crate::device::{Device, ReqId};
 use crate::error::{MpiError, Result};
 use crate::status::Status;
 
+pub use crate::request_collection::RequestCollection;
+
 /// The region in which borrowed-buffer requests live. Obtained from
 /// [`scope`].
 pub struct Scope<'a> {
@@ -124,6 +126,18 @@ impl<'a> Request<'a> {
 
     /// A request that borrows nothing (a non-blocking barrier), so needs
     /// no scope. Dropping it still waits for it.
+    /// A receive that owns its buffer (see [`crate::ReceiveFuture`]):
+    /// cancelled rather than waited for when dropped pending.
+    pub(crate) fn unscoped_receive(dev: Arc<Device>, id: ReqId) -> Request<'static> {
+        Request {
+            dev,
+            id,
+            is_recv: true,
+            done: false,
+            _borrow: PhantomData,
+        }
+    }
+
     pub(crate) fn unscoped(dev: Arc<Device>, id: ReqId) -> Request<'static> {
         Request {
             dev,
@@ -139,6 +153,17 @@ impl<'a> Request<'a> {
     pub fn wait(mut self) -> Result<Status> {
         self.done = true;
         self.dev.wait(self.id)
+    }
+
+    /// The device and id, for [`crate::request::RequestCollection`].
+    pub(crate) fn handle(&self) -> (&Arc<Device>, ReqId) {
+        (&self.dev, self.id)
+    }
+
+    /// Forget a request the device has already completed and released
+    /// (by `wait_any`).
+    pub(crate) fn completed_elsewhere(mut self) {
+        self.done = true;
     }
 
     /// Check for completion without blocking (`MPI_Test`): the status if

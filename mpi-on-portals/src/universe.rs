@@ -1,7 +1,7 @@
 //! Initialization and the `Universe` (`MPI_Init` … `MPI_Finalize`).
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::comm::SimpleCommunicator;
@@ -9,6 +9,11 @@ use crate::device::{Device, MpiConfig};
 use crate::error::{MpiError, Result};
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The device of the live `Universe`, for [`abort_job`]: an error found
+/// where no communicator is at hand (a request's wait) must still end the
+/// whole job through the launcher. Weak, so it never keeps MPI alive.
+static LIVE: Mutex<Weak<Device>> = Mutex::new(Weak::new());
 
 /// Thread support levels (`MPI_THREAD_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -122,10 +127,14 @@ pub fn initialize_with_config(cfg: MpiConfig) -> Result<Universe> {
             Device::new(job, cfg)
         });
     match made {
-        Ok(dev) => Ok(Universe {
-            dev: Arc::new(dev),
-            finalize_timeout,
-        }),
+        Ok(dev) => {
+            let dev = Arc::new(dev);
+            *LIVE.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&dev);
+            Ok(Universe {
+                dev,
+                finalize_timeout,
+            })
+        }
         Err(e) => {
             INITIALIZED.store(false, Ordering::SeqCst);
             Err(e)
@@ -183,6 +192,22 @@ impl Universe {
     #[doc(hidden)]
     pub fn with_state_locked<R>(&self, f: impl FnOnce() -> R) -> R {
         self.dev.with_state_locked(f)
+    }
+}
+
+/// End the whole job with exit status `errorcode`, printing `why` (what
+/// MPI's default error handler, `MPI_ERRORS_ARE_FATAL`, does): through the
+/// launcher as [`Communicator::abort`](crate::Communicator::abort) when MPI
+/// is initialized, otherwise by printing `why` and exiting this process.
+/// For layers that turn this crate's errors into aborts (the rsmpi face).
+pub fn abort_job(errorcode: i32, why: &str) -> ! {
+    let dev = LIVE.lock().unwrap_or_else(|p| p.into_inner()).upgrade();
+    match dev {
+        Some(dev) => dev.job().abort(errorcode, why),
+        None => {
+            eprintln!("mpi: aborting with status {errorcode}: {why}");
+            std::process::exit(if errorcode & 0xff == 0 { 1 } else { errorcode })
+        }
     }
 }
 

@@ -15,6 +15,8 @@
 pub(crate) mod algos;
 mod immediate;
 pub mod op;
+mod reduce_scatter;
+mod unsafe_op;
 
 use crate::comm::{CommData, Communicator, Process, Rank};
 use crate::datatype::Equivalence;
@@ -26,6 +28,7 @@ pub use immediate::{ImmediateCollectives, ImmediateRoot};
 pub use op::{
     BitwiseOperation, Integer, LogicalOperation, Numeric, Operation, SystemOperation, UserOperation,
 };
+pub use unsafe_op::{UnsafeUserOperation, UserFunction};
 
 /// A typed view of a send buffer for collectives: a single value, a slice,
 /// a vector or an array.
@@ -467,6 +470,23 @@ pub trait CommunicatorCollectives: Communicator {
         }
         Ok(())
     }
+
+    /// Reduce `send` element-wise over all members and give member r block
+    /// r of the result (`MPI_Reduce_scatter_block`): `send` holds `size`
+    /// blocks of `recv`'s length.
+    fn reduce_scatter_block_into<
+        T: Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    >(
+        &self,
+        send: &S,
+        recv: &mut R,
+        op: O,
+    ) -> Result<()> {
+        reduce_scatter::block(self.data(), send.elements(), recv.elements_mut(), &op)
+    }
 }
 
 impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
@@ -661,4 +681,23 @@ impl Root for Process<'_> {
     fn root(&self) -> (&CommData, Result<usize>) {
         (self.comm, root_index(self.comm, self.rank))
     }
+}
+
+/// `inout = input op inout`, element-wise, on this process alone
+/// (`MPI_Reduce_local`). The buffers must have the same length.
+pub fn reduce_local_into<T, S, R, O>(input: &S, inout: &mut R, op: O) -> Result<()>
+where
+    T: Equivalence,
+    S: Elements<T> + ?Sized,
+    R: ElementsMut<T> + ?Sized,
+    O: Operation<T>,
+{
+    let (a, b) = (input.elements(), inout.elements_mut());
+    if a.len() != b.len() {
+        return Err(MpiError::InvalidBuffer(
+            "the buffers of reduce_local_into differ in length",
+        ));
+    }
+    op.apply(a, b);
+    Ok(())
 }

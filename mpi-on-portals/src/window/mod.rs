@@ -103,6 +103,7 @@ pub use atomic::{AtomicElement, RmaOp};
 pub use dynamic::MAX_REGIONS;
 pub use lock::{LockAllGuard, LockGuard, LockType};
 pub use request::RmaRequest;
+pub(crate) use shared::host_hash;
 pub use shared::SharedRegion;
 
 /// The portal of window exposures (the MPI device uses 0 to 5).

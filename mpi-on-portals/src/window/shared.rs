@@ -60,7 +60,7 @@ impl SharedSeg {
 
 /// A stable 64-bit hash of a host identity (FNV-1a): equal identities
 /// hash equally in every process of the build.
-fn host_hash(id: &str) -> u64 {
+pub(crate) fn host_hash(id: &str) -> u64 {
     id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })

@@ -1,0 +1,351 @@
+//! Collective communication (rsmpi's `mpi::collective`).
+
+use mpi_on_portals::collective::{Elements, ElementsMut, Operation};
+use mpi_on_portals::{CommunicatorCollectives as _, Root as _};
+
+use crate::datatype::{Partition, PartitionMut};
+use crate::fatal::check;
+use crate::request::{scoped, Request, Scope, StaticScope};
+use crate::topology::{Communicator, Process};
+
+pub use mpi_on_portals::collective::{
+    BitwiseOperation, LogicalOperation, SystemOperation, UnsafeUserOperation, UserFunction,
+    UserOperation,
+};
+
+/// `inout = input op inout` on this process alone (`MPI_Reduce_local`).
+pub fn reduce_local_into<T, S, R, O>(input: &S, inout: &mut R, op: O)
+where
+    T: mpi_on_portals::Equivalence,
+    S: Elements<T> + ?Sized,
+    R: ElementsMut<T> + ?Sized,
+    O: Operation<T>,
+{
+    check(
+        mpi_on_portals::collective::reduce_local_into(input, inout, op),
+        "reduce_local_into",
+    )
+}
+
+/// Collectives over all members (rsmpi's `CommunicatorCollectives`).
+pub trait CommunicatorCollectives: Communicator {
+    /// Wait until every member has called it (`MPI_Barrier`).
+    fn barrier(&self) {
+        check(self.target().as_result_api().barrier(), "barrier")
+    }
+
+    /// Start a barrier (`MPI_Ibarrier`).
+    fn immediate_barrier(&self) -> Request<'static, (), StaticScope> {
+        Request::new(
+            check(
+                self.target().as_result_api().immediate_barrier(),
+                "immediate_barrier",
+            ),
+            // A barrier's data is `()`, which `wait_any` and friends of a
+            // request collection hand back.
+            Some(std::ptr::NonNull::from(&())),
+        )
+    }
+
+    /// Every member's block, in rank order, on every member
+    /// (`MPI_Allgather`).
+    fn all_gather_into<T, S, R>(&self, send: &S, recv: &mut R)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        check(
+            self.target().as_result_api().all_gather_into(send, recv),
+            "all_gather_into",
+        )
+    }
+
+    /// All-gather with per-rank block sizes (`MPI_Allgatherv`).
+    fn all_gather_varcount_into<T, S>(&self, send: &S, recv: &mut PartitionMut<'_, T>)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        check(
+            self.target()
+                .as_result_api()
+                .all_gather_varcount_into(send, &mut recv.0),
+            "all_gather_varcount_into",
+        )
+    }
+
+    /// Block r of every member's `send` to member r (`MPI_Alltoall`).
+    fn all_to_all_into<T, S, R>(&self, send: &S, recv: &mut R)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        check(
+            self.target().as_result_api().all_to_all_into(send, recv),
+            "all_to_all_into",
+        )
+    }
+
+    /// All-to-all with per-pair block sizes (`MPI_Alltoallv`).
+    fn all_to_all_varcount_into<T>(&self, send: &Partition<'_, T>, recv: &mut PartitionMut<'_, T>)
+    where
+        T: mpi_on_portals::Equivalence,
+    {
+        check(
+            self.target()
+                .as_result_api()
+                .all_to_all_varcount_into(&send.0, &mut recv.0),
+            "all_to_all_varcount_into",
+        )
+    }
+
+    /// Element-wise reduction on every member (`MPI_Allreduce`).
+    fn all_reduce_into<T, S, R, O>(&self, send: &S, recv: &mut R, op: O)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        check(
+            self.target()
+                .as_result_api()
+                .all_reduce_into(send, recv, op),
+            "all_reduce_into",
+        )
+    }
+
+    /// Start an all-reduce (`MPI_Iallreduce`).
+    fn immediate_all_reduce_into<'a, Sc, T, S, R, O>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        const CALL: &str = "immediate_all_reduce_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self.target().as_result_api().immediate_all_reduce_into(
+            scoped(&scope, CALL),
+            send,
+            recv,
+            op,
+        );
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Inclusive prefix reduction (`MPI_Scan`).
+    fn scan_into<T, S, R, O>(&self, send: &S, recv: &mut R, op: O)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        check(
+            self.target().as_result_api().scan_into(send, recv, op),
+            "scan_into",
+        )
+    }
+
+    /// Reduce over all members, member r keeping block r
+    /// (`MPI_Reduce_scatter_block`).
+    fn reduce_scatter_block_into<T, S, R, O>(&self, send: &S, recv: &mut R, op: O)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        check(
+            self.target()
+                .as_result_api()
+                .reduce_scatter_block_into(send, recv, op),
+            "reduce_scatter_block_into",
+        )
+    }
+
+    /// Exclusive prefix reduction (`MPI_Exscan`).
+    fn exclusive_scan_into<T, S, R, O>(&self, send: &S, recv: &mut R, op: O)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        check(
+            self.target()
+                .as_result_api()
+                .exclusive_scan_into(send, recv, op),
+            "exclusive_scan_into",
+        )
+    }
+}
+
+impl<C: Communicator + ?Sized> CommunicatorCollectives for C {}
+
+/// Rooted collectives, called on the root process (rsmpi's `Root`).
+pub trait Root {
+    /// The root this face wraps.
+    #[doc(hidden)]
+    fn target(&self) -> mpi_on_portals::Process<'_>;
+
+    /// Copy the root's `buf` to every member (`MPI_Bcast`).
+    fn broadcast_into<T, B>(&self, buf: &mut B)
+    where
+        T: mpi_on_portals::Equivalence,
+        B: ElementsMut<T> + ?Sized,
+    {
+        check(self.target().broadcast_into(buf), "broadcast_into")
+    }
+
+    /// Start a broadcast (`MPI_Ibcast`).
+    fn immediate_broadcast_into<'a, Sc, T, B>(
+        &self,
+        scope: Sc,
+        buf: &'a mut B,
+    ) -> Request<'a, B, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        B: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_broadcast_into";
+        let data = std::ptr::NonNull::from(&mut *buf);
+        let r = self
+            .target()
+            .immediate_broadcast_into(scoped(&scope, CALL), buf);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// At the root: reduce everyone's `send` into `recv` (`MPI_Reduce`).
+    fn reduce_into_root<T, S, R, O>(&self, send: &S, recv: &mut R, op: O)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        check(
+            self.target().reduce_into_root(send, recv, op),
+            "reduce_into_root",
+        )
+    }
+
+    /// At the other members: contribute `send` to a reduction.
+    fn reduce_into<T, S, O>(&self, send: &S, op: O)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        O: Operation<T>,
+    {
+        check(self.target().reduce_into(send, op), "reduce_into")
+    }
+
+    /// At the root: everyone's `send` in rank order (`MPI_Gather`).
+    fn gather_into_root<T, S, R>(&self, send: &S, recv: &mut R)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        check(
+            self.target().gather_into_root(send, recv),
+            "gather_into_root",
+        )
+    }
+
+    /// At the other members of a gather.
+    fn gather_into<T, S>(&self, send: &S)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        check(self.target().gather_into(send), "gather_into")
+    }
+
+    /// At the root: gather blocks of different sizes (`MPI_Gatherv`).
+    fn gather_varcount_into_root<T, S>(&self, send: &S, recv: &mut PartitionMut<'_, T>)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        check(
+            self.target().gather_varcount_into_root(send, &mut recv.0),
+            "gather_varcount_into_root",
+        )
+    }
+
+    /// At the other members of a variable gather.
+    fn gather_varcount_into<T, S>(&self, send: &S)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        check(
+            self.target().gather_varcount_into(send),
+            "gather_varcount_into",
+        )
+    }
+
+    /// At the root: block r of `send` to member r (`MPI_Scatter`).
+    fn scatter_into_root<T, S, R>(&self, send: &S, recv: &mut R)
+    where
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        check(
+            self.target().scatter_into_root(send, recv),
+            "scatter_into_root",
+        )
+    }
+
+    /// At the other members of a scatter.
+    fn scatter_into<T, R>(&self, recv: &mut R)
+    where
+        T: mpi_on_portals::Equivalence,
+        R: ElementsMut<T> + ?Sized,
+    {
+        check(self.target().scatter_into(recv), "scatter_into")
+    }
+
+    /// At the root: scatter blocks of different sizes (`MPI_Scatterv`).
+    fn scatter_varcount_into_root<T, R>(&self, send: &Partition<'_, T>, recv: &mut R)
+    where
+        T: mpi_on_portals::Equivalence,
+        R: ElementsMut<T> + ?Sized,
+    {
+        check(
+            self.target().scatter_varcount_into_root(&send.0, recv),
+            "scatter_varcount_into_root",
+        )
+    }
+
+    /// At the other members of a variable scatter.
+    fn scatter_varcount_into<T, R>(&self, recv: &mut R)
+    where
+        T: mpi_on_portals::Equivalence,
+        R: ElementsMut<T> + ?Sized,
+    {
+        check(
+            self.target().scatter_varcount_into(recv),
+            "scatter_varcount_into",
+        )
+    }
+}
+
+impl Root for Process<'_> {
+    fn target(&self) -> mpi_on_portals::Process<'_> {
+        self.inner
+    }
+}

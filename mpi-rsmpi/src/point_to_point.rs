@@ -1,0 +1,507 @@
+//! Point-to-point communication (rsmpi's `mpi::point_to_point`).
+
+use std::ptr::NonNull;
+
+use mpi_on_portals::point_to_point as inner;
+use mpi_on_portals::{Destination as _, Source as _};
+
+use crate::datatype::{Buffer, BufferMut, Equivalence};
+use crate::fatal::check;
+use crate::request::{scoped, Request, Scope};
+use crate::topology::{AnyProcess, Process};
+use crate::Tag;
+
+pub use mpi_on_portals::Status;
+
+/// Something messages can be sent to (rsmpi's `Destination`).
+pub trait Destination {
+    /// The process this face wraps.
+    #[doc(hidden)]
+    fn target(&self) -> mpi_on_portals::Process<'_>;
+
+    /// Send with tag 0 (`MPI_Send`).
+    fn send<B: Buffer + ?Sized>(&self, buf: &B) {
+        self.send_with_tag(buf, 0)
+    }
+
+    /// Send with a tag (`MPI_Send`).
+    fn send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        check(self.target().send_with_tag(buf, tag), "Destination::send")
+    }
+
+    /// Synchronous send (`MPI_Ssend`).
+    fn synchronous_send<B: Buffer + ?Sized>(&self, buf: &B) {
+        self.synchronous_send_with_tag(buf, 0)
+    }
+
+    /// Synchronous send with a tag.
+    fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        check(
+            self.target().synchronous_send_with_tag(buf, tag),
+            "Destination::synchronous_send",
+        )
+    }
+
+    /// Ready send (`MPI_Rsend`).
+    ///
+    /// # Safety
+    /// As in rsmpi: the matching receive must already be posted (here a
+    /// ready send without one is delivered as a standard send would be,
+    /// but a program relying on that is not portable).
+    unsafe fn ready_send<B: Buffer + ?Sized>(&self, buf: &B) {
+        // SAFETY: forwarded to our caller.
+        unsafe { self.ready_send_with_tag(buf, 0) }
+    }
+
+    /// Ready send with a tag.
+    ///
+    /// # Safety
+    /// See [`Destination::ready_send`].
+    unsafe fn ready_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        check(
+            self.target().ready_send_with_tag(buf, tag),
+            "Destination::ready_send",
+        )
+    }
+
+    /// Buffered send (`MPI_Bsend`) through the buffer attached with
+    /// [`crate::environment::Universe::set_buffer_size`].
+    fn buffered_send<B: Buffer + ?Sized>(&self, buf: &B) {
+        self.buffered_send_with_tag(buf, 0)
+    }
+
+    /// Buffered send with a tag.
+    fn buffered_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        check(
+            self.target().buffered_send_with_tag(buf, tag),
+            "Destination::buffered_send",
+        )
+    }
+
+    /// Non-blocking standard send (`MPI_Isend`), tag 0.
+    fn immediate_send<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+    ) -> Request<'a, B, S> {
+        self.immediate_send_with_tag(scope, buf, 0)
+    }
+
+    /// Non-blocking standard send with a tag.
+    fn immediate_send_with_tag<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+        tag: Tag,
+    ) -> Request<'a, B, S> {
+        const CALL: &str = "Destination::immediate_send";
+        let r = self
+            .target()
+            .immediate_send_with_tag(scoped(&scope, CALL), buf, tag);
+        Request::new(check(r, CALL), Some(NonNull::from(buf)))
+    }
+
+    /// Non-blocking synchronous send (`MPI_Issend`), tag 0.
+    fn immediate_synchronous_send<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+    ) -> Request<'a, B, S> {
+        self.immediate_synchronous_send_with_tag(scope, buf, 0)
+    }
+
+    /// Non-blocking synchronous send with a tag.
+    fn immediate_synchronous_send_with_tag<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+        tag: Tag,
+    ) -> Request<'a, B, S> {
+        const CALL: &str = "Destination::immediate_synchronous_send";
+        let r = self
+            .target()
+            .immediate_synchronous_send_with_tag(scoped(&scope, CALL), buf, tag);
+        Request::new(check(r, CALL), Some(NonNull::from(buf)))
+    }
+
+    /// Non-blocking ready send (`MPI_Irsend`), tag 0.
+    ///
+    /// # Safety
+    /// As in rsmpi: the matching receive must already be posted (here a
+    /// ready send without one is delivered as a standard send would be,
+    /// but a program relying on that is not portable).
+    unsafe fn immediate_ready_send<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+    ) -> Request<'a, B, S> {
+        // SAFETY: forwarded to our caller.
+        unsafe { self.immediate_ready_send_with_tag(scope, buf, 0) }
+    }
+
+    /// Non-blocking ready send with a tag.
+    ///
+    /// # Safety
+    /// See [`Destination::immediate_ready_send`].
+    unsafe fn immediate_ready_send_with_tag<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+        tag: Tag,
+    ) -> Request<'a, B, S> {
+        const CALL: &str = "Destination::immediate_ready_send";
+        let r = self
+            .target()
+            .immediate_ready_send_with_tag(scoped(&scope, CALL), buf, tag);
+        Request::new(check(r, CALL), Some(NonNull::from(buf)))
+    }
+}
+
+impl Destination for Process<'_> {
+    fn target(&self) -> mpi_on_portals::Process<'_> {
+        self.inner
+    }
+}
+
+/// The `Result` API's source a face source wraps.
+#[doc(hidden)]
+pub enum Target<'a> {
+    /// A given process.
+    Process(mpi_on_portals::Process<'a>),
+    /// Any process.
+    Any(mpi_on_portals::AnyProcess<'a>),
+}
+
+/// Apply `$f` to the `Result` API's source behind `$t`.
+macro_rules! on_source {
+    ($t:expr, |$s:ident| $f:expr) => {
+        match $t {
+            Target::Process($s) => $f,
+            Target::Any($s) => $f,
+        }
+    };
+}
+
+/// Something messages can be received from (rsmpi's `Source`).
+pub trait Source {
+    /// The source this face wraps.
+    #[doc(hidden)]
+    fn target(&self) -> Target<'_>;
+
+    /// The communicator and the source rank (`None`: any) of a matched
+    /// probe.
+    #[doc(hidden)]
+    fn matched_source(&self) -> (&mpi_on_portals::SimpleCommunicator, Option<crate::Rank>);
+
+    /// Receive into `buf`, any tag (`MPI_Recv`).
+    fn receive_into<B: BufferMut + ?Sized>(&self, buf: &mut B) -> Status {
+        check(
+            on_source!(self.target(), |s| s.receive_into(buf)),
+            "Source::receive_into",
+        )
+    }
+
+    /// Receive into `buf` with a tag.
+    fn receive_into_with_tag<B: BufferMut + ?Sized>(&self, buf: &mut B, tag: Tag) -> Status {
+        check(
+            on_source!(self.target(), |s| s.receive_into_with_tag(buf, tag)),
+            "Source::receive_into_with_tag",
+        )
+    }
+
+    /// Receive one value, any tag.
+    fn receive<T: Equivalence>(&self) -> (T, Status) {
+        check(
+            on_source!(self.target(), |s| s.receive()),
+            "Source::receive",
+        )
+    }
+
+    /// Receive one value with a tag.
+    fn receive_with_tag<T: Equivalence>(&self, tag: Tag) -> (T, Status) {
+        check(
+            on_source!(self.target(), |s| s.receive_with_tag(tag)),
+            "Source::receive_with_tag",
+        )
+    }
+
+    /// Receive a message of any length into a new vector, any tag.
+    fn receive_vec<T: Equivalence>(&self) -> (Vec<T>, Status) {
+        check(
+            on_source!(self.target(), |s| s.receive_vec()),
+            "Source::receive_vec",
+        )
+    }
+
+    /// Receive a message of any length into a new vector, with a tag.
+    fn receive_vec_with_tag<T: Equivalence>(&self, tag: Tag) -> (Vec<T>, Status) {
+        check(
+            on_source!(self.target(), |s| s.receive_vec_with_tag(tag)),
+            "Source::receive_vec_with_tag",
+        )
+    }
+
+    /// Non-blocking receive into `buf`, any tag (`MPI_Irecv`).
+    fn immediate_receive_into<'a, S: Scope<'a>, B: BufferMut + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a mut B,
+    ) -> Request<'a, B, S> {
+        self.immediate_receive_into_with_tag(scope, buf, mpi_on_portals::ANY_TAG)
+    }
+
+    /// Non-blocking receive into `buf` with a tag.
+    fn immediate_receive_into_with_tag<'a, S: Scope<'a>, B: BufferMut + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a mut B,
+        tag: Tag,
+    ) -> Request<'a, B, S> {
+        const CALL: &str = "Source::immediate_receive_into";
+        // The data pointer is read only after the receive completed (see
+        // `Request::wait_for_data`).
+        let data = NonNull::from(&mut *buf);
+        let r = on_source!(self.target(), |s| s.immediate_receive_into_with_tag(
+            scoped(&scope, CALL),
+            buf,
+            tag
+        ));
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start receiving one value into a buffer the future owns
+    /// (`MPI_Irecv`), any tag.
+    fn immediate_receive<T: Equivalence>(&self) -> ReceiveFuture<T> {
+        self.immediate_receive_with_tag(mpi_on_portals::ANY_TAG)
+    }
+
+    /// [`Source::immediate_receive`] with a tag.
+    fn immediate_receive_with_tag<T: Equivalence>(&self, tag: Tag) -> ReceiveFuture<T> {
+        ReceiveFuture(check(
+            on_source!(self.target(), |s| s.immediate_receive_with_tag(tag)),
+            "Source::immediate_receive",
+        ))
+    }
+
+    /// Wait for a message, any tag, that only the returned [`Message`]
+    /// receives (`MPI_Mprobe`).
+    fn matched_probe(&self) -> (Message, Status) {
+        self.matched_probe_with_tag(mpi_on_portals::ANY_TAG)
+    }
+
+    /// [`Source::matched_probe`] with a tag.
+    fn matched_probe_with_tag(&self, tag: Tag) -> (Message, Status) {
+        let (comm, source) = self.matched_source();
+        let (m, s) = check(
+            comm.matched_probe_with_tag(source, tag),
+            "Source::matched_probe",
+        );
+        (Message(m), s)
+    }
+
+    /// A waiting message as a [`Message`], if any (`MPI_Improbe`).
+    fn immediate_matched_probe(&self) -> Option<(Message, Status)> {
+        self.immediate_matched_probe_with_tag(mpi_on_portals::ANY_TAG)
+    }
+
+    /// [`Source::immediate_matched_probe`] with a tag.
+    fn immediate_matched_probe_with_tag(&self, tag: Tag) -> Option<(Message, Status)> {
+        let (comm, source) = self.matched_source();
+        check(
+            comm.immediate_matched_probe_with_tag(source, tag),
+            "Source::immediate_matched_probe",
+        )
+        .map(|(m, s)| (Message(m), s))
+    }
+
+    /// Probe for a message, any tag, and receive it into a vector of its
+    /// length (`MPI_Mprobe`, `MPI_Mrecv`).
+    fn matched_receive_vec<T: Equivalence>(&self) -> (Vec<T>, Status) {
+        self.matched_probe().0.matched_receive_vec()
+    }
+
+    /// Wait for a message, any tag, and describe it (`MPI_Probe`).
+    fn probe(&self) -> Status {
+        check(on_source!(self.target(), |s| s.probe()), "Source::probe")
+    }
+
+    /// [`Source::probe`] with a tag.
+    fn probe_with_tag(&self, tag: Tag) -> Status {
+        check(
+            on_source!(self.target(), |s| s.probe_with_tag(tag)),
+            "Source::probe_with_tag",
+        )
+    }
+
+    /// Describe a waiting message if any (`MPI_Iprobe`).
+    fn immediate_probe(&self) -> Option<Status> {
+        check(
+            on_source!(self.target(), |s| s.immediate_probe()),
+            "Source::immediate_probe",
+        )
+    }
+
+    /// [`Source::immediate_probe`] with a tag.
+    fn immediate_probe_with_tag(&self, tag: Tag) -> Option<Status> {
+        check(
+            on_source!(self.target(), |s| s.immediate_probe_with_tag(tag)),
+            "Source::immediate_probe_with_tag",
+        )
+    }
+}
+
+/// A probed message, received only through it (rsmpi's `Message`).
+#[derive(Debug)]
+pub struct Message(mpi_on_portals::Message);
+
+impl Message {
+    /// Receive it into `buf` (`MPI_Mrecv`).
+    pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Status {
+        check(
+            self.0.matched_receive_into(buf),
+            "Message::matched_receive_into",
+        )
+    }
+
+    /// Receive it as one value.
+    pub fn matched_receive<T: Equivalence>(self) -> (T, Status) {
+        check(self.0.matched_receive(), "Message::matched_receive")
+    }
+
+    /// Receive it into a vector of its length.
+    pub fn matched_receive_vec<T: Equivalence>(self) -> (Vec<T>, Status) {
+        check(self.0.matched_receive_vec(), "Message::matched_receive_vec")
+    }
+
+    /// Start receiving it into `buf` (`MPI_Imrecv`).
+    pub fn immediate_matched_receive_into<'b, S: Scope<'b>, B: BufferMut + ?Sized>(
+        self,
+        scope: S,
+        buf: &'b mut B,
+    ) -> Request<'b, B, S> {
+        const CALL: &str = "Message::immediate_matched_receive_into";
+        let data = NonNull::from(&mut *buf);
+        let r = self
+            .0
+            .immediate_matched_receive_into(scoped(&scope, CALL), buf);
+        Request::new(check(r, CALL), Some(data))
+    }
+}
+
+/// A pending receive of one value that owns its buffer (rsmpi's
+/// `ReceiveFuture`).
+#[derive(Debug)]
+pub struct ReceiveFuture<T>(mpi_on_portals::ReceiveFuture<T>);
+
+impl<T> ReceiveFuture<T> {
+    /// Wait for the value (`MPI_Wait`).
+    pub fn get(self) -> (T, Status) {
+        check(self.0.get(), "ReceiveFuture::get")
+    }
+
+    /// The value if it has arrived (`MPI_Test`), the future back
+    /// otherwise.
+    pub fn r#try(self) -> Result<(T, Status), Self> {
+        check(self.0.r#try(), "ReceiveFuture::try").map_err(ReceiveFuture)
+    }
+}
+
+impl Source for Process<'_> {
+    fn target(&self) -> Target<'_> {
+        Target::Process(self.inner)
+    }
+    fn matched_source(&self) -> (&mpi_on_portals::SimpleCommunicator, Option<crate::Rank>) {
+        (self.comm, Some(self.inner.rank()))
+    }
+}
+
+impl Source for AnyProcess<'_> {
+    fn target(&self) -> Target<'_> {
+        Target::Any(self.inner)
+    }
+    fn matched_source(&self) -> (&mpi_on_portals::SimpleCommunicator, Option<crate::Rank>) {
+        (self.comm, None)
+    }
+}
+
+/// Send `msg` to `destination` while receiving one value from `source`
+/// (`MPI_Sendrecv`).
+pub fn send_receive<R, M, D, S>(msg: &M, destination: &D, source: &S) -> (R, Status)
+where
+    R: Equivalence,
+    M: Buffer + ?Sized,
+    D: Destination,
+    S: Source,
+{
+    let mut v = R::zeroed();
+    let status = send_receive_into(msg, destination, std::slice::from_mut(&mut v), source);
+    (v, status)
+}
+
+/// Send `msg` to `destination` while receiving into `buf` from `source`.
+pub fn send_receive_into<M, D, B, S>(msg: &M, destination: &D, buf: &mut B, source: &S) -> Status
+where
+    M: Buffer + ?Sized,
+    D: Destination,
+    B: BufferMut + ?Sized,
+    S: Source,
+{
+    send_receive_into_with_tags(msg, destination, 0, buf, source, mpi_on_portals::ANY_TAG)
+}
+
+/// [`send_receive_into`] with explicit tags.
+pub fn send_receive_into_with_tags<M, D, B, S>(
+    msg: &M,
+    destination: &D,
+    sendtag: Tag,
+    buf: &mut B,
+    source: &S,
+    receivetag: Tag,
+) -> Status
+where
+    M: Buffer + ?Sized,
+    D: Destination,
+    B: BufferMut + ?Sized,
+    S: Source,
+{
+    let dest = destination.target();
+    check(
+        on_source!(source.target(), |s| inner::send_receive_into_with_tags(
+            msg, &dest, sendtag, buf, &s, receivetag
+        )),
+        "send_receive_into",
+    )
+}
+
+/// Send `buf`'s contents and replace them with the message received
+/// (`MPI_Sendrecv_replace`).
+pub fn send_receive_replace_into<B, D, S>(buf: &mut B, destination: &D, source: &S) -> Status
+where
+    B: Buffer + BufferMut + ?Sized,
+    D: Destination,
+    S: Source,
+{
+    send_receive_replace_into_with_tags(buf, destination, 0, source, mpi_on_portals::ANY_TAG)
+}
+
+/// [`send_receive_replace_into`] with explicit tags.
+pub fn send_receive_replace_into_with_tags<B, D, S>(
+    buf: &mut B,
+    destination: &D,
+    sendtag: Tag,
+    source: &S,
+    receivetag: Tag,
+) -> Status
+where
+    B: Buffer + BufferMut + ?Sized,
+    D: Destination,
+    S: Source,
+{
+    let dest = destination.target();
+    check(
+        on_source!(source.target(), |s| {
+            inner::send_receive_replace_into_with_tags(buf, &dest, sendtag, &s, receivetag)
+        }),
+        "send_receive_replace_into",
+    )
+}
