@@ -1,7 +1,9 @@
 //! Collective communication (rsmpi's `mpi::collective`).
 
 use mpi_on_portals::collective::{Elements, ElementsMut, Operation};
-use mpi_on_portals::{CommunicatorCollectives as _, Root as _};
+use mpi_on_portals::{
+    CommunicatorCollectives as _, ImmediateCollectives as _, ImmediateRoot as _, Root as _,
+};
 
 use crate::datatype::{Partition, PartitionMut};
 use crate::fatal::check;
@@ -143,6 +145,168 @@ pub trait CommunicatorCollectives: Communicator {
         Request::new(check(r, CALL), Some(data))
     }
 
+    /// Start an all-gather (`MPI_Iallgather`).
+    fn immediate_all_gather_into<'a, Sc, T, S, R>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_all_gather_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self.target().as_result_api().immediate_all_gather_into(
+            scoped(&scope, CALL),
+            send,
+            recv,
+        );
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start an all-gather with per-rank block sizes (`MPI_Iallgatherv`).
+    fn immediate_all_gather_varcount_into<'a, 'b: 'a, Sc, T, S>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut PartitionMut<'b, T>,
+    ) -> Request<'a, PartitionMut<'b, T>, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_all_gather_varcount_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .as_result_api()
+            .immediate_all_gather_varcount_into(scoped(&scope, CALL), send, &mut recv.0);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start an all-to-all (`MPI_Ialltoall`).
+    fn immediate_all_to_all_into<'a, Sc, T, S, R>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_all_to_all_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self.target().as_result_api().immediate_all_to_all_into(
+            scoped(&scope, CALL),
+            send,
+            recv,
+        );
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start an all-to-all with per-pair block sizes (`MPI_Ialltoallv`).
+    fn immediate_all_to_all_varcount_into<'a, 'b: 'a, 'c: 'a, Sc, T>(
+        &self,
+        scope: Sc,
+        send: &'a Partition<'b, T>,
+        recv: &'a mut PartitionMut<'c, T>,
+    ) -> Request<'a, PartitionMut<'c, T>, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+    {
+        const CALL: &str = "immediate_all_to_all_varcount_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .as_result_api()
+            .immediate_all_to_all_varcount_into(scoped(&scope, CALL), &send.0, &mut recv.0);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start an inclusive prefix reduction (`MPI_Iscan`).
+    fn immediate_scan_into<'a, Sc, T, S, R, O>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        const CALL: &str = "immediate_scan_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r =
+            self.target()
+                .as_result_api()
+                .immediate_scan_into(scoped(&scope, CALL), send, recv, op);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start an exclusive prefix reduction (`MPI_Iexscan`).
+    fn immediate_exclusive_scan_into<'a, Sc, T, S, R, O>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        const CALL: &str = "immediate_exclusive_scan_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self.target().as_result_api().immediate_exclusive_scan_into(
+            scoped(&scope, CALL),
+            send,
+            recv,
+            op,
+        );
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a reduce-scatter with equal blocks
+    /// (`MPI_Ireduce_scatter_block`).
+    fn immediate_reduce_scatter_block_into<'a, Sc, T, S, R, O>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        const CALL: &str = "immediate_reduce_scatter_block_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .as_result_api()
+            .immediate_reduce_scatter_block_into(scoped(&scope, CALL), send, recv, op);
+        Request::new(check(r, CALL), Some(data))
+    }
+
     /// Inclusive prefix reduction (`MPI_Scan`).
     fn scan_into<T, S, R, O>(&self, send: &S, recv: &mut R, op: O)
     where
@@ -224,6 +388,202 @@ pub trait Root {
         let r = self
             .target()
             .immediate_broadcast_into(scoped(&scope, CALL), buf);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a gather (`MPI_Igather`), at a non-root member.
+    fn immediate_gather_into<'a, Sc, T, S>(&self, scope: Sc, send: &'a S) -> Request<'a, S, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_gather_into";
+        let data = std::ptr::NonNull::from(send);
+        let r = self
+            .target()
+            .immediate_gather_into(scoped(&scope, CALL), send);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a gather (`MPI_Igather`), at the root.
+    fn immediate_gather_into_root<'a, Sc, T, S, R>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_gather_into_root";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .immediate_gather_into_root(scoped(&scope, CALL), send, recv);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a variable gather (`MPI_Igatherv`), at a non-root member.
+    fn immediate_gather_varcount_into<'a, Sc, T, S>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+    ) -> Request<'a, S, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_gather_varcount_into";
+        let data = std::ptr::NonNull::from(send);
+        let r = self
+            .target()
+            .immediate_gather_varcount_into(scoped(&scope, CALL), send);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a variable gather (`MPI_Igatherv`), at the root.
+    fn immediate_gather_varcount_into_root<'a, 'b: 'a, Sc, T, S>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut PartitionMut<'b, T>,
+    ) -> Request<'a, PartitionMut<'b, T>, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_gather_varcount_into_root";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self.target().immediate_gather_varcount_into_root(
+            scoped(&scope, CALL),
+            send,
+            &mut recv.0,
+        );
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a scatter (`MPI_Iscatter`), at a non-root member.
+    fn immediate_scatter_into<'a, Sc, T, R>(&self, scope: Sc, recv: &'a mut R) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        R: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_scatter_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .immediate_scatter_into(scoped(&scope, CALL), recv);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a scatter (`MPI_Iscatter`), at the root.
+    fn immediate_scatter_into_root<'a, Sc, T, S, R>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_scatter_into_root";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .immediate_scatter_into_root(scoped(&scope, CALL), send, recv);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a variable scatter (`MPI_Iscatterv`), at a non-root member.
+    fn immediate_scatter_varcount_into<'a, Sc, T, R>(
+        &self,
+        scope: Sc,
+        recv: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        R: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_scatter_varcount_into";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .immediate_scatter_varcount_into(scoped(&scope, CALL), recv);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a variable scatter (`MPI_Iscatterv`), at the root.
+    fn immediate_scatter_varcount_into_root<'a, 'b: 'a, Sc, T, R>(
+        &self,
+        scope: Sc,
+        send: &'a Partition<'b, T>,
+        recv: &'a mut R,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        R: ElementsMut<T> + ?Sized,
+    {
+        const CALL: &str = "immediate_scatter_varcount_into_root";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r =
+            self.target()
+                .immediate_scatter_varcount_into_root(scoped(&scope, CALL), &send.0, recv);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a reduction (`MPI_Ireduce`), at a non-root member.
+    fn immediate_reduce_into<'a, Sc, T, S, O>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        op: O,
+    ) -> Request<'a, S, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        O: Operation<T>,
+    {
+        const CALL: &str = "immediate_reduce_into";
+        let data = std::ptr::NonNull::from(send);
+        let r = self
+            .target()
+            .immediate_reduce_into(scoped(&scope, CALL), send, op);
+        Request::new(check(r, CALL), Some(data))
+    }
+
+    /// Start a reduction (`MPI_Ireduce`), at the root.
+    fn immediate_reduce_into_root<'a, Sc, T, S, R, O>(
+        &self,
+        scope: Sc,
+        send: &'a S,
+        recv: &'a mut R,
+        op: O,
+    ) -> Request<'a, R, Sc>
+    where
+        Sc: Scope<'a>,
+        T: mpi_on_portals::Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        const CALL: &str = "immediate_reduce_into_root";
+        let data = std::ptr::NonNull::from(&mut *recv);
+        let r = self
+            .target()
+            .immediate_reduce_into_root(scoped(&scope, CALL), send, recv, op);
         Request::new(check(r, CALL), Some(data))
     }
 

@@ -227,6 +227,38 @@ fn collectives<C: Communicator>(world: &C) {
 
     let req = world.immediate_barrier();
     req.wait();
+
+    // The non-blocking forms, several in flight in one scope.
+    let mut all = vec![0 as Rank; size as usize];
+    let mut scanned = 0;
+    let mut reduced = 0;
+    let mut scattered = 0;
+    let blocks: Vec<Rank> = (0..size).map(|r| 10 * r).collect();
+    mpi::request::scope(|scope| {
+        let a = world.immediate_all_gather_into(scope, &rank, &mut all[..]);
+        let s = world.immediate_scan_into(scope, &rank, &mut scanned, SystemOperation::sum());
+        if rank == size - 1 {
+            root.immediate_reduce_into_root(scope, &rank, &mut reduced, SystemOperation::max())
+                .wait();
+        } else {
+            root.immediate_reduce_into(scope, &rank, SystemOperation::max())
+                .wait();
+        }
+        let c = if rank == size - 1 {
+            root.immediate_scatter_into_root(scope, &blocks[..], &mut scattered)
+        } else {
+            root.immediate_scatter_into(scope, &mut scattered)
+        };
+        a.wait();
+        s.wait();
+        c.wait();
+    });
+    assert_eq!(all, (0..size).collect::<Vec<_>>());
+    assert_eq!(scanned, rank * (rank + 1) / 2);
+    if rank == size - 1 {
+        assert_eq!(reduced, size - 1);
+    }
+    assert_eq!(scattered, 10 * rank);
 }
 
 fn communicators<C: Communicator>(world: &C) {
