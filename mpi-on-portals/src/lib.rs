@@ -44,6 +44,7 @@ mod device;
 mod error;
 mod group;
 mod p2p;
+pub mod raw;
 pub mod request;
 mod status;
 mod universe;
