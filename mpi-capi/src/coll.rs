@@ -54,11 +54,8 @@ fn kind(op: c_int) -> Result<Kind, Fail> {
         MPI_MINLOC => Kind::Loc(false),
         MPI_MAXLOC => Kind::Loc(true),
         _ => {
-            let u = slot(op, KIND_OP).and_then(|i| {
-                state::lock()
-                    .as_ref()
-                    .and_then(|st| st.ops.get(i).copied())
-            });
+            let u = slot(op, KIND_OP)
+                .and_then(|i| state::lock().as_ref().and_then(|st| st.ops.get(i).copied()));
             match u {
                 Some(u) => Kind::User(u),
                 None => return fail(MPI_ERR_OP, format!("invalid operation {op:#x}")),
@@ -73,7 +70,10 @@ fn arith<T: Numeric + mpi_on_portals::Equivalence, V: Visit>(k: &Kind, v: V) -> 
         Kind::Prod => v.visit::<T>(&SystemOperation::product()),
         Kind::Max => v.visit::<T>(&SystemOperation::max()),
         Kind::Min => v.visit::<T>(&SystemOperation::min()),
-        _ => fail(MPI_ERR_OP, "this operation is not defined on floating-point types"),
+        _ => fail(
+            MPI_ERR_OP,
+            "this operation is not defined on floating-point types",
+        ),
     }
 }
 
@@ -97,7 +97,14 @@ fn user<const N: usize, V: Visit>(u: UserOp, dt: c_int, v: V) -> Res {
         let mut d = dt;
         // SAFETY: the C function MPI_Op_create registered, called as MPI
         // calls it: `len` elements of `d` in each buffer.
-        unsafe { f(input.as_ptr() as *mut c_void, inout.as_mut_ptr().cast(), &mut len, &mut d) }
+        unsafe {
+            f(
+                input.as_ptr() as *mut c_void,
+                inout.as_mut_ptr().cast(),
+                &mut len,
+                &mut d,
+            )
+        }
     };
     if u.commute {
         v.visit::<[u8; N]>(&UserOperation::commutative(call))
@@ -107,7 +114,11 @@ fn user<const N: usize, V: Visit>(u: UserOp, dt: c_int, v: V) -> Res {
 }
 
 /// MINLOC/MAXLOC on a {value, int} pair at offsets 0 and `at`.
-fn loc<const N: usize, X: Copy + PartialOrd + bytemuck::Pod, V: Visit>(at: usize, max: bool, v: V) -> Res {
+fn loc<const N: usize, X: Copy + PartialOrd + bytemuck::Pod, V: Visit>(
+    at: usize,
+    max: bool,
+    v: V,
+) -> Res {
     let call = move |input: &[[u8; N]], inout: &mut [[u8; N]]| {
         let sz = std::mem::size_of::<X>();
         for (i, o) in input.iter().zip(inout.iter_mut()) {
@@ -134,7 +145,10 @@ fn dispatch<V: Visit>(dt: c_int, op: c_int, v: V) -> Res {
             0x8c000000 => loc::<8, f32, V>(4, max, v),  // FLOAT_INT
             0x8c000001 => loc::<16, f64, V>(8, max, v), // DOUBLE_INT
             0x8c000002 => loc::<16, i64, V>(8, max, v), // LONG_INT
-            _ => fail(MPI_ERR_OP, "MINLOC/MAXLOC need a pair type (MPI_2INT, MPI_DOUBLE_INT, ...)"),
+            _ => fail(
+                MPI_ERR_OP,
+                "MINLOC/MAXLOC need a pair type (MPI_2INT, MPI_DOUBLE_INT, ...)",
+            ),
         };
     }
     if let Kind::User(u) = k {
@@ -148,7 +162,10 @@ fn dispatch<V: Visit>(dt: c_int, op: c_int, v: V) -> Res {
             24 => user::<24, V>(u, dt, v),
             32 => user::<32, V>(u, dt, v),
             64 => user::<64, V>(u, dt, v),
-            n => fail(MPI_ERR_TYPE, format!("user operations on {n}-byte elements are not supported")),
+            n => fail(
+                MPI_ERR_TYPE,
+                format!("user operations on {n}-byte elements are not supported"),
+            ),
         };
     }
     match t.elem() {
@@ -162,21 +179,30 @@ fn dispatch<V: Visit>(dt: c_int, op: c_int, v: V) -> Res {
         Some(Elem::U64) => int::<u64, V>(&k, v),
         Some(Elem::F32) => arith::<f32, V>(&k, v),
         Some(Elem::F64) => arith::<f64, V>(&k, v),
-        None => fail(MPI_ERR_TYPE, "predefined operations need a predefined numeric datatype"),
+        None => fail(
+            MPI_ERR_TYPE,
+            "predefined operations need a predefined numeric datatype",
+        ),
     }
 }
 
 /// `n` elements of `T` at `p` (aligned, or `MPI_ERR_BUFFER`).
 fn typed<'a, T>(p: *const c_void, n: usize, what: &str) -> Result<&'a [T], Fail> {
     if n > 0 && (p as usize) % std::mem::align_of::<T>() != 0 {
-        return fail(MPI_ERR_BUFFER, format!("{what} is not aligned for its datatype"));
+        return fail(
+            MPI_ERR_BUFFER,
+            format!("{what} is not aligned for its datatype"),
+        );
     }
     ptr::slice(p.cast::<T>(), n, what)
 }
 
 fn typed_mut<'a, T>(p: *mut c_void, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
     if n > 0 && (p as usize) % std::mem::align_of::<T>() != 0 {
-        return fail(MPI_ERR_BUFFER, format!("{what} is not aligned for its datatype"));
+        return fail(
+            MPI_ERR_BUFFER,
+            format!("{what} is not aligned for its datatype"),
+        );
     }
     ptr::slice_mut(p.cast::<T>(), n, what)
 }
@@ -225,7 +251,9 @@ impl Visit for Reduction<'_> {
             (Red::All, Some(r)) => c.all_reduce_into(&send[..], r, op)?,
             (Red::Scan, Some(r)) => c.scan_into(&send[..], r, op)?,
             (Red::Exscan, Some(r)) => c.exclusive_scan_into(&send[..], r, op)?,
-            (Red::Root(root), Some(r)) => c.process_at_rank(root).reduce_into_root(&send[..], r, op)?,
+            (Red::Root(root), Some(r)) => {
+                c.process_at_rank(root).reduce_into_root(&send[..], r, op)?
+            }
             (Red::Root(root), None) => c.process_at_rank(root).reduce_into(&send[..], op)?,
             (Red::Local, Some(r)) => op.apply(&send, r),
             (Red::Immediate, Some(r)) => {
@@ -242,11 +270,30 @@ impl Visit for Reduction<'_> {
     }
 }
 
-fn reduce(send: *const c_void, recv: *mut c_void, count: c_int, dt: c_int, op: c_int, comm: c_int, which: Red) -> Res {
+fn reduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dt: c_int,
+    op: c_int,
+    comm: c_int,
+    which: Red,
+) -> Res {
     let n = ptr::count(count)?;
     let c = state::comm(comm)?;
     let mut req = None;
-    dispatch(dt, op, Reduction { comm: &c, send, recv, n, which, req: &mut req })
+    dispatch(
+        dt,
+        op,
+        Reduction {
+            comm: &c,
+            send,
+            recv,
+            n,
+            which,
+            req: &mut req,
+        },
+    )
 }
 
 entry! {
@@ -318,7 +365,15 @@ entry! {
     }
 }
 
-fn reduce_scatter(send: *const c_void, recv: *mut c_void, counts: &[c_int], total: usize, dt: c_int, op: c_int, comm: c_int) -> Res {
+fn reduce_scatter(
+    send: *const c_void,
+    recv: *mut c_void,
+    counts: &[c_int],
+    total: usize,
+    dt: c_int,
+    op: c_int,
+    comm: c_int,
+) -> Res {
     let (c, t) = (state::comm(comm)?, comm_ty(dt)?);
     let me = c.rank() as usize;
     let ext = t.extent();
@@ -333,10 +388,16 @@ fn reduce_scatter(send: *const c_void, recv: *mut c_void, counts: &[c_int], tota
         bytemuck::cast_slice_mut::<u64, u8>(&mut all)[..total * ext].copy_from_slice(b);
     }
     let _ = src;
-    let s = if ptr::in_place(send) { crate::consts::IN_PLACE_ADDR as *const c_void } else { send };
+    let s = if ptr::in_place(send) {
+        crate::consts::IN_PLACE_ADDR as *const c_void
+    } else {
+        send
+    };
     reduce(s, allp, total as c_int, dt, op, comm, Red::All).map_err(|f| f.on_comm(comm))?;
     let out = ptr::slice_mut(recv.cast::<u8>(), mine * ext, "recvbuf")?;
-    out.copy_from_slice(&bytemuck::cast_slice::<u64, u8>(&all)[before * ext..(before + mine) * ext]);
+    out.copy_from_slice(
+        &bytemuck::cast_slice::<u64, u8>(&all)[before * ext..(before + mine) * ext],
+    );
     Ok(())
 }
 
@@ -379,7 +440,10 @@ fn bytes_of(count: c_int, dt: c_int) -> Result<(usize, Ty), Fail> {
     let n = ptr::count(count)?;
     let t = comm_ty(dt)?;
     if !t.contiguous() {
-        return fail(MPI_ERR_TYPE, "collectives take contiguous datatypes only here");
+        return fail(
+            MPI_ERR_TYPE,
+            "collectives take contiguous datatypes only here",
+        );
     }
     Ok((n * t.extent(), t))
 }
@@ -437,14 +501,22 @@ fn send_block<'a>(send: *const c_void, len: usize) -> Result<&'a [u8], Fail> {
     ptr::slice(send.cast::<u8>(), len, "sendbuf")
 }
 
-fn counts_displs(counts: *const c_int, displs: *const c_int, n: usize, ext: usize) -> Result<(Vec<usize>, Vec<usize>), Fail> {
+fn counts_displs(
+    counts: *const c_int,
+    displs: *const c_int,
+    n: usize,
+    ext: usize,
+) -> Result<(Vec<usize>, Vec<usize>), Fail> {
     let c = ptr::slice(counts, n, "counts")?;
     let d = ptr::slice(displs, n, "displs")?;
     let mut cs = Vec::with_capacity(n);
     let mut ds = Vec::with_capacity(n);
     for i in 0..n {
         cs.push(ptr::count(c[i])? * ext);
-        ds.push(usize::try_from(d[i]).map_err(|_| Fail::new(MPI_ERR_ARG, "negative displacement"))? * ext);
+        ds.push(
+            usize::try_from(d[i]).map_err(|_| Fail::new(MPI_ERR_ARG, "negative displacement"))?
+                * ext,
+        );
     }
     Ok((cs, ds))
 }
@@ -657,6 +729,10 @@ entry! {
 /// A completed request, for collectives that have no non-blocking form
 /// underneath: they run to completion in the call.
 pub fn completed(comm: c_int, request: *mut c_int) -> Res {
-    let h = add(ReqEntry { done: Some(Done::empty()), comm, ..ReqEntry::default() })?;
+    let h = add(ReqEntry {
+        done: Some(Done::empty()),
+        comm,
+        ..ReqEntry::default()
+    })?;
     ptr::out(request, h, "request")
 }

@@ -171,12 +171,21 @@ fn set_op(g1: c_int, g2: c_int, which: u8, out: *mut c_int) -> Res {
             // union: a, then b's members not in a
             0 => {
                 let b_in_a = b.translate_ranks(&ib, &a)?;
-                let extra: Vec<c_int> = ib.iter().zip(&b_in_a).filter(|(_, t)| t.is_none()).map(|(&r, _)| r).collect();
+                let extra: Vec<c_int> = ib
+                    .iter()
+                    .zip(&b_in_a)
+                    .filter(|(_, t)| t.is_none())
+                    .map(|(&r, _)| r)
+                    .collect();
                 if extra.is_empty() {
                     a.clone()
                 } else {
                     // a ∪ extra: a's world order, then b's extras.
-                    let world = st.comms.get(0).map(|e| e.comm.group()).ok_or_else(|| Fail::new(MPI_ERR_INTERN, "no world"))?;
+                    let world = st
+                        .comms
+                        .get(0)
+                        .map(|e| e.comm.group())
+                        .ok_or_else(|| Fail::new(MPI_ERR_INTERN, "no world"))?;
                     let all_a = a.translate_ranks(&ia, &world)?;
                     let all_b = b.translate_ranks(&extra, &world)?;
                     let w: Vec<c_int> = all_a.into_iter().chain(all_b).flatten().collect();
@@ -185,12 +194,22 @@ fn set_op(g1: c_int, g2: c_int, which: u8, out: *mut c_int) -> Res {
             }
             // intersection: a's members also in b
             1 => {
-                let keep: Vec<c_int> = ia.iter().zip(&a_in_b).filter(|(_, t)| t.is_some()).map(|(&r, _)| r).collect();
+                let keep: Vec<c_int> = ia
+                    .iter()
+                    .zip(&a_in_b)
+                    .filter(|(_, t)| t.is_some())
+                    .map(|(&r, _)| r)
+                    .collect();
                 a.include(&keep)?
             }
             // difference: a's members not in b
             _ => {
-                let keep: Vec<c_int> = ia.iter().zip(&a_in_b).filter(|(_, t)| t.is_none()).map(|(&r, _)| r).collect();
+                let keep: Vec<c_int> = ia
+                    .iter()
+                    .zip(&a_in_b)
+                    .filter(|(_, t)| t.is_none())
+                    .map(|(&r, _)| r)
+                    .collect();
                 a.include(&keep)?
             }
         };
@@ -300,4 +319,3 @@ entry! {
         ptr::out(errhandler, MPI_ERRHANDLER_NULL, "errhandler")
     }
 }
-

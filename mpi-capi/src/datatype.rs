@@ -341,9 +341,8 @@ entry! {
 }
 
 fn derived_slot(h: c_int) -> Result<usize, Fail> {
-    slot(h, KIND_TYPE).ok_or_else(|| {
-        Fail::new(MPI_ERR_TYPE, format!("{h:#x} is not a derived datatype"))
-    })
+    slot(h, KIND_TYPE)
+        .ok_or_else(|| Fail::new(MPI_ERR_TYPE, format!("{h:#x} is not a derived datatype")))
 }
 
 entry! {

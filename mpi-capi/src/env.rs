@@ -22,7 +22,10 @@ fn init(required: c_int) -> Res {
         .is_err()
     {
         return match PHASE.load(Ordering::SeqCst) {
-            FINALIZED => fail(MPI_ERR_OTHER, "MPI cannot be initialized after MPI_Finalize"),
+            FINALIZED => fail(
+                MPI_ERR_OTHER,
+                "MPI cannot be initialized after MPI_Finalize",
+            ),
             _ => fail(MPI_ERR_OTHER, "MPI is already initialized"),
         };
     }

@@ -100,11 +100,7 @@ pub fn raise(name: &str, f: Fail) -> c_int {
     if handler == MPI_ERRORS_RETURN {
         return f.class;
     }
-    let msg = format!(
-        "MPI error in {name}: {} ({})",
-        f.msg,
-        class_string(f.class)
-    );
+    let msg = format!("MPI error in {name}: {} ({})", f.msg, class_string(f.class));
     state::fatal(&msg)
 }
 

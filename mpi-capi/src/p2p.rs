@@ -130,7 +130,15 @@ pub fn start_recv(
     })
 }
 
-fn blocking_send(buf: *const c_void, count: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, mode: Mode) -> Res {
+fn blocking_send(
+    buf: *const c_void,
+    count: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: Mode,
+) -> Res {
     if mode == Mode::Buffered {
         start_send(buf, count, dt, dest, tag, comm, mode)?;
         return Ok(());
@@ -280,7 +288,14 @@ entry! {
 }
 
 /// A blocking receive, in place when the type is contiguous.
-fn recv(buf: *mut c_void, count: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int) -> Result<Done, Fail> {
+fn recv(
+    buf: *mut c_void,
+    count: c_int,
+    dt: c_int,
+    src: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> Result<Done, Fail> {
     let n = ptr::count(count)?;
     let t = comm_ty(dt)?;
     if src == MPI_PROC_NULL {
@@ -377,7 +392,12 @@ entry! {
     }
 }
 
-fn probe(c: &SimpleCommunicator, src: c_int, tag: c_int, block: bool) -> Result<Option<Done>, Fail> {
+fn probe(
+    c: &SimpleCommunicator,
+    src: c_int,
+    tag: c_int,
+    block: bool,
+) -> Result<Option<Done>, Fail> {
     if src == MPI_PROC_NULL {
         return Ok(Some(Done::empty()));
     }
@@ -457,5 +477,9 @@ entry! {
 
 /// The type of `MPI_BYTE` runs, for reuse by other modules.
 pub fn byte_ty() -> Ty {
-    Ty::Basic { size: 1, extent: 1, elem: Some(crate::datatype::Elem::U8) }
+    Ty::Basic {
+        size: 1,
+        extent: 1,
+        elem: Some(crate::datatype::Elem::U8),
+    }
 }

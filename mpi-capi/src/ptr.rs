@@ -68,7 +68,12 @@ pub fn in_place<T>(p: *const T) -> bool {
 
 /// Copy a Rust string into a C buffer of `cap` bytes, NUL-terminated;
 /// its length (without the NUL) through `len`.
-pub fn c_string(dst: *mut std::ffi::c_char, cap: usize, s: &str, len: *mut c_int) -> Result<(), Fail> {
+pub fn c_string(
+    dst: *mut std::ffi::c_char,
+    cap: usize,
+    s: &str,
+    len: *mut c_int,
+) -> Result<(), Fail> {
     let buf = slice_mut(dst.cast::<u8>(), cap, "string buffer")?;
     let n = s.len().min(cap.saturating_sub(1));
     buf[..n].copy_from_slice(&s.as_bytes()[..n]);

@@ -137,7 +137,8 @@ pub fn add(e: ReqEntry) -> Result<c_int, Fail> {
 }
 
 fn req_slot(h: c_int) -> Result<usize, Fail> {
-    slot(h, KIND_REQUEST).ok_or_else(|| Fail::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))
+    slot(h, KIND_REQUEST)
+        .ok_or_else(|| Fail::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))
 }
 
 /// What a wait takes out of an entry.
@@ -255,7 +256,11 @@ fn wait_done(h: &mut c_int, r: Request<'static>) -> Result<Done, Fail> {
 
 fn comm_of(h: c_int) -> c_int {
     slot(h, KIND_REQUEST)
-        .and_then(|i| state::lock().as_ref().and_then(|st| st.reqs.get(i).map(|e| e.comm)))
+        .and_then(|i| {
+            state::lock()
+                .as_ref()
+                .and_then(|st| st.reqs.get(i).map(|e| e.comm))
+        })
         .unwrap_or(MPI_COMM_WORLD)
 }
 
@@ -390,7 +395,11 @@ entry! {
 }
 
 /// Test every request; the completed ones' indices and statuses.
-fn test_some(reqs: &mut [c_int], indices: &mut [c_int], statuses: *mut MpiStatus) -> Result<Option<usize>, Fail> {
+fn test_some(
+    reqs: &mut [c_int],
+    indices: &mut [c_int],
+    statuses: *mut MpiStatus,
+) -> Result<Option<usize>, Fail> {
     let mut k = 0;
     let mut active = 0;
     for i in 0..reqs.len() {
@@ -625,19 +634,34 @@ entry! {
 fn start(h: c_int) -> Res {
     let i = req_slot(h)?;
     let p = state::with(|st| {
-        let e = st.reqs.get(i).ok_or_else(|| Fail::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
+        let e = st
+            .reqs
+            .get(i)
+            .ok_or_else(|| Fail::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
         if e.live.is_some() || e.done.is_some() {
             return fail(MPI_ERR_REQUEST, "the persistent request is already active");
         }
-        e.persist.ok_or_else(|| Fail::new(MPI_ERR_REQUEST, "not a persistent request"))
+        e.persist
+            .ok_or_else(|| Fail::new(MPI_ERR_REQUEST, "not a persistent request"))
     })?;
     let mut fresh = match p {
-        Persist::Send { buf, count, dt, dest, tag, comm, mode } => {
-            crate::p2p::start_send(buf as *const _, count, dt, dest, tag, comm, mode)?
-        }
-        Persist::Recv { buf, count, dt, src, tag, comm } => {
-            crate::p2p::start_recv(buf as *mut _, count, dt, src, tag, comm)?
-        }
+        Persist::Send {
+            buf,
+            count,
+            dt,
+            dest,
+            tag,
+            comm,
+            mode,
+        } => crate::p2p::start_send(buf as *const _, count, dt, dest, tag, comm, mode)?,
+        Persist::Recv {
+            buf,
+            count,
+            dt,
+            src,
+            tag,
+            comm,
+        } => crate::p2p::start_recv(buf as *mut _, count, dt, src, tag, comm)?,
     };
     fresh.persist = Some(p);
     state::with(|st| {

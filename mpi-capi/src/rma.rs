@@ -31,11 +31,22 @@ pub type WinRef = Arc<WinEntry>;
 
 fn win(h: c_int) -> Result<WinRef, Fail> {
     slot(h, KIND_WIN)
-        .and_then(|i| state::lock().as_ref().and_then(|st| st.wins.get(i).map(|w| w.0.clone())))
+        .and_then(|i| {
+            state::lock()
+                .as_ref()
+                .and_then(|st| st.wins.get(i).map(|w| w.0.clone()))
+        })
         .ok_or_else(|| Fail::new(MPI_ERR_WIN, format!("invalid window {h:#x}")).on_win(h))
 }
 
-fn expose(comm: c_int, base: *mut u8, size: usize, disp_unit: c_int, owned: Option<(usize, usize)>, out: *mut c_int) -> Res {
+fn expose(
+    comm: c_int,
+    base: *mut u8,
+    size: usize,
+    disp_unit: c_int,
+    owned: Option<(usize, usize)>,
+    out: *mut c_int,
+) -> Res {
     let du = usize::try_from(disp_unit)
         .ok()
         .filter(|&d| d > 0)
@@ -49,7 +60,14 @@ fn expose(comm: c_int, base: *mut u8, size: usize, disp_unit: c_int, owned: Opti
         unsafe { std::slice::from_raw_parts_mut(base, size) }
     };
     let w = c.create_window(mem)?;
-    let entry = WinEntry { win: w, base: base as usize, size, disp_unit: du, errh: MPI_ERRORS_ARE_FATAL, owned };
+    let entry = WinEntry {
+        win: w,
+        base: base as usize,
+        size,
+        disp_unit: du,
+        errh: MPI_ERRORS_ARE_FATAL,
+        owned,
+    };
     let h = state::with(|st| {
         st.wins
             .insert(WinSlot(Arc::new(entry)))
@@ -173,7 +191,12 @@ fn rma_op(op: c_int) -> Result<RmaOp, Fail> {
         MPI_BXOR => SystemOperation::bitwise_xor().into(),
         MPI_REPLACE => RmaOp::Replace,
         MPI_NO_OP => RmaOp::NoOp,
-        _ => return fail(MPI_ERR_OP, format!("operation {op:#x} is not available to one-sided calls")),
+        _ => {
+            return fail(
+                MPI_ERR_OP,
+                format!("operation {op:#x} is not available to one-sided calls"),
+            )
+        }
     })
 }
 
@@ -181,31 +204,70 @@ fn rma_op(op: c_int) -> Result<RmaOp, Fail> {
 macro_rules! typed {
     ($dt:expr, $T:ident => $body:expr) => {{
         match comm_ty($dt)?.elem() {
-            Some(Elem::I8) => { type $T = i8; $body }
-            Some(Elem::U8) => { type $T = u8; $body }
-            Some(Elem::I16) => { type $T = i16; $body }
-            Some(Elem::U16) => { type $T = u16; $body }
-            Some(Elem::I32) => { type $T = i32; $body }
-            Some(Elem::U32) => { type $T = u32; $body }
-            Some(Elem::I64) => { type $T = i64; $body }
-            Some(Elem::U64) => { type $T = u64; $body }
-            Some(Elem::F32) => { type $T = f32; $body }
-            Some(Elem::F64) => { type $T = f64; $body }
-            None => fail(MPI_ERR_TYPE, "one-sided atomics need a predefined numeric datatype"),
+            Some(Elem::I8) => {
+                type $T = i8;
+                $body
+            }
+            Some(Elem::U8) => {
+                type $T = u8;
+                $body
+            }
+            Some(Elem::I16) => {
+                type $T = i16;
+                $body
+            }
+            Some(Elem::U16) => {
+                type $T = u16;
+                $body
+            }
+            Some(Elem::I32) => {
+                type $T = i32;
+                $body
+            }
+            Some(Elem::U32) => {
+                type $T = u32;
+                $body
+            }
+            Some(Elem::I64) => {
+                type $T = i64;
+                $body
+            }
+            Some(Elem::U64) => {
+                type $T = u64;
+                $body
+            }
+            Some(Elem::F32) => {
+                type $T = f32;
+                $body
+            }
+            Some(Elem::F64) => {
+                type $T = f64;
+                $body
+            }
+            None => fail(
+                MPI_ERR_TYPE,
+                "one-sided atomics need a predefined numeric datatype",
+            ),
         }
     }};
 }
 
 fn aligned<'a, T>(p: *const c_void, n: usize, what: &str) -> Result<&'a [T], Fail> {
     if n > 0 && (p as usize) % std::mem::align_of::<T>() != 0 {
-        return fail(MPI_ERR_BUFFER, format!("{what} is not aligned for its datatype"));
+        return fail(
+            MPI_ERR_BUFFER,
+            format!("{what} is not aligned for its datatype"),
+        );
     }
     ptr::slice(p.cast::<T>(), n, what)
 }
 
 fn aligned_mut<'a, T>(p: *mut c_void, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
     if n > 0 && (p as usize) % std::mem::align_of::<T>() != 0 {
-        return fail(MPI_ERR_BUFFER, format!("{what} is not aligned for its datatype"));
+        return fail(
+            MPI_ERR_BUFFER,
+            format!("{what} is not aligned for its datatype"),
+        );
     }
     ptr::slice_mut(p.cast::<T>(), n, what)
 }
@@ -304,13 +366,19 @@ macro_rules! win_call {
 
 win_call!(MPI_Win_fence, PMPI_Win_fence, (_assert: c_int), |w| w.win.fence());
 win_call!(MPI_Win_flush, PMPI_Win_flush, (rank: c_int), |w| w.win.flush(rank));
-win_call!(MPI_Win_flush_all, PMPI_Win_flush_all, (), |w| w.win.flush_all());
+win_call!(MPI_Win_flush_all, PMPI_Win_flush_all, (), |w| w
+    .win
+    .flush_all());
 win_call!(MPI_Win_flush_local, PMPI_Win_flush_local, (rank: c_int), |w| w.win.flush_local(rank));
-win_call!(MPI_Win_flush_local_all, PMPI_Win_flush_local_all, (), |w| w.win.flush_local_all());
+win_call!(MPI_Win_flush_local_all, PMPI_Win_flush_local_all, (), |w| w
+    .win
+    .flush_local_all());
 win_call!(MPI_Win_sync, PMPI_Win_sync, (), |w| w.win.sync());
 win_call!(MPI_Win_unlock, PMPI_Win_unlock, (rank: c_int), |w| w.win.unlock_held(rank));
 win_call!(MPI_Win_lock_all, PMPI_Win_lock_all, (_assert: c_int), |w| w.win.lock_all_held());
-win_call!(MPI_Win_unlock_all, PMPI_Win_unlock_all, (), |w| w.win.unlock_all_held());
+win_call!(MPI_Win_unlock_all, PMPI_Win_unlock_all, (), |w| w
+    .win
+    .unlock_all_held());
 
 entry! {
     fn MPI_Win_lock | PMPI_Win_lock(lock_type: c_int, rank: c_int, _assert: c_int, win: c_int) {

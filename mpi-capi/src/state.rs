@@ -16,7 +16,6 @@ use crate::datatype::Derived;
 use crate::error::{fail, Fail, On};
 use crate::request::ReqEntry;
 
-
 /// A slot table: handles are `kind | slot`.
 pub struct Table<T> {
     slots: Vec<Option<T>>,

@@ -51,7 +51,10 @@ pub unsafe fn immediate_send(
         SendMode::Ready => Mode::Ready,
     };
     // SAFETY: forwarded from our caller.
-    let id = unsafe { c.dev.isend(c.ctx, c.me, dst, tag, ptr, len, mode, None, false)? };
+    let id = unsafe {
+        c.dev
+            .isend(c.ctx, c.me, dst, tag, ptr, len, mode, None, false)?
+    };
     Ok(Request::raw(c.dev.clone(), id, false))
 }
 

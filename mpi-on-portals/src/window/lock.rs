@@ -324,9 +324,7 @@ impl<T: Equivalence> Window<'_, T> {
     /// without it.
     pub fn unlock_all_held(&self) -> Result<()> {
         if !self.core.lock().epochs.lock_all {
-            return Err(MpiError::RmaEpoch(
-                "unlock_all without lock_all".into(),
-            ));
+            return Err(MpiError::RmaEpoch("unlock_all without lock_all".into()));
         }
         self.unlock_all()
     }

@@ -16,7 +16,12 @@ fn ptl(e: PtlError) -> MpiError {
 impl Window<'_, u8> {
     /// `n` elements of `U` at byte `disp` of `target`: the rank index and
     /// location, with `U`'s alignment checked.
-    fn typed_target<U>(&self, target: Rank, disp: usize, n: usize) -> Result<(u32, super::ops::Loc)> {
+    fn typed_target<U>(
+        &self,
+        target: Rank,
+        disp: usize,
+        n: usize,
+    ) -> Result<(u32, super::ops::Loc)> {
         let sz = std::mem::size_of::<U>();
         if disp % sz != 0 {
             return Err(MpiError::RmaUnsupported(format!(

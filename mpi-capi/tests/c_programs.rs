@@ -1,0 +1,295 @@
+//! C programs built with `mpicc.mpich` (MPICH's headers and link line,
+//! unmodified) run against this crate's `libmpich.so.12` under the
+//! `ptlrun` launcher library: the project's `bench/c` benchmarks (tcp and
+//! shm, 2 and 4 ranks), the semantics suite `tests/c/semantics.c` (4
+//! ranks), and the fatal-error paths. Skipped, saying so, where
+//! `mpicc.mpich` is not installed (`.ci/run` installs `mpich
+//! libmpich-dev`). Every run has a timeout.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
+use portals_runtime::{JobOptions, NalKind};
+
+const JOB_LIMIT: Duration = Duration::from_secs(180);
+
+fn manifest() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn have_mpicc() -> bool {
+    let ok = Command::new("mpicc.mpich")
+        .arg("-show")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: mpicc.mpich is not installed (apt-get install mpich libmpich-dev)");
+    }
+    ok
+}
+
+/// A directory with `libmpich.so.12`, the soname MPICH programs need,
+/// pointing at the library cargo built beside this test.
+fn lib_dir(out: &Path) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("target/<profile>/deps");
+    let so = deps.join("libmpich.so");
+    assert!(so.exists(), "libmpich.so is not in {}", deps.display());
+    let dir = out.join("lib");
+    std::fs::create_dir_all(&dir).expect("lib dir");
+    let link = dir.join("libmpich.so.12");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&so, &link).expect("symlink libmpich.so.12");
+    dir
+}
+
+struct Built {
+    lib: PathBuf,
+    progs: Vec<(String, PathBuf)>,
+}
+
+/// Build the programs once per test process.
+fn built() -> &'static Built {
+    static B: OnceLock<Built> = OnceLock::new();
+    B.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("mpi-capi-c-{}", std::process::id()));
+        std::fs::create_dir_all(&out).expect("output dir");
+        let lib = lib_dir(&out);
+        let bench = manifest().join("../bench/c");
+        let common = bench.join("common.c");
+        let list: Vec<(&str, PathBuf, Option<&str>, bool)> = vec![
+            ("latency", bench.join("latency.c"), None, true),
+            (
+                "bandwidth",
+                bench.join("bandwidth.c"),
+                Some("-DBENCH_MODE=0"),
+                true,
+            ),
+            (
+                "msgrate",
+                bench.join("bandwidth.c"),
+                Some("-DBENCH_MODE=2"),
+                true,
+            ),
+            ("matchlist", bench.join("matchlist.c"), None, true),
+            ("comb", bench.join("comb.c"), None, true),
+            ("overlap", bench.join("overlap.c"), None, true),
+            (
+                "allreduce",
+                bench.join("collectives.c"),
+                Some("-DBENCH_MODE=0"),
+                true,
+            ),
+            (
+                "bcast",
+                bench.join("collectives.c"),
+                Some("-DBENCH_MODE=1"),
+                true,
+            ),
+            ("nbc-overlap", bench.join("nbc_overlap.c"), None, true),
+            (
+                "rma-latency",
+                bench.join("rma.c"),
+                Some("-DBENCH_MODE=0"),
+                true,
+            ),
+            ("rma-bw", bench.join("rma.c"), Some("-DBENCH_MODE=1"), true),
+            (
+                "semantics",
+                manifest().join("tests/c/semantics.c"),
+                None,
+                false,
+            ),
+            ("fatal", manifest().join("tests/c/fatal.c"), None, false),
+        ];
+        let progs = list
+            .into_iter()
+            .map(|(name, src, def, with_common)| {
+                let exe = out.join(name);
+                let mut cmd = Command::new("mpicc.mpich");
+                cmd.args(["-O2", "-std=c99", "-w", "-o"]).arg(&exe);
+                if let Some(d) = def {
+                    cmd.arg(d);
+                }
+                cmd.arg(&src);
+                if with_common {
+                    cmd.arg(&common);
+                }
+                let st = cmd.status().expect("run mpicc.mpich");
+                assert!(st.success(), "mpicc.mpich failed on {}", src.display());
+                (name.to_string(), exe)
+            })
+            .collect();
+        Built { lib, progs }
+    })
+}
+
+fn run(name: &str, ranks: u32, nal: NalKind, args: &[&str]) -> LaunchOutcome {
+    let b = built();
+    let prog = b
+        .progs
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, p)| p.clone())
+        .expect("built");
+    let mut spec = LaunchSpec::new(ranks, prog);
+    spec.args = args.iter().map(Into::into).collect();
+    spec.options = JobOptions {
+        nal,
+        timeout: Duration::from_secs(60),
+        ..JobOptions::default()
+    };
+    spec.env = vec![("LD_LIBRARY_PATH".into(), b.lib.display().to_string())];
+    spec.output = Output::Capture;
+    spec.timeout = Some(JOB_LIMIT);
+    launch(&spec).expect("launch")
+}
+
+/// The job succeeded and rank 0 printed `points` JSON records.
+fn assert_points(out: &LaunchOutcome, points: usize, what: &str) {
+    let t = out.transcript();
+    assert_eq!(out.status, 0, "{what}: {:?}\n{t}", out.reason);
+    let n = out
+        .stdout_of(0)
+        .lines()
+        .filter(|l| l.starts_with("{\"bench\"") && l.contains("\"value\":"))
+        .count();
+    assert_eq!(n, points, "{what}: rank 0 printed {n} records\n{t}");
+}
+
+fn bench_suite(nal: NalKind) {
+    let two = [
+        ("latency", vec!["-s", "0,8,64K", "-r", "1", "-i", "20"], 3),
+        ("bandwidth", vec!["-s", "1K,64K", "-r", "1", "-i", "3"], 2),
+        ("msgrate", vec!["-r", "1", "-i", "3"], 1),
+        ("matchlist", vec!["-n", "1,10", "-r", "1", "-i", "10"], 2),
+        ("comb", vec!["-r", "1", "-T", "2000", "-f", "100"], 1),
+        ("rma-latency", vec!["-s", "8", "-r", "1", "-i", "10"], 3),
+        ("rma-bw", vec!["-s", "1K", "-r", "1", "-i", "2"], 1),
+    ];
+    for (name, args, points) in two {
+        let out = run(name, 2, nal, &args);
+        assert_points(&out, points, &format!("{name} {nal:?}"));
+    }
+    for ranks in [2, 4] {
+        for name in ["allreduce", "bcast"] {
+            let out = run(name, ranks, nal, &["-s", "8,1K", "-r", "1", "-i", "5"]);
+            assert_points(&out, 2, &format!("{name} {ranks} ranks {nal:?}"));
+        }
+        let out = run(
+            "nbc-overlap",
+            ranks,
+            nal,
+            &["-s", "8", "-r", "1", "-i", "3", "-f", "1"],
+        );
+        assert_eq!(
+            out.status,
+            0,
+            "nbc-overlap {ranks} ranks\n{}",
+            out.transcript()
+        );
+    }
+}
+
+#[test]
+fn bench_c_programs_run_over_tcp() {
+    if have_mpicc() {
+        bench_suite(NalKind::Tcp);
+    }
+}
+
+#[test]
+fn bench_c_programs_run_over_shm() {
+    if have_mpicc() {
+        bench_suite(NalKind::Shm);
+    }
+}
+
+/// Every check of `semantics.c` (ranks, statuses, counts, persistent
+/// requests, cancel, derived types, reductions, MINLOC, user operations,
+/// collectives, communicators, group translations, RMA, error classes
+/// under `MPI_ERRORS_RETURN`, an unsupported function's class) passes on
+/// every rank.
+#[test]
+fn semantics_c_passes_on_four_ranks() {
+    if !have_mpicc() {
+        return;
+    }
+    for nal in [NalKind::Tcp, NalKind::Shm] {
+        let out = run("semantics", 4, nal, &[]);
+        let t = out.transcript();
+        assert_eq!(out.status, 0, "{nal:?}: {:?}\n{t}", out.reason);
+        for r in 0..4 {
+            assert!(
+                out.stdout_of(r).contains("OK semantics"),
+                "{nal:?} rank {r}\n{t}"
+            );
+        }
+    }
+}
+
+/// Under the default `MPI_ERRORS_ARE_FATAL`, an invalid rank ends the job
+/// with a message naming the call.
+#[test]
+fn errors_are_fatal_aborts_the_job_naming_the_call() {
+    if !have_mpicc() {
+        return;
+    }
+    let out = run("fatal", 2, NalKind::Tcp, &[]);
+    let t = out.transcript();
+    assert_ne!(out.status, 0, "the job should have failed\n{t}");
+    assert!(
+        t.contains("MPI error in MPI_Send"),
+        "no message naming MPI_Send\n{t}"
+    );
+    assert!(
+        t.contains("MPI_ERR_RANK"),
+        "no error class in the message\n{t}"
+    );
+    assert!(!t.contains("NOT REACHED"), "{t}");
+}
+
+#[test]
+fn finalize_twice_is_an_error_naming_the_call() {
+    if !have_mpicc() {
+        return;
+    }
+    let out = run("fatal", 2, NalKind::Tcp, &["finalize-twice"]);
+    let t = out.transcript();
+    assert_ne!(out.status, 0, "{t}");
+    assert!(
+        t.contains("MPI error in MPI_Finalize: MPI_Finalize was already called"),
+        "{t}"
+    );
+}
+
+/// Every function of MPICH's `mpi.h` (`functions.txt`) resolves in the
+/// library, with its `PMPI_` name: no MPICH program fails to load.
+#[test]
+fn every_mpi_h_function_is_exported() {
+    let exe = std::env::current_exe().expect("exe");
+    let so = exe.parent().expect("deps").join("libmpich.so");
+    let names = std::fs::read_to_string(manifest().join("functions.txt")).expect("functions.txt");
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so)
+        .output();
+    let Ok(out) = out else {
+        eprintln!("SKIPPED: nm is not installed");
+        return;
+    };
+    let syms = String::from_utf8_lossy(&out.stdout).into_owned();
+    let defined: std::collections::HashSet<&str> = syms
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    for n in names.lines().filter(|l| !l.is_empty()) {
+        assert!(defined.contains(n), "{n} is not exported");
+        let p = format!("P{n}");
+        assert!(defined.contains(p.as_str()), "{p} is not exported");
+    }
+}
