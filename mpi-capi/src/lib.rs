@@ -18,6 +18,8 @@
 //! and fails with `MPI_ERR_UNSUPPORTED_OPERATION`. See the README.
 
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
+// The request loops hand indices back to C (`MPI_Waitany`'s index).
+#![allow(clippy::needless_range_loop)]
 
 /// Define `MPI_X` and `PMPI_X`: the body (a block returning
 /// [`error::Res`]) runs in `PMPI_X` under [`error::guard`].

@@ -462,9 +462,8 @@ entry! {
         let taken = ATTACHED.lock().unwrap_or_else(|p| p.into_inner()).take();
         let (b, n) = taken.unwrap_or((0, 0));
         if taken.is_some() {
-            // Waits for the buffered sends outside the state lock.
-            let u = state::with(|st| Ok(st.universe.world()))?;
-            drop(u);
+            // Waits for the buffered sends under the state lock (detach is
+            // rare; other threads' calls wait meanwhile).
             let g = state::lock();
             if let Some(st) = g.as_ref() {
                 st.universe.buffer_detach()?;

@@ -63,7 +63,7 @@ impl Done {
     }
 
     /// Write into a C status unless it is `MPI_STATUS_IGNORE`.
-    pub fn write(&self, s: *mut MpiStatus, with_error: bool) {
+    pub(crate) fn write(&self, s: *mut MpiStatus, with_error: bool) {
         if ptr::ignored(s) {
             return;
         }
