@@ -267,6 +267,20 @@ fn finalize_twice_is_an_error_naming_the_call() {
     );
 }
 
+/// A call before `MPI_Init` goes to the (fatal) default handler: the
+/// process ends with a message naming the call, it does not crash.
+#[test]
+fn a_call_before_init_fails_naming_the_call() {
+    if !have_mpicc() {
+        return;
+    }
+    let out = run("fatal", 2, NalKind::Tcp, &["before-init"]);
+    let t = out.transcript();
+    assert_ne!(out.status, 0, "{t}");
+    assert!(t.contains("MPI error in MPI_Comm_rank: called before MPI_Init"), "{t}");
+    assert!(!t.contains("NOT REACHED"), "{t}");
+}
+
 /// Every function of MPICH's `mpi.h` (`functions.txt`) resolves in the
 /// library, with its `PMPI_` name: no MPICH program fails to load.
 #[test]
@@ -292,4 +306,40 @@ fn every_mpi_h_function_is_exported() {
         let p = format!("P{n}");
         assert!(defined.contains(p.as_str()), "{p} is not exported");
     }
+}
+
+/// Started by MPICH's own launcher (`mpiexec.hydra`, PMI) instead of
+/// `ptlrun`, the same binaries join through PMI: the semantics suite on 4
+/// ranks and a benchmark on 2. Skipped, saying so, without hydra.
+#[test]
+fn semantics_and_latency_run_under_mpiexec_hydra() {
+    if !have_mpicc() {
+        return;
+    }
+    let b = built();
+    let prog = |n: &str| {
+        b.progs
+            .iter()
+            .find(|(p, _)| p == n)
+            .map(|(_, p)| p.display().to_string())
+            .expect("built")
+    };
+    let lib = b.lib.display().to_string();
+    let env = [("LD_LIBRARY_PATH", lib.as_str())];
+    let sem = prog("semantics");
+    let Some(r) = portals_tests::hydra::run(&["-n", "4", &sem], &env, JOB_LIMIT) else {
+        return;
+    };
+    assert!(r.ok(), "semantics under hydra: {}", r.describe());
+    assert_eq!(r.stdout.matches("OK semantics").count(), 4, "{}", r.describe());
+    let lat = prog("latency");
+    let Some(r) = portals_tests::hydra::run(
+        &["-n", "2", &lat, "-s", "8", "-r", "1", "-i", "20"],
+        &env,
+        JOB_LIMIT,
+    ) else {
+        return;
+    };
+    assert!(r.ok(), "latency under hydra: {}", r.describe());
+    assert_eq!(r.stdout.matches("\"bench\":\"latency\"").count(), 1, "{}", r.describe());
 }

@@ -1,12 +1,18 @@
 /* Under the default MPI_ERRORS_ARE_FATAL, rank 1 sends to a rank that
  * does not exist: the job must abort with a message naming MPI_Send.
- * With argument "finalize-twice", every rank calls MPI_Finalize twice. */
+ * With argument "finalize-twice", every rank calls MPI_Finalize twice;
+ * with "before-init", it calls MPI_Comm_rank before MPI_Init. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
 int main(int argc, char **argv) {
     int rank, x = 1;
+    if (argc > 1 && strcmp(argv[1], "before-init") == 0) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        printf("NOT REACHED\n");
+        return 0;
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (argc > 1 && strcmp(argv[1], "finalize-twice") == 0) {
