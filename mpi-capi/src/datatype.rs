@@ -407,3 +407,84 @@ entry! {
         ptr::out(extent, hi - lo, "true_extent")
     }
 }
+
+entry! {
+    fn MPI_Type_create_hvector | PMPI_Type_create_hvector(
+        count: c_int,
+        blocklength: c_int,
+        stride: isize,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let (n, bl) = (ptr::count(count)?, ptr::count(blocklength)?);
+        let t = ty(oldtype)?;
+        let pieces: Vec<_> = (0..n).map(|i| (i as isize * stride, bl, t.clone())).collect();
+        add(build(&pieces), newtype)
+    }
+}
+
+entry! {
+    fn MPI_Type_create_hindexed | PMPI_Type_create_hindexed(
+        count: c_int,
+        blocklengths: *const c_int,
+        displacements: *const isize,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let n = ptr::count(count)?;
+        let bl = ptr::slice(blocklengths, n, "array_of_blocklengths")?;
+        let dp = ptr::slice(displacements, n, "array_of_displacements")?;
+        let t = ty(oldtype)?;
+        let mut pieces = Vec::with_capacity(n);
+        for i in 0..n {
+            pieces.push((dp[i], ptr::count(bl[i])?, t.clone()));
+        }
+        add(build(&pieces), newtype)
+    }
+}
+
+entry! {
+    fn MPI_Type_create_indexed_block | PMPI_Type_create_indexed_block(
+        count: c_int,
+        blocklength: c_int,
+        displacements: *const c_int,
+        oldtype: c_int,
+        newtype: *mut c_int,
+    ) {
+        let n = ptr::count(count)?;
+        let bl = ptr::count(blocklength)?;
+        let dp = ptr::slice(displacements, n, "array_of_displacements")?;
+        let t = ty(oldtype)?;
+        let ext = t.extent() as isize;
+        let pieces: Vec<_> = dp.iter().map(|&d| (d as isize * ext, bl, t.clone())).collect();
+        add(build(&pieces), newtype)
+    }
+}
+
+entry! {
+    fn MPI_Type_create_resized | PMPI_Type_create_resized(oldtype: c_int, lb: isize, extent: isize, newtype: *mut c_int) {
+        let t = ty(oldtype)?;
+        let ext = usize::try_from(extent).map_err(|_| Fail::new(MPI_ERR_ARG, format!("negative extent {extent}")))?;
+        let mut d = build(&[(0, 1, t)]);
+        d.lb = lb;
+        d.extent = ext;
+        add(d, newtype)
+    }
+}
+
+entry! {
+    fn MPI_Type_dup | PMPI_Type_dup(oldtype: c_int, newtype: *mut c_int) {
+        let t = ty(oldtype)?;
+        let mut d = build(&[(0, 1, t.clone())]);
+        d.lb = t.lb();
+        d.extent = t.extent();
+        d.committed = true;
+        add(d, newtype)
+    }
+}
+
+entry! {
+    fn MPI_Get_address | PMPI_Get_address(location: *const c_void, address: *mut isize) {
+        ptr::out(address, location as isize, "address")
+    }
+}

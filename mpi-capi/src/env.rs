@@ -53,6 +53,7 @@ fn init(required: c_int) -> Res {
             ops: Table::default(),
             wins: Table::default(),
             reqs: Table::default(),
+            msgs: Table::default(),
         };
         for comm in [world, selfc] {
             st.comms.insert(CommEntry {
@@ -320,5 +321,26 @@ entry! {
             return fail(MPI_ERR_ARG, format!("invalid error code {errorcode}"));
         }
         ptr::out(errorclass, errorcode, "errorclass")
+    }
+}
+
+entry! {
+    /// Plain `malloc`: no memory is special to the engine.
+    fn MPI_Alloc_mem | PMPI_Alloc_mem(size: isize, _info: c_int, baseptr: *mut c_void) {
+        let n = usize::try_from(size).map_err(|_| Fail::new(MPI_ERR_ARG, format!("invalid size {size}")))?;
+        // SAFETY: malloc of any size; the result is checked.
+        let p = unsafe { libc::malloc(n.max(1)) };
+        if p.is_null() {
+            return fail(MPI_ERR_NO_MEM, format!("cannot allocate {n} bytes"));
+        }
+        ptr::out(baseptr.cast::<*mut c_void>(), p, "baseptr")
+    }
+}
+
+entry! {
+    fn MPI_Free_mem | PMPI_Free_mem(base: *mut c_void) {
+        // SAFETY: MPI requires `base` to come from MPI_Alloc_mem (malloc).
+        unsafe { libc::free(base) };
+        Ok(())
     }
 }

@@ -59,6 +59,7 @@ pub mod consts;
 pub mod datatype;
 pub mod env;
 pub mod error;
+pub mod mprobe;
 pub mod p2p;
 mod ptr;
 pub mod request;

@@ -103,6 +103,8 @@ pub struct State {
     pub ops: Table<UserOp>,
     pub wins: Table<crate::rma::WinSlot>,
     pub reqs: Table<ReqEntry>,
+    /// Probed messages (`MPI_Mprobe`).
+    pub msgs: Table<crate::mprobe::Msg>,
     /// The world rank of this process and the job size, for quick access.
     pub rank: c_int,
     pub size: c_int,

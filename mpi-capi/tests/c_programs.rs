@@ -277,7 +277,10 @@ fn a_call_before_init_fails_naming_the_call() {
     let out = run("fatal", 2, NalKind::Tcp, &["before-init"]);
     let t = out.transcript();
     assert_ne!(out.status, 0, "{t}");
-    assert!(t.contains("MPI error in MPI_Comm_rank: called before MPI_Init"), "{t}");
+    assert!(
+        t.contains("MPI error in MPI_Comm_rank: called before MPI_Init"),
+        "{t}"
+    );
     assert!(!t.contains("NOT REACHED"), "{t}");
 }
 
@@ -331,7 +334,12 @@ fn semantics_and_latency_run_under_mpiexec_hydra() {
         return;
     };
     assert!(r.ok(), "semantics under hydra: {}", r.describe());
-    assert_eq!(r.stdout.matches("OK semantics").count(), 4, "{}", r.describe());
+    assert_eq!(
+        r.stdout.matches("OK semantics").count(),
+        4,
+        "{}",
+        r.describe()
+    );
     let lat = prog("latency");
     let Some(r) = portals_tests::hydra::run(
         &["-n", "2", &lat, "-s", "8", "-r", "1", "-i", "20"],
@@ -341,5 +349,10 @@ fn semantics_and_latency_run_under_mpiexec_hydra() {
         return;
     };
     assert!(r.ok(), "latency under hydra: {}", r.describe());
-    assert_eq!(r.stdout.matches("\"bench\":\"latency\"").count(), 1, "{}", r.describe());
+    assert_eq!(
+        r.stdout.matches("\"bench\":\"latency\"").count(),
+        1,
+        "{}",
+        r.describe()
+    );
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 
 static int rank, size;
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #c); MPI_Abort(MPI_COMM_WORLD, 3); } } while (0)
@@ -227,6 +228,47 @@ int main(int argc, char **argv) {
     if (rank == 1) CHECK(base[0] == 4);
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Win_free(&win);
+
+    /* Matched probe and receive; more type constructors; memory. */
+    if (rank == 2) {
+        short sh[3] = {5, 6, 7};
+        MPI_Send(sh, 3, MPI_SHORT, 3, 21, MPI_COMM_WORLD);
+    } else if (rank == 3) {
+        MPI_Message msg;
+        MPI_Mprobe(MPI_ANY_SOURCE, 21, MPI_COMM_WORLD, &msg, &st);
+        MPI_Get_count(&st, MPI_SHORT, &count);
+        CHECK(count == 3 && st.MPI_SOURCE == 2 && msg != MPI_MESSAGE_NULL);
+        short sh[3];
+        MPI_Mrecv(sh, 3, MPI_SHORT, &msg, &st);
+        CHECK(msg == MPI_MESSAGE_NULL && sh[2] == 7 && st.MPI_TAG == 21);
+    }
+    MPI_Message nomsg;
+    MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &nomsg, &st);
+    CHECK(nomsg == MPI_MESSAGE_NO_PROC);
+    struct pt { double x; int k; } pts[2];
+    MPI_Aint a0, a1;
+    MPI_Get_address(&pts[0].x, &a0);
+    MPI_Get_address(&pts[0].k, &a1);
+    CHECK(a1 - a0 == (MPI_Aint)offsetof(struct pt, k));
+    int bls[2] = {1, 1};
+    MPI_Aint dps[2] = {0, a1 - a0};
+    MPI_Datatype tys[2] = {MPI_DOUBLE, MPI_INT}, pt_t, pt_r;
+    MPI_Type_create_struct(2, bls, dps, tys, &pt_t);
+    MPI_Type_create_resized(pt_t, 0, sizeof(struct pt), &pt_r);
+    MPI_Type_commit(&pt_r);
+    MPI_Type_get_extent(pt_r, &lb, &ext);
+    MPI_Type_size(pt_r, &tsize);
+    CHECK(ext == (MPI_Aint)sizeof(struct pt) && tsize == 12);
+    struct pt pin2[2];
+    pts[0].x = rank + 0.5; pts[0].k = rank; pts[1].x = rank + 1.5; pts[1].k = -rank;
+    MPI_Sendrecv(pts, 2, pt_r, next, 22, pin2, 2, pt_r, prev, 22, MPI_COMM_WORLD, &st);
+    CHECK(pin2[1].x == prev + 1.5 && pin2[1].k == -prev && pin2[0].k == prev);
+    MPI_Type_free(&pt_t);
+    MPI_Type_free(&pt_r);
+    void *mem;
+    MPI_Alloc_mem(64, MPI_INFO_NULL, &mem);
+    CHECK(mem != NULL);
+    MPI_Free_mem(mem);
 
     /* Errors under MPI_ERRORS_RETURN: classes, no abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
