@@ -105,6 +105,7 @@ fn built() -> &'static Built {
                 false,
             ),
             ("fatal", manifest().join("tests/c/fatal.c"), None, false),
+            ("abi", manifest().join("tests/c/abi.c"), None, false),
         ];
         let progs = list
             .into_iter()
@@ -282,6 +283,153 @@ fn a_call_before_init_fails_naming_the_call() {
         "{t}"
     );
     assert!(!t.contains("NOT REACHED"), "{t}");
+}
+
+/// The values the library hard-codes (`src/consts.rs`) are those of the
+/// installed MPICH `mpi.h`: handles, sentinels, error classes, the
+/// `MPI_Status` layout.
+#[test]
+fn abi_values_match_mpich_mpi_h() {
+    use mpich::consts::*;
+    if !have_mpicc() {
+        return;
+    }
+    let b = built();
+    let exe = b
+        .progs
+        .iter()
+        .find(|(n, _)| n == "abi")
+        .map(|(_, p)| p)
+        .expect("built");
+    let out = Command::new(exe).output().expect("run abi");
+    assert!(out.status.success(), "abi failed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let c: std::collections::HashMap<&str, i64> = text
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(k, v)| (k, v.parse().expect("number")))
+        .collect();
+    let rust: &[(&str, i64)] = &[
+        ("MPI_COMM_WORLD", MPI_COMM_WORLD as i64),
+        ("MPI_COMM_SELF", MPI_COMM_SELF as i64),
+        ("MPI_COMM_NULL", MPI_COMM_NULL as i64),
+        ("MPI_GROUP_NULL", MPI_GROUP_NULL as i64),
+        ("MPI_GROUP_EMPTY", MPI_GROUP_EMPTY as i64),
+        ("MPI_DATATYPE_NULL", MPI_DATATYPE_NULL as i64),
+        ("MPI_OP_NULL", MPI_OP_NULL as i64),
+        ("MPI_REQUEST_NULL", MPI_REQUEST_NULL as i64),
+        ("MPI_MESSAGE_NULL", MPI_MESSAGE_NULL as i64),
+        ("MPI_MESSAGE_NO_PROC", MPI_MESSAGE_NO_PROC as i64),
+        ("MPI_WIN_NULL", MPI_WIN_NULL as i64),
+        ("MPI_INFO_NULL", MPI_INFO_NULL as i64),
+        ("MPI_ERRHANDLER_NULL", MPI_ERRHANDLER_NULL as i64),
+        ("MPI_ERRORS_ARE_FATAL", MPI_ERRORS_ARE_FATAL as i64),
+        ("MPI_ERRORS_RETURN", MPI_ERRORS_RETURN as i64),
+        ("MPI_SUM", MPI_SUM as i64),
+        ("MPI_PROD", MPI_PROD as i64),
+        ("MPI_MAX", MPI_MAX as i64),
+        ("MPI_MIN", MPI_MIN as i64),
+        ("MPI_LAND", MPI_LAND as i64),
+        ("MPI_LOR", MPI_LOR as i64),
+        ("MPI_LXOR", MPI_LXOR as i64),
+        ("MPI_BAND", MPI_BAND as i64),
+        ("MPI_BOR", MPI_BOR as i64),
+        ("MPI_BXOR", MPI_BXOR as i64),
+        ("MPI_MINLOC", MPI_MINLOC as i64),
+        ("MPI_MAXLOC", MPI_MAXLOC as i64),
+        ("MPI_REPLACE", MPI_REPLACE as i64),
+        ("MPI_NO_OP", MPI_NO_OP as i64),
+        ("MPI_UNDEFINED", MPI_UNDEFINED as i64),
+        ("MPI_PROC_NULL", MPI_PROC_NULL as i64),
+        ("MPI_ANY_SOURCE", MPI_ANY_SOURCE as i64),
+        ("MPI_ANY_TAG", MPI_ANY_TAG as i64),
+        ("MPI_IDENT", MPI_IDENT as i64),
+        ("MPI_CONGRUENT", MPI_CONGRUENT as i64),
+        ("MPI_SIMILAR", MPI_SIMILAR as i64),
+        ("MPI_UNEQUAL", MPI_UNEQUAL as i64),
+        ("MPI_TAG_UB", MPI_TAG_UB as i64),
+        ("MPI_WIN_BASE", MPI_WIN_BASE as i64),
+        ("MPI_WIN_SIZE", MPI_WIN_SIZE as i64),
+        ("MPI_WIN_DISP_UNIT", MPI_WIN_DISP_UNIT as i64),
+        ("MPI_LOCK_EXCLUSIVE", MPI_LOCK_EXCLUSIVE as i64),
+        ("MPI_LOCK_SHARED", MPI_LOCK_SHARED as i64),
+        ("MPI_THREAD_MULTIPLE", MPI_THREAD_MULTIPLE as i64),
+        ("MPI_MAX_PROCESSOR_NAME", MPI_MAX_PROCESSOR_NAME as i64),
+        ("MPI_MAX_ERROR_STRING", MPI_MAX_ERROR_STRING as i64),
+        ("MPI_VERSION", MPI_VERSION as i64),
+        ("MPI_SUBVERSION", MPI_SUBVERSION as i64),
+        ("MPI_SUCCESS", MPI_SUCCESS as i64),
+        ("MPI_ERR_BUFFER", MPI_ERR_BUFFER as i64),
+        ("MPI_ERR_COUNT", MPI_ERR_COUNT as i64),
+        ("MPI_ERR_TYPE", MPI_ERR_TYPE as i64),
+        ("MPI_ERR_TAG", MPI_ERR_TAG as i64),
+        ("MPI_ERR_COMM", MPI_ERR_COMM as i64),
+        ("MPI_ERR_RANK", MPI_ERR_RANK as i64),
+        ("MPI_ERR_ROOT", MPI_ERR_ROOT as i64),
+        ("MPI_ERR_GROUP", MPI_ERR_GROUP as i64),
+        ("MPI_ERR_OP", MPI_ERR_OP as i64),
+        ("MPI_ERR_ARG", MPI_ERR_ARG as i64),
+        ("MPI_ERR_TRUNCATE", MPI_ERR_TRUNCATE as i64),
+        ("MPI_ERR_OTHER", MPI_ERR_OTHER as i64),
+        ("MPI_ERR_INTERN", MPI_ERR_INTERN as i64),
+        ("MPI_ERR_IN_STATUS", MPI_ERR_IN_STATUS as i64),
+        ("MPI_ERR_REQUEST", MPI_ERR_REQUEST as i64),
+        ("MPI_ERR_NO_MEM", MPI_ERR_NO_MEM as i64),
+        (
+            "MPI_ERR_UNSUPPORTED_OPERATION",
+            MPI_ERR_UNSUPPORTED_OPERATION as i64,
+        ),
+        ("MPI_ERR_WIN", MPI_ERR_WIN as i64),
+        ("MPI_ERR_RMA_SYNC", MPI_ERR_RMA_SYNC as i64),
+        ("MPI_ERR_RMA_RANGE", MPI_ERR_RMA_RANGE as i64),
+        ("MPI_ERR_PROC_ABORTED", MPI_ERR_PROC_ABORTED as i64),
+        ("(size_t)MPI_STATUS_IGNORE", STATUS_IGNORE_ADDR as i64),
+        ("(size_t)MPI_STATUSES_IGNORE", STATUS_IGNORE_ADDR as i64),
+        ("(size_t)MPI_IN_PLACE", IN_PLACE_ADDR as i64),
+        ("(size_t)MPI_BOTTOM", 0),
+        (
+            "sizeof(MPI_Status)",
+            std::mem::size_of::<MpiStatus>() as i64,
+        ),
+        (
+            "offsetof(MPI_Status, count_lo)",
+            std::mem::offset_of!(MpiStatus, count_lo) as i64,
+        ),
+        (
+            "offsetof(MPI_Status, count_hi_and_cancelled)",
+            std::mem::offset_of!(MpiStatus, count_hi_and_cancelled) as i64,
+        ),
+        (
+            "offsetof(MPI_Status, MPI_SOURCE)",
+            std::mem::offset_of!(MpiStatus, source) as i64,
+        ),
+        (
+            "offsetof(MPI_Status, MPI_TAG)",
+            std::mem::offset_of!(MpiStatus, tag) as i64,
+        ),
+        (
+            "offsetof(MPI_Status, MPI_ERROR)",
+            std::mem::offset_of!(MpiStatus, error) as i64,
+        ),
+        ("sizeof(MPI_Aint)", std::mem::size_of::<isize>() as i64),
+        (
+            "sizeof(MPI_Comm)",
+            std::mem::size_of::<std::ffi::c_int>() as i64,
+        ),
+    ];
+    assert_eq!(
+        c.len(),
+        rust.len(),
+        "abi.c and this test list different names"
+    );
+    for (name, v) in rust {
+        assert_eq!(
+            c.get(name),
+            Some(v),
+            "{name}: mpi.h says {:?}, consts.rs {v}",
+            c.get(name)
+        );
+    }
 }
 
 /// Every function of MPICH's `mpi.h` (`functions.txt`) resolves in the

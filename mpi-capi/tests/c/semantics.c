@@ -113,8 +113,16 @@ int main(int argc, char **argv) {
     int mr[12] = {0};
     MPI_Sendrecv(colin, 3, MPI_INT, next, 4, mr + 2, 1, col, prev, 4, MPI_COMM_WORLD, &st);
     CHECK(mr[2] == ((prev + size - 1) % size) * 100 + 1 && mr[6] != 0 && mr[3] == 0);
+    /* A type freed while a receive uses it still delivers. */
+    MPI_Request tr;
+    int mr2[12] = {0};
+    MPI_Irecv(mr2, 1, col, prev, 6, MPI_COMM_WORLD, &tr);
     MPI_Type_free(&col);
     CHECK(col == MPI_DATATYPE_NULL);
+    int three[3] = {rank + 1, rank + 2, rank + 3};
+    MPI_Send(three, 3, MPI_INT, next, 6, MPI_COMM_WORLD);
+    MPI_Wait(&tr, &st);
+    CHECK(mr2[0] == prev + 1 && mr2[4] == prev + 2 && mr2[8] == prev + 3 && mr2[1] == 0);
 
     /* Reductions and collectives. */
     long lsum = 0;
