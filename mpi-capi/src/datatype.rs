@@ -488,3 +488,67 @@ entry! {
         ptr::out(address, location as isize, "address")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int() -> Ty {
+        Ty::Basic {
+            size: 4,
+            extent: 4,
+            elem: Some(Elem::I32),
+        }
+    }
+
+    #[test]
+    fn a_vector_is_strided_blocks_with_mpi_extent() {
+        // MPI_Type_vector(3, 2, 4, MPI_INT): blocks of 8 bytes every 16.
+        let pieces: Vec<_> = (0..3).map(|i| (i * 16, 2, int())).collect();
+        let d = build(&pieces);
+        assert_eq!(d.blocks, vec![(0, 8), (16, 8), (32, 8)]);
+        assert_eq!((d.size, d.lb, d.extent), (24, 0, 40));
+        assert_eq!(d.elem, Some(Elem::I32));
+    }
+
+    #[test]
+    fn adjacent_blocks_merge_and_mixed_types_have_no_element() {
+        let dbl = Ty::Basic {
+            size: 8,
+            extent: 8,
+            elem: Some(Elem::F64),
+        };
+        let d = build(&[(0, 1, dbl), (8, 1, int())]);
+        assert_eq!(d.blocks, vec![(0, 12)]);
+        assert_eq!((d.size, d.extent), (12, 12));
+        assert_eq!(d.elem, None);
+        let contiguous = Ty::Derived(Arc::new(build(&[(0, 3, int())])));
+        assert!(contiguous.contiguous());
+    }
+
+    #[test]
+    fn pack_and_unpack_round_trip_a_strided_layout() {
+        let d = Ty::Derived(Arc::new(build(&[(0, 1, int()), (8, 1, int())])));
+        let src: [i32; 6] = [1, 2, 3, 4, 5, 6];
+        // Two elements of extent 12: ints 0, 2, 3, 5.
+        let packed = d.send_bytes(src.as_ptr().cast(), 2).expect("pack");
+        let got: Vec<i32> = packed
+            .chunks(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(got, vec![1, 3, 4, 6]);
+        let mut dst = [0i32; 6];
+        // SAFETY: `dst` holds two elements of the type (24 bytes).
+        unsafe { d.unpack(&packed, dst.as_mut_ptr().cast(), 2) };
+        assert_eq!(dst, [1, 0, 3, 4, 0, 6]);
+    }
+
+    #[test]
+    fn predefined_handles_decode_their_size() {
+        let t = ty(0x4c00080bu32 as c_int).expect("MPI_DOUBLE");
+        assert_eq!((t.size(), t.elem()), (8, Some(Elem::F64)));
+        let t = ty(0x8c000001u32 as c_int).expect("MPI_DOUBLE_INT");
+        assert_eq!((t.size(), t.extent()), (12, 16));
+        assert!(ty(MPI_DATATYPE_NULL).is_err());
+    }
+}

@@ -99,6 +99,18 @@ fn built() -> &'static Built {
             ),
             ("rma-bw", bench.join("rma.c"), Some("-DBENCH_MODE=1"), true),
             (
+                "rma-overlap",
+                bench.join("rma.c"),
+                Some("-DBENCH_MODE=2"),
+                true,
+            ),
+            (
+                "bibw",
+                bench.join("bandwidth.c"),
+                Some("-DBENCH_MODE=1"),
+                true,
+            ),
+            (
                 "semantics",
                 manifest().join("tests/c/semantics.c"),
                 None,
@@ -171,6 +183,17 @@ fn bench_suite(nal: NalKind) {
         ("comb", vec!["-r", "1", "-T", "2000", "-f", "100"], 1),
         ("rma-latency", vec!["-s", "8", "-r", "1", "-i", "10"], 3),
         ("rma-bw", vec!["-s", "1K", "-r", "1", "-i", "2"], 1),
+        (
+            "rma-overlap",
+            vec!["-s", "8", "-r", "1", "-i", "2", "-f", "0"],
+            2,
+        ),
+        ("bibw", vec!["-s", "1K", "-r", "1", "-i", "3"], 1),
+        (
+            "overlap",
+            vec!["-m", "1K", "-M", "2K", "-r", "1", "-i", "3", "-f", "1"],
+            4,
+        ),
     ];
     for (name, args, points) in two {
         let out = run(name, 2, nal, &args);
@@ -266,6 +289,22 @@ fn finalize_twice_is_an_error_naming_the_call() {
         t.contains("MPI error in MPI_Finalize: MPI_Finalize was already called"),
         "{t}"
     );
+}
+
+/// A program calling a function this library does not implement loads
+/// (every `mpi.h` symbol is there) and, under the default handler, the
+/// job ends with a message naming the call and its class.
+#[test]
+fn an_unsupported_function_loads_and_fails_naming_the_call() {
+    if !have_mpicc() {
+        return;
+    }
+    let out = run("fatal", 2, NalKind::Tcp, &["unsupported"]);
+    let t = out.transcript();
+    assert_ne!(out.status, 0, "{t}");
+    assert!(t.contains("MPI error in MPI_Comm_spawn"), "{t}");
+    assert!(t.contains("MPI_ERR_UNSUPPORTED_OPERATION"), "{t}");
+    assert!(!t.contains("NOT REACHED"), "{t}");
 }
 
 /// A call before `MPI_Init` goes to the (fatal) default handler: the
