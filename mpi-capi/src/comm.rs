@@ -12,15 +12,13 @@ use crate::state::{self, handle, CommEntry};
 
 entry! {
     fn MPI_Comm_rank | PMPI_Comm_rank(comm: c_int, rank: *mut c_int) {
-        let c = state::comm(comm)?;
-        ptr::out(rank, c.rank(), "rank").map_err(|f| f.on_comm(comm))
+        state::with_comm(comm, |c| ptr::out(rank, c.rank(), "rank")).map_err(|f| f.on_comm(comm))
     }
 }
 
 entry! {
     fn MPI_Comm_size | PMPI_Comm_size(comm: c_int, size: *mut c_int) {
-        let c = state::comm(comm)?;
-        ptr::out(size, c.size(), "size").map_err(|f| f.on_comm(comm))
+        state::with_comm(comm, |c| ptr::out(size, c.size(), "size")).map_err(|f| f.on_comm(comm))
     }
 }
 
@@ -30,10 +28,13 @@ fn add_comm(parent: c_int, c: Option<SimpleCommunicator>, out: *mut c_int) -> Re
         None => MPI_COMM_NULL,
         Some(comm) => state::with(|st| {
             let errh = st.comm_entry(parent)?.errh;
-            st.comms
+            let h = st
+                .comms
                 .insert(CommEntry { comm, errh })
                 .map(|i| handle(i, KIND_COMM))
-                .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many communicators"))
+                .ok_or_else(|| Fail::new(MPI_ERR_NO_MEM, "too many communicators"));
+            state::comms_changed();
+            h
         })?,
     };
     ptr::out(out, h, "newcomm")
@@ -79,7 +80,9 @@ entry! {
         }
         let e = state::with(|st| {
             let i = st.comm_slot(h).ok_or_else(|| Fail::new(MPI_ERR_COMM, format!("invalid communicator {h:#x}")))?;
-            st.comms.remove(i).ok_or_else(|| Fail::new(MPI_ERR_COMM, format!("invalid communicator {h:#x}")))
+            let e = st.comms.remove(i).ok_or_else(|| Fail::new(MPI_ERR_COMM, format!("invalid communicator {h:#x}")));
+            state::comms_changed();
+            e
         })?;
         drop(e);
         ptr::out(comm, MPI_COMM_NULL, "comm")

@@ -67,6 +67,7 @@ fn init(required: c_int) -> Res {
     match made {
         Ok(st) => {
             *state::lock() = Some(st);
+            state::comms_changed();
             state::THREAD_LEVEL.store(MPI_THREAD_MULTIPLE as u8, Ordering::SeqCst);
             Ok(())
         }
@@ -132,6 +133,8 @@ entry! {
             };
         };
         PHASE.store(FINALIZED, Ordering::SeqCst);
+        state::comms_changed();
+        state::forget_cached_comms();
         let State { universe, mut comms, mut groups, mut wins, mut reqs, mut types, .. } = st;
         drop(reqs.drain());
         drop(wins.drain());

@@ -9,7 +9,7 @@ use mpi_on_portals::traits::*;
 use mpi_on_portals::SimpleCommunicator;
 
 use crate::consts::*;
-use crate::datatype::{comm_ty, Ty};
+use crate::datatype::{builtin_bytes, comm_ty, Ty};
 use crate::error::{fail, Fail, Res};
 use crate::ptr;
 use crate::request::{add, wait_one, Done, Persist, ReqEntry, Unpack};
@@ -35,41 +35,44 @@ pub fn start_send(
     mode: Mode,
 ) -> Result<ReqEntry, Fail> {
     let n = ptr::count(count)?;
-    let t = comm_ty(dt)?;
-    let c = state::comm(comm)?;
-    let done = ReqEntry {
-        done: Some(Done::empty()),
-        comm,
-        ..ReqEntry::default()
+    let bytes = match builtin_bytes(dt, n) {
+        Some(len) => Cow::Borrowed(ptr::slice(buf.cast::<u8>(), len, "buf")?),
+        None => comm_ty(dt)?.send_bytes(buf, n)?,
     };
-    if dest == MPI_PROC_NULL {
-        return Ok(done);
-    }
-    let bytes = t.send_bytes(buf, n)?;
-    let p = c.process_at_rank(dest);
-    let sm = match mode {
-        Mode::Buffered => {
-            p.buffered_send_with_tag(&bytes[..], tag)?;
+    state::with_comm(comm, |c| {
+        let done = ReqEntry {
+            done: Some(Done::empty()),
+            comm,
+            ..ReqEntry::default()
+        };
+        if dest == MPI_PROC_NULL {
             return Ok(done);
         }
-        Mode::Standard => SendMode::Standard,
-        Mode::Synchronous => SendMode::Synchronous,
-        Mode::Ready => SendMode::Ready,
-    };
-    let (ptr, len) = (bytes.as_ptr(), bytes.len());
-    let keep = match bytes {
-        Cow::Borrowed(_) => None,
-        Cow::Owned(v) => Some(v),
-    };
-    // SAFETY: a borrowed buffer is the C program's, lent until the request
-    // completes (MPI's rule); a packed one moves into the entry with the
-    // request, and a vector's heap buffer does not move.
-    let r = unsafe { raw::immediate_send(&p, ptr, len, tag, sm)? };
-    Ok(ReqEntry {
-        live: Some(r),
-        keep,
-        comm,
-        ..ReqEntry::default()
+        let p = c.process_at_rank(dest);
+        let sm = match mode {
+            Mode::Buffered => {
+                p.buffered_send_with_tag(&bytes[..], tag)?;
+                return Ok(done);
+            }
+            Mode::Standard => SendMode::Standard,
+            Mode::Synchronous => SendMode::Synchronous,
+            Mode::Ready => SendMode::Ready,
+        };
+        let (ptr, len) = (bytes.as_ptr(), bytes.len());
+        let keep = match bytes {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(v) => Some(v),
+        };
+        // SAFETY: a borrowed buffer is the C program's, lent until the
+        // request completes (MPI's rule); a packed one moves into the entry
+        // with the request, and a vector's heap buffer does not move.
+        let r = unsafe { raw::immediate_send(&p, ptr, len, tag, sm)? };
+        Ok(ReqEntry {
+            live: Some(r),
+            keep,
+            comm,
+            ..ReqEntry::default()
+        })
     })
 }
 
@@ -84,49 +87,50 @@ pub fn start_recv(
 ) -> Result<ReqEntry, Fail> {
     let n = ptr::count(count)?;
     let t = comm_ty(dt)?;
-    let c = state::comm(comm)?;
-    if src == MPI_PROC_NULL {
-        return Ok(ReqEntry {
-            done: Some(Done::empty()),
+    state::with_comm(comm, |c| {
+        if src == MPI_PROC_NULL {
+            return Ok(ReqEntry {
+                done: Some(Done::empty()),
+                comm,
+                ..ReqEntry::default()
+            });
+        }
+        let len = n
+            .checked_mul(t.extent())
+            .ok_or_else(|| Fail::new(MPI_ERR_COUNT, "count too large"))?;
+        if len > 0 && buf.is_null() {
+            return fail(MPI_ERR_BUFFER, "buf is NULL");
+        }
+        let mut unpack = None;
+        let (p, l) = if t.contiguous() {
+            (buf.cast::<u8>(), len)
+        } else {
+            let mut tmp = vec![0u8; n * t.size()];
+            let p = tmp.as_mut_ptr();
+            let l = tmp.len();
+            unpack = Some(Unpack {
+                tmp,
+                dst: buf as usize,
+                count: n,
+                ty: t,
+            });
+            (p, l)
+        };
+        // SAFETY: the C program lends `buf` until the request completes (MPI's
+        // rule); a temporary moves into the entry and its heap buffer stays.
+        let r = unsafe {
+            if src == MPI_ANY_SOURCE {
+                raw::immediate_receive(&c.any_process(), p, l, tag)?
+            } else {
+                raw::immediate_receive(&c.process_at_rank(src), p, l, tag)?
+            }
+        };
+        Ok(ReqEntry {
+            live: Some(r),
+            unpack,
             comm,
             ..ReqEntry::default()
-        });
-    }
-    let len = n
-        .checked_mul(t.extent())
-        .ok_or_else(|| Fail::new(MPI_ERR_COUNT, "count too large"))?;
-    if len > 0 && buf.is_null() {
-        return fail(MPI_ERR_BUFFER, "buf is NULL");
-    }
-    let mut unpack = None;
-    let (p, l) = if t.contiguous() {
-        (buf.cast::<u8>(), len)
-    } else {
-        let mut tmp = vec![0u8; n * t.size()];
-        let p = tmp.as_mut_ptr();
-        let l = tmp.len();
-        unpack = Some(Unpack {
-            tmp,
-            dst: buf as usize,
-            count: n,
-            ty: t,
-        });
-        (p, l)
-    };
-    // SAFETY: the C program lends `buf` until the request completes (MPI's
-    // rule); a temporary moves into the entry and its heap buffer stays.
-    let r = unsafe {
-        if src == MPI_ANY_SOURCE {
-            raw::immediate_receive(&c.any_process(), p, l, tag)?
-        } else {
-            raw::immediate_receive(&c.process_at_rank(src), p, l, tag)?
-        }
-    };
-    Ok(ReqEntry {
-        live: Some(r),
-        unpack,
-        comm,
-        ..ReqEntry::default()
+        })
     })
 }
 
@@ -144,19 +148,22 @@ fn blocking_send(
         return Ok(());
     }
     let n = ptr::count(count)?;
-    let t = comm_ty(dt)?;
-    let c = state::comm(comm)?;
-    if dest == MPI_PROC_NULL {
-        return Ok(());
-    }
-    let bytes = t.send_bytes(buf, n)?;
-    let p = c.process_at_rank(dest);
-    match mode {
-        Mode::Synchronous => p.synchronous_send_with_tag(&bytes[..], tag)?,
-        Mode::Ready => p.ready_send_with_tag(&bytes[..], tag)?,
-        _ => p.send_with_tag(&bytes[..], tag)?,
-    }
-    Ok(())
+    let bytes = match builtin_bytes(dt, n) {
+        Some(len) => Cow::Borrowed(ptr::slice(buf.cast::<u8>(), len, "buf")?),
+        None => comm_ty(dt)?.send_bytes(buf, n)?,
+    };
+    state::with_comm(comm, |c| {
+        if dest == MPI_PROC_NULL {
+            return Ok(());
+        }
+        let p = c.process_at_rank(dest);
+        match mode {
+            Mode::Synchronous => p.synchronous_send_with_tag(&bytes[..], tag)?,
+            Mode::Ready => p.ready_send_with_tag(&bytes[..], tag)?,
+            _ => p.send_with_tag(&bytes[..], tag)?,
+        }
+        Ok(())
+    })
 }
 
 macro_rules! send_fn {
@@ -297,30 +304,34 @@ fn recv(
     comm: c_int,
 ) -> Result<Done, Fail> {
     let n = ptr::count(count)?;
-    let t = comm_ty(dt)?;
-    if src == MPI_PROC_NULL {
-        state::comm(comm)?;
-        return Ok(Done::empty());
-    }
-    if !t.contiguous() {
-        let mut h = add(start_recv(buf, count, dt, src, tag, comm)?)?;
-        return wait_one(&mut h);
-    }
-    let c = state::comm(comm)?;
-    let len = n
-        .checked_mul(t.extent())
-        .ok_or_else(|| Fail::new(MPI_ERR_COUNT, "count too large"))?;
-    let b = ptr::slice_mut(buf.cast::<u8>(), len, "buf")?;
-    let r = if src == MPI_ANY_SOURCE {
-        c.any_process().receive_into_with_tag(b, tag)
-    } else {
-        c.process_at_rank(src).receive_into_with_tag(b, tag)
+    let len = match builtin_bytes(dt, n) {
+        Some(len) => len,
+        None => {
+            let t = comm_ty(dt)?;
+            if !t.contiguous() && src != MPI_PROC_NULL {
+                let mut h = add(start_recv(buf, count, dt, src, tag, comm)?)?;
+                return wait_one(&mut h);
+            }
+            n.checked_mul(t.extent())
+                .ok_or_else(|| Fail::new(MPI_ERR_COUNT, "count too large"))?
+        }
     };
-    let (d, err) = Done::from_result(r);
-    match err {
-        Some(f) => Err(f),
-        None => Ok(d),
-    }
+    state::with_comm(comm, |c| {
+        if src == MPI_PROC_NULL {
+            return Ok(Done::empty());
+        }
+        let b = ptr::slice_mut(buf.cast::<u8>(), len, "buf")?;
+        let r = if src == MPI_ANY_SOURCE {
+            c.any_process().receive_into_with_tag(b, tag)
+        } else {
+            c.process_at_rank(src).receive_into_with_tag(b, tag)
+        };
+        let (d, err) = Done::from_result(r);
+        match err {
+            Some(f) => Err(f),
+            None => Ok(d),
+        }
+    })
 }
 
 entry! {

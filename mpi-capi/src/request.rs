@@ -210,19 +210,81 @@ fn finish(h: &mut c_int, mut d: Done) -> Done {
     d
 }
 
-/// Wait for `*h`; its status.
-pub fn wait_one(h: &mut c_int) -> Result<Done, Fail> {
-    match take(*h)? {
-        Taken::Inactive => Ok(Done::empty()),
-        Taken::Ready(d) => Ok(finish(h, d)),
-        Taken::Live(r) => {
-            let (d, err) = Done::from_result(r.wait());
-            let d = finish(h, d);
-            match err {
-                Some(f) => Err(f),
-                None => Ok(d),
+/// What a wait needs of an entry, claimed in one lock: a non-persistent
+/// entry leaves the table, a persistent one becomes inactive.
+struct Claim {
+    taken: Taken,
+    comm: c_int,
+    unpack: Option<Unpack>,
+    /// Packed send data: dropped once the send is complete.
+    keep: Option<Vec<u8>>,
+    persistent: bool,
+}
+
+fn claim(h: c_int) -> Result<Claim, Fail> {
+    if h == MPI_REQUEST_NULL {
+        return Ok(Claim {
+            taken: Taken::Inactive,
+            comm: MPI_COMM_WORLD,
+            unpack: None,
+            keep: None,
+            persistent: true,
+        });
+    }
+    let i = req_slot(h)?;
+    state::with(|st| {
+        let bad = || Fail::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}"));
+        let persistent = st.reqs.get(i).ok_or_else(bad)?.persist.is_some();
+        let mut e = if persistent {
+            let e = st.reqs.get_mut(i).ok_or_else(bad)?;
+            ReqEntry {
+                live: e.live.take(),
+                done: e.done.take(),
+                keep: e.keep.take(),
+                unpack: e.unpack.take(),
+                persist: None,
+                comm: e.comm,
             }
-        }
+        } else {
+            st.reqs.remove(i).ok_or_else(bad)?
+        };
+        let taken = match (e.live.take(), e.done.take()) {
+            (Some(r), _) => Taken::Live(r),
+            (None, Some(d)) => Taken::Ready(d),
+            (None, None) => Taken::Inactive,
+        };
+        Ok(Claim {
+            taken,
+            comm: e.comm,
+            unpack: e.unpack.take(),
+            keep: e.keep.take(),
+            persistent,
+        })
+    })
+}
+
+/// Wait for `*h`; its status. Errors go to the request's communicator.
+pub fn wait_one(h: &mut c_int) -> Result<Done, Fail> {
+    let c = claim(*h)?;
+    let (mut d, err) = match c.taken {
+        Taken::Inactive => (Done::empty(), None),
+        Taken::Ready(d) => (d, None),
+        Taken::Live(r) => Done::from_result(r.wait()),
+    };
+    drop(c.keep);
+    if let Some(u) = c.unpack {
+        let n = d.bytes.min(u.tmp.len());
+        // SAFETY: the receive's buffer, lent by the C program until this
+        // completion, holds `count` elements of the type.
+        unsafe { u.ty.unpack(&u.tmp[..n], u.dst as *mut u8, u.count) };
+        d.bytes = n;
+    }
+    if !c.persistent {
+        *h = MPI_REQUEST_NULL;
+    }
+    match err {
+        Some(f) => Err(f.on_comm(c.comm)),
+        None => Ok(d),
     }
 }
 
@@ -232,25 +294,19 @@ fn test_one(h: &mut c_int) -> Result<Option<Done>, Fail> {
         Taken::Inactive => Ok(Some(Done::empty())),
         Taken::Ready(d) => Ok(Some(finish(h, d))),
         Taken::Live(r) => match r.is_complete() {
-            Ok(true) => wait_done(h, r).map(Some),
+            Ok(true) => {
+                put_back(*h, r);
+                wait_one(h).map(Some)
+            }
             Ok(false) => {
                 put_back(*h, r);
                 Ok(None)
             }
             Err(e) => {
                 put_back(*h, r);
-                Err(e.into())
+                Err(Fail::from(e).on_comm(comm_of(*h)))
             }
         },
-    }
-}
-
-fn wait_done(h: &mut c_int, r: Request<'static>) -> Result<Done, Fail> {
-    let (d, err) = Done::from_result(r.wait());
-    let d = finish(h, d);
-    match err {
-        Some(f) => Err(f),
-        None => Ok(d),
     }
 }
 
@@ -264,18 +320,12 @@ fn comm_of(h: c_int) -> c_int {
         .unwrap_or(MPI_COMM_WORLD)
 }
 
-fn on(h: c_int) -> impl Fn(Fail) -> Fail {
-    let c = comm_of(h);
-    move |f| f.on_comm(c)
-}
-
 entry! {
     fn MPI_Wait | PMPI_Wait(request: *mut c_int, status: *mut MpiStatus) {
         let mut h = ptr::read(request, "request")?;
-        let on = on(h);
         let r = wait_one(&mut h);
         ptr::out(request, h, "request")?;
-        let d = r.map_err(on)?;
+        let d = r?;
         d.write(status, false);
         Ok(())
     }
@@ -284,10 +334,9 @@ entry! {
 entry! {
     fn MPI_Test | PMPI_Test(request: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) {
         let mut h = ptr::read(request, "request")?;
-        let on = on(h);
         let r = test_one(&mut h);
         ptr::out(request, h, "request")?;
-        match r.map_err(on)? {
+        match r? {
             Some(d) => {
                 d.write(status, false);
                 ptr::out(flag, 1, "flag")
@@ -313,14 +362,13 @@ entry! {
         let mut first: Option<Fail> = None;
         let mut any_err = false;
         for (i, h) in reqs.iter_mut().enumerate() {
-            let on = on(*h);
             match wait_one(h) {
                 Ok(d) => d.write(status_at(statuses, i), true),
                 Err(f) => {
                     any_err = true;
                     let d = Done { err: f.class, ..Done::empty() };
                     d.write(status_at(statuses, i), true);
-                    first.get_or_insert(on(f));
+                    first.get_or_insert(f);
                 }
             }
         }

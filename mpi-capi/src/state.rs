@@ -5,8 +5,9 @@
 //! clone what they need), never while they wait, so threads calling MPI
 //! at once do not wait for one another's messages.
 
+use std::cell::RefCell;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use mpi_on_portals::{Group, SimpleCommunicator, Universe};
@@ -205,5 +206,101 @@ pub fn fatal(msg: &str) -> ! {
     match g.as_ref() {
         Some(st) => st.universe.job().abort(1, msg),
         None => std::process::exit(1),
+    }
+}
+
+/// Bumped (after the change) whenever the communicator table changes, so
+/// that threads know their cached copy is stale.
+static COMM_GEN: AtomicU64 = AtomicU64::new(1);
+
+/// Say that the communicator table changed (call after changing it).
+pub fn comms_changed() {
+    COMM_GEN.fetch_add(1, Ordering::Release);
+}
+
+/// A thread's copy of the communicator table: the hot calls find their
+/// communicator without the state lock or a reference count (on this
+/// loaded 2-core host those cost more than the call itself). A freed
+/// communicator's copy lives on in a thread's cache until that thread
+/// next looks one up.
+struct CommCache {
+    gen: u64,
+    comms: Vec<Option<SimpleCommunicator>>,
+}
+
+thread_local! {
+    static CACHE: RefCell<CommCache> = const {
+        RefCell::new(CommCache {
+            gen: 0,
+            comms: Vec::new(),
+        })
+    };
+}
+
+fn refresh(c: &mut CommCache) {
+    let g = lock();
+    c.gen = COMM_GEN.load(Ordering::Acquire);
+    c.comms.clear();
+    if let Some(st) = g.as_ref() {
+        c.comms.extend(
+            st.comms
+                .slots
+                .iter()
+                .map(|e| e.as_ref().map(|e| e.comm.clone())),
+        );
+    }
+}
+
+/// Drop this thread's cached communicators (at `MPI_Finalize`).
+pub fn forget_cached_comms() {
+    let _ = CACHE.try_with(|cell| {
+        if let Ok(mut c) = cell.try_borrow_mut() {
+            c.gen = 0;
+            c.comms.clear();
+        }
+    });
+}
+
+/// The slot of communicator handle `h`, without the state.
+fn comm_slot_of(h: c_int) -> Option<usize> {
+    match h {
+        MPI_COMM_WORLD => Some(0),
+        MPI_COMM_SELF => Some(1),
+        _ => slot(h, KIND_COMM).filter(|&i| i >= 2),
+    }
+}
+
+/// Run `f` on the communicator behind `h`: from this thread's cache when
+/// it is current, else (also when the cache is in use further up this
+/// thread's stack and stale) through the state lock.
+pub fn with_comm<R>(
+    h: c_int,
+    f: impl FnOnce(&SimpleCommunicator) -> Result<R, Fail>,
+) -> Result<R, Fail> {
+    let mut f = Some(f);
+    let gen = COMM_GEN.load(Ordering::Acquire);
+    let hit = CACHE
+        .try_with(|cell| {
+            if let Ok(mut c) = cell.try_borrow_mut() {
+                if c.gen != gen {
+                    refresh(&mut c);
+                }
+            }
+            let c = cell.try_borrow().ok()?;
+            if c.gen != gen {
+                return None;
+            }
+            let comm = c.comms.get(comm_slot_of(h)?)?.as_ref()?;
+            f.take().map(|f| f(comm))
+        })
+        .ok()
+        .flatten();
+    match (hit, f.take()) {
+        (Some(r), _) => r,
+        (None, Some(f)) => {
+            let c = comm(h)?;
+            f(&c)
+        }
+        (None, None) => Err(Fail::new(MPI_ERR_INTERN, "communicator lookup ran twice")),
     }
 }
