@@ -20,6 +20,8 @@ pub struct WinEntry {
     pub base: usize,
     pub size: usize,
     pub disp_unit: usize,
+    /// `disp_unit` as the `int` `MPI_WIN_DISP_UNIT` points to.
+    pub disp_unit_attr: c_int,
     pub errh: c_int,
     /// Memory `MPI_Win_allocate` made (pointer, words), freed with the
     /// window.
@@ -65,6 +67,7 @@ fn expose(
         base: base as usize,
         size,
         disp_unit: du,
+        disp_unit_attr: disp_unit,
         errh: MPI_ERRORS_ARE_FATAL,
         owned,
     };
@@ -430,7 +433,7 @@ entry! {
         let v: Option<*const c_void> = match keyval {
             MPI_WIN_BASE => Some(w.base as *const c_void),
             MPI_WIN_SIZE => Some(&w.size as *const usize as *const c_void),
-            MPI_WIN_DISP_UNIT => Some(&w.disp_unit as *const usize as *const c_void),
+            MPI_WIN_DISP_UNIT => Some(&w.disp_unit_attr as *const c_int as *const c_void),
             _ => None,
         };
         ptr::out(flag, v.is_some() as c_int, "flag")?;

@@ -218,6 +218,15 @@ int main(int argc, char **argv) {
     long *base;
     MPI_Win win;
     MPI_Win_allocate(4 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    int *du_p;
+    MPI_Aint *wsz_p;
+    void *wbase;
+    MPI_Win_get_attr(win, MPI_WIN_DISP_UNIT, &du_p, &flag);
+    CHECK(flag && *du_p == (int)sizeof(long));
+    MPI_Win_get_attr(win, MPI_WIN_SIZE, &wsz_p, &flag);
+    CHECK(flag && *wsz_p == 4 * (MPI_Aint)sizeof(long));
+    MPI_Win_get_attr(win, MPI_WIN_BASE, &wbase, &flag);
+    CHECK(flag && wbase == (void *)base);
     MPI_Win_fence(0, win);
     long inc = rank + 1;
     MPI_Accumulate(&inc, 1, MPI_LONG, 0, 1, 1, MPI_LONG, MPI_SUM, win);
