@@ -118,6 +118,12 @@ fn built() -> &'static Built {
             ),
             ("fatal", manifest().join("tests/c/fatal.c"), None, false),
             ("abi", manifest().join("tests/c/abi.c"), None, false),
+            (
+                "threads",
+                manifest().join("tests/c/threads.c"),
+                Some("-pthread"),
+                false,
+            ),
         ];
         let progs = list
             .into_iter()
@@ -252,6 +258,29 @@ fn semantics_c_passes_on_four_ranks() {
                 out.stdout_of(r).contains("OK semantics"),
                 "{nal:?} rank {r}\n{t}"
             );
+        }
+    }
+}
+
+/// `MPI_THREAD_MULTIPLE`: four threads per rank exchange messages on
+/// their own communicators while the main thread creates and frees
+/// others (each thread's cached communicator table goes stale and is
+/// refreshed under their feet).
+#[test]
+fn threads_c_runs_four_threads_per_rank() {
+    if !have_mpicc() {
+        return;
+    }
+    for (ranks, nal) in [(2, NalKind::Shm), (4, NalKind::Tcp)] {
+        let out = run("threads", ranks, nal, &[]);
+        let t = out.transcript();
+        assert_eq!(
+            out.status, 0,
+            "{ranks} ranks {nal:?}: {:?}\n{t}",
+            out.reason
+        );
+        for r in 0..ranks {
+            assert!(out.stdout_of(r).contains("OK threads"), "rank {r}\n{t}");
         }
     }
 }
