@@ -322,3 +322,40 @@ entry! {
         ptr::out(errhandler, MPI_ERRHANDLER_NULL, "errhandler")
     }
 }
+
+/// `MPI_COMM_TYPE_SHARED`: the processes that share memory (one host).
+const MPI_COMM_TYPE_SHARED: c_int = 1;
+
+entry! {
+    /// `MPI_COMM_TYPE_SHARED` groups the ranks by host name (gathered
+    /// from every member), ordered by `key`; `MPI_UNDEFINED` gives
+    /// `MPI_COMM_NULL`. Other split types are unsupported.
+    fn MPI_Comm_split_type | PMPI_Comm_split_type(comm: c_int, split_type: c_int, key: c_int, _info: c_int, newcomm: *mut c_int) {
+        let c = state::comm(comm)?;
+        let color = match split_type {
+            MPI_UNDEFINED => Color::undefined(),
+            MPI_COMM_TYPE_SHARED => {
+                const LEN: usize = 256;
+                let mut mine = [0u8; LEN];
+                // SAFETY: `mine` is writable for LEN bytes; gethostname
+                // writes at most LEN - 1 and we keep the last byte 0.
+                let r = unsafe { libc::gethostname(mine.as_mut_ptr().cast(), LEN - 1) };
+                if r != 0 {
+                    return fail(MPI_ERR_OTHER, "gethostname failed").map_err(|f: Fail| f.on_comm(comm));
+                }
+                let n = c.size() as usize;
+                let mut all = vec![0u8; LEN * n];
+                c.all_gather_into(&mine[..], &mut all[..]).map_err(|e| Fail::from(e).on_comm(comm))?;
+                // The color: the lowest rank on this host.
+                let first = (0..n).find(|&r| all[r * LEN..(r + 1) * LEN] == mine[..]).unwrap_or(0);
+                Color::with_value(first as c_int)
+            }
+            _ => {
+                return fail(MPI_ERR_UNSUPPORTED_OPERATION, format!("split type {split_type}"))
+                    .map_err(|f: Fail| f.on_comm(comm))
+            }
+        };
+        let s = c.split_by_color_with_key(color, key).map_err(|e| Fail::from(e).on_comm(comm))?;
+        add_comm(comm, s, newcomm)
+    }
+}

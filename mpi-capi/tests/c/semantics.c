@@ -210,6 +210,12 @@ int main(int argc, char **argv) {
     if (rank == 0) CHECK(sub == MPI_COMM_NULL);
     else { MPI_Comm_size(sub, &gs); CHECK(gs == 3); MPI_Comm_free(&sub); }
     MPI_Group_free(&wg); MPI_Group_free(&hg); MPI_Group_free(&ug); MPI_Group_free(&xg);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &gs);
+    MPI_Comm_rank(node, &gr);
+    CHECK(gs == size && gr == rank); /* every rank runs on this host */
+    MPI_Comm_free(&node);
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
     CHECK(dup == MPI_COMM_NULL);
