@@ -381,19 +381,13 @@ fn reduce_scatter(
     let allp = all.as_mut_ptr().cast::<c_void>();
     let before: usize = counts[..me].iter().map(|&x| x as usize).sum();
     let mine = counts[me] as usize;
-    let src: *const c_void = if ptr::in_place(send) { recv } else { send };
     if ptr::in_place(send) {
         // The whole vector is in recvbuf.
         let b = ptr::slice(recv.cast::<u8>(), total * ext, "recvbuf")?;
         bytemuck::cast_slice_mut::<u64, u8>(&mut all)[..total * ext].copy_from_slice(b);
     }
-    let _ = src;
-    let s = if ptr::in_place(send) {
-        crate::consts::IN_PLACE_ADDR as *const c_void
-    } else {
-        send
-    };
-    reduce(s, allp, total as c_int, dt, op, comm, Red::All).map_err(|f| f.on_comm(comm))?;
+    // MPI_IN_PLACE stays: the reduction then starts from `all`.
+    reduce(send, allp, total as c_int, dt, op, comm, Red::All).map_err(|f| f.on_comm(comm))?;
     let out = ptr::slice_mut(recv.cast::<u8>(), mine * ext, "recvbuf")?;
     out.copy_from_slice(
         &bytemuck::cast_slice::<u64, u8>(&all)[before * ext..(before + mine) * ext],

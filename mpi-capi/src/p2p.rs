@@ -9,7 +9,7 @@ use mpi_on_portals::traits::*;
 use mpi_on_portals::SimpleCommunicator;
 
 use crate::consts::*;
-use crate::datatype::{builtin_bytes, comm_ty, Ty};
+use crate::datatype::{builtin_bytes, comm_ty};
 use crate::error::{fail, Fail, Res};
 use crate::ptr;
 use crate::request::{add, wait_one, Done, Persist, ReqEntry, Unpack};
@@ -482,14 +482,5 @@ entry! {
         }
         ptr::out(buffer.cast::<*mut c_void>(), b as *mut c_void, "buffer")?;
         ptr::out(size, n, "size")
-    }
-}
-
-/// The type of `MPI_BYTE` runs, for reuse by other modules.
-pub fn byte_ty() -> Ty {
-    Ty::Basic {
-        size: 1,
-        extent: 1,
-        elem: Some(crate::datatype::Elem::U8),
     }
 }
