@@ -54,11 +54,11 @@ fn expose(
         .filter(|&d| d > 0)
         .ok_or_else(|| Fail::new(MPI_ERR_ARG, format!("invalid disp_unit {disp_unit}")))?;
     let c = state::comm(comm)?;
-    // SAFETY: MPI requires the window memory to stay valid until
-    // MPI_Win_free; the window reaches it only through the engine.
     let mem: &'static mut [u8] = if size == 0 {
         &mut []
     } else {
+        // SAFETY: MPI requires the window memory to stay valid until
+        // MPI_Win_free; the window reaches it only through the engine.
         unsafe { std::slice::from_raw_parts_mut(base, size) }
     };
     let w = c.create_window(mem)?;
