@@ -13,6 +13,9 @@
 #                traffic through UCX too, which picks shared memory (sysv + cma)
 #   mpich-net    MPICH with UCX restricted to TCP on lo (UCX_TLS=tcp,self,
 #                UCX_NET_DEVICES=lo; MPIR_CVAR_NOLOCAL=1 too): MPICH's network path
+#   capi-shm     the MPICH build of the benchmark on portals-rs: ptlrun --nal shm
+#                with mpi-capi's libmpich.so.12 (target/release, or CAPI_TARGET)
+#   capi-tcp     the same over --nal tcp
 # bench: latency bandwidth bibw msgrate overlap comb matchlist
 #        rma-latency rma-bw rma-overlap (2 ranks);
 #        allreduce bcast nbc-overlap (any number of ranks)
@@ -52,7 +55,7 @@ fi
 
 case $impl in
 openmpi*) exe=$here/build/openmpi/$bench ;;
-mpich*) exe=$here/build/mpich/$bench ;;
+mpich* | capi*) exe=$here/build/mpich/$bench ;;
 *) echo "run_peer.sh: unknown impl '$impl'" >&2; exit 2 ;;
 esac
 if [ ! -x "$exe" ]; then
@@ -70,6 +73,19 @@ ompi() {
 mpich() {
     exec timeout "$tmo" env "$@" mpiexec.mpich -n "$np" -bind-to "$bind" "$exe" "${args[@]}"
 }
+# The MPICH binary, unmodified, on portals-rs: libmpich.so.12 is mpi-capi's.
+capi() {
+    local target=${CAPI_TARGET:-$here/../../target/release}
+    for f in ptlrun libmpich.so; do
+        [ -f "$target/$f" ] || { echo "run_peer.sh: $target/$f missing; run 'cargo build --release -p mpi-capi -p portals-runtime --bin ptlrun'" >&2; exit 2; }
+    done
+    mkdir -p "$target/mpich-abi"
+    ln -sf ../libmpich.so "$target/mpich-abi/libmpich.so.12"
+    local pin=()
+    [ "$bind" = core ] && pin=(sh -c 'exec taskset -c "$PTL_RANK" "$0" "$@"')
+    exec timeout "$tmo" env LD_LIBRARY_PATH="$target/mpich-abi" "$target/ptlrun" --nal "$1" -n "$np" \
+        "${pin[@]}" "$exe" "${args[@]}"
+}
 args=("$@")
 
 case $impl in
@@ -79,5 +95,7 @@ openmpi-sm) ompi --mca btl vader,self ;;
 openmpi) ompi ;;
 mpich) mpich PTL_BENCH_IMPL=mpich ;;
 mpich-net) mpich MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo ;;
+capi-shm) capi shm ;;
+capi-tcp) capi tcp ;;
 *) echo "run_peer.sh: unknown impl '$impl'" >&2; exit 2 ;;
 esac

@@ -9,6 +9,7 @@
 //! | `mpi-<nal>-<progress>` | `mpi-on-portals` over a NAL; every benchmark |
 //! | `portals-<nal>-thread-uring`, `mpi-<nal>-thread-uring` | as above, with the progress thread's poller on `io_uring` (`PTL_BACKEND=io_uring`) instead of `epoll`; threads waiting in the library always use `epoll`, so polling mode has no such variant |
 //! | `openmpi-tcp`, `openmpi-sm`, `openmpi`, `mpich`, `mpich-net` | the C peers (`bench/c/run_peer.sh`); every benchmark but `pingpong-bw` |
+//! | `capi-shm`, `capi-tcp` | the same MPICH-built C benchmarks on portals-rs through `mpi-capi`'s `libmpich.so.12` (`ptlrun --nal shm`/`tcp`) |
 //! | `openmpi-tcp-pt2pt` | `openmpi-tcp` with `--mca osc pt2pt`: Open MPI's one-sided operations over TCP (its default `osc sm` is shared memory); the `rma-*` benchmarks only |
 //! | `ucx-shm`, `ucx-tcp`, `ucx-shm-put`, `ucx-tcp-put` | Portals-level peer UCX, `ucx_perftest` ([`crate::tool_peers`]); latency, bandwidth, pingpong-bw |
 //! | `libfabric-shm`, `libfabric-tcp`, `libfabric-udp` | Portals-level peer libfabric, `fi_pingpong` ([`crate::tool_peers`]); latency, pingpong-bw |
@@ -26,13 +27,16 @@ use crate::raw::PollMode;
 use crate::tool_peers::ToolPeer;
 
 /// The peer MPI variants `bench/c/run_peer.sh` knows.
-pub const PEERS: [&str; 6] = [
+pub const PEERS: [&str; 8] = [
     "openmpi-tcp",
     "openmpi-tcp-pt2pt",
     "openmpi-sm",
     "openmpi",
     "mpich",
     "mpich-net",
+    // The MPICH build of each benchmark on portals-rs (mpi-capi).
+    "capi-shm",
+    "capi-tcp",
 ];
 
 /// The peer variant that exists only for the one-sided benchmarks: Open MPI

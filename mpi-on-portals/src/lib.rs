@@ -50,6 +50,7 @@ mod group;
 mod message;
 mod p2p;
 mod pack;
+pub mod raw;
 pub mod request;
 mod request_collection;
 mod sendrecv;

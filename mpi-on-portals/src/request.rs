@@ -148,6 +148,24 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// A request on memory the caller lends by pointer (see
+    /// [`crate::raw`]).
+    pub(crate) fn raw(dev: Arc<Device>, id: ReqId, is_recv: bool) -> Request<'static> {
+        Request {
+            dev,
+            id,
+            is_recv,
+            done: false,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// Forget the request; it completes in the background.
+    pub(crate) fn detach(mut self) {
+        self.done = true;
+        self.dev.detach(self.id);
+    }
+
     /// Wait for completion (`MPI_Wait`). A truncated receive is
     /// [`MpiError::Truncated`], carrying the status.
     pub fn wait(mut self) -> Result<Status> {

@@ -209,7 +209,8 @@ impl ProgressArg {
 struct BenchArgs {
     /// Implementations to run, comma separated: portals-NAL-PROGRESS,
     /// mpi-NAL-PROGRESS (PROGRESS: thread, poll), raw-tcp-busy, raw-tcp, openmpi-tcp,
-    /// openmpi-tcp-pt2pt (rma only), openmpi-sm, openmpi, mpich, mpich-net, ucx-shm, ucx-tcp, ucx-shm-put,
+    /// openmpi-tcp-pt2pt (rma only), openmpi-sm, openmpi, mpich, mpich-net, capi-shm, capi-tcp
+    /// (the MPICH builds on portals-rs via mpi-capi), ucx-shm, ucx-tcp, ucx-shm-put,
     /// ucx-tcp-put, libfabric-shm, libfabric-tcp, libfabric-udp. Default: the
     /// project variants chosen by --level, --nal and --progress.
     #[arg(long, value_delimiter = ',')]

@@ -281,3 +281,51 @@ impl<'m, T: Equivalence> Window<'m, T> {
         first
     }
 }
+
+impl<T: Equivalence> Window<'_, T> {
+    /// [`Window::lock`] without a guard, for callers that cannot hold one
+    /// (a C library: `MPI_Win_lock` and `MPI_Win_unlock` are separate
+    /// calls); release it with [`Window::unlock_held`].
+    pub fn lock_held(&self, target: Rank, kind: LockType) -> Result<()> {
+        let mut g = self.lock(target, kind)?;
+        g.done = true;
+        Ok(())
+    }
+
+    /// Release a lock taken with [`Window::lock_held`] (`MPI_Win_unlock`);
+    /// `RmaEpoch` if this process does not hold one on `target`.
+    pub fn unlock_held(&self, target: Rank) -> Result<()> {
+        let t = self.core.rank(target)?;
+        let kind = self
+            .core
+            .lock()
+            .epochs
+            .locks
+            .iter()
+            .find(|&&(r, _)| r == t)
+            .map(|&(_, k)| k);
+        match kind {
+            Some(k) => self.unlock_one(t, k),
+            None => Err(MpiError::RmaEpoch(format!(
+                "unlock of rank {target}, which this process does not lock"
+            ))),
+        }
+    }
+
+    /// [`Window::lock_all`] without a guard; release with
+    /// [`Window::unlock_all_held`].
+    pub fn lock_all_held(&self) -> Result<()> {
+        let mut g = self.lock_all()?;
+        g.done = true;
+        Ok(())
+    }
+
+    /// Release [`Window::lock_all_held`] (`MPI_Win_unlock_all`); `RmaEpoch`
+    /// without it.
+    pub fn unlock_all_held(&self) -> Result<()> {
+        if !self.core.lock().epochs.lock_all {
+            return Err(MpiError::RmaEpoch("unlock_all without lock_all".into()));
+        }
+        self.unlock_all()
+    }
+}

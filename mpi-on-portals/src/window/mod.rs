@@ -98,6 +98,7 @@ mod lock;
 mod ops;
 mod request;
 mod shared;
+mod typed;
 
 pub use atomic::{AtomicElement, RmaOp};
 pub use dynamic::MAX_REGIONS;

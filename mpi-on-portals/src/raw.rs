@@ -1,0 +1,144 @@
+//! Requests on raw memory, for foreign-function interfaces.
+//!
+//! The safe API ties a non-blocking operation's buffer to a
+//! [`Scope`](crate::request::Scope). A C program lends its buffers by
+//! pointer until it waits, which no Rust lifetime can express: these
+//! functions start the same operations on a pointer and a length and
+//! return a [`Request<'static>`](Request). The caller promises what the
+//! scope would have enforced. Used by the MPICH-ABI C library (`mpi-capi`).
+
+use crate::collective::{CommunicatorCollectives, Operation};
+use crate::comm::{CommData, Communicator, Process, Rank, Tag, ANY_TAG};
+use crate::device::Mode;
+use crate::error::{MpiError, Result};
+use crate::p2p::Source;
+use crate::request::Request;
+use crate::{Equivalence, SimpleCommunicator};
+
+/// The completion rule of a send (`MPI_Isend`, `MPI_Issend`, `MPI_Irsend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendMode {
+    /// Standard mode.
+    Standard,
+    /// Synchronous: complete once the receive matched.
+    Synchronous,
+    /// Ready: the receive must already be posted.
+    Ready,
+}
+
+fn check_tag(tag: Tag) -> Result<u32> {
+    u32::try_from(tag).map_err(|_| MpiError::InvalidTag(tag))
+}
+
+/// Start a send of `len` bytes at `ptr` to `dest`.
+///
+/// # Safety
+/// The `len` bytes at `ptr` must stay valid and unmodified until the
+/// request completes (or, once [`detach`]ed, for good).
+pub unsafe fn immediate_send(
+    dest: &Process<'_>,
+    ptr: *const u8,
+    len: usize,
+    tag: Tag,
+    mode: SendMode,
+) -> Result<Request<'static>> {
+    let c = dest.comm;
+    let dst = c.world_rank(dest.rank)?;
+    let tag = check_tag(tag)?;
+    let mode = match mode {
+        SendMode::Standard => Mode::Standard,
+        SendMode::Synchronous => Mode::Synchronous,
+        SendMode::Ready => Mode::Ready,
+    };
+    // SAFETY: forwarded from our caller.
+    let id = unsafe {
+        c.dev
+            .isend(c.ctx, c.me, dst, tag, ptr, len, mode, None, false)?
+    };
+    Ok(Request::raw(c.dev.clone(), id, false))
+}
+
+/// Start a receive into `len` bytes at `ptr` from `src` (a process, or any
+/// process), with `tag` ([`ANY_TAG`] for any).
+///
+/// # Safety
+/// The `len` bytes at `ptr` must stay valid, and untouched by anything
+/// else, until the request completes.
+pub unsafe fn immediate_receive<S: Source>(
+    src: &S,
+    ptr: *mut u8,
+    len: usize,
+    tag: Tag,
+) -> Result<Request<'static>> {
+    let c: &CommData = src.comm();
+    let source = src.source()?;
+    if source.is_none() {
+        c.dev.watch_members(c.ctx, &c.ranks);
+    }
+    let tag = if tag == ANY_TAG {
+        None
+    } else {
+        Some(check_tag(tag)?)
+    };
+    // SAFETY: forwarded from our caller.
+    let id = unsafe { c.dev.irecv(c.ctx, source, tag, ptr, len)? };
+    Ok(Request::raw(c.dev.clone(), id, true))
+}
+
+/// Start a broadcast of `len` bytes at `ptr` from `root` of `comm`
+/// (`MPI_Ibcast`); see [`crate::Root::immediate_broadcast_into`].
+///
+/// # Safety
+/// As for [`immediate_receive`].
+pub unsafe fn immediate_broadcast(
+    comm: &SimpleCommunicator,
+    root: Rank,
+    ptr: *mut u8,
+    len: usize,
+) -> Result<Request<'static>> {
+    let c = comm.data();
+    c.world_rank(root)?;
+    // SAFETY: forwarded from our caller.
+    let id = unsafe { c.dev.ibcast(c.ctx, root as u32, ptr, len)? };
+    Ok(Request::raw(c.dev.clone(), id, false))
+}
+
+/// Start an all-reduce of `recv` (already holding this member's
+/// contribution) with `op` (`MPI_Iallreduce`); see
+/// [`CommunicatorCollectives::immediate_all_reduce_into`], whose fallback
+/// for operations the engine has no atomic for (run here, blocking) it
+/// shares.
+///
+/// # Safety
+/// The `n` elements at `recv` must stay valid, and untouched by anything
+/// else, until the request completes.
+pub unsafe fn immediate_all_reduce<T: Equivalence, O: Operation<T>>(
+    comm: &SimpleCommunicator,
+    recv: *mut T,
+    n: usize,
+    op: O,
+) -> Result<Request<'static>> {
+    let c = comm.data();
+    let bytes = n * std::mem::size_of::<T>();
+    match op.atomic().filter(|_| c.dev.atomic_fits(bytes)) {
+        Some(spec) => {
+            // SAFETY: forwarded from our caller.
+            let id = unsafe { c.dev.iallreduce(c.ctx, recv.cast(), bytes, spec)? };
+            Ok(Request::raw(c.dev.clone(), id, false))
+        }
+        None => {
+            // SAFETY: the caller lends `n` elements at `recv`; this call
+            // is done with them when it returns.
+            let v = unsafe { std::slice::from_raw_parts_mut(recv, n) };
+            let send = v.to_vec();
+            comm.all_reduce_into(&send[..], v, op)?;
+            Ok(Request::raw(c.dev.clone(), c.dev.completed_req(), false))
+        }
+    }
+}
+
+/// Let a request finish in the background: nobody will wait for it
+/// (`MPI_Request_free`). Its memory must stay valid until it has.
+pub fn detach(req: Request<'static>) {
+    req.detach();
+}
