@@ -489,6 +489,65 @@ entry! {
     }
 }
 
+entry! {
+    /// Contiguous datatypes only, as the blocking collectives.
+    fn MPI_Iallgather | PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        (|| {
+            let c = state::comm(comm)?;
+            let (rl, _) = bytes_of(recvcount, recvtype)?;
+            let size = c.size() as usize;
+            let recv: &'static mut [u8] = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
+            let me = c.rank() as usize;
+            // MPI_IN_PLACE: this member's block is in `recv`; the request
+            // keeps a copy to send from (the transfers read it until the
+            // request completes).
+            let keep = ptr::in_place(sendbuf).then(|| recv[me * rl..(me + 1) * rl].to_vec());
+            let send: &'static [u8] = match &keep {
+                // SAFETY: the copy's heap buffer moves into the request's
+                // entry below with the Vec and lives until the entry is
+                // freed, after the request completes.
+                Some(v) => unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) },
+                None => {
+                    let (sl, _) = bytes_of(sendcount, sendtype)?;
+                    send_block(sendbuf, sl)?
+                }
+            };
+            // SAFETY: the C program lends both buffers until the request
+            // completes; the in-place copy is kept by the entry.
+            let r = unsafe { mpi_on_portals::raw::immediate_all_gather(&c, send, recv)? };
+            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
+            ptr::out(request, h, "request")
+        })()
+        .map_err(|f: Fail| f.on_comm(comm))
+    }
+}
+
+entry! {
+    /// Contiguous datatypes only, as the blocking collectives.
+    fn MPI_Ialltoall | PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
+        (|| {
+            let c = state::comm(comm)?;
+            let (rl, _) = bytes_of(recvcount, recvtype)?;
+            let size = c.size() as usize;
+            let recv: &'static mut [u8] = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
+            let keep = ptr::in_place(sendbuf).then(|| recv.to_vec());
+            let send: &'static [u8] = match &keep {
+                // SAFETY: as in MPI_Iallgather.
+                Some(v) => unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) },
+                None => {
+                    let (sl, _) = bytes_of(sendcount, sendtype)?;
+                    ptr::slice(sendbuf.cast::<u8>(), sl * size, "sendbuf")?
+                }
+            };
+            // SAFETY: as in MPI_Iallgather.
+            let r = unsafe { mpi_on_portals::raw::immediate_all_to_all(&c, send, recv)? };
+            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
+            ptr::out(request, h, "request")
+        })()
+        .map_err(|f: Fail| f.on_comm(comm))
+    }
+}
+
 /// The send block of a gather-like call (`MPI_IN_PLACE`: the root's own
 /// block of `recv`).
 fn send_block<'a>(send: *const c_void, len: usize) -> Result<&'a [u8], Fail> {

@@ -7,12 +7,12 @@
 //! return a [`Request<'static>`](Request). The caller promises what the
 //! scope would have enforced. Used by the MPICH-ABI C library (`mpi-capi`).
 
-use crate::collective::{CommunicatorCollectives, Operation};
+use crate::collective::{CommunicatorCollectives, ImmediateCollectives, Operation};
 use crate::comm::{CommData, Communicator, Process, Rank, Tag, ANY_TAG};
 use crate::device::Mode;
 use crate::error::{MpiError, Result};
 use crate::p2p::Source;
-use crate::request::Request;
+use crate::request::{Request, Scope};
 use crate::{Equivalence, SimpleCommunicator};
 
 /// The completion rule of a send (`MPI_Isend`, `MPI_Issend`, `MPI_Irsend`).
@@ -135,6 +135,35 @@ pub unsafe fn immediate_all_reduce<T: Equivalence, O: Operation<T>>(
             Ok(Request::raw(c.dev.clone(), c.dev.completed_req(), false))
         }
     }
+}
+
+/// Start an all-gather (`MPI_Iallgather`) of equal blocks of bytes: `send`
+/// (one block) to every member, every member's block into `recv` in rank
+/// order; see [`ImmediateCollectives::immediate_all_gather_into`].
+///
+/// # Safety
+/// `send` and `recv` are lent memory the caller made `'static`: it must
+/// stay valid, `recv` untouched by anything else, until the request
+/// completes.
+pub unsafe fn immediate_all_gather(
+    comm: &SimpleCommunicator,
+    send: &'static [u8],
+    recv: &'static mut [u8],
+) -> Result<Request<'static>> {
+    comm.immediate_all_gather_into(&Scope::detached(), send, recv)
+}
+
+/// Start an all-to-all (`MPI_Ialltoall`) of equal blocks of bytes; see
+/// [`ImmediateCollectives::immediate_all_to_all_into`].
+///
+/// # Safety
+/// As for [`immediate_all_gather`].
+pub unsafe fn immediate_all_to_all(
+    comm: &SimpleCommunicator,
+    send: &'static [u8],
+    recv: &'static mut [u8],
+) -> Result<Request<'static>> {
+    comm.immediate_all_to_all_into(&Scope::detached(), send, recv)
 }
 
 /// Let a request finish in the background: nobody will wait for it

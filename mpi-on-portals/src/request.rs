@@ -31,6 +31,17 @@ impl std::fmt::Debug for Scope<'_> {
     }
 }
 
+impl Scope<'static> {
+    /// A scope that waits for nothing: for the raw starts of
+    /// [`crate::raw`], whose caller promises what a scope would enforce.
+    pub(crate) fn detached() -> Scope<'static> {
+        Scope {
+            live: RefCell::new(Vec::new()),
+            _invariant: PhantomData,
+        }
+    }
+}
+
 impl Scope<'_> {
     pub(crate) fn register(&self, dev: &Arc<Device>, id: ReqId, is_recv: bool) {
         self.live.borrow_mut().push((dev.clone(), id, is_recv));
