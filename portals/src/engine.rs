@@ -357,6 +357,9 @@ pub struct Engine {
     index: Vec<index::PortalIndex>,
     mes: SlotMap<MeKey, MatchEntry>,
     mds: SlotMap<MdKey, MemoryDescriptor>,
+    /// Emptied lists of lent ranges of removed descriptors, for new ones
+    /// (`engine/descriptors.rs`).
+    spare_io: Vec<Vec<crate::md::IoRange>>,
     eqs: SlotMap<EqKey, EventQueue>,
     ops: SlotMap<OpKey, InitOp>,
     xfers: SlotMap<XferKey, Xfer>,
@@ -425,6 +428,7 @@ impl Engine {
                 .collect(),
             mes: SlotMap::with_key(),
             mds: SlotMap::with_key(),
+            spare_io: Vec::new(),
             eqs: SlotMap::with_key(),
             ops: SlotMap::with_key(),
             xfers: SlotMap::with_key(),

@@ -266,3 +266,87 @@ fn scattered_deposit_and_reply_do_not_allocate() {
     ARMED.with(|a| a.set(false));
     assert_eq!(take_allocs(), 0);
 }
+
+#[test]
+fn entries_and_descriptors_made_per_message_do_not_allocate() {
+    // The MPI library's pattern: every message gets a fresh entry of
+    // unique match bits (a receive, a send's read-portal exposure) and a
+    // fresh descriptor over the caller's buffer, used once and unlinked.
+    // Once warm, neither the match index (its buckets churn) nor the
+    // descriptor's list of lent ranges may allocate per message.
+    let (recv_pt, read_pt) = (PortalIndex(0), PortalIndex(1));
+    let me_id = ProcessId::new(1, 1);
+    let peer = ProcessId::new(2, 2);
+    let mut e = Engine::new(me_id, 9, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(16).unwrap();
+    let mut rbuf = [0u8; 8];
+    let mut sbuf = [7u8; 8];
+    let mut bits = 0u64;
+    let mut cycle = |e: &mut Engine| {
+        bits += 1;
+        // Target side: a receive for this message only, used up by it.
+        let me = e
+            .me_attach(recv_pt, peer, bits, 0, Unlink::Unlink, Position::After)
+            .unwrap();
+        let desc = MdDesc::new(MdOptions::OP_PUT)
+            .threshold(Threshold::Count(1))
+            .eq(eq);
+        // SAFETY: `rbuf` outlives the descriptor, which unlinks itself in
+        // this cycle; nothing else touches it meanwhile.
+        unsafe { e.md_attach_raw(me, &desc, rbuf.as_mut_ptr(), 8, Unlink::Unlink) }.unwrap();
+        let h = Header {
+            op: Op::Put,
+            ack_req: true,
+            fail: FailType::Ok,
+            job_key: 9,
+            src: peer,
+            dst: me_id,
+            pt_index: recv_pt,
+            ac_index: 0,
+            match_bits: bits,
+            offset: 0,
+            hdr_data: 0,
+            rlength: 8,
+            mlength: 0,
+            cookie: 5,
+            atomic: None,
+        };
+        let RecvAction::Deposit { region, token, .. } = e.recv_header(&h) else {
+            panic!("expected a deposit");
+        };
+        // SAFETY: token open; sole user.
+        unsafe { region.as_mut_slice() }.copy_from_slice(&[1; 8]);
+        assert!(e.recv_complete(token).is_some(), "ack requested");
+        let kinds = [e.eq_get(eq).unwrap(), e.eq_get(eq).unwrap()].map(|ev| ev.map(|ev| ev.kind));
+        assert_eq!(kinds, [Some(EventKind::Put), Some(EventKind::Unlink)]);
+        // Initiator side: the data exposed on the read portal under its
+        // own unique bits, put, then unlinked with its entry.
+        let me = e
+            .me_attach(read_pt, peer, bits, 0, Unlink::Unlink, Position::After)
+            .unwrap();
+        let desc = MdDesc::new(MdOptions::OP_GET)
+            .threshold(Threshold::Count(3))
+            .eq(eq);
+        // SAFETY: `sbuf` outlives the descriptor, unlinked below.
+        let md =
+            unsafe { e.md_attach_raw(me, &desc, sbuf.as_mut_ptr(), 8, Unlink::Unlink) }.unwrap();
+        let remote = Remote::new(peer, recv_pt, bits);
+        let out = e.put(md, AckReq::NoAck, &remote, bits).unwrap();
+        e.send_complete(out.token.expect("token"), FailType::Ok);
+        assert_eq!(
+            e.eq_get(eq).unwrap().map(|ev| ev.kind),
+            Some(EventKind::Sent)
+        );
+        e.me_unlink(me).unwrap();
+    };
+    for _ in 0..100 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(true));
+    for _ in 0..10_000 {
+        cycle(&mut e);
+    }
+    ARMED.with(|a| a.set(false));
+    let n = take_allocs();
+    assert_eq!(n, 0, "allocations in 10 000 cycles");
+}

@@ -106,6 +106,7 @@ use slab::Slab;
 mod completion;
 mod config;
 mod failure;
+mod intake;
 mod nbc;
 mod pool;
 mod probe;
@@ -166,6 +167,12 @@ const HDR_UNIQUE: u64 = HDR_READ - 1;
 /// How long one blocking wait sleeps before re-checking its request. Another
 /// thread may have consumed the event that completed it.
 const WAIT_SLICE: Duration = Duration::from_millis(1);
+
+/// How many emptied eager copies are kept for reuse.
+const SPARE_COPIES: usize = 64;
+/// The largest eager copy kept for reuse: with [`SPARE_COPIES`], what the
+/// spares may hold (256 KiB) stays small beside the unexpected buffers.
+const SPARE_COPY_BYTES: usize = 4096;
 
 /// Send modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,6 +268,10 @@ struct Req {
     bsend_len: usize,
     /// Bytes of the eager-copy budget the request's copy uses.
     copy_len: usize,
+    /// The library's copy of a short send's data (`MpiConfig::eager_copy`):
+    /// the send reads from it, so it lives as long as the request, then
+    /// goes back to [`State::spare_copies`].
+    copy: Vec<u8>,
     /// Peer world rank, for error messages.
     peer: u32,
     /// A pull's source, admitted past the envelope cap until the request
@@ -312,6 +323,10 @@ struct State {
     /// Bytes of eager copies held by short sends waiting for their
     /// acknowledgment ([`MpiConfig::eager_copy`]).
     copy_used: usize,
+    /// Emptied eager copies kept for reuse (at most [`SPARE_COPIES`], each
+    /// of at most [`SPARE_COPY_BYTES`]), so that a short send allocates
+    /// nothing once warm.
+    spare_copies: Vec<Vec<u8>>,
     stats: MpiStats,
     /// Context ids this process does not use: bit i of word i/64. Ids go in
     /// pairs (point-to-point, collective); the world's pair is 0/1.
@@ -542,6 +557,7 @@ impl Device {
                 bsend_attached: 0,
                 bsend_used: 0,
                 copy_used: 0,
+                spare_copies: Vec::with_capacity(SPARE_COPIES),
                 stats: MpiStats::default(),
                 free_ctx: {
                     let mut f = [u64::MAX; CTX_WORDS];
@@ -630,25 +646,29 @@ impl Device {
     /// concerns the library is kept in `fatal` (and reported by every wait
     /// once the waited-for request has let go of its buffer).
     fn drain(&self, st: &mut State) {
-        // Read before the events: whatever the transport delivered before
-        // giving up on a peer is queued by then, and handled first.
-        let failures = self.ni().failed_peer_count();
+        // The failure count is read before the events (in the same engine
+        // call): whatever the transport delivered before giving up on a
+        // peer is queued by then, and handled first.
+        let mut failures = None;
+        let (mut unexpected, mut request) = (None, None);
         loop {
-            let unexpected = self.take_event(st, self.unexp_eq, true);
+            let failed = self.take_events(st, &mut unexpected, &mut request);
+            failures.get_or_insert(failed);
+            if unexpected.is_none() && request.is_none() {
+                break;
+            }
             if let Some(ev) = &unexpected {
                 if let Err(e) = self.sh.on_unexpected(self.core(), st, ev) {
                     st.fatal.get_or_insert(e);
                 }
             }
-            let request = self.take_event(st, self.req_eq, false);
             if let Some(ev) = &request {
                 self.on_request(st, ev);
             }
-            if unexpected.is_none() && request.is_none() {
-                break;
-            }
+            unexpected = None;
+            request = None;
         }
-        if failures > st.failures_seen {
+        if failures.unwrap_or(0) > st.failures_seen {
             self.on_peer_failures(st);
         }
         if !st.departures_new.is_empty() {
@@ -668,30 +688,6 @@ impl Device {
         }
         self.throttle(st);
         self.sh.flush_kept(self.core(), st);
-    }
-
-    /// The next event of `eq`; an overflow is fatal (and reported once, so
-    /// the kept events follow). With `kept`, the event's slot stays taken
-    /// (the unexpected queue: see `saved.rs`).
-    fn take_event(&self, st: &mut State, eq: EqHandle, kept: bool) -> Option<Event> {
-        loop {
-            let got = if kept {
-                self.ni().eq_get_kept(eq)
-            } else {
-                self.ni().eq_get(eq)
-            };
-            match got {
-                Ok(ev) => return ev,
-                Err(PtlError::EqDropped { dropped }) => {
-                    st.fatal
-                        .get_or_insert(MpiError::EventQueueOverflow(dropped));
-                }
-                Err(e) => {
-                    st.fatal.get_or_insert(ptl(e));
-                    return None;
-                }
-            }
-        }
     }
 
     fn on_request(&self, st: &mut State, ev: &Event) {
@@ -899,22 +895,33 @@ impl Device {
             }
         }
         // Unlinking the entry also unlinks a descriptor attached to it; the
-        // explicit descriptor unlinks then find nothing, which is fine.
-        for slot in [&mut r.me, &mut r.read_me] {
-            if let Some(me) = *slot {
-                match ni.me_unlink(me) {
-                    Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
-                    Err(e) => tracing::trace!(error = %e, "request entry still in use"),
+        // explicit descriptor unlinks then find nothing, which is fine. All
+        // in one engine call: every message ends here, and each call takes
+        // the engine lock the transport contends for.
+        if r.me.is_some() || r.read_me.is_some() || r.md.is_some() || r.ack_md.is_some() {
+            self.core().with_engine(|e| {
+                for slot in [&mut r.me, &mut r.read_me] {
+                    if let Some(me) = *slot {
+                        match e.me_unlink(me) {
+                            Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
+                            Err(e) => tracing::trace!(error = %e, "request entry still in use"),
+                        }
+                    }
                 }
-            }
-        }
-        for slot in [&mut r.md, &mut r.ack_md] {
-            if let Some(md) = *slot {
-                match ni.md_unlink(md) {
-                    Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
-                    Err(e) => tracing::trace!(error = %e, "request descriptor still in use"),
+                for slot in [&mut r.md, &mut r.ack_md] {
+                    if let Some(md) = *slot {
+                        match e.md_unlink(md) {
+                            Ok(_) | Err(PtlError::InvalidHandle { .. }) => *slot = None,
+                            Err(e) => {
+                                tracing::trace!(error = %e, "request descriptor still in use")
+                            }
+                        }
+                    }
                 }
-            }
+            });
+            // An unlink may have failed triggered operations, releasing
+            // others.
+            self.core().send_triggered();
         }
         r.nbc_mes.retain(|&me| match ni.me_unlink(me) {
             Ok(_) | Err(PtlError::InvalidHandle { .. }) => false,
@@ -954,6 +961,10 @@ impl Device {
             let r = st.reqs.remove(id.idx as usize);
             st.bsend_used = st.bsend_used.saturating_sub(r.bsend_len);
             st.copy_used = st.copy_used.saturating_sub(r.copy_len);
+            let cap = r.copy.capacity();
+            if cap > 0 && cap <= SPARE_COPY_BYTES && st.spare_copies.len() < SPARE_COPIES {
+                st.spare_copies.push(r.copy);
+            }
         }
     }
 
@@ -999,6 +1010,7 @@ impl Device {
             owned: None,
             bsend_len: 0,
             copy_len: 0,
+            copy: Vec::new(),
             peer,
             admits: None,
             windowed: false,

@@ -94,27 +94,11 @@ impl Device {
     ) -> Result<()> {
         let ni = self.ni();
         let match_id = source_id(src);
-        let me = ni
-            .me_insert(
-                self.mark,
-                match_id,
-                recv.0,
-                recv.1,
-                Unlink::Unlink,
-                Position::Before,
-            )
-            .map_err(ptl)?;
-        st.reqs[id.idx as usize].me = Some(me);
         let up = id.user_ptr();
         let inactive = MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
             .threshold(Threshold::Count(0))
             .eq(self.req_eq)
             .user_ptr(up);
-        // SAFETY: by this function's contract; the request unlinks the
-        // descriptor before it completes.
-        let md =
-            unsafe { ni.md_attach_raw(me, &inactive, buf, len, Unlink::Unlink) }.map_err(ptl)?;
-        st.reqs[id.idx as usize].md = Some(md);
         // ...activated only if nothing arrived meanwhile.
         let active = MdDesc {
             threshold: Threshold::Count(1),
@@ -131,13 +115,38 @@ impl Device {
         // stay held back. Not before it is active: while this loop empties
         // the queue, an admitted source would keep filling it past the cap
         // (even the awaited message would land there). In the update's own
-        // engine call: no extra lock per receive.
+        // engine call: no extra lock per receive. The first try shares its
+        // engine call with the entry's insertion and the inactive
+        // descriptor's attach: the protocol needs their order, not
+        // separate calls.
         let unexp_eq = self.unexp_eq;
+        let mark = self.mark;
+        let st_: &mut State = st;
+        let first = self.core().with_engine(|e| -> Result<_> {
+            let me = e
+                .me_insert(
+                    mark,
+                    match_id,
+                    recv.0,
+                    recv.1,
+                    Unlink::Unlink,
+                    Position::Before,
+                )
+                .map_err(ptl)?;
+            st_.reqs[id.idx as usize].me = Some(me);
+            // SAFETY: by this function's contract; the request unlinks the
+            // descriptor before it completes.
+            let md =
+                unsafe { e.md_attach_raw(me, &inactive, buf, len, Unlink::Unlink) }.map_err(ptl)?;
+            st_.reqs[id.idx as usize].md = Some(md);
+            let activated = e
+                .md_update(md, Some(&active), Some(unexp_eq))
+                .and_then(|_| e.me_admit(me, unexp_eq));
+            Ok((me, md, activated))
+        })?;
+        let st = st_;
+        let (me, md, mut activated) = first;
         loop {
-            let activated = self.core().with_engine(|e| {
-                e.md_update(md, Some(&active), Some(unexp_eq))?;
-                e.me_admit(me, unexp_eq)
-            });
             match activated {
                 Ok(()) => {
                     if bits::decode(recv.0).ctx & 1 == 0 {
@@ -179,6 +188,10 @@ impl Device {
                 }
                 return Ok(());
             }
+            activated = self.core().with_engine(|e| {
+                e.md_update(md, Some(&active), Some(unexp_eq))?;
+                e.me_admit(me, unexp_eq)
+            });
         }
     }
 

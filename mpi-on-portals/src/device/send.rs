@@ -2,7 +2,7 @@
 //! receiver holds it), synchronous, ready and long protocols (seed 001
 //! §3.2–3.3), and buffered sends.
 
-use portals::{AckReq, MdDesc, MdHandle, MdOptions, Position, Remote, Threshold, Unlink};
+use portals::{AckReq, MdDesc, MdHandle, MdOptions, Outbound, Position, Remote, Threshold, Unlink};
 
 use super::window::{Admit, QueuedPut};
 use super::{
@@ -57,7 +57,8 @@ impl Device {
         // the receiver's acknowledgment; within the budget, send a copy
         // instead (an internal request nobody waits for) and hand the
         // caller a request that is complete already.
-        let (mut owned, mut detached, mut data, mut copy_len) = (owned, detached, data, 0);
+        let (mut detached, mut data, mut copy_len) = (detached, data, 0);
+        let mut copy = Vec::new();
         let mut done_for_caller = None;
         if kind == Kind::SendShort
             && owned.is_none()
@@ -66,9 +67,13 @@ impl Device {
             && st.copy_used + len <= self.cfg.eager_copy
         {
             // SAFETY: by this function's contract, `data..data+len` is valid.
-            let copy = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
-            data = copy.as_ptr();
-            owned = Some(Box::new(copy));
+            let src = unsafe { std::slice::from_raw_parts(data, len) };
+            // A recycled buffer: no allocation per message once warm.
+            let mut buf = st.spare_copies.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(src);
+            data = buf.as_ptr();
+            copy = buf;
             detached = true;
             copy_len = len;
             st.copy_used += len;
@@ -83,6 +88,8 @@ impl Device {
         // as anything in the engine may read it.
         if let Some(rq) = st.reqs.get_mut(id.idx as usize) {
             rq.owned = owned;
+            // Moving the vector keeps its heap buffer where it is.
+            rq.copy = copy;
             rq.detached = detached;
             rq.empty = len == 0;
             rq.copy_len = copy_len;
@@ -123,30 +130,57 @@ impl Device {
                     // receiver tells it from one sent with no exposure.
                     let flag = if kind == Kind::SendShort { HDR_READ } else { 0 };
                     let read_bits = Self::unique_bits(&mut st) | flag;
+                    let desc = MdDesc::new(MdOptions::OP_GET)
+                        .threshold(Threshold::Count(3))
+                        .eq(self.req_eq)
+                        .user_ptr(up);
                     // Its acknowledgment or get comes in the target's
                     // ordered stream to us, maybe behind messages held at
                     // our envelope cap: the entry admits the target while
-                    // it is linked (in the attach's engine call).
-                    let me = self
-                        .attach_admitting(READ_PT, target, read_bits)
-                        .map_err(ptl)?;
-                    st.reqs[id.idx as usize].me = Some(me);
-                    // SAFETY: by this function's contract.
-                    let md = unsafe {
-                        ni.md_attach_raw(
-                            me,
-                            &MdDesc::new(MdOptions::OP_GET)
-                                .threshold(Threshold::Count(3))
-                                .eq(self.req_eq)
-                                .user_ptr(up),
-                            data,
-                            len,
-                            Unlink::Unlink,
-                        )
+                    // it is linked. Entry, admission, descriptor and put
+                    // in one engine call: every short message pays each
+                    // call's engine lock.
+                    let unexp_eq = self.unexp_eq;
+                    let st_: &mut State = &mut st;
+                    let out = self.core().with_engine(|e| -> Result<Option<Outbound>> {
+                        let me = e
+                            .me_attach(
+                                READ_PT,
+                                target,
+                                read_bits,
+                                0,
+                                Unlink::Unlink,
+                                Position::After,
+                            )
+                            .map_err(ptl)?;
+                        st_.reqs[id.idx as usize].me = Some(me);
+                        e.me_admit(me, unexp_eq).map_err(ptl)?;
+                        // SAFETY: by this function's contract.
+                        let md = unsafe { e.md_attach_raw(me, &desc, data, len, Unlink::Unlink) }
+                            .map_err(ptl)?;
+                        st_.reqs[id.idx as usize].md = Some(md);
+                        if !Self::window_admits(
+                            st_,
+                            id,
+                            dst,
+                            ctx,
+                            md,
+                            AckReq::Ack,
+                            &remote,
+                            read_bits,
+                        ) {
+                            return Ok(None);
+                        }
+                        e.put(md, AckReq::Ack, &remote, read_bits)
+                            .map(Some)
+                            .map_err(ptl)
+                    })?;
+                    if let Some(out) = out {
+                        ni.nal().send(out);
+                        // A self-send may have released triggered operations.
+                        self.core().send_triggered();
                     }
-                    .map_err(ptl)?;
-                    st.reqs[id.idx as usize].md = Some(md);
-                    self.start_put(&mut st, id, dst, ctx, md, AckReq::Ack, &remote, read_bits)
+                    Ok(())
                 }
                 Kind::SendSync => {
                     // The explicit acknowledgment lands on a zero-byte
@@ -225,9 +259,6 @@ impl Device {
 
     /// Put send `id`'s message to world rank `dst` now, or queue it behind
     /// earlier ones when `dst`'s window is full (see `window.rs`).
-    /// Collective traffic (the odd context of a pair) never waits: it may
-    /// overtake point-to-point messages, and must, for a receiver at its
-    /// envelope cap to reach it.
     #[allow(clippy::too_many_arguments)]
     fn start_put(
         &self,
@@ -240,6 +271,28 @@ impl Device {
         remote: &Remote,
         hdr_data: u64,
     ) -> Result<()> {
+        if !Self::window_admits(st, id, dst, ctx, md, ack, remote, hdr_data) {
+            return Ok(());
+        }
+        self.ni().put(md, ack, remote, hdr_data).map_err(ptl)
+    }
+
+    /// True if send `id`'s put may go to world rank `dst` now; false if it
+    /// was queued behind earlier ones because `dst`'s window is full (see
+    /// `window.rs`). Collective traffic (the odd context of a pair) never
+    /// waits: it may overtake point-to-point messages, and must, for a
+    /// receiver at its envelope cap to reach it.
+    #[allow(clippy::too_many_arguments)]
+    fn window_admits(
+        st: &mut State,
+        id: ReqId,
+        dst: u32,
+        ctx: u16,
+        md: MdHandle,
+        ack: AckReq,
+        remote: &Remote,
+        hdr_data: u64,
+    ) -> bool {
         let counts = ack == AckReq::Ack;
         if ctx & 1 == 0 {
             let q = QueuedPut {
@@ -253,7 +306,7 @@ impl Device {
                 },
             };
             if st.windows.admit(dst, q) == Admit::Queued {
-                return Ok(());
+                return false;
             }
             if counts {
                 if let Some(r) = st.reqs.get_mut(id.idx as usize) {
@@ -261,7 +314,7 @@ impl Device {
                 }
             }
         }
-        self.ni().put(md, ack, remote, hdr_data).map_err(ptl)
+        true
     }
 
     /// Send the queued puts of the targets whose window gained room, in

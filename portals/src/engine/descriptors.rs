@@ -17,6 +17,11 @@ pub(super) const OWNED_IOVEC: PtlError = PtlError::InvalidArgument(
     "the descriptor owns a list of segments: take them back with md_unlink_iovec",
 );
 
+/// How many emptied lists of lent ranges the engine keeps for reuse.
+const SPARE_IOS: usize = 64;
+/// The longest list kept (ranges a descriptor lends at once: a few).
+const SPARE_IO_RANGES: usize = 16;
+
 impl Engine {
     fn new_md(&mut self, desc: &MdDesc, mem: Memory, unlink: Unlink) -> Result<MdKey> {
         let eq = match desc.eq {
@@ -33,9 +38,25 @@ impl Engine {
                 limit: self.limits.max_mds,
             });
         }
-        Ok(self
+        let k = self
             .mds
-            .insert(MemoryDescriptor::new(mem, *desc, eq, ct, unlink)))
+            .insert(MemoryDescriptor::new(mem, *desc, eq, ct, unlink));
+        if let Some(io) = self.spare_io.pop() {
+            self.mds[k].io = io;
+        }
+        Ok(k)
+    }
+
+    /// Keep removed descriptor `d`'s list of lent ranges for a new one: a
+    /// layer that binds a descriptor per message (the MPI library) would
+    /// otherwise allocate one at every first transfer.
+    pub(super) fn recycle_io(&mut self, d: &mut MemoryDescriptor) {
+        let mut io = std::mem::take(&mut d.io);
+        if io.capacity() > 0 && io.capacity() <= SPARE_IO_RANGES && self.spare_io.len() < SPARE_IOS
+        {
+            io.clear();
+            self.spare_io.push(io);
+        }
     }
 
     /// Attach a descriptor over `mem` to a match entry (`PtlMDAttach`).
@@ -54,6 +75,25 @@ impl Engine {
         self.mds[k].me = Some(mek);
         self.mes[mek].md = Some(k);
         Ok(self.md_handle(k))
+    }
+
+    /// Attach a descriptor over caller memory to a match entry, for a layer
+    /// that does several engine calls under one lock (see
+    /// [`crate::NiCore::with_engine`]); otherwise as
+    /// [`crate::NetworkInterface::md_attach_raw`].
+    ///
+    /// # Safety
+    /// As for [`crate::NetworkInterface::md_attach_raw`].
+    pub unsafe fn md_attach_raw(
+        &mut self,
+        me: MeHandle,
+        desc: &MdDesc,
+        ptr: *mut u8,
+        len: usize,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        crate::ni::check_raw(ptr, len)?;
+        self.md_attach_mem(me, desc, Memory::Raw { ptr, len }, unlink)
     }
 
     /// Create a free-floating descriptor over `mem` for initiating
@@ -115,7 +155,8 @@ impl Engine {
         }
         self.cancel_awaiting(k);
         self.cancel_md_triggers(k);
-        let d = self.mds.remove(k).expect("checked key");
+        let mut d = self.mds.remove(k).expect("checked key");
+        self.recycle_io(&mut d);
         if let Some(mek) = d.me {
             self.detach_from_me(mek);
         }
@@ -279,7 +320,9 @@ impl Engine {
         if d.mem.is_owned() {
             d.state = MdState::Parked;
         } else {
-            self.mds.remove(k);
+            if let Some(mut d) = self.mds.remove(k) {
+                self.recycle_io(&mut d);
+            }
         }
         if let Some(mek) = mek {
             self.detach_from_me(mek);

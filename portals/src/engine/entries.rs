@@ -253,8 +253,12 @@ impl Engine {
             if let Some(ci) = idx.class(ignore_bits, any_id) {
                 idx.classes[ci].len -= 1;
                 if idx.classes[ci].len == 0 {
-                    // Free the class for another mask.
-                    idx.classes.swap_remove(ci);
+                    // Free the class for another mask, keeping its (empty)
+                    // table for the next class: a portal whose only entry
+                    // comes and goes per message would otherwise allocate
+                    // a table per message.
+                    let c = idx.classes.swap_remove(ci);
+                    idx.keep_table(c.buckets);
                 }
             }
         }
@@ -392,7 +396,8 @@ impl Engine {
                 }
                 self.cancel_awaiting(mdk);
                 self.cancel_md_triggers(mdk);
-                let md = self.mds.remove(mdk).expect("linked descriptor exists");
+                let mut md = self.mds.remove(mdk).expect("linked descriptor exists");
+                self.recycle_io(&mut md);
                 md.mem.into_owned()
             }
             None => None,

@@ -43,6 +43,12 @@ use crate::types::ProcessId;
 /// Most classes per portal; entries of further ignore masks are unindexed.
 pub(crate) const MAX_CLASSES: usize = 8;
 
+/// Sub-lists a class has room for when created (it grows past them).
+const BUCKETS_AT_START: usize = 16;
+
+/// The largest table of a freed class kept for the next one.
+const SPARE_TABLE_MAX: usize = 1024;
+
 /// Label distance between neighbours attached at an end of a list, and the
 /// most a new entry takes of a wide gap.
 pub(crate) const STEP: u64 = 1 << 32;
@@ -96,6 +102,8 @@ impl Class {
 pub(crate) struct PortalIndex {
     pub(crate) classes: Vec<Class>,
     pub(crate) unindexed: Option<SubList>,
+    /// The emptied table of the last class freed, for the next one.
+    spare: Option<FxHashMap<(u64, ProcessId), SubList>>,
 }
 
 impl PortalIndex {
@@ -116,7 +124,13 @@ impl PortalIndex {
             self.classes.push(Class {
                 ignore_bits,
                 any_id,
-                buckets: FxHashMap::default(),
+                // The last freed class's table if there is one. Made
+                // with room to spare: a table at its capacity that churns
+                // (entries of unique bits come and go, one per message)
+                // is reallocated at every insert.
+                buckets: self.spare.take().unwrap_or_else(|| {
+                    FxHashMap::with_capacity_and_hasher(BUCKETS_AT_START, Default::default())
+                }),
                 len: 0,
             });
         }
@@ -127,6 +141,15 @@ impl PortalIndex {
     }
 
     /// The class of an ignore mask and id kind.
+    /// Keep the table of a freed class (empty) for the next class, unless
+    /// it grew large.
+    pub(crate) fn keep_table(&mut self, mut t: FxHashMap<(u64, ProcessId), SubList>) {
+        if t.capacity() <= SPARE_TABLE_MAX {
+            t.clear();
+            self.spare = Some(t);
+        }
+    }
+
     pub(crate) fn class(&self, ignore_bits: u64, any_id: bool) -> Option<usize> {
         self.classes
             .iter()
