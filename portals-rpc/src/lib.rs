@@ -100,6 +100,7 @@ mod config;
 mod error;
 mod service;
 pub mod standalone;
+mod stream;
 mod transfer;
 pub mod wire;
 
