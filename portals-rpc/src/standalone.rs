@@ -28,6 +28,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+pub use nal_tcp::ProgressMode;
 use nal_tcp::{TcpConfig, TcpEndpoint};
 use portals::{Nal, NetworkInterface, NiConfig, ProcessId, PtlError};
 use rand::Rng;
@@ -66,6 +67,18 @@ pub fn listen(bind: SocketAddr, job_key: u64) -> Result<(NetworkInterface, Socke
 /// A client's interface that can reach the server at `server` (whose id is
 /// [`SERVER_ID`]), presenting `job_key`. Connects on the first call.
 pub fn dial(server: SocketAddr, job_key: u64) -> Result<NetworkInterface, PtlError> {
+    dial_with(server, job_key, ProgressMode::Thread)
+}
+
+/// [`dial`] with a choice of progress: [`ProgressMode::Poll`] runs no
+/// progress thread, so the interface moves data only while a caller waits
+/// in it (a client that only ever waits for its calls loses nothing, and
+/// many clients on few cores save a thread each).
+pub fn dial_with(
+    server: SocketAddr,
+    job_key: u64,
+    progress: ProgressMode,
+) -> Result<NetworkInterface, PtlError> {
     let nid = rand::thread_rng().gen_range(CLIENT_NID_BASE..u32::MAX);
     let id = ProcessId::new(nid, std::process::id());
     // The client listens too (the transport is symmetric); only on the
@@ -80,6 +93,7 @@ pub fn dial(server: SocketAddr, job_key: u64) -> Result<NetworkInterface, PtlErr
     };
     let cfg = TcpConfig {
         bind: local,
+        progress,
         ..TcpConfig::default()
     };
     Ok(bring_up(id, job_key, cfg, vec![(SERVER_ID, server)])?.0)
