@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use objstore::rpc::server::ObjectService;
-use objstore::rpc::BULK_CHUNK;
+use objstore::rpc::{BULK_CHUNK, MAX_REQUEST};
 use objstore::store::Store;
 use portals_rpc::{standalone, HandlerError, Request, Service, ServiceConfig};
 
@@ -53,6 +53,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         threads: args.threads.max(1),
         // Room for 16 clients' small requests at once before back-off.
         buffers: 8,
+        // Small objects travel inside the request.
+        max_request: MAX_REQUEST,
+        buffer_size: 128 << 10,
         bulk_chunk: BULK_CHUNK,
         ..ServiceConfig::default()
     };
