@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use objstore::rpc::server::ObjectService;
+use objstore::rpc::server::{ObjectService, PULL_DEPTH};
 use objstore::rpc::{BULK_CHUNK, MAX_REQUEST};
 use objstore::store::Store;
 use portals_rpc::{standalone, HandlerError, Request, Service, ServiceConfig};
@@ -32,6 +32,10 @@ struct Args {
     /// Service threads (each runs one request at a time).
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Bulk chunks of a put in flight at once (1: no overlap of the
+    /// network with the file writes).
+    #[arg(long, default_value_t = PULL_DEPTH)]
+    pull_depth: usize,
 }
 
 fn parse_key(s: &str) -> Result<u64, String> {
@@ -60,7 +64,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ..ServiceConfig::default()
     };
     let svc = Service::new(&ni, cfg)?;
-    let handler = ObjectService::new(store);
+    let handler = ObjectService::new(store).with_pull_depth(args.pull_depth);
     println!("listening on {addr}");
     use std::io::Write;
     std::io::stdout().flush()?;

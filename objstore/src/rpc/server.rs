@@ -16,9 +16,9 @@ use crate::store::{ObjectName, PutWriter, Store, StoreError};
 /// leaves its entry; beyond this the oldest is dropped, uncommitted).
 const MAX_OPEN_PUTS: usize = 256;
 
-/// Bulk chunks of a put in flight at once: the network fills the next
-/// ones while a chunk is written to the file.
-const PULL_DEPTH: usize = 3;
+/// Bulk chunks of a put in flight at once by default: the network fills
+/// the next ones while a chunk is written to the file.
+pub const PULL_DEPTH: usize = 3;
 
 /// The handler: plain blocking code on the service's threads.
 #[derive(Debug)]
@@ -26,6 +26,7 @@ pub struct ObjectService {
     store: Arc<Store>,
     puts: Mutex<HashMap<u64, Option<PutWriter>>>,
     next_handle: AtomicU64,
+    pull_depth: usize,
 }
 
 fn err(code: Code, msg: impl std::fmt::Display) -> HandlerError {
@@ -57,7 +58,15 @@ impl ObjectService {
             store,
             puts: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
+            pull_depth: PULL_DEPTH,
         }
+    }
+
+    /// Pull a put's data with `depth` bulk chunks in flight (1: one chunk
+    /// at a time, no overlap with the file writes).
+    pub fn with_pull_depth(mut self, depth: usize) -> ObjectService {
+        self.pull_depth = depth.max(1);
+        self
     }
 
     /// Handle one request (the service's [`portals_rpc::Handler`]).
@@ -106,7 +115,7 @@ impl ObjectService {
             PUT => {
                 let name = name_in(body)?;
                 let mut w = self.store.put(&name).map_err(store_err)?;
-                pull_into(req, &mut w)?;
+                pull_into(req, &mut w, self.pull_depth)?;
                 Ok(w.commit().map_err(store_err)?.to_le_bytes().to_vec())
             }
             PUT_OPEN => {
@@ -126,7 +135,7 @@ impl ObjectService {
                 let (h, offset) = (arg(body, 0)?, arg(body, 8)?);
                 let mut w = self.take(h)?;
                 let done = if w.written() == offset {
-                    pull_into(req, &mut w)
+                    pull_into(req, &mut w, self.pull_depth)
                 } else {
                     Err(err(
                         Code::BadRequest,
@@ -237,7 +246,7 @@ impl ObjectService {
 }
 
 /// Pull the request's whole bulk buffer into `w`, a service chunk at a time.
-fn pull_into(req: &mut Request<'_>, w: &mut PutWriter) -> Result<(), HandlerError> {
+fn pull_into(req: &mut Request<'_>, w: &mut PutWriter, depth: usize) -> Result<(), HandlerError> {
     let Some(bulk) = req.bulk() else {
         return Ok(()); // an empty object has no buffer
     };
@@ -245,6 +254,6 @@ fn pull_into(req: &mut Request<'_>, w: &mut PutWriter) -> Result<(), HandlerErro
         return Err(err(Code::BadRequest, "part larger than a call chunk"));
     }
     // The next chunks move while this one is written.
-    bulk.pull_stream(PULL_DEPTH, |chunk| w.write_chunk(chunk).map_err(store_err))?;
+    bulk.pull_stream(depth, |chunk| w.write_chunk(chunk).map_err(store_err))?;
     Ok(())
 }
