@@ -153,10 +153,13 @@ impl Store {
     /// put leaves nothing behind.
     pub fn put(&self, name: &ObjectName) -> Result<PutWriter> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        // Pid and sequence make it unique; the name's start is for people
+        // looking at the directory (the whole of a 255-byte name would make
+        // the temporary name too long for the file system).
         let tmp = self.root.join(format!(
-            "{TMP_PREFIX}{}-{}-{seq}",
+            "{TMP_PREFIX}{}-{seq}-{}",
             std::process::id(),
-            name.as_str()
+            name.as_str().get(..64).unwrap_or(name.as_str())
         ));
         let file = OpenOptions::new()
             .write(true)
@@ -484,6 +487,17 @@ mod tests {
             self.0 -= n;
             Ok(n)
         }
+    }
+
+    #[test]
+    fn an_object_with_the_longest_name_can_be_put() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let name = ObjectName::new(&"n".repeat(MAX_NAME_LEN)).expect("name");
+        let mut w = store.put(&name).expect("put");
+        w.write_chunk(b"abc").expect("write");
+        assert_eq!(w.commit().expect("commit"), 3);
+        assert_eq!(store.stat(&name).expect("stat").size, 3);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use objstore::rpc::client::{ObjClient, ObjError};
-use objstore::rpc::{Code, CALL_CHUNK, MAX_REPLY};
+use objstore::rpc::{Code, CALL_CHUNK, INLINE_MAX, MAX_REPLY};
 use portals_rpc::{standalone, Client, ClientConfig};
 use rand::{Rng, SeedableRng};
 
@@ -163,6 +163,55 @@ fn errors_come_back_typed() {
         assert_eq!(code(c.stat(".hidden").map(|_| ())), Some(Code::InvalidName));
     });
     assert!(server.files().is_empty());
+}
+
+#[test]
+fn small_objects_travel_inline_and_larger_ones_in_bulk() {
+    let server = Server::start();
+    server.with_client(Duration::from_secs(60), |c| {
+        let name = "n".repeat(255); // the longest name: the largest request
+        for (obj, len) in [
+            (name.as_str(), INLINE_MAX),
+            ("big", INLINE_MAX + 1),
+            ("empty", 0),
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| (i % 13) as u8).collect();
+            assert_eq!(c.put_bytes(obj, &data).expect("put"), len as u64);
+            // Inline when it fits, otherwise the client is told to go bulk.
+            let inline = c.get_small(obj).expect("get small");
+            assert_eq!(inline, (len <= INLINE_MAX).then(|| data.clone()), "{len}");
+            // A small size hint tries inline first, then falls back.
+            assert_eq!(c.get_discard(obj, 1).expect("get"), len as u64);
+            let mut back = Vec::new();
+            c.get_to(obj, &mut back, |_| {}).expect("get_to");
+            assert_eq!(back, data);
+        }
+        assert_eq!(
+            c.get_small("nope").err().and_then(|e| e.code()),
+            Some(Code::NotFound)
+        );
+    });
+    // A client that takes the service for one whose requests cannot hold a
+    // small object (an older server) moves it in bulk, and gets it back.
+    let addr = server.addr;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ni = standalone::dial(addr, KEY).expect("dial");
+        let rpc =
+            Client::with_max_request(&ni, standalone::SERVER_ID, ClientConfig::default(), 4096);
+        let mut c = ObjClient::new(rpc);
+        let data = vec![7u8; 4096];
+        c.put_bytes("old", &data).expect("bulk put");
+        let small = c.get_small("old").expect("get small");
+        let mut back = Vec::new();
+        c.get_to("old", &mut back, |_| {}).expect("bulk get");
+        let _ = tx.send((small, back == data));
+    });
+    let (small, same) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("client session failed or timed out");
+    assert_eq!(small, None, "no inline get against an older service");
+    assert!(same);
 }
 
 #[test]

@@ -19,6 +19,8 @@ pub struct Bulk<'r> {
     pub(crate) kind: BulkKind,
     pub(crate) len: u64,
     pub(crate) chunk: usize,
+    /// The service thread's chunk buffers, lent for pipelined transfers.
+    pub(crate) pool: &'r mut Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Bulk<'_> {
@@ -30,6 +32,27 @@ impl std::fmt::Debug for Bulk<'_> {
             .field("len", &self.len)
             .finish()
     }
+}
+
+/// Where `[offset, offset + len)` of the client's buffer of `xid` is, if
+/// it lies inside its `bulk_len` bytes.
+fn target(
+    peer: ProcessId,
+    portals: Portals,
+    xid: u64,
+    bulk_len: u64,
+    offset: u64,
+    len: u64,
+) -> Result<Remote, BulkError> {
+    if offset.checked_add(len).is_none_or(|end| end > bulk_len) {
+        return Err(BulkError::OutOfRange {
+            offset,
+            len,
+            bulk_len,
+        });
+    }
+    let mb = bits::encode(Kind::Bulk, xid).ok_or(BulkError::Gone)?;
+    Ok(Remote::new(peer, portals.bulk, mb).with_offset(offset))
 }
 
 impl Bulk<'_> {
@@ -59,15 +82,14 @@ impl Bulk<'_> {
     }
 
     fn remote(&self, offset: u64, len: u64) -> Result<Remote, BulkError> {
-        if offset.checked_add(len).is_none_or(|end| end > self.len) {
-            return Err(BulkError::OutOfRange {
-                offset,
-                len,
-                bulk_len: self.len,
-            });
-        }
-        let mb = bits::encode(Kind::Bulk, self.xid).ok_or(BulkError::Gone)?;
-        Ok(Remote::new(self.link.peer, self.portals.bulk, mb).with_offset(offset))
+        target(
+            self.link.peer,
+            self.portals,
+            self.xid,
+            self.len,
+            offset,
+            len,
+        )
     }
 
     /// Fill `buf` from the client's buffer at `offset` (a bulk write by the
@@ -88,6 +110,27 @@ impl Bulk<'_> {
         }
         let remote = self.remote(offset, buf.len() as u64)?;
         self.link.put(buf, &remote, 0, true)
+    }
+
+    /// Pull the client's whole buffer in service chunks with up to `depth`
+    /// of them in flight, handing them to `sink` in order while the later
+    /// ones move (a handler that writes a file overlaps its writes with
+    /// the network). The bytes pulled. The chunk buffers belong to the
+    /// service thread and are reused by its next requests.
+    pub fn pull_stream<E: From<BulkError>>(
+        &mut self,
+        depth: usize,
+        mut sink: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        if self.kind != BulkKind::Write {
+            return Err(BulkError::WrongDirection("pull from").into());
+        }
+        let (peer, portals, xid, bulk_len) = (self.link.peer, self.portals, self.xid, self.len);
+        let remote = |offset, len| target(peer, portals, xid, bulk_len, offset, len);
+        crate::stream::pull(
+            &self.link, &remote, self.len, self.chunk, depth, self.pool, &mut sink,
+        )?;
+        Ok(self.len)
     }
 
     /// The client's whole buffer, pulled in chunks (for small objects; a

@@ -3,6 +3,7 @@
 //! timeout and back-off when the service is full.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use portals::{
@@ -36,6 +37,14 @@ pub enum BulkArg<'b> {
 /// A client of one service, on one network interface. Calls may be made
 /// from any number of threads at once (`&self`); each has its own xid,
 /// event queue and reply entry.
+///
+/// A call's event queue and reply buffer come from the client's free list
+/// and go back to it when the call ends, so a steady caller allocates
+/// neither (an event queue and a `max_reply`-byte zeroed buffer per call
+/// cost more than the call's own work for small requests). The free list
+/// holds at most as many as were ever in use at once. The match entries
+/// stay per call: their match bits are the call's xid, so a late reply to
+/// an earlier call finds no entry instead of a reused one.
 #[derive(Debug)]
 pub struct Client<'a> {
     ni: &'a NetworkInterface,
@@ -43,6 +52,15 @@ pub struct Client<'a> {
     cfg: ClientConfig,
     max_request: u64,
     next_xid: AtomicU64,
+    free: Mutex<Vec<CallSlot>>,
+}
+
+/// What a call borrows from its client's free list.
+#[derive(Debug)]
+struct CallSlot {
+    eq: EqHandle,
+    /// The reply buffer, `max_reply` bytes long.
+    reply: Vec<u8>,
 }
 
 impl<'a> Client<'a> {
@@ -82,7 +100,34 @@ impl<'a> Client<'a> {
             cfg,
             max_request,
             next_xid: AtomicU64::new(start),
+            free: Mutex::new(Vec::new()),
         }
+    }
+
+    /// An event queue and reply buffer for a call: a free one, or new.
+    fn take_slot(&self) -> Result<CallSlot, RpcError> {
+        let reused = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match reused {
+            Some(s) => Ok(s),
+            None => Ok(CallSlot {
+                eq: self.ni.eq_alloc(256)?,
+                reply: vec![0; self.cfg.max_reply],
+            }),
+        }
+    }
+
+    /// Give a call's slot back. Events still queued belong to the ended
+    /// call (its handles are gone); they are dropped here, and any that
+    /// arrive later are told apart by their descriptor handle.
+    fn put_slot(&self, mut slot: CallSlot) {
+        while let Ok(Some(_)) = self.ni.eq_get(slot.eq) {}
+        if slot.reply.len() != self.cfg.max_reply {
+            slot.reply.resize(self.cfg.max_reply, 0);
+        }
+        self.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(slot);
     }
 
     /// The server.
@@ -94,6 +139,12 @@ impl<'a> Client<'a> {
     /// one fails with [`RpcError::RequestTooLarge`] before it is sent.
     pub fn max_request(&self) -> u64 {
         self.max_request
+    }
+
+    /// Event queues and reply buffers kept for the next calls: at most as
+    /// many as calls were ever in progress at once.
+    pub fn pooled_calls(&self) -> usize {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The largest body a request may carry.
@@ -182,6 +233,8 @@ struct Call<'c, 'a, 'b> {
     client: &'c Client<'a>,
     xid: u64,
     eq: EqHandle,
+    /// The pooled reply buffer while no descriptor holds it.
+    reply_buf: Option<Vec<u8>>,
     req_md: Option<MdHandle>,
     reply_me: Option<MeHandle>,
     reply_md: Option<MdHandle>,
@@ -196,11 +249,12 @@ struct Call<'c, 'a, 'b> {
 
 impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
     fn new(client: &'c Client<'a>, xid: u64) -> Result<Self, RpcError> {
-        let eq = client.ni.eq_alloc(256)?;
+        let slot = client.take_slot()?;
         Ok(Call {
             client,
             xid,
-            eq,
+            eq: slot.eq,
+            reply_buf: Some(slot.reply),
             req_md: None,
             reply_me: None,
             reply_md: None,
@@ -234,7 +288,11 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
         let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
             .threshold(Threshold::Count(1))
             .eq(self.eq);
-        self.reply_md = Some(ni.md_attach(me, &desc, vec![0; c.cfg.max_reply], Unlink::Unlink)?);
+        let buf = match self.reply_buf.take() {
+            Some(b) => b,
+            None => vec![0; c.cfg.max_reply],
+        };
+        self.reply_md = Some(ni.md_attach(me, &desc, buf, Unlink::Unlink)?);
         // Early replies: empty puts, as many as the server sends.
         let me = ni.me_attach(
             p.reply,
@@ -351,6 +409,10 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
                 }
                 continue;
             }
+            if Some(ev.md_handle) != self.req_md {
+                // An event of an earlier call that used this queue.
+                continue;
+            }
             match (ev.kind, ev.fail) {
                 (EventKind::Ack, FailType::Dropped) => {
                     // The service's request buffers are full (or it is not
@@ -394,8 +456,14 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
             .take()
             .ok_or(RpcError::Protocol("no reply descriptor"))?;
         self.reply_me = None;
-        let mut data = c.ni.md_unlink(md)?.unwrap_or_default();
-        data.truncate(ev.mlength as usize);
+        let buf = c.ni.md_unlink(md)?.unwrap_or_default();
+        // Copy the reply out (it is small next to the buffer) and keep the
+        // buffer for the next call.
+        let data = buf
+            .get(..ev.mlength as usize)
+            .ok_or(RpcError::Protocol("reply longer than its buffer"))?
+            .to_vec();
+        self.reply_buf = Some(buf);
         if ev.mlength < ev.rlength {
             return Ok(Some(Err(RpcError::ReplyTooLarge(c.cfg.max_reply as u64))));
         }
@@ -409,6 +477,15 @@ impl<'c, 'a, 'b> Call<'c, 'a, 'b> {
             Some(Status::ReplyLost) => Err(RpcError::ReplyLost),
             None => Err(RpcError::Protocol("unknown reply status")),
         }))
+    }
+}
+
+impl Drop for Client<'_> {
+    fn drop(&mut self) {
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for slot in free {
+            let _ = self.ni.eq_free(slot.eq);
+        }
     }
 }
 
@@ -441,11 +518,14 @@ impl Drop for Call<'_, '_, '_> {
         self.early_md = None;
         if let Some(md) = self.reply_md.take() {
             // Unlinked itself on a reply we did not take: reclaim it.
-            let _ = ni.md_unlink(md);
+            if let Ok(Some(b)) = ni.md_unlink(md) {
+                self.reply_buf = Some(b);
+            }
         }
         if let Some(md) = self.req_md.take() {
             unlink_retrying(|| ni.md_unlink(md));
         }
-        let _ = ni.eq_free(self.eq);
+        let reply = self.reply_buf.take().unwrap_or_default();
+        self.client.put_slot(CallSlot { eq: self.eq, reply });
     }
 }

@@ -16,7 +16,11 @@
 //!   the caller's buffer as a descriptor matched on the xid — zero copies:
 //!   the server moves bulk data one-sided ([`Bulk::push`] puts into it,
 //!   [`Bulk::pull`] gets from it) in chunks of its choosing, so an object
-//!   of any size streams through a chunk-sized buffer.
+//!   of any size streams through a chunk-sized buffer;
+//!   [`Bulk::pull_stream`] keeps several chunk gets in flight while the
+//!   handler consumes the oldest. A call's event queue and reply buffer
+//!   come from the client's free list and are reused by its next calls;
+//!   its match entries are per call, matched on its xid.
 //! * An unanswered request is resent with the same xid after
 //!   [`RetryPolicy::timeout`]; the service's reply cache ([`cache`]) keeps
 //!   each client's recent replies, so a resent request executes once and
@@ -100,6 +104,7 @@ mod config;
 mod error;
 mod service;
 pub mod standalone;
+mod stream;
 mod transfer;
 pub mod wire;
 

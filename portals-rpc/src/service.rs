@@ -55,8 +55,9 @@ impl<'r> Request<'r> {
         self.opcode
     }
 
-    /// The body, whole.
-    pub fn body(&self) -> &[u8] {
+    /// The body, whole (borrowed from the request, not from this handle,
+    /// so a handler may hold it while it moves bulk data).
+    pub fn body(&self) -> &'r [u8] {
         self.body
     }
 
@@ -328,6 +329,8 @@ impl<'a> Service<'a> {
     }
 
     fn work<H: Handler>(&self, handler: &H, out: EqHandle) -> Result<(), ServiceError> {
+        // This thread's bulk chunk buffers, kept across requests.
+        let mut pool = Vec::new();
         while !self.stop.is_stopped() {
             let work = {
                 let mut st = self.state();
@@ -352,7 +355,8 @@ impl<'a> Service<'a> {
                     header,
                     msg,
                 }) => {
-                    let (status, data) = self.execute(handler, out, client, xid, &header, &msg);
+                    let (status, data) =
+                        self.execute(handler, out, &mut pool, client, xid, &header, &msg);
                     self.state()
                         .cache
                         .complete(client, xid, status, data.clone());
@@ -363,10 +367,12 @@ impl<'a> Service<'a> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)] // the thread's own resources, then the request
     fn execute<H: Handler>(
         &self,
         handler: &H,
         out: EqHandle,
+        pool: &mut Vec<Vec<u8>>,
         client: ProcessId,
         xid: u64,
         header: &RequestHeader,
@@ -387,6 +393,7 @@ impl<'a> Service<'a> {
             kind: header.bulk,
             len: header.bulk_len,
             chunk: self.cfg.bulk_chunk,
+            pool,
         });
         let mut req = Request {
             client,

@@ -28,6 +28,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+pub use nal_tcp::ProgressMode;
 use nal_tcp::{TcpConfig, TcpEndpoint};
 use portals::{Nal, NetworkInterface, NiConfig, ProcessId, PtlError};
 use rand::Rng;
@@ -39,15 +40,33 @@ pub const SERVER_ID: ProcessId = ProcessId::new(0, 0);
 /// a `ptlrun` job (whose ids are `(rank, 0)`).
 const CLIENT_NID_BASE: u32 = 1 << 31;
 
+/// How a client's interface waits and moves data ([`dial_with`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DialOptions {
+    /// A progress thread, or progress only while a caller waits
+    /// ([`ProgressMode::Poll`]: a client that only ever waits for its
+    /// calls loses nothing, and many clients on few cores save a thread
+    /// each).
+    pub progress: ProgressMode,
+    /// A waiting caller yields the core between its polls
+    /// ([`NiConfig::wait_yield`]): for more waiting threads than cores.
+    pub wait_yield: bool,
+}
+
 fn bring_up(
     id: ProcessId,
     job_key: u64,
     cfg: TcpConfig,
     peers: Vec<(ProcessId, SocketAddr)>,
+    wait_yield: bool,
 ) -> Result<(NetworkInterface, SocketAddr), PtlError> {
     let ep = TcpEndpoint::bind(cfg).map_err(|e| PtlError::Nal(e.to_string()))?;
     let addr = ep.local_addr();
-    let ni = NetworkInterface::init(NiConfig::new(id, job_key), |core| {
+    let ni_cfg = NiConfig {
+        wait_yield,
+        ..NiConfig::new(id, job_key)
+    };
+    let ni = NetworkInterface::init(ni_cfg, |core| {
         ep.start(core, peers).map(|n| n as Arc<dyn Nal>)
     })?;
     Ok((ni, addr))
@@ -60,12 +79,21 @@ pub fn listen(bind: SocketAddr, job_key: u64) -> Result<(NetworkInterface, Socke
         bind,
         ..TcpConfig::default()
     };
-    bring_up(SERVER_ID, job_key, cfg, Vec::new())
+    bring_up(SERVER_ID, job_key, cfg, Vec::new(), false)
 }
 
 /// A client's interface that can reach the server at `server` (whose id is
 /// [`SERVER_ID`]), presenting `job_key`. Connects on the first call.
 pub fn dial(server: SocketAddr, job_key: u64) -> Result<NetworkInterface, PtlError> {
+    dial_with(server, job_key, DialOptions::default())
+}
+
+/// [`dial`] with a choice of how the interface waits and moves data.
+pub fn dial_with(
+    server: SocketAddr,
+    job_key: u64,
+    opts: DialOptions,
+) -> Result<NetworkInterface, PtlError> {
     let nid = rand::thread_rng().gen_range(CLIENT_NID_BASE..u32::MAX);
     let id = ProcessId::new(nid, std::process::id());
     // The client listens too (the transport is symmetric); only on the
@@ -80,7 +108,8 @@ pub fn dial(server: SocketAddr, job_key: u64) -> Result<NetworkInterface, PtlErr
     };
     let cfg = TcpConfig {
         bind: local,
+        progress: opts.progress,
         ..TcpConfig::default()
     };
-    Ok(bring_up(id, job_key, cfg, vec![(SERVER_ID, server)])?.0)
+    Ok(bring_up(id, job_key, cfg, vec![(SERVER_ID, server)], opts.wait_yield)?.0)
 }

@@ -32,6 +32,16 @@ impl Link<'_> {
     /// Wait for the `kind` event of `md`; other events of the queue are
     /// stale (an abandoned earlier operation) and skipped.
     fn wait(&self, md: MdHandle, kind: EventKind) -> Result<Event, BulkError> {
+        self.wait_for(|h| h == md, kind)
+    }
+
+    /// Wait for the `kind` event of a descriptor `ours` accepts; events of
+    /// others are stale and skipped.
+    pub(crate) fn wait_for(
+        &self,
+        ours: impl Fn(MdHandle) -> bool,
+        kind: EventKind,
+    ) -> Result<Event, BulkError> {
         let deadline = Instant::now() + self.timeout;
         loop {
             let now = Instant::now();
@@ -39,7 +49,7 @@ impl Link<'_> {
                 return Err(BulkError::Timeout);
             }
             match self.ni.eq_wait(self.eq, Some((deadline - now).min(SLICE))) {
-                Ok(ev) if ev.md_handle == md => match ev.fail {
+                Ok(ev) if ours(ev.md_handle) => match ev.fail {
                     FailType::Ok if ev.kind == kind => return Ok(ev),
                     FailType::Ok => {}
                     FailType::Dropped => return Err(BulkError::Gone),
@@ -63,7 +73,7 @@ impl Link<'_> {
 
     /// Unlink `md` and take its buffer back, retrying while a transfer that
     /// failed half-way still holds it (bounded by the timeout).
-    fn reclaim(&self, md: MdHandle) -> Result<Vec<u8>, BulkError> {
+    pub(crate) fn reclaim(&self, md: MdHandle) -> Result<Vec<u8>, BulkError> {
         let deadline = Instant::now() + self.timeout;
         loop {
             match self.ni.md_unlink(md) {
@@ -76,7 +86,7 @@ impl Link<'_> {
         }
     }
 
-    fn bind(&self, buf: Vec<u8>) -> Result<MdHandle, BulkError> {
+    pub(crate) fn bind(&self, buf: Vec<u8>) -> Result<MdHandle, BulkError> {
         let desc = MdDesc::new(MdOptions::empty()).eq(self.eq);
         Ok(self.ni.md_bind(&desc, buf, Unlink::Retain)?)
     }

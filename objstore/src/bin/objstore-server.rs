@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use objstore::rpc::server::ObjectService;
-use objstore::rpc::BULK_CHUNK;
+use objstore::rpc::server::{ObjectService, PULL_DEPTH};
+use objstore::rpc::{BULK_CHUNK, MAX_REQUEST};
 use objstore::store::Store;
 use portals_rpc::{standalone, HandlerError, Request, Service, ServiceConfig};
 
@@ -32,6 +32,10 @@ struct Args {
     /// Service threads (each runs one request at a time).
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Bulk chunks of a put in flight at once (1: no overlap of the
+    /// network with the file writes).
+    #[arg(long, default_value_t = PULL_DEPTH)]
+    pull_depth: usize,
 }
 
 fn parse_key(s: &str) -> Result<u64, String> {
@@ -53,11 +57,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         threads: args.threads.max(1),
         // Room for 16 clients' small requests at once before back-off.
         buffers: 8,
+        // Small objects travel inside the request.
+        max_request: MAX_REQUEST,
+        buffer_size: 128 << 10,
         bulk_chunk: BULK_CHUNK,
         ..ServiceConfig::default()
     };
     let svc = Service::new(&ni, cfg)?;
-    let handler = ObjectService::new(store);
+    let handler = ObjectService::new(store).with_pull_depth(args.pull_depth);
     println!("listening on {addr}");
     use std::io::Write;
     std::io::stdout().flush()?;

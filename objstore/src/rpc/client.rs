@@ -4,8 +4,9 @@ use std::io::{Read, Write};
 
 use portals_rpc::{Client, RpcError};
 
-use super::{u64_at, Code, CALL_CHUNK};
-use super::{DELETE, GET, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
+use super::PUT_SMALL;
+use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX, MAX_REQUEST};
+use super::{DELETE, GET, GET_SMALL, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
 use crate::store::ObjectInfo;
 
 /// Why an object-store call failed.
@@ -63,10 +64,28 @@ impl ObjError {
 /// Result of object-store calls.
 pub type Result<T> = std::result::Result<T, ObjError>;
 
+/// The rpc client: this object-store client's own, or one shared by
+/// several (threads of one process on one network interface).
+#[derive(Debug)]
+enum Rpc<'a> {
+    Own(Client<'a>),
+    Shared(&'a Client<'a>),
+}
+
+impl<'a> std::ops::Deref for Rpc<'a> {
+    type Target = Client<'a>;
+    fn deref(&self) -> &Client<'a> {
+        match self {
+            Rpc::Own(c) => c,
+            Rpc::Shared(c) => c,
+        }
+    }
+}
+
 /// Object-store calls over a connected [`Client`].
 #[derive(Debug)]
 pub struct ObjClient<'a> {
-    rpc: Client<'a>,
+    rpc: Rpc<'a>,
     /// One call's worth of object data, reused across calls.
     buf: Vec<u8>,
 }
@@ -75,13 +94,53 @@ impl<'a> ObjClient<'a> {
     /// Wrap a client connected to an object-store service.
     pub fn new(rpc: Client<'a>) -> ObjClient<'a> {
         ObjClient {
-            rpc,
+            rpc: Rpc::Own(rpc),
             buf: Vec::new(),
         }
     }
 
+    /// Calls over a client shared with other threads (each thread its own
+    /// `ObjClient`, all on one network interface and one xid sequence).
+    pub fn shared(rpc: &'a Client<'a>) -> ObjClient<'a> {
+        ObjClient {
+            rpc: Rpc::Shared(rpc),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Whether the service takes small objects inline ([`PUT_SMALL`],
+    /// [`GET_SMALL`]): its largest request holds one.
+    fn inline(&self) -> bool {
+        self.rpc.max_request() >= MAX_REQUEST as u64
+    }
+
+    /// Put a small object inside the request, if the service takes it
+    /// inline and it fits; `None` otherwise.
+    fn put_small(&mut self, name: &str, data: &[u8]) -> Option<Result<u64>> {
+        let len = u16::try_from(name.len()).ok()?;
+        if data.len() > INLINE_MAX || !self.inline() {
+            return None;
+        }
+        let mut body = Vec::with_capacity(2 + name.len() + data.len());
+        body.extend_from_slice(&len.to_le_bytes());
+        body.extend_from_slice(name.as_bytes());
+        body.extend_from_slice(data);
+        if body.len() as u64 > self.rpc.max_body() {
+            return None;
+        }
+        Some(
+            self.rpc
+                .call(PUT_SMALL, &body)
+                .map_err(ObjError::from)
+                .and_then(|r| u64_at(&r, 0).ok_or(ObjError::Protocol("put"))),
+        )
+    }
+
     /// Put an object held in memory (one call up to [`CALL_CHUNK`] bytes).
     pub fn put_bytes(&mut self, name: &str, data: &[u8]) -> Result<u64> {
+        if let Some(r) = self.put_small(name, data) {
+            return r;
+        }
         if data.len() <= CALL_CHUNK {
             let r = self.rpc.call_write(PUT, name.as_bytes(), data)?;
             return u64_at(&r, 0).ok_or(ObjError::Protocol("put"));
@@ -104,10 +163,16 @@ impl<'a> ObjClient<'a> {
         let r = match first {
             // Small: one call.
             Ok(n) if n < CALL_CHUNK => {
-                let r = self.rpc.call_write(PUT, name.as_bytes(), &buf[..n]);
+                let r = match self.put_small(name, &buf[..n]) {
+                    Some(r) => r,
+                    None => self
+                        .rpc
+                        .call_write(PUT, name.as_bytes(), &buf[..n])
+                        .map_err(ObjError::from)
+                        .and_then(|r| u64_at(&r, 0).ok_or(ObjError::Protocol("put"))),
+                };
                 progress(n as u64);
-                r.map_err(ObjError::from)
-                    .and_then(|r| u64_at(&r, 0).ok_or(ObjError::Protocol("put")))
+                r
             }
             Ok(n) => self.put_parts(name, src, &mut buf, n, &progress),
             Err(e) => Err(ObjError::Local {
@@ -191,12 +256,37 @@ impl<'a> ObjClient<'a> {
 
     /// Get an object whose size is about `hint`, only counting its bytes
     /// (the load generator: the transport's cost without a local copy).
+    /// A small one comes inside the reply.
     pub fn get_discard(&mut self, name: &str, hint: usize) -> Result<u64> {
+        if hint <= INLINE_MAX {
+            if let Some(r) = self.get_small(name)? {
+                return Ok(r.len() as u64);
+            }
+        }
         let mut buf = std::mem::take(&mut self.buf);
         let call = hint.clamp(1, CALL_CHUNK);
         let r = self.get_with(name, &mut buf, call, |_| Ok(()), &|_| {});
         self.buf = buf;
         r
+    }
+
+    /// A small object inside the reply: `None` if the service does not
+    /// take small objects inline, or the object is larger than
+    /// [`INLINE_MAX`] (then it moves in bulk calls).
+    pub fn get_small(&mut self, name: &str) -> Result<Option<Vec<u8>>> {
+        if !self.inline() {
+            return Ok(None);
+        }
+        let mut r = self.rpc.call(GET_SMALL, name.as_bytes())?;
+        let size = u64_at(&r, 0).ok_or(ObjError::Protocol("get"))?;
+        if size > INLINE_MAX as u64 {
+            return Ok(None);
+        }
+        if r.len() as u64 != GET_SMALL_HEADER as u64 + size {
+            return Err(ObjError::Protocol("get length"));
+        }
+        r.drain(..GET_SMALL_HEADER);
+        Ok(Some(r))
     }
 
     fn get_with(

@@ -18,6 +18,15 @@
 //! | [`STAT`] | name | – | size |
 //! | [`LIST`] | – | – | (u16 name length, name, u64 size)* |
 //! | [`DELETE`] | name | – | – |
+//! | [`PUT_SMALL`] | u16 name length, name, the object (≤ [`INLINE_MAX`]) | – | size |
+//! | [`GET_SMALL`] | name | – | size, version, the object if ≤ [`INLINE_MAX`] |
+//!
+//! Objects of at most [`INLINE_MAX`] bytes travel inside the request or
+//! the reply ([`PUT_SMALL`], [`GET_SMALL`]; Lustre's short I/O): no bulk
+//! buffer is exposed and the server makes no transfer of its own, which
+//! saves a round trip and three Portals objects per call. A client uses
+//! them only with a service whose largest request holds a small put
+//! ([`MAX_REQUEST`]), which tells it the service is new enough.
 //!
 //! A large get is several [`GET`] calls; the version (the file's inode: a
 //! put renames a new file in) must stay the same across them, or the get
@@ -45,6 +54,24 @@ pub const STAT: u32 = 7;
 pub const LIST: u32 = 8;
 /// Remove an object.
 pub const DELETE: u32 = 9;
+
+/// Put a whole small object inside the request.
+pub const PUT_SMALL: u32 = 10;
+/// Get a small object inside the reply.
+pub const GET_SMALL: u32 = 11;
+
+/// Largest object that travels inside a request or a reply.
+pub const INLINE_MAX: usize = 8 << 10;
+
+/// The largest request of the service: a small put with the longest name
+/// (255 bytes) and the request header, rounded up.
+pub const MAX_REQUEST: usize = 12 << 10;
+
+/// The reply to [`GET_SMALL`] before the object: size and version.
+pub const GET_SMALL_HEADER: usize = 16;
+
+// A small put of the longest name fits a request.
+const _: () = assert!(portals_rpc::wire::REQUEST_HEADER + 2 + 255 + INLINE_MAX <= MAX_REQUEST);
 
 /// Most object bytes one call moves (the client's buffer per call).
 pub const CALL_CHUNK: usize = 16 << 20;

@@ -7,13 +7,18 @@ use std::sync::{Arc, Mutex};
 
 use portals_rpc::{HandlerError, Request};
 
-use super::{u64_at, Code, CALL_CHUNK};
-use super::{DELETE, GET, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
+use super::PUT_SMALL;
+use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX};
+use super::{DELETE, GET, GET_SMALL, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
 use crate::store::{ObjectName, PutWriter, Store, StoreError};
 
 /// Multi-call puts open at once, at most (a client that vanishes mid-put
 /// leaves its entry; beyond this the oldest is dropped, uncommitted).
 const MAX_OPEN_PUTS: usize = 256;
+
+/// Bulk chunks of a put in flight at once by default: the network fills
+/// the next ones while a chunk is written to the file.
+pub const PULL_DEPTH: usize = 3;
 
 /// The handler: plain blocking code on the service's threads.
 #[derive(Debug)]
@@ -21,6 +26,7 @@ pub struct ObjectService {
     store: Arc<Store>,
     puts: Mutex<HashMap<u64, Option<PutWriter>>>,
     next_handle: AtomicU64,
+    pull_depth: usize,
 }
 
 fn err(code: Code, msg: impl std::fmt::Display) -> HandlerError {
@@ -52,21 +58,68 @@ impl ObjectService {
             store,
             puts: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
+            pull_depth: PULL_DEPTH,
         }
+    }
+
+    /// Pull a put's data with `depth` bulk chunks in flight (1: one chunk
+    /// at a time, no overlap with the file writes).
+    pub fn with_pull_depth(mut self, depth: usize) -> ObjectService {
+        self.pull_depth = depth.max(1);
+        self
     }
 
     /// Handle one request (the service's [`portals_rpc::Handler`]).
     pub fn handle(&self, req: &mut Request<'_>) -> Result<Vec<u8>, HandlerError> {
-        let body = req.body().to_vec();
+        let body = req.body();
         match req.opcode() {
+            PUT_SMALL => {
+                let len = body
+                    .get(..2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+                    .ok_or_else(|| err(Code::BadRequest, "request body too short"))?;
+                let name = body
+                    .get(2..2 + len)
+                    .ok_or_else(|| err(Code::BadRequest, "name past the body"))?;
+                let data = &body[2 + len..];
+                if data.len() > INLINE_MAX {
+                    return Err(err(Code::BadRequest, "inline object too large"));
+                }
+                let mut w = self.store.put(&name_in(name)?).map_err(store_err)?;
+                w.write_chunk(data).map_err(store_err)?;
+                Ok(w.commit().map_err(store_err)?.to_le_bytes().to_vec())
+            }
+            GET_SMALL => {
+                let r = self.store.get(&name_in(body)?).map_err(store_err)?;
+                let version = r
+                    .file()
+                    .metadata()
+                    .map_err(|e| err(Code::Internal, e))?
+                    .ino();
+                let size = r.size();
+                let mut reply = Vec::with_capacity(GET_SMALL_HEADER + INLINE_MAX);
+                reply.extend_from_slice(&size.to_le_bytes());
+                reply.extend_from_slice(&version.to_le_bytes());
+                // A larger object: the client gets it in bulk calls.
+                if size <= INLINE_MAX as u64 {
+                    reply.resize(GET_SMALL_HEADER + size as usize, 0);
+                    let got = r
+                        .read_at(0, &mut reply[GET_SMALL_HEADER..])
+                        .map_err(store_err)?;
+                    if got < size as usize {
+                        return Err(err(Code::Internal, "object shorter than its size"));
+                    }
+                }
+                Ok(reply)
+            }
             PUT => {
-                let name = name_in(&body)?;
+                let name = name_in(body)?;
                 let mut w = self.store.put(&name).map_err(store_err)?;
-                pull_into(req, &mut w)?;
+                pull_into(req, &mut w, self.pull_depth)?;
                 Ok(w.commit().map_err(store_err)?.to_le_bytes().to_vec())
             }
             PUT_OPEN => {
-                let name = name_in(&body)?;
+                let name = name_in(body)?;
                 let w = self.store.put(&name).map_err(store_err)?;
                 let h = self.next_handle.fetch_add(1, Ordering::Relaxed);
                 let mut puts = self.puts.lock().map_err(|_| err(Code::Internal, "lock"))?;
@@ -79,10 +132,10 @@ impl ObjectService {
                 Ok(h.to_le_bytes().to_vec())
             }
             PUT_WRITE => {
-                let (h, offset) = (arg(&body, 0)?, arg(&body, 8)?);
+                let (h, offset) = (arg(body, 0)?, arg(body, 8)?);
                 let mut w = self.take(h)?;
                 let done = if w.written() == offset {
-                    pull_into(req, &mut w)
+                    pull_into(req, &mut w, self.pull_depth)
                 } else {
                     Err(err(
                         Code::BadRequest,
@@ -99,17 +152,17 @@ impl ObjectService {
                 }
             }
             PUT_COMMIT => {
-                let h = arg(&body, 0)?;
+                let h = arg(body, 0)?;
                 let w = self.take(h)?;
                 self.forget(h);
                 Ok(w.commit().map_err(store_err)?.to_le_bytes().to_vec())
             }
             PUT_ABORT => {
-                self.forget(arg(&body, 0)?);
+                self.forget(arg(body, 0)?);
                 Ok(Vec::new())
             }
             GET => {
-                let offset = arg(&body, 0)?;
+                let offset = arg(body, 0)?;
                 let name = name_in(&body[8..])?;
                 let r = self.store.get(&name).map_err(store_err)?;
                 let version = r
@@ -141,7 +194,7 @@ impl ObjectService {
                 Ok(reply)
             }
             STAT => {
-                let info = self.store.stat(&name_in(&body)?).map_err(store_err)?;
+                let info = self.store.stat(&name_in(body)?).map_err(store_err)?;
                 Ok(info.size.to_le_bytes().to_vec())
             }
             LIST => {
@@ -155,7 +208,7 @@ impl ObjectService {
                 Ok(reply)
             }
             DELETE => {
-                self.store.delete(&name_in(&body)?).map_err(store_err)?;
+                self.store.delete(&name_in(body)?).map_err(store_err)?;
                 Ok(Vec::new())
             }
             op => Err(err(Code::BadRequest, format!("unknown opcode {op}"))),
@@ -193,20 +246,14 @@ impl ObjectService {
 }
 
 /// Pull the request's whole bulk buffer into `w`, a service chunk at a time.
-fn pull_into(req: &mut Request<'_>, w: &mut PutWriter) -> Result<(), HandlerError> {
+fn pull_into(req: &mut Request<'_>, w: &mut PutWriter, depth: usize) -> Result<(), HandlerError> {
     let Some(bulk) = req.bulk() else {
         return Ok(()); // an empty object has no buffer
     };
     if bulk.len() > CALL_CHUNK as u64 {
         return Err(err(Code::BadRequest, "part larger than a call chunk"));
     }
-    let mut chunk = Vec::new();
-    let mut off = 0u64;
-    while off < bulk.len() {
-        chunk.resize((bulk.len() - off).min(bulk.chunk() as u64) as usize, 0);
-        bulk.pull(off, &mut chunk)?;
-        w.write_chunk(&chunk).map_err(store_err)?;
-        off += chunk.len() as u64;
-    }
+    // The next chunks move while this one is written.
+    bulk.pull_stream(depth, |chunk| w.write_chunk(chunk).map_err(store_err))?;
     Ok(())
 }
