@@ -148,8 +148,9 @@ fn nbc_overlap_smoke() {
                 .iter()
                 .filter(|r| r.implementation == i && r.extra_f64("ranks") == Some(ranks))
                 .collect();
-            // The barrier (size 0), then the broadcast and the all-reduce at
-            // 8 B and 1 KB; each a baseline and one compute factor.
+            // The barrier (size 0), then the broadcast, the all-reduce, the
+            // all-gather and the all-to-all at 8 B and 1 KB; each a baseline
+            // and one compute factor.
             let points: Vec<(&str, u64, f64)> = mine
                 .iter()
                 .map(|r| {
@@ -161,7 +162,7 @@ fn nbc_overlap_smoke() {
                 })
                 .collect();
             let mut want = vec![("ibarrier", 0, 0.0), ("ibarrier", 0, 1.0)];
-            for op in ["ibcast", "iallreduce"] {
+            for op in ["ibcast", "iallreduce", "iallgather", "ialltoall"] {
                 for size in [8, 1024] {
                     want.extend([(op, size, 0.0), (op, size, 1.0)]);
                 }
