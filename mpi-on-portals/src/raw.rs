@@ -1,7 +1,7 @@
 //! Requests on raw memory, for foreign-function interfaces.
 //!
 //! The safe API ties a non-blocking operation's buffer to a
-//! [`Scope`](crate::request::Scope). A C program lends its buffers by
+//! [`Scope`]. A C program lends its buffers by
 //! pointer until it waits, which no Rust lifetime can express: these
 //! functions start the same operations on a pointer and a length and
 //! return a [`Request<'static>`](Request). The caller promises what the
