@@ -548,6 +548,74 @@ entry! {
     }
 }
 
+entry! {
+    /// Contiguous datatypes only, as the blocking collectives.
+    fn MPI_Igather | PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        (|| {
+            let c = state::comm(comm)?;
+            let at_root = c.rank() == root;
+            let (recv, keep): (&'static mut [u8], Option<Vec<u8>>) = if at_root {
+                let (rl, _) = bytes_of(recvcount, recvtype)?;
+                let recv: &'static mut [u8] = ptr::slice_mut(recvbuf.cast::<u8>(), rl * c.size() as usize, "recvbuf")?;
+                // MPI_IN_PLACE: the root's block is in `recv` already.
+                let keep = ptr::in_place(sendbuf).then(|| {
+                    let me = root as usize;
+                    recv[me * rl..(me + 1) * rl].to_vec()
+                });
+                (recv, keep)
+            } else {
+                (&mut [], None)
+            };
+            let send: &'static [u8] = match &keep {
+                // SAFETY: as in MPI_Iallgather.
+                Some(v) => unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) },
+                None => {
+                    let (sl, _) = bytes_of(sendcount, sendtype)?;
+                    send_block(sendbuf, sl)?
+                }
+            };
+            // SAFETY: as in MPI_Iallgather.
+            let r = unsafe { mpi_on_portals::raw::immediate_gather(&c, root, send, recv)? };
+            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
+            ptr::out(request, h, "request")
+        })()
+        .map_err(|f: Fail| f.on_comm(comm))
+    }
+}
+
+entry! {
+    /// Contiguous datatypes only, as the blocking collectives.
+    fn MPI_Iscatter | PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
+        (|| {
+            let c = state::comm(comm)?;
+            let at_root = c.rank() == root;
+            let send: &'static [u8] = if at_root {
+                let (sl, _) = bytes_of(sendcount, sendtype)?;
+                ptr::slice(sendbuf.cast::<u8>(), sl * c.size() as usize, "sendbuf")?
+            } else {
+                &[]
+            };
+            // MPI_IN_PLACE at the root: its block stays in `send`; the
+            // start's copy of it goes to a scratch buffer the request keeps.
+            let mut keep = (at_root && ptr::in_place(recvbuf)).then(|| vec![0u8; send.len() / c.size().max(1) as usize]);
+            let recv: &'static mut [u8] = match &mut keep {
+                // SAFETY: as in MPI_Iallgather (the scratch buffer is kept
+                // by the request's entry).
+                Some(v) => unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr(), v.len()) },
+                None => {
+                    let (rl, _) = bytes_of(recvcount, recvtype)?;
+                    ptr::slice_mut(recvbuf.cast::<u8>(), rl, "recvbuf")?
+                }
+            };
+            // SAFETY: as in MPI_Iallgather.
+            let r = unsafe { mpi_on_portals::raw::immediate_scatter(&c, root, send, recv)? };
+            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
+            ptr::out(request, h, "request")
+        })()
+        .map_err(|f: Fail| f.on_comm(comm))
+    }
+}
+
 /// The send block of a gather-like call (`MPI_IN_PLACE`: the root's own
 /// block of `recv`).
 fn send_block<'a>(send: *const c_void, len: usize) -> Result<&'a [u8], Fail> {

@@ -7,7 +7,7 @@
 //! return a [`Request<'static>`](Request). The caller promises what the
 //! scope would have enforced. Used by the MPICH-ABI C library (`mpi-capi`).
 
-use crate::collective::{CommunicatorCollectives, ImmediateCollectives, Operation};
+use crate::collective::{CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Operation};
 use crate::comm::{CommData, Communicator, Process, Rank, Tag, ANY_TAG};
 use crate::device::Mode;
 use crate::error::{MpiError, Result};
@@ -164,6 +164,46 @@ pub unsafe fn immediate_all_to_all(
     recv: &'static mut [u8],
 ) -> Result<Request<'static>> {
     comm.immediate_all_to_all_into(&Scope::detached(), send, recv)
+}
+
+/// Start a gather (`MPI_Igather`) of equal blocks of bytes to `root`:
+/// at the root `recv` takes every member's block in rank order (and is
+/// ignored elsewhere); see [`ImmediateRoot::immediate_gather_into_root`].
+///
+/// # Safety
+/// As for [`immediate_all_gather`].
+pub unsafe fn immediate_gather(
+    comm: &SimpleCommunicator,
+    root: Rank,
+    send: &'static [u8],
+    recv: &'static mut [u8],
+) -> Result<Request<'static>> {
+    let p = comm.process_at_rank(root);
+    if comm.rank() == root {
+        p.immediate_gather_into_root(&Scope::detached(), send, recv)
+    } else {
+        p.immediate_gather_into(&Scope::detached(), send)
+    }
+}
+
+/// Start a scatter (`MPI_Iscatter`) of equal blocks of bytes from `root`:
+/// block r of the root's `send` (ignored elsewhere) into member r's
+/// `recv`; see [`ImmediateRoot::immediate_scatter_into_root`].
+///
+/// # Safety
+/// As for [`immediate_all_gather`].
+pub unsafe fn immediate_scatter(
+    comm: &SimpleCommunicator,
+    root: Rank,
+    send: &'static [u8],
+    recv: &'static mut [u8],
+) -> Result<Request<'static>> {
+    let p = comm.process_at_rank(root);
+    if comm.rank() == root {
+        p.immediate_scatter_into_root(&Scope::detached(), send, recv)
+    } else {
+        p.immediate_scatter_into(&Scope::detached(), recv)
+    }
 }
 
 /// Let a request finish in the background: nobody will wait for it

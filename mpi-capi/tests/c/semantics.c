@@ -176,6 +176,29 @@ int main(int argc, char **argv) {
     CHECK(ibv == 77);
     MPI_Ibarrier(MPI_COMM_WORLD, &ib);
     MPI_Wait(&ib, MPI_STATUS_IGNORE);
+    /* Flat non-blocking collectives, several in flight, waited together. */
+    MPI_Request nb[4];
+    int iag[4], ia2a[4], ig[4] = {-1, -1, -1, -1}, isc = -1, isend[4] = {20, 21, 22, 23};
+    MPI_Iallgather(&rank, 1, MPI_INT, iag, 1, MPI_INT, MPI_COMM_WORLD, &nb[0]);
+    MPI_Ialltoall(a2a_s, 1, MPI_INT, ia2a, 1, MPI_INT, MPI_COMM_WORLD, &nb[1]);
+    MPI_Igather(&rank, 1, MPI_INT, ig, 1, MPI_INT, 2, MPI_COMM_WORLD, &nb[2]);
+    MPI_Iscatter(isend, 1, MPI_INT, &isc, 1, MPI_INT, 3, MPI_COMM_WORLD, &nb[3]);
+    MPI_Waitall(4, nb, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < 4; i++) CHECK(iag[i] == i && ia2a[i] == i * 10 + rank);
+    if (rank == 2) for (int i = 0; i < 4; i++) CHECK(ig[i] == i);
+    if (rank != 2) CHECK(ig[0] == -1);
+    CHECK(isc == 20 + rank);
+    /* MPI_IN_PLACE: the own block is already in the receive buffer. */
+    int ipg[4] = {-1, -1, -1, -1};
+    ipg[rank] = 100 + rank;
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ipg, 1, MPI_INT, MPI_COMM_WORLD, &nb[0]);
+    MPI_Wait(&nb[0], MPI_STATUS_IGNORE);
+    for (int i = 0; i < 4; i++) CHECK(ipg[i] == 100 + i);
+    int ipr[4] = {-1, -1, -1, -1};
+    if (rank == 1) ipr[1] = 51;
+    MPI_Igather(rank == 1 ? MPI_IN_PLACE : (void *)&(int){50 + rank}, 1, MPI_INT, ipr, 1, MPI_INT, 1, MPI_COMM_WORLD, &nb[0]);
+    MPI_Wait(&nb[0], MPI_STATUS_IGNORE);
+    if (rank == 1) for (int i = 0; i < 4; i++) CHECK(ipr[i] == 50 + i);
 
     /* Communicators and groups. */
     MPI_Comm half, dup;
