@@ -503,10 +503,8 @@ entry! {
             // request completes).
             let keep = ptr::in_place(sendbuf).then(|| recv[me * rl..(me + 1) * rl].to_vec());
             let send: &'static [u8] = match &keep {
-                // SAFETY: the copy's heap buffer moves into the request's
-                // entry below with the Vec and lives until the entry is
-                // freed, after the request completes.
-                Some(v) => unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) },
+                // SAFETY: `keep` goes into the request's entry below.
+                Some(v) => unsafe { kept(v) },
                 None => {
                     let (sl, _) = bytes_of(sendcount, sendtype)?;
                     send_block(sendbuf, sl)?
@@ -532,8 +530,8 @@ entry! {
             let recv: &'static mut [u8] = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
             let keep = ptr::in_place(sendbuf).then(|| recv.to_vec());
             let send: &'static [u8] = match &keep {
-                // SAFETY: as in MPI_Iallgather.
-                Some(v) => unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) },
+                // SAFETY: `keep` goes into the request's entry below.
+                Some(v) => unsafe { kept(v) },
                 None => {
                     let (sl, _) = bytes_of(sendcount, sendtype)?;
                     ptr::slice(sendbuf.cast::<u8>(), sl * size, "sendbuf")?
@@ -567,8 +565,8 @@ entry! {
                 (&mut [], None)
             };
             let send: &'static [u8] = match &keep {
-                // SAFETY: as in MPI_Iallgather.
-                Some(v) => unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) },
+                // SAFETY: `keep` goes into the request's entry below.
+                Some(v) => unsafe { kept(v) },
                 None => {
                     let (sl, _) = bytes_of(sendcount, sendtype)?;
                     send_block(sendbuf, sl)?
@@ -599,9 +597,8 @@ entry! {
             // start's copy of it goes to a scratch buffer the request keeps.
             let mut keep = (at_root && ptr::in_place(recvbuf)).then(|| vec![0u8; send.len() / c.size().max(1) as usize]);
             let recv: &'static mut [u8] = match &mut keep {
-                // SAFETY: as in MPI_Iallgather (the scratch buffer is kept
-                // by the request's entry).
-                Some(v) => unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr(), v.len()) },
+                // SAFETY: `keep` goes into the request's entry below.
+                Some(v) => unsafe { kept_mut(v) },
                 None => {
                     let (rl, _) = bytes_of(recvcount, recvtype)?;
                     ptr::slice_mut(recvbuf.cast::<u8>(), rl, "recvbuf")?
@@ -614,6 +611,27 @@ entry! {
         })()
         .map_err(|f: Fail| f.on_comm(comm))
     }
+}
+
+/// A buffer the request's entry keeps (`ReqEntry::keep`), lent to the
+/// transfers as `'static`.
+///
+/// # Safety
+/// The Vec behind `v` must move, unchanged, into the request's entry, which
+/// is freed only after the request completes (a Vec's heap buffer does
+/// not move with it).
+unsafe fn kept(v: &[u8]) -> &'static [u8] {
+    // SAFETY: forwarded from our caller.
+    unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) }
+}
+
+/// [`kept`], for a scratch buffer the transfers write.
+///
+/// # Safety
+/// As for [`kept`], and nothing else touches the buffer meanwhile.
+unsafe fn kept_mut(v: &mut [u8]) -> &'static mut [u8] {
+    // SAFETY: forwarded from our caller.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr(), v.len()) }
 }
 
 /// The send block of a gather-like call (`MPI_IN_PLACE`: the root's own

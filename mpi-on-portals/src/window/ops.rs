@@ -125,6 +125,45 @@ impl std::ops::Add<u64> for Loc {
 }
 
 impl WinCore {
+    /// Compare-and-swap one `U` at `off` of rank index `t`'s exposure; the
+    /// previous value. The request and the reply share one descriptor:
+    /// the new value after the `U` the old one lands in.
+    pub(super) fn compare_and_swap<U: AtomicElement>(
+        &self,
+        t: u32,
+        off: Loc,
+        compare: &U,
+        value: &U,
+    ) -> Result<U> {
+        let sz = std::mem::size_of::<U>();
+        let ni = self.ni();
+        let mut op = OneOp::new(ni)?;
+        let mut buf = vec![0u8; 2 * sz];
+        buf[sz..].copy_from_slice(bytemuck::bytes_of(value));
+        let md = op.bind(MdOptions::CT_REPLY, buf)?;
+        let spec = AtomicSpec {
+            op: AtomicOp::Cswap,
+            datatype: U::DATATYPE,
+        };
+        ni.swap(
+            md,
+            0,
+            md,
+            sz as u64,
+            sz as u64,
+            &self.remote(t, off),
+            0,
+            Some(bytemuck::bytes_of(compare)),
+            spec,
+        )
+        .map_err(ptl)?;
+        op.wait(1, t)?;
+        let mut out = U::zeroed();
+        ni.md_read(md, 0, bytemuck::bytes_of_mut(&mut out))
+            .map_err(ptl)?;
+        Ok(out)
+    }
+
     pub(super) fn remote(&self, t: u32, at: Loc) -> Remote {
         Remote::new(self.ids[t as usize], WIN_PT, at.bits).with_offset(at.off)
     }
@@ -464,32 +503,6 @@ impl<T: AtomicElement> Window<'_, T> {
     /// (`MPI_Compare_and_swap`).
     pub fn compare_and_swap(&self, target: Rank, disp: usize, compare: &T, value: &T) -> Result<T> {
         let (t, off) = self.core.target(target, disp, 1, Self::esize())?;
-        let sz = Self::esize();
-        let ni = self.core.ni();
-        let mut op = OneOp::new(ni)?;
-        let mut buf = vec![0u8; 2 * sz];
-        buf[sz..].copy_from_slice(bytemuck::bytes_of(value));
-        let md = op.bind(MdOptions::CT_REPLY, buf)?;
-        let spec = AtomicSpec {
-            op: AtomicOp::Cswap,
-            datatype: T::DATATYPE,
-        };
-        ni.swap(
-            md,
-            0,
-            md,
-            sz as u64,
-            sz as u64,
-            &self.core.remote(t, off),
-            0,
-            Some(bytemuck::bytes_of(compare)),
-            spec,
-        )
-        .map_err(ptl)?;
-        op.wait(1, t)?;
-        let mut out = T::zeroed();
-        ni.md_read(md, 0, bytemuck::bytes_of_mut(&mut out))
-            .map_err(ptl)?;
-        Ok(out)
+        self.core.compare_and_swap(t, off, compare, value)
     }
 }

@@ -2,7 +2,7 @@
 //! displacements: what a C library needs, where one window (`MPI_Win`)
 //! takes `MPI_Fetch_and_op` on `uint64_t` and `MPI_Put` of bytes alike.
 
-use portals::{AckReq, AtomicOp, AtomicSpec, MdOptions, PtlError};
+use portals::{AckReq, MdOptions, PtlError};
 
 use super::ops::OneOp;
 use super::{AtomicElement, RmaOp, Window};
@@ -124,32 +124,6 @@ impl Window<'_, u8> {
         value: &U,
     ) -> Result<U> {
         let (t, off) = self.typed_target::<U>(target, disp, 1)?;
-        let sz = std::mem::size_of::<U>();
-        let ni = self.core.ni();
-        let mut op = OneOp::new(ni)?;
-        let mut buf = vec![0u8; 2 * sz];
-        buf[sz..].copy_from_slice(bytemuck::bytes_of(value));
-        let md = op.bind(MdOptions::CT_REPLY, buf)?;
-        let spec = AtomicSpec {
-            op: AtomicOp::Cswap,
-            datatype: U::DATATYPE,
-        };
-        ni.swap(
-            md,
-            0,
-            md,
-            sz as u64,
-            sz as u64,
-            &self.core.remote(t, off),
-            0,
-            Some(bytemuck::bytes_of(compare)),
-            spec,
-        )
-        .map_err(ptl)?;
-        op.wait(1, t)?;
-        let mut out = U::zeroed();
-        ni.md_read(md, 0, bytemuck::bytes_of_mut(&mut out))
-            .map_err(ptl)?;
-        Ok(out)
+        self.core.compare_and_swap(t, off, compare, value)
     }
 }
