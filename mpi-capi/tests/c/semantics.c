@@ -273,6 +273,18 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) CHECK(base[0] == 4);
     MPI_Barrier(MPI_COMM_WORLD);
+    /* Compare-and-swap 4 -> 100 + rank: exactly one rank wins; the others
+     * see the winner's value. */
+    long want = 4, mine = 100 + rank, was;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+    MPI_Compare_and_swap(&mine, &want, &was, MPI_LONG, 1, 0, win);
+    MPI_Win_unlock(1, win);
+    int won = was == 4, winners;
+    CHECK(won || (was >= 100 && was < 104));
+    MPI_Allreduce(&won, &winners, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(winners == 1);
+    if (rank == 1) CHECK(base[0] >= 100 && base[0] < 104);
+    MPI_Barrier(MPI_COMM_WORLD);
     MPI_Win_free(&win);
 
     /* Matched probe and receive; more type constructors; memory. */
