@@ -119,7 +119,10 @@ pub struct ServiceStats {
     pub malformed: u64,
     /// Replies that could not be delivered (client gone or failed).
     pub undelivered: u64,
-    /// Clients whose state was freed because they failed.
+    /// Clients whose state was freed because the transport gave up on
+    /// them: a client that departed (finalized) counts here as well as one
+    /// that failed, since either way its cached replies can never be
+    /// asked for again.
     pub clients_failed: u64,
 }
 
