@@ -60,7 +60,7 @@ impl Fail {
 /// The MPI error class of a library error.
 pub fn class_of(e: &MpiError) -> c_int {
     match e {
-        MpiError::Truncated(_) => MPI_ERR_TRUNCATE,
+        MpiError::Truncated(_) | MpiError::CollectiveTruncated => MPI_ERR_TRUNCATE,
         MpiError::InvalidRank { .. } => MPI_ERR_RANK,
         MpiError::InvalidTag(_) => MPI_ERR_TAG,
         MpiError::InvalidBuffer(_) => MPI_ERR_BUFFER,

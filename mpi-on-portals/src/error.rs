@@ -11,6 +11,11 @@ pub enum MpiError {
     /// whom.
     #[error("message truncated: {} bytes sent, {} delivered", .0.message_len(), .0.count_bytes())]
     Truncated(Status),
+    /// A block of a non-blocking collective arrived longer than the room
+    /// its receiver posted for it (`MPI_ERR_TRUNCATE`): the members' counts
+    /// or types disagree. The bytes that fit were delivered.
+    #[error("a block of a non-blocking collective was longer than its receive buffer (the members' counts disagree)")]
+    CollectiveTruncated,
     /// A rank outside the communicator (`MPI_ERR_RANK`).
     #[error("rank {rank} is not in a communicator of size {size}")]
     InvalidRank {

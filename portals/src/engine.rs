@@ -605,7 +605,8 @@ impl Engine {
     /// to its counting event (`engine/counters.rs`).
     fn post(&mut self, k: MdKey, kind: EventKind, info: &EvInfo) {
         self.post_event(k, kind, info);
-        self.count(k, kind, info.mlength, info.fail);
+        let truncated = info.mlength < info.rlength;
+        self.count(k, kind, info.mlength, info.fail, truncated);
     }
 
     fn post_event(&mut self, k: MdKey, kind: EventKind, info: &EvInfo) {

@@ -49,6 +49,9 @@
 //!   [`PtlError::EqDropped`] on the next read.
 //! * A descriptor that unlinks itself keeps its owned buffer until
 //!   [`NetworkInterface::md_unlink`] takes it back.
+//! * Extension: with [`MdOptions::CT_TRUNCATED_FAILS`] a truncated
+//!   incoming request counts as a failure on the descriptor's counting
+//!   event (Portals 4 counts it as a success).
 
 #![warn(missing_docs)]
 

@@ -62,6 +62,15 @@ bitflags::bitflags! {
         /// one to the failure count (`PTL_MD_EVENT_CT_BYTES`,
         /// `PTL_LE_EVENT_CT_BYTES`).
         const CT_BYTES = 1 << 12;
+        /// A request this descriptor served only in part because it was
+        /// longer than the room left ([`MdOptions::TRUNCATE`]: `mlength <
+        /// rlength`) counts as a *failure* on the counting event, not a
+        /// success. A portals-rs extension (Portals 4 counts a truncated
+        /// deposit as a success): a layer that posts a buffer of exactly
+        /// the length it expects and counts arrivals, with no event queue
+        /// to read `rlength` from, learns this way that a sender sent more
+        /// than it was given room for, instead of losing the rest silently.
+        const CT_TRUNCATED_FAILS = 1 << 13;
         /// Every counting option except [`MdOptions::CT_BYTES`]: count all
         /// the completion events of this descriptor, one per event.
         const CT_ALL = Self::CT_COMM.bits() | Self::CT_SEND.bits()

@@ -111,6 +111,37 @@ fn a_failed_operation_counts_one_failure_even_in_bytes_mode() {
 }
 
 #[test]
+fn a_truncated_deposit_counts_as_a_failure_only_with_ct_truncated_fails() {
+    let (_net, n) = nis(2);
+    let (a, b) = (&n[0], &n[1]);
+    let trunc = MdOptions::TRUNCATE | MdOptions::MANAGE_REMOTE | MdOptions::CT_COMM;
+    let plain = b.ct_alloc().unwrap();
+    let plain_md = target(b, 1, trunc, plain, 4);
+    let strict = b.ct_alloc().unwrap();
+    let strict_md = target(b, 2, trunc | MdOptions::CT_TRUNCATED_FAILS, strict, 4);
+    let src = source(a, MdOptions::empty(), None, &[7; 10]);
+    for bits in [1, 2] {
+        a.put(src, AckReq::NoAck, &Remote::new(b.id(), PT, bits), 0)
+            .unwrap();
+    }
+    // Portals 4's rule: the cut deposit is a success...
+    assert_eq!(b.ct_get(plain).unwrap(), CtEvent::new(1, 0));
+    // ...unless the descriptor asks for the extension.
+    assert_eq!(b.ct_get(strict).unwrap(), CtEvent::new(0, 1));
+    // Either way only what fits was written.
+    let mut got = [0u8; 4];
+    for md in [plain_md, strict_md] {
+        b.md_read(md, 0, &mut got).unwrap();
+        assert_eq!(got, [7; 4]);
+    }
+    // A request that fits whole is a success with the extension too.
+    let fits = source(a, MdOptions::empty(), None, &[8; 4]);
+    a.put(fits, AckReq::NoAck, &Remote::new(b.id(), PT, 2), 0)
+        .unwrap();
+    assert_eq!(b.ct_get(strict).unwrap(), CtEvent::new(1, 1));
+}
+
+#[test]
 fn a_ring_of_triggered_puts_and_a_get_runs_from_one_put() {
     let (_net, n) = nis(4);
     let mut rcs = Vec::new();

@@ -415,7 +415,9 @@ fn nonblocking_barrier_and_broadcast_values_on_every_transport() {
 /// duplicate, roots rotating — equal byte for byte to what `val` says;
 /// then bad arguments (root out of range, a short buffer, a partition of
 /// n+1 blocks, the root calling the non-root form) are typed errors at
-/// the start and the next collective still lines up. 2, 3 and 4 ranks,
+/// the start and the next collective still lines up; counts that
+/// disagree (a block longer than its receiver's room) fail the receiver's
+/// wait with `CollectiveTruncated`, never silently. 2, 3 and 4 ranks,
 /// shared memory, TCP and UDP, both progress modes.
 #[test]
 fn flat_nonblocking_collectives_values_on_every_transport_2_3_4_ranks() {

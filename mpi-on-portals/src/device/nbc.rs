@@ -311,18 +311,32 @@ impl Device {
         }
         // A transfer of the chain that failed counted a failure, which
         // counts towards the thresholds too: report it instead of success.
+        // With every member alive, the failure is a block that arrived
+        // longer than the room posted for it (`CT_TRUNCATED_FAILS` on the
+        // flat collectives' entries): the members' counts disagree.
         let failed = r
             .cts
             .first()
             .and_then(|&ct| self.ni().ct_get(ct).ok())
             .is_some_and(|v| v.failure > 0);
-        r.result = Some(if failed {
+        let member_failed = || {
+            let failed = self.ni().failed_peers();
+            r.nbc_ctx
+                .and_then(|ctx| st.members.get(&ctx))
+                .is_some_and(|m| {
+                    m.iter()
+                        .any(|&rank| failed.contains(&portals_runtime::process_id(rank)))
+                })
+        };
+        r.result = Some(if !failed {
+            Ok(Status::new(-1, -1, 0, 0))
+        } else if member_failed() {
             Err(MpiError::PeerFailed {
                 rank: -1,
                 why: "a transfer of a non-blocking collective failed".into(),
             })
         } else {
-            Ok(Status::new(-1, -1, 0, 0))
+            Err(MpiError::CollectiveTruncated)
         });
         self.finish(st, id);
     }

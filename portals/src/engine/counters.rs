@@ -13,7 +13,9 @@
 //! Operations are counted by default: a successful event adds one to
 //! `success`; with [`MdOptions::CT_BYTES`] it adds its `mlength`. A failed
 //! event (`fail` other than `Ok`: a negative acknowledgment or reply, an
-//! unreachable peer, an incomplete deposit) always adds one to `failure`.
+//! unreachable peer, an incomplete deposit) always adds one to `failure`,
+//! and so does a truncated incoming request on a descriptor with
+//! [`MdOptions::CT_TRUNCATED_FAILS`] (an extension).
 //! Counting is independent of the event queue: it happens whether or not
 //! the descriptor has a queue, the queue is full, or
 //! [`MdOptions::EVENT_END_DISABLE`] is set.
@@ -201,7 +203,18 @@ impl Engine {
     /// Count one event of `kind` on descriptor `k`'s counter, if its
     /// options ask for it (see the module docs).
     #[inline]
-    pub(super) fn count(&mut self, k: MdKey, kind: EventKind, mlength: u64, fail: FailType) {
+    ///
+    /// `truncated`: the event served less than was asked (`mlength <
+    /// rlength`), which [`MdOptions::CT_TRUNCATED_FAILS`] counts as a
+    /// failure.
+    pub(super) fn count(
+        &mut self,
+        k: MdKey,
+        kind: EventKind,
+        mlength: u64,
+        fail: FailType,
+        truncated: bool,
+    ) {
         let Some(d) = self.mds.get(k) else {
             return;
         };
@@ -221,7 +234,11 @@ impl Engine {
         if !opts.contains(wanted) {
             return;
         }
-        let by = if !fail.is_ok() {
+        let by = if !fail.is_ok()
+            || (truncated
+                && wanted == MdOptions::CT_COMM
+                && opts.contains(MdOptions::CT_TRUNCATED_FAILS))
+        {
             CtEvent::failure(1)
         } else if opts.contains(MdOptions::CT_BYTES) {
             CtEvent::success(mlength)

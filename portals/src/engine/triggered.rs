@@ -578,21 +578,21 @@ impl Engine {
         let fail = FailType::Dropped;
         match *op {
             Triggered::Put { md, ack, .. } => {
-                self.count(md, EventKind::Sent, 0, fail);
+                self.count(md, EventKind::Sent, 0, fail, false);
                 if ack == AckReq::Ack {
-                    self.count(md, EventKind::Ack, 0, fail);
+                    self.count(md, EventKind::Ack, 0, fail, false);
                 }
             }
-            Triggered::Get { md, .. } => self.count(md, EventKind::Reply, 0, fail),
+            Triggered::Get { md, .. } => self.count(md, EventKind::Reply, 0, fail, false),
             Triggered::Atomic { md, ack, .. } => {
-                self.count(md, EventKind::Sent, 0, fail);
+                self.count(md, EventKind::Sent, 0, fail, false);
                 if ack == AckReq::Ack {
-                    self.count(md, EventKind::Ack, 0, fail);
+                    self.count(md, EventKind::Ack, 0, fail, false);
                 }
             }
             Triggered::Fetch { get_md, put_md, .. } => {
-                self.count(put_md, EventKind::Sent, 0, fail);
-                self.count(get_md, EventKind::Reply, 0, fail);
+                self.count(put_md, EventKind::Sent, 0, fail, false);
+                self.count(get_md, EventKind::Reply, 0, fail, false);
             }
             Triggered::CtInc { .. } | Triggered::CtSet { .. } => {}
         }

@@ -52,7 +52,10 @@
 //! for exclusive scan one increment once the forward was sent (counted on
 //! the temporary's own counter A, which also says when the atomics are
 //! in). Done at the sum, when nothing of the chain reads or writes the
-//! user's buffers.
+//! user's buffers. A block longer than the room its receiver posted is
+//! cut to fit and counted as a failure (`CT_TRUNCATED_FAILS`), so the
+//! counts still reach the sum and the receiver's request fails with
+//! `MpiError::CollectiveTruncated`.
 
 use std::any::Any;
 
@@ -170,10 +173,14 @@ impl Device {
             };
             // Remote offsets: puts land at the block's start, the atomics'
             // chunks at theirs.
+            // A block longer than its posted room is cut to fit, but
+            // counts as a failure, so the request reports it
+            // (`Device::on_nbc_done`) instead of losing the rest silently.
             let recv_opts = MdOptions::OP_PUT
                 | MdOptions::MANAGE_REMOTE
                 | MdOptions::TRUNCATE
-                | MdOptions::CT_COMM;
+                | MdOptions::CT_COMM
+                | MdOptions::CT_TRUNCATED_FAILS;
             for &(src, at, len) in &plan.recv {
                 post(&mut st, pid(src), data_bits(src), (at, len), recv_opts, cnt)?;
                 expect += 1;

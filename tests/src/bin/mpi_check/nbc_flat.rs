@@ -345,6 +345,56 @@ fn refusals(c: &SimpleCommunicator) -> R<()> {
     })
 }
 
+/// Counts that disagree: the last member sends two elements where the
+/// root of a varcount gather posted room for one. The root's wait fails
+/// with `CollectiveTruncated` (the element that fits is delivered), the
+/// senders' succeed, and the next collective still lines up.
+fn mismatch(c: &SimpleCommunicator) -> R<()> {
+    let (n, me) = (c.size() as usize, c.rank() as usize);
+    let mine: Vec<u64> = if me == n - 1 {
+        vec![10 * me as u64 + 1, 10 * me as u64 + 2]
+    } else {
+        vec![10 * me as u64 + 1]
+    };
+    let root = c.process_at_rank(0);
+    let mut buf = vec![0u64; n];
+    let mut part =
+        PartitionMut::new(&mut buf[..], vec![1; n], (0..n).collect::<Vec<_>>()).map_err(e)?;
+    let got = scope(|sc| -> R<Result<Status, MpiError>> {
+        Ok(if me == 0 {
+            root.immediate_gather_varcount_into_root(sc, &mine[..], &mut part)
+                .map_err(e)?
+                .wait()
+        } else {
+            root.immediate_gather_varcount_into(sc, &mine[..])
+                .map_err(e)?
+                .wait()
+        })
+    })?;
+    drop(part);
+    if me == 0 {
+        ensure(matches!(got, Err(MpiError::CollectiveTruncated)), || {
+            format!("a block longer than its room: {got:?}")
+        })?;
+        let want: Vec<u64> = (0..n as u64).map(|r| 10 * r + 1).collect();
+        ensure(buf == want, || format!("what fits is delivered: {buf:?}"))?;
+    } else {
+        ensure(got.is_ok(), || format!("a sender of the mismatch: {got:?}"))?;
+    }
+    let mut all = vec![0u64; n];
+    let one = [me as u64];
+    scope(|sc| -> R<()> {
+        c.immediate_all_gather_into(sc, &one[..], &mut all[..])
+            .map_err(e)?
+            .wait()
+            .map_err(e)?;
+        Ok(())
+    })?;
+    ensure(all == (0..n as u64).collect::<Vec<_>>(), || {
+        format!("all-gather after the mismatch: {all:?}")
+    })
+}
+
 /// Many instances of the same kinds in flight: `BURST` all-to-alls and
 /// gathers (roots rotating) started back to back, waited in an order
 /// that mixes them; instance k+1's blocks must not land in k's buffers.
@@ -408,6 +458,7 @@ pub(crate) fn nbcflat(u: &Universe, rounds: usize) -> R<()> {
     burst(&w)?;
     burst(&d)?;
     refusals(&w)?;
+    mismatch(&w)?;
     println!("nbcflat: {rounds} rounds of every flat collective correct");
     Ok(())
 }
