@@ -587,6 +587,64 @@ fn every_mpi_h_function_is_exported() {
     }
 }
 
+/// `ptlcc` compiles against MPICH's `mpi.h` and links this library with
+/// an rpath: the program runs under the launcher with `LD_LIBRARY_PATH`
+/// empty, on portals-rs (its `MPI_Get_library_version` says so, not
+/// MPICH's), and the ranks exchange values. `-show` prints the command
+/// without running it.
+#[test]
+fn ptlcc_builds_a_program_that_runs_without_ld_library_path() {
+    if !have_mpicc() {
+        return;
+    }
+    let ptlcc = env!("CARGO_BIN_EXE_ptlcc");
+    let out =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ptlcc-{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("output dir");
+    let exe = out.join("ptlcc-prog");
+    let src = manifest().join("tests/c/ptlcc.c");
+    let show = Command::new(ptlcc)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg("-show")
+        .output()
+        .expect("run ptlcc -show");
+    let line = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(show.status.success(), "ptlcc -show: {line}");
+    for part in ["-lmpich", "-Wl,-rpath,", "mpich-abi", "-I"] {
+        assert!(line.contains(part), "no {part} in: {line}");
+    }
+    assert!(!exe.exists(), "-show must not compile");
+    let st = Command::new(ptlcc)
+        .args(["-O2", "-std=c99", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("run ptlcc");
+    assert!(st.success(), "ptlcc failed");
+    let mut spec = LaunchSpec::new(2, exe);
+    spec.options = JobOptions {
+        nal: NalKind::Shm,
+        timeout: Duration::from_secs(60),
+        ..JobOptions::default()
+    };
+    // Empty, not inherited: only the rpath can find the library.
+    spec.env = vec![("LD_LIBRARY_PATH".into(), String::new())];
+    spec.output = Output::Capture;
+    spec.timeout = Some(JOB_LIMIT);
+    let run = launch(&spec).expect("launch");
+    let t = run.transcript();
+    assert_eq!(run.status, 0, "{:?}\n{t}", run.reason);
+    for (r, from) in [(0, 1001), (1, 1000)] {
+        let o = run.stdout_of(r);
+        assert!(
+            o.contains(&format!("rank {r} of 2 got {from} on portals-rs")),
+            "rank {r}\n{t}"
+        );
+    }
+}
+
 /// Started by MPICH's own launcher (`mpiexec.hydra`, PMI) instead of
 /// `ptlrun`, the same binaries join through PMI: the semantics suite on 4
 /// ranks and a benchmark on 2. Skipped, saying so, without hydra.
