@@ -62,6 +62,7 @@ pub const KIND_OP: u32 = 0x98000000;
 pub const KIND_WIN: u32 = 0xa0000000;
 pub const KIND_REQUEST: u32 = 0xac000000;
 pub const KIND_MESSAGE: u32 = 0xec000000;
+pub const KIND_ERRHANDLER: u32 = 0x94000000;
 pub const SLOT_MASK: u32 = 0x00ffffff;
 
 pub const MPI_IDENT: c_int = 0;

@@ -122,8 +122,8 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Res) -> c_int {
 
 /// Hand `f` to its error handler: return its class, or end the job.
 pub fn raise(name: &str, f: Fail) -> c_int {
-    let handler = state::errhandler_of(f.on);
-    if handler == MPI_ERRORS_RETURN {
+    let (handler, object) = state::errhandler_of(f.on);
+    if handler == MPI_ERRORS_RETURN || crate::errhandler::call(handler, object, f.class) {
         return f.class;
     }
     let msg = format!("MPI error in {name}: {} ({})", f.msg, class_string(f.class));

@@ -58,6 +58,7 @@ pub mod comm;
 pub mod consts;
 pub mod datatype;
 pub mod env;
+pub mod errhandler;
 pub mod error;
 pub mod mprobe;
 pub mod p2p;

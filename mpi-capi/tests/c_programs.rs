@@ -366,6 +366,30 @@ fn errors_are_fatal_aborts_the_job_naming_the_call() {
     assert!(!t.contains("NOT REACHED"), "{t}");
 }
 
+/// Under the default handlers, one bad call of each family ends the job
+/// with a message naming the call and its class (a window's default
+/// handler is fatal even where the world's returns).
+#[test]
+fn errors_are_fatal_names_the_call_in_every_family() {
+    if !have_mpicc() {
+        return;
+    }
+    for (mode, call, class) in [
+        ("bcast-root", "MPI_Bcast", "MPI_ERR_ROOT"),
+        ("null-buffer", "MPI_Recv", "MPI_ERR_BUFFER"),
+        ("bad-type", "MPI_Type_size", "MPI_ERR_TYPE"),
+        ("bad-request", "MPI_Wait", "MPI_ERR_REQUEST"),
+        ("win-range", "MPI_Put", "MPI_ERR_RMA_RANGE"),
+    ] {
+        let out = run("fatal", 2, NalKind::Shm, &[mode]);
+        let t = out.transcript();
+        assert_ne!(out.status, 0, "{mode}: the job should have failed\n{t}");
+        assert!(t.contains(&format!("MPI error in {call}: ")), "{mode}\n{t}");
+        assert!(t.contains(class), "{mode}: no {class}\n{t}");
+        assert!(!t.contains("NOT REACHED"), "{mode}\n{t}");
+    }
+}
+
 #[test]
 fn finalize_twice_is_an_error_naming_the_call() {
     if !have_mpicc() {

@@ -4,6 +4,8 @@
  * stale handles, negative counts, out-of-range ranks, roots, tags and
  * displacements each return their error class, nothing crashes, and the
  * library still works afterwards (a value-checked exchange at the end).
+ * User error handlers on a communicator and a window are called with the
+ * object and the class.
  * Run on 2 or more ranks; prints "OK badinput" on every rank. Every
  * mismatch is reported before the job is aborted. */
 #include <mpi.h>
@@ -25,6 +27,23 @@ static const char *cls(int c) {
     fprintf(stderr, "rank %d: line %d: %s returned %d (%s), want %s\n", rank, __LINE__, #call, rc_, cls(rc_), #want); \
     failures++; } } while (0)
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "rank %d: line %d: check failed: %s\n", rank, __LINE__, #c); failures++; } } while (0)
+
+/* What the user error handlers saw. */
+static int seen_calls, seen_code;
+static MPI_Comm seen_comm = MPI_COMM_NULL;
+static MPI_Win seen_win = MPI_WIN_NULL;
+
+static void on_comm_error(MPI_Comm *comm, int *code, ...) {
+    seen_calls++;
+    seen_comm = *comm;
+    seen_code = *code;
+}
+
+static void on_win_error(MPI_Win *win, int *code, ...) {
+    seen_calls++;
+    seen_win = *win;
+    seen_code = *code;
+}
 
 #define BAD_COMM ((MPI_Comm)0x7777)
 #define BAD_TYPE ((MPI_Datatype)0x12345)
@@ -217,6 +236,50 @@ int main(int argc, char **argv) {
     EXPECT(MPI_Error_class(MPI_ERR_RANK, NULL), MPI_ERR_ARG);
     EXPECT(MPI_Initialized(NULL), MPI_ERR_ARG);
     EXPECT(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, NULL, NULL), MPI_ERR_ARG);
+
+    /* User error handlers get the object and the code; the call returns
+     * the code. A freed handler still serves the objects it is attached
+     * to, and its handle is invalid for new attachments. */
+    MPI_Errhandler ceh, weh, got_eh;
+    EXPECT(MPI_Comm_create_errhandler(NULL, &ceh), MPI_ERR_ARG);
+    EXPECT(MPI_Comm_create_errhandler(on_comm_error, &ceh), MPI_SUCCESS);
+    EXPECT(MPI_Win_create_errhandler(on_win_error, &weh), MPI_SUCCESS);
+    CHECK(ceh != weh && ceh != MPI_ERRORS_RETURN && ceh != MPI_ERRHANDLER_NULL);
+    MPI_Comm d;
+    EXPECT(MPI_Comm_dup(MPI_COMM_WORLD, &d), MPI_SUCCESS);
+    EXPECT(MPI_Comm_set_errhandler(d, weh), MPI_ERR_ARG); /* a window's handler */
+    EXPECT(MPI_Comm_set_errhandler(d, ceh), MPI_SUCCESS);
+    EXPECT(MPI_Comm_get_errhandler(d, &got_eh), MPI_SUCCESS);
+    CHECK(got_eh == ceh);
+    EXPECT(MPI_Send(&x, 1, MPI_INT, size, 0, d), MPI_ERR_RANK);
+    CHECK(seen_calls == 1 && seen_comm == d && seen_code == MPI_ERR_RANK);
+    EXPECT(MPI_Bcast(&v, 1, MPI_INT, -1, d), MPI_ERR_ROOT);
+    CHECK(seen_calls == 2 && seen_comm == d && seen_code == MPI_ERR_ROOT);
+    EXPECT(MPI_Comm_call_errhandler(d, MPI_ERR_OTHER), MPI_SUCCESS);
+    CHECK(seen_calls == 3 && seen_comm == d && seen_code == MPI_ERR_OTHER);
+    /* The world keeps MPI_ERRORS_RETURN: the handler is not called. */
+    EXPECT(MPI_Send(&x, 1, MPI_INT, size, 0, MPI_COMM_WORLD), MPI_ERR_RANK);
+    EXPECT(MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_OTHER), MPI_SUCCESS);
+    CHECK(seen_calls == 3);
+    MPI_Errhandler freed = ceh;
+    EXPECT(MPI_Errhandler_free(&ceh), MPI_SUCCESS);
+    CHECK(ceh == MPI_ERRHANDLER_NULL);
+    EXPECT(MPI_Errhandler_free(&freed), MPI_ERR_ARG);
+    EXPECT(MPI_Comm_set_errhandler(MPI_COMM_WORLD, freed), MPI_ERR_ARG);
+    EXPECT(MPI_Recv(&y, 1, MPI_INT, next, -3, d, &st), MPI_ERR_TAG);
+    CHECK(seen_calls == 4 && seen_comm == d && seen_code == MPI_ERR_TAG);
+    EXPECT(MPI_Comm_free(&d), MPI_SUCCESS);
+    EXPECT(MPI_Win_allocate(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win),
+           MPI_SUCCESS);
+    EXPECT(MPI_Win_set_errhandler(win, weh), MPI_SUCCESS);
+    EXPECT(MPI_Win_lock(MPI_LOCK_SHARED, next, 0, win), MPI_SUCCESS);
+    EXPECT(MPI_Put(&one, 1, MPI_LONG, next, 9, 1, MPI_LONG, win), MPI_ERR_RMA_RANGE);
+    CHECK(seen_calls == 5 && seen_win == win && seen_code == MPI_ERR_RMA_RANGE);
+    EXPECT(MPI_Win_unlock(next, win), MPI_SUCCESS);
+    EXPECT(MPI_Win_call_errhandler(win, MPI_ERR_WIN), MPI_SUCCESS);
+    CHECK(seen_calls == 6 && seen_win == win && seen_code == MPI_ERR_WIN);
+    EXPECT(MPI_Win_free(&win), MPI_SUCCESS);
+    EXPECT(MPI_Errhandler_free(&weh), MPI_SUCCESS);
 
     /* After all that, the library still communicates. */
     int sum = 0;
