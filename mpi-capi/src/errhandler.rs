@@ -44,10 +44,12 @@ fn user(h: c_int) -> Option<(HandlerFn, Serves, bool)> {
     table().get(i).map(|e| (e.f, e.serves, e.freed))
 }
 
-/// `h` may be attached to an object that `serves`: a predefined handler,
-/// or a user handler made for that kind of object.
+/// `h` may be attached to an object that `serves`: a predefined handler
+/// (`MPI_ERRORS_ABORT` acts as `MPI_ERRORS_ARE_FATAL`: the job is one
+/// communicator's processes or more, and aborting it ends them all), or a
+/// user handler made for that kind of object.
 pub fn check(h: c_int, serves: Serves) -> Res {
-    if h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_RETURN {
+    if h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_RETURN || h == MPI_ERRORS_ABORT {
         return Ok(());
     }
     match user(h) {
@@ -100,7 +102,7 @@ fn create(function: Option<HandlerFn>, serves: Serves, errhandler: *mut c_int) -
 /// user handlers; the handle becomes `MPI_ERRHANDLER_NULL`.
 pub fn free(errhandler: *mut c_int) -> Res {
     let h = ptr::read(errhandler, "errhandler")?;
-    if h != MPI_ERRORS_ARE_FATAL && h != MPI_ERRORS_RETURN {
+    if h != MPI_ERRORS_ARE_FATAL && h != MPI_ERRORS_RETURN && h != MPI_ERRORS_ABORT {
         let i = slot(h, KIND_ERRHANDLER);
         let mut t = table();
         match i.and_then(|i| t.get_mut(i)) {
@@ -129,7 +131,7 @@ entry! {
     fn MPI_Comm_call_errhandler | PMPI_Comm_call_errhandler(comm: c_int, errorcode: c_int) {
         crate::state::comm(comm)?;
         let (h, _) = crate::state::errhandler_of(crate::error::On::Comm(comm));
-        if !call(h, comm, errorcode) && h == MPI_ERRORS_ARE_FATAL {
+        if !call(h, comm, errorcode) && h != MPI_ERRORS_RETURN {
             return Err(Fail::new(errorcode, "raised by the program").on_comm(comm));
         }
         Ok(())
@@ -141,7 +143,7 @@ entry! {
     fn MPI_Win_call_errhandler | PMPI_Win_call_errhandler(win: c_int, errorcode: c_int) {
         crate::rma::win(win)?;
         let (h, _) = crate::state::errhandler_of(crate::error::On::Win(win));
-        if !call(h, win, errorcode) && h == MPI_ERRORS_ARE_FATAL {
+        if !call(h, win, errorcode) && h != MPI_ERRORS_RETURN {
             return Err(Fail::new(errorcode, "raised by the program").on_win(win));
         }
         Ok(())

@@ -380,6 +380,7 @@ fn errors_are_fatal_names_the_call_in_every_family() {
         ("bad-type", "MPI_Type_size", "MPI_ERR_TYPE"),
         ("bad-request", "MPI_Wait", "MPI_ERR_REQUEST"),
         ("win-range", "MPI_Put", "MPI_ERR_RMA_RANGE"),
+        ("errors-abort", "MPI_Send", "MPI_ERR_RANK"),
     ] {
         let out = run("fatal", 2, NalKind::Shm, &[mode]);
         let t = out.transcript();
@@ -477,6 +478,7 @@ fn abi_values_match_mpich_mpi_h() {
         ("MPI_ERRHANDLER_NULL", MPI_ERRHANDLER_NULL as i64),
         ("MPI_ERRORS_ARE_FATAL", MPI_ERRORS_ARE_FATAL as i64),
         ("MPI_ERRORS_RETURN", MPI_ERRORS_RETURN as i64),
+        ("MPI_ERRORS_ABORT", MPI_ERRORS_ABORT as i64),
         ("MPI_SUM", MPI_SUM as i64),
         ("MPI_PROD", MPI_PROD as i64),
         ("MPI_MAX", MPI_MAX as i64),

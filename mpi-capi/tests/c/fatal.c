@@ -4,8 +4,9 @@
  * with "before-init", it calls MPI_Comm_rank before MPI_Init; with
  * "unsupported", an unimplemented function (MPI_Comm_spawn); with
  * "bcast-root", "null-buffer", "bad-type", "bad-request" or "win-range",
- * one bad call of another family under the
- * default handler (a window's default is fatal too). */
+ * one bad call of another family under the default handler (a window's
+ * default is fatal too); with "errors-abort", a bad call under
+ * MPI_ERRORS_ABORT. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +36,10 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "bcast-root") == 0) MPI_Bcast(&x, 1, MPI_INT, 5000, MPI_COMM_WORLD);
     if (strcmp(mode, "null-buffer") == 0) MPI_Recv(NULL, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (strcmp(mode, "errors-abort") == 0) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ABORT);
+        MPI_Send(&x, 1, MPI_INT, -7, 0, MPI_COMM_WORLD);
+    }
     if (strcmp(mode, "bad-type") == 0) MPI_Type_size((MPI_Datatype)0x12345, &x);
     if (strcmp(mode, "bad-request") == 0) {
         MPI_Request r = (MPI_Request)0x2c0000ff;
