@@ -136,12 +136,13 @@ fn lib_dir() -> Result<PathBuf, Error> {
         for name in ["libmpich.so.12", "libmpich.so"] {
             let link = dir.join(name);
             if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
-                let _ = std::fs::remove_file(&link);
-                match std::os::unix::fs::symlink(&target, &link) {
-                    // Another ptlcc running beside this one made it.
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    r => r.map_err(|e| Error::Io("linking", link.clone(), e))?,
-                }
+                // Made aside and renamed over the old link, so that a
+                // program starting meanwhile never finds the name missing.
+                let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(&target, &tmp)
+                    .and_then(|()| std::fs::rename(&tmp, &link))
+                    .map_err(|e| Error::Io("linking", link.clone(), e))?;
             }
         }
         return Ok(dir);
