@@ -1,9 +1,12 @@
 #!/bin/sh
 # Install libmpich.so.12 (portals-rs) under PREFIX/lib (default
-# /usr/local/lib/portals-mpich), from a release build:
+# /usr/local/lib/portals-mpich) and the ptlcc wrapper under PREFIX/bin,
+# from a release build:
 #   cargo build --release -p mpi-capi && mpi-capi/install.sh [PREFIX]
 # then run an mpicc.mpich program with
 #   LD_LIBRARY_PATH=PREFIX/lib ptlrun -n 4 ./prog
+# or build it with PREFIX/bin/ptlcc (rpath PREFIX/lib) and run it with
+#   ptlrun -n 4 ./prog
 set -eu
 prefix=${1:-/usr/local/lib/portals-mpich}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,4 +15,9 @@ target=${CARGO_TARGET_DIR:-$here/../target}/${PROFILE:-release}
 mkdir -p "$prefix/lib"
 install -m 0755 "$target/libmpich.so" "$prefix/lib/libmpich.so.12"
 ln -sf libmpich.so.12 "$prefix/lib/libmpich.so"
+if [ -f "$target/ptlcc" ]; then
+    mkdir -p "$prefix/bin"
+    install -m 0755 "$target/ptlcc" "$prefix/bin/ptlcc"
+    echo "installed $prefix/bin/ptlcc"
+fi
 echo "installed $prefix/lib/libmpich.so.12; run with: LD_LIBRARY_PATH=$prefix/lib ptlrun -n 4 ./prog"

@@ -290,17 +290,9 @@ entry! {
     }
 }
 
-fn check_errh(h: c_int) -> Res {
-    if h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_RETURN {
-        Ok(())
-    } else {
-        fail(MPI_ERR_ARG, format!("unsupported error handler {h:#x} (only MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN)"))
-    }
-}
-
 entry! {
     fn MPI_Comm_set_errhandler | PMPI_Comm_set_errhandler(comm: c_int, errhandler: c_int) {
-        check_errh(errhandler).map_err(|f| f.on_comm(comm))?;
+        crate::errhandler::check(errhandler, crate::errhandler::Serves::Comm).map_err(|f| f.on_comm(comm))?;
         state::with(|st| {
             st.comm_entry(comm)?.errh = errhandler;
             Ok(())
@@ -317,9 +309,7 @@ entry! {
 
 entry! {
     fn MPI_Errhandler_free | PMPI_Errhandler_free(errhandler: *mut c_int) {
-        let h = ptr::read(errhandler, "errhandler")?;
-        check_errh(h)?;
-        ptr::out(errhandler, MPI_ERRHANDLER_NULL, "errhandler")
+        crate::errhandler::free(errhandler)
     }
 }
 

@@ -53,6 +53,8 @@ pub const MPI_WIN_NULL: c_int = h(0x20000000);
 pub const MPI_INFO_NULL: c_int = h(0x1c000000);
 pub const MPI_ERRORS_ARE_FATAL: c_int = h(0x54000000);
 pub const MPI_ERRORS_RETURN: c_int = h(0x54000001);
+/// MPI 4's "abort the communicator's processes": the job, here.
+pub const MPI_ERRORS_ABORT: c_int = h(0x54000003);
 
 /// Kinds of the handles this library makes (top byte; the rest is a slot).
 pub const KIND_COMM: u32 = 0x84000000;
@@ -62,6 +64,7 @@ pub const KIND_OP: u32 = 0x98000000;
 pub const KIND_WIN: u32 = 0xa0000000;
 pub const KIND_REQUEST: u32 = 0xac000000;
 pub const KIND_MESSAGE: u32 = 0xec000000;
+pub const KIND_ERRHANDLER: u32 = 0x94000000;
 pub const SLOT_MASK: u32 = 0x00ffffff;
 
 pub const MPI_IDENT: c_int = 0;

@@ -81,12 +81,38 @@ impl From<MpiError> for Fail {
     }
 }
 
+/// The rooted collectives: their only rank argument is the root.
+const ROOTED: &[&str] = &[
+    "MPI_Bcast",
+    "MPI_Ibcast",
+    "MPI_Reduce",
+    "MPI_Ireduce",
+    "MPI_Gather",
+    "MPI_Igather",
+    "MPI_Gatherv",
+    "MPI_Igatherv",
+    "MPI_Scatter",
+    "MPI_Iscatter",
+    "MPI_Scatterv",
+    "MPI_Iscatterv",
+];
+
+/// An invalid rank in a rooted collective is an invalid root
+/// (`MPI_ERR_ROOT`, as MPI names it); the engine reports any bad rank as
+/// `MPI_ERR_RANK`.
+fn as_root_error(name: &str, mut f: Fail) -> Fail {
+    if f.class == MPI_ERR_RANK && ROOTED.contains(&name) {
+        f.class = MPI_ERR_ROOT;
+    }
+    f
+}
+
 /// Run an entry point's body: its result as an MPI return code, a panic
 /// as `MPI_ERR_INTERN`, either through the error handler.
 pub fn guard(name: &'static str, body: impl FnOnce() -> Res) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => MPI_SUCCESS,
-        Ok(Err(f)) => raise(name, f),
+        Ok(Err(f)) => raise(name, as_root_error(name, f)),
         Err(_) => raise(
             name,
             Fail::new(MPI_ERR_INTERN, "internal error (a panic in the library)"),
@@ -96,8 +122,8 @@ pub fn guard(name: &'static str, body: impl FnOnce() -> Res) -> c_int {
 
 /// Hand `f` to its error handler: return its class, or end the job.
 pub fn raise(name: &str, f: Fail) -> c_int {
-    let handler = state::errhandler_of(f.on);
-    if handler == MPI_ERRORS_RETURN {
+    let (handler, object) = state::errhandler_of(f.on);
+    if handler == MPI_ERRORS_RETURN || crate::errhandler::call(handler, object, f.class) {
         return f.class;
     }
     let msg = format!("MPI error in {name}: {} ({})", f.msg, class_string(f.class));

@@ -7,7 +7,8 @@
 //! portals-rs unmodified:
 //!
 //! ```sh
-//! LD_LIBRARY_PATH=target/release ptlrun -n 4 ./prog
+//! target/release/ptlcc -o prog prog.c && ptlrun -n 4 ./prog
+//! LD_LIBRARY_PATH=target/release/mpich-abi ptlrun -n 4 ./mpicc-built-prog
 //! ```
 //!
 //! Every `MPI_X` calls `PMPI_X` (the profiling interface's name), which
@@ -58,6 +59,7 @@ pub mod comm;
 pub mod consts;
 pub mod datatype;
 pub mod env;
+pub mod errhandler;
 pub mod error;
 pub mod mprobe;
 pub mod p2p;

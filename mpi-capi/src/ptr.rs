@@ -25,13 +25,26 @@ pub fn read<T: Copy>(p: *const T, what: &str) -> Result<T, Fail> {
     Ok(unsafe { p.read() })
 }
 
-/// `n` elements at `p`; `MPI_ERR_ARG` if `p` is null while `n > 0`.
+/// The class of a null array argument: `MPI_ERR_BUFFER` for a message
+/// buffer (the arguments `mpi.h` names `buf`, `sendbuf`, `buffer`,
+/// `origin_addr`, ...), as MPICH reports it, `MPI_ERR_ARG` for the others
+/// (counts, ranks, displacements).
+fn null_class(what: &str) -> c_int {
+    if what.ends_with("buf") || what.ends_with("buffer") || what.ends_with("_addr") {
+        MPI_ERR_BUFFER
+    } else {
+        MPI_ERR_ARG
+    }
+}
+
+/// `n` elements at `p`; an error if `p` is null while `n > 0`
+/// ([`null_class`]).
 pub fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], Fail> {
     if n == 0 {
         return Ok(&[]);
     }
     if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+        return fail(null_class(what), format!("{what} is NULL"));
     }
     // SAFETY: MPI requires `p` to point to `n` readable elements for the
     // duration of the call.
@@ -44,7 +57,7 @@ pub fn slice_mut<'a, T>(p: *mut T, n: usize, what: &str) -> Result<&'a mut [T], 
         return Ok(&mut []);
     }
     if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+        return fail(null_class(what), format!("{what} is NULL"));
     }
     // SAFETY: MPI requires `p` to point to `n` writable elements, not
     // aliased by another argument, for the duration of the call.
@@ -74,7 +87,7 @@ pub fn c_string(
     s: &str,
     len: *mut c_int,
 ) -> Result<(), Fail> {
-    let buf = slice_mut(dst.cast::<u8>(), cap, "string buffer")?;
+    let buf = slice_mut(dst.cast::<u8>(), cap, "the string argument")?;
     let n = s.len().min(cap.saturating_sub(1));
     buf[..n].copy_from_slice(&s.as_bytes()[..n]);
     if let Some(b) = buf.get_mut(n) {

@@ -634,31 +634,53 @@ entry! {
     }
 }
 
-entry! {
-    fn MPI_Get_count | PMPI_Get_count(status: *const MpiStatus, datatype: c_int, count: *mut c_int) {
-        let s = ptr::read(status, "status")?;
-        let size = crate::datatype::ty(datatype)?.size();
-        let bytes = (s.count_lo as u32 as u64) | (((s.count_hi_and_cancelled as u32 as u64) >> 1) << 32);
-        let n = if size == 0 {
-            0
-        } else if bytes % size as u64 != 0 {
-            MPI_UNDEFINED
-        } else {
-            c_int::try_from(bytes / size as u64).unwrap_or(MPI_UNDEFINED)
-        };
-        ptr::out(count, n, "count")
+/// The bytes a status says arrived.
+fn status_bytes(s: &MpiStatus) -> u64 {
+    (s.count_lo as u32 as u64) | (((s.count_hi_and_cancelled as u32 as u64) >> 1) << 32)
+}
+
+/// Whole units of `unit` bytes in `bytes`, or `MPI_UNDEFINED`.
+fn units(bytes: u64, unit: usize) -> c_int {
+    if unit == 0 {
+        0
+    } else if bytes % unit as u64 != 0 {
+        MPI_UNDEFINED
+    } else {
+        c_int::try_from(bytes / unit as u64).unwrap_or(MPI_UNDEFINED)
     }
 }
 
 entry! {
-    /// Elements of the type's basic parts; for predefined types the count.
+    fn MPI_Get_count | PMPI_Get_count(status: *const MpiStatus, datatype: c_int, count: *mut c_int) {
+        let s = ptr::read(status, "status")?;
+        let size = crate::datatype::ty(datatype)?.size();
+        ptr::out(count, units(status_bytes(&s), size), "count")
+    }
+}
+
+entry! {
+    /// Basic elements: the received bytes over the size of the one basic
+    /// type a derived type is made of. A derived type mixing basic types
+    /// (a struct) does not record its type map: unsupported.
     fn MPI_Get_elements | PMPI_Get_elements(status: *const MpiStatus, datatype: c_int, count: *mut c_int) {
-        // SAFETY: forwarded.
-        let rc = unsafe { PMPI_Get_count(status, datatype, count) };
-        if rc != MPI_SUCCESS {
-            return fail(rc, "invalid arguments");
-        }
-        Ok(())
+        use crate::datatype::Elem;
+        let s = ptr::read(status, "status")?;
+        let unit = match crate::datatype::ty(datatype)? {
+            Ty::Basic { size, .. } => size,
+            Ty::Derived(d) => match d.elem {
+                Some(Elem::I8 | Elem::U8) => 1,
+                Some(Elem::I16 | Elem::U16) => 2,
+                Some(Elem::I32 | Elem::U32 | Elem::F32) => 4,
+                Some(Elem::I64 | Elem::U64 | Elem::F64) => 8,
+                None => {
+                    return fail(
+                        MPI_ERR_UNSUPPORTED_OPERATION,
+                        "MPI_Get_elements of a derived type mixing basic types",
+                    )
+                }
+            },
+        };
+        ptr::out(count, units(status_bytes(&s), unit), "count")
     }
 }
 

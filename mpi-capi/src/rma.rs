@@ -31,7 +31,7 @@ pub struct WinEntry {
 /// The table holds `Arc`s so that calls can wait without the state lock.
 pub type WinRef = Arc<WinEntry>;
 
-fn win(h: c_int) -> Result<WinRef, Fail> {
+pub(crate) fn win(h: c_int) -> Result<WinRef, Fail> {
     slot(h, KIND_WIN)
         .and_then(|i| {
             state::lock()
@@ -401,9 +401,7 @@ entry! {
 
 entry! {
     fn MPI_Win_set_errhandler | PMPI_Win_set_errhandler(win: c_int, errhandler: c_int) {
-        if errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN {
-            return fail(MPI_ERR_ARG, "only MPI_ERRORS_ARE_FATAL and MPI_ERRORS_RETURN are supported");
-        }
+        crate::errhandler::check(errhandler, crate::errhandler::Serves::Win).map_err(|f| f.on_win(win))?;
         let i = slot(win, KIND_WIN).ok_or_else(|| Fail::new(MPI_ERR_WIN, "invalid window"))?;
         state::with(|st| {
             let e = st.wins.get_mut(i).ok_or_else(|| Fail::new(MPI_ERR_WIN, "invalid window"))?;

@@ -176,25 +176,28 @@ pub fn comm(h: c_int) -> Result<SimpleCommunicator, Fail> {
     with(|st| st.comm_entry(h).map(|e| e.comm.clone())).map_err(|f| f.on_comm(h))
 }
 
-/// The error handler `f` goes to.
-pub fn errhandler_of(on: On) -> c_int {
+/// The error handler `f` goes to, and the object it is called with (the
+/// world when the named object is not valid).
+pub fn errhandler_of(on: On) -> (c_int, c_int) {
     let g = lock();
     let Some(st) = g.as_ref() else {
-        return MPI_ERRORS_ARE_FATAL;
+        return (MPI_ERRORS_ARE_FATAL, MPI_COMM_WORLD);
     };
     let comm = |h| {
         st.comm_slot(h)
             .and_then(|i| st.comms.get(i))
             .map(|e| e.errh)
     };
-    let world = comm(MPI_COMM_WORLD).unwrap_or(MPI_ERRORS_ARE_FATAL);
+    let world = (
+        comm(MPI_COMM_WORLD).unwrap_or(MPI_ERRORS_ARE_FATAL),
+        MPI_COMM_WORLD,
+    );
     match on {
         On::World => world,
-        On::Comm(h) => comm(h).unwrap_or(world),
+        On::Comm(h) => comm(h).map_or(world, |e| (e, h)),
         On::Win(h) => slot(h, KIND_WIN)
             .and_then(|i| st.wins.get(i))
-            .map(|w| w.0.errh)
-            .unwrap_or(world),
+            .map_or(world, |w| (w.0.errh, h)),
     }
 }
 

@@ -116,6 +116,18 @@ fn built() -> &'static Built {
                 None,
                 false,
             ),
+            (
+                "coverage",
+                manifest().join("tests/c/coverage.c"),
+                None,
+                false,
+            ),
+            (
+                "badinput",
+                manifest().join("tests/c/badinput.c"),
+                None,
+                false,
+            ),
             ("fatal", manifest().join("tests/c/fatal.c"), None, false),
             ("abi", manifest().join("tests/c/abi.c"), None, false),
             (
@@ -262,6 +274,54 @@ fn semantics_c_passes_on_four_ranks() {
     }
 }
 
+/// Every implemented function `semantics.c` does not call (send modes,
+/// persistent sends, the test/wait families, more type constructors and
+/// `MPI_Get_elements`, vector collectives, group algebra, passive-target
+/// RMA with flushes, window error handlers), values checked on every rank.
+/// `tests/coverage.rs` keeps the list complete.
+#[test]
+fn coverage_c_passes_on_four_ranks() {
+    if !have_mpicc() {
+        return;
+    }
+    for nal in [NalKind::Tcp, NalKind::Shm] {
+        let out = run("coverage", 4, nal, &[]);
+        let t = out.transcript();
+        assert_eq!(out.status, 0, "{nal:?}: {:?}\n{t}", out.reason);
+        for r in 0..4 {
+            assert!(
+                out.stdout_of(r).contains("OK coverage"),
+                "{nal:?} rank {r}\n{t}"
+            );
+        }
+    }
+}
+
+/// Bad input under `MPI_ERRORS_RETURN`, family by family (point-to-point,
+/// requests, datatypes, communicators and groups, collectives, RMA,
+/// environment): null pointers, invalid and stale handles (a datatype
+/// freed while a receive uses it), negative counts, bad ranks, roots,
+/// tags and displacements return their error class without a crash, and
+/// the library still communicates afterwards.
+#[test]
+fn badinput_c_returns_the_class_of_each_bad_argument() {
+    if !have_mpicc() {
+        return;
+    }
+    for (ranks, nal) in [(2, NalKind::Shm), (4, NalKind::Tcp)] {
+        let out = run("badinput", ranks, nal, &[]);
+        let t = out.transcript();
+        assert_eq!(
+            out.status, 0,
+            "{ranks} ranks {nal:?}: {:?}\n{t}",
+            out.reason
+        );
+        for r in 0..ranks {
+            assert!(out.stdout_of(r).contains("OK badinput"), "rank {r}\n{t}");
+        }
+    }
+}
+
 /// `MPI_THREAD_MULTIPLE`: four threads per rank exchange messages on
 /// their own communicators while the main thread creates and frees
 /// others (each thread's cached communicator table goes stale and is
@@ -304,6 +364,31 @@ fn errors_are_fatal_aborts_the_job_naming_the_call() {
         "no error class in the message\n{t}"
     );
     assert!(!t.contains("NOT REACHED"), "{t}");
+}
+
+/// Under the default handlers, one bad call of each family ends the job
+/// with a message naming the call and its class (a window's default
+/// handler is fatal even where the world's returns).
+#[test]
+fn errors_are_fatal_names_the_call_in_every_family() {
+    if !have_mpicc() {
+        return;
+    }
+    for (mode, call, class) in [
+        ("bcast-root", "MPI_Bcast", "MPI_ERR_ROOT"),
+        ("null-buffer", "MPI_Recv", "MPI_ERR_BUFFER"),
+        ("bad-type", "MPI_Type_size", "MPI_ERR_TYPE"),
+        ("bad-request", "MPI_Wait", "MPI_ERR_REQUEST"),
+        ("win-range", "MPI_Put", "MPI_ERR_RMA_RANGE"),
+        ("errors-abort", "MPI_Send", "MPI_ERR_RANK"),
+    ] {
+        let out = run("fatal", 2, NalKind::Shm, &[mode]);
+        let t = out.transcript();
+        assert_ne!(out.status, 0, "{mode}: the job should have failed\n{t}");
+        assert!(t.contains(&format!("MPI error in {call}: ")), "{mode}\n{t}");
+        assert!(t.contains(class), "{mode}: no {class}\n{t}");
+        assert!(!t.contains("NOT REACHED"), "{mode}\n{t}");
+    }
 }
 
 #[test]
@@ -393,6 +478,7 @@ fn abi_values_match_mpich_mpi_h() {
         ("MPI_ERRHANDLER_NULL", MPI_ERRHANDLER_NULL as i64),
         ("MPI_ERRORS_ARE_FATAL", MPI_ERRORS_ARE_FATAL as i64),
         ("MPI_ERRORS_RETURN", MPI_ERRORS_RETURN as i64),
+        ("MPI_ERRORS_ABORT", MPI_ERRORS_ABORT as i64),
         ("MPI_SUM", MPI_SUM as i64),
         ("MPI_PROD", MPI_PROD as i64),
         ("MPI_MAX", MPI_MAX as i64),
@@ -524,6 +610,64 @@ fn every_mpi_h_function_is_exported() {
         assert!(defined.contains(n), "{n} is not exported");
         let p = format!("P{n}");
         assert!(defined.contains(p.as_str()), "{p} is not exported");
+    }
+}
+
+/// `ptlcc` compiles against MPICH's `mpi.h` and links this library with
+/// an rpath: the program runs under the launcher with `LD_LIBRARY_PATH`
+/// empty, on portals-rs (its `MPI_Get_library_version` says so, not
+/// MPICH's), and the ranks exchange values. `-show` prints the command
+/// without running it.
+#[test]
+fn ptlcc_builds_a_program_that_runs_without_ld_library_path() {
+    if !have_mpicc() {
+        return;
+    }
+    let ptlcc = env!("CARGO_BIN_EXE_ptlcc");
+    let out =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ptlcc-{}", std::process::id()));
+    std::fs::create_dir_all(&out).expect("output dir");
+    let exe = out.join("ptlcc-prog");
+    let src = manifest().join("tests/c/ptlcc.c");
+    let show = Command::new(ptlcc)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg("-show")
+        .output()
+        .expect("run ptlcc -show");
+    let line = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(show.status.success(), "ptlcc -show: {line}");
+    for part in ["-lmpich", "-Wl,-rpath,", "mpich-abi", "-I"] {
+        assert!(line.contains(part), "no {part} in: {line}");
+    }
+    assert!(!exe.exists(), "-show must not compile");
+    let st = Command::new(ptlcc)
+        .args(["-O2", "-std=c99", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("run ptlcc");
+    assert!(st.success(), "ptlcc failed");
+    let mut spec = LaunchSpec::new(2, exe);
+    spec.options = JobOptions {
+        nal: NalKind::Shm,
+        timeout: Duration::from_secs(60),
+        ..JobOptions::default()
+    };
+    // Empty, not inherited: only the rpath can find the library.
+    spec.env = vec![("LD_LIBRARY_PATH".into(), String::new())];
+    spec.output = Output::Capture;
+    spec.timeout = Some(JOB_LIMIT);
+    let run = launch(&spec).expect("launch");
+    let t = run.transcript();
+    assert_eq!(run.status, 0, "{:?}\n{t}", run.reason);
+    for (r, from) in [(0, 1001), (1, 1000)] {
+        let o = run.stdout_of(r);
+        assert!(
+            o.contains(&format!("rank {r} of 2 got {from} on portals-rs")),
+            "rank {r}\n{t}"
+        );
     }
 }
 

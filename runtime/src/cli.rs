@@ -75,6 +75,11 @@ enum ConnectArg {
 /// starting a slice of the ranks (--first-rank, --size), with the transport
 /// bound to an address of the host's network (--bind).
 ///
+/// C MPI programs run as they are when built with mpi-capi's ptlcc
+/// (`target/<profile>/ptlcc`: it links portals-rs's libmpich.so.12 with an
+/// rpath); ones built with mpicc.mpich need
+/// `LD_LIBRARY_PATH=target/<profile>/mpich-abi` (see mpi-capi/README.md).
+///
 /// Every rank gets its rank, the job size, a fresh job key and the address of
 /// a rendezvous server in its environment (PTL_RANK, PTL_SIZE, PTL_JOB_KEY,
 /// PTL_BOOTSTRAP, plus PTL_NAL, PTL_PROGRESS, PTL_BACKEND, PTL_CONNECT,
