@@ -186,6 +186,62 @@ fn nbc_overlap_smoke() {
 }
 
 #[test]
+fn nbc_progress_smoke() {
+    const TCP: [&str; 2] = ["mpi-tcp-thread", "mpi-tcp-poll"];
+    let out = ptl_bench(
+        &[
+            "nbc-progress",
+            "--smoke",
+            "--impls",
+            "mpi-tcp-thread,mpi-tcp-poll",
+            "--ranks",
+            "2,4",
+        ],
+        2 * T,
+    );
+    let recs = records(&out.stdout, "nbc-progress", &TCP);
+    for i in TCP {
+        for ranks in [2.0, 4.0] {
+            let mine: Vec<_> = recs
+                .iter()
+                .filter(|r| r.implementation == i && r.extra_f64("ranks") == Some(ranks))
+                .collect();
+            // The barrier, then the broadcast and the all-reduce at 8 B (a
+            // chain) and 8 KB (the all-reduce's fallback); one compute time.
+            let points: Vec<(&str, u64, f64)> = mine
+                .iter()
+                .map(|r| {
+                    (
+                        r.extra_str("op").unwrap_or("?"),
+                        r.size,
+                        r.extra_f64("compute_us").unwrap_or(-1.0),
+                    )
+                })
+                .collect();
+            let want = vec![
+                ("ibarrier", 0, 200.0),
+                ("ibcast", 8, 200.0),
+                ("ibcast", 8192, 200.0),
+                ("iallreduce", 8, 200.0),
+                ("iallreduce", 8192, 200.0),
+            ];
+            assert_eq!(points, want, "{i} on {ranks} ranks");
+            for r in mine {
+                let line = r.to_line();
+                assert!((0.0..=100.0).contains(&r.value), "% complete in {line}");
+                assert_eq!(r.extra_str("check"), Some("peek"), "{line}");
+                // The compute is wall-clock time: never shorter than asked.
+                let c = r.extra_f64("compute_meas_us").unwrap_or(-1.0);
+                assert!(c >= 200.0, "compute in {line}");
+                for k in ["start_us", "wait_us", "nbc_us"] {
+                    assert!(r.extra_f64(k).is_some_and(|v| v >= 0.0), "{k} in {line}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn raw_smoke() {
     let out = ptl_bench(
         &["raw", "--smoke", "--transport", "tcp", "--mode", "busy"],
