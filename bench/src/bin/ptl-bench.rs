@@ -266,7 +266,7 @@ struct Knobs {
     #[arg(long)]
     window: Option<usize>,
     /// Overlap compute factors (× transfer time), COMB work intervals (µs)
-    /// or rma-overlap target compute times (µs).
+    /// or rma-overlap / nbc-progress compute times (µs).
     #[arg(long, value_delimiter = ',')]
     factors: Vec<f64>,
     /// Match-list lengths.
