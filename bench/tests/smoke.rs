@@ -241,6 +241,46 @@ fn nbc_progress_smoke() {
     }
 }
 
+/// Issue 20 part 3 as behaviour, not timing: with a progress thread (TCP,
+/// 2 ranks) some non-blocking barrier is found complete by the one `peek`
+/// after 20 ms of compute with no MPI call (a progress thread only has to
+/// be scheduled once in 20 ms, in one of 20 iterations); in polling mode
+/// never, since the rank that starts first can only learn of the other's
+/// start in a later call, and the figure is the minimum over the ranks.
+#[test]
+fn nbc_progress_barrier_completes_during_compute_only_with_a_progress_thread() {
+    const TCP: [&str; 2] = ["mpi-tcp-thread", "mpi-tcp-poll"];
+    let out = ptl_bench(
+        &[
+            "nbc-progress",
+            "--impls",
+            "mpi-tcp-thread,mpi-tcp-poll",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8",
+            "--iters",
+            "20",
+            "--warmup",
+            "2",
+            "--reps",
+            "1",
+            "--factors",
+            "20000",
+        ],
+        2 * T,
+    );
+    let recs = records(&out.stdout, "nbc-progress", &TCP);
+    let barrier = |i: &str| {
+        recs.iter()
+            .find(|r| r.implementation == i && r.extra_str("op") == Some("ibarrier"))
+            .map(|r| r.value)
+            .unwrap_or_else(|| panic!("no ibarrier record of {i}"))
+    };
+    assert!(barrier("mpi-tcp-thread") > 0.0, "{}", out.stdout);
+    assert_eq!(barrier("mpi-tcp-poll"), 0.0, "{}", out.stdout);
+}
+
 #[test]
 fn raw_smoke() {
     let out = ptl_bench(
