@@ -18,7 +18,7 @@
 #   capi-tcp     the same over --nal tcp
 # bench: latency bandwidth bibw msgrate overlap comb matchlist
 #        rma-latency rma-bw rma-overlap (2 ranks);
-#        allreduce bcast nbc-overlap (any number of ranks)
+#        allreduce bcast nbc-overlap nbc-progress (any number of ranks)
 #
 # -n RANKS (or NP in the environment): number of ranks, default 2.
 # Environment: PEER_TIMEOUT (seconds, default 300), PEER_BIND (core|none;

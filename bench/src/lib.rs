@@ -12,6 +12,7 @@
 //! - [`mpi_level`], [`portals_level`]: the project's benchmark loops, run in each rank
 //!   ([`mpi_rma`]: the one-sided ones);
 //! - [`nbc_overlap`]: the non-blocking collectives' overlap loop (MPI level);
+//! - [`nbc_progress`]: whether the non-blocking collectives complete during a long compute with no MPI call (MPI level);
 //! - [`apps`]: application kernels (cg, halo, a collective loop) timed whole;
 //! - [`raw`]: raw-socket ping-pong and stream;
 //! - [`rpc`]: the object-store benchmarks (portals-rpc against gRPC);
@@ -35,6 +36,7 @@ pub mod machine;
 pub mod mpi_level;
 pub mod mpi_rma;
 pub mod nbc_overlap;
+pub mod nbc_progress;
 pub mod params;
 pub mod plot;
 pub mod portals_level;

@@ -66,6 +66,7 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         Bench::Matchlist => matchlist(&c, p, &mut out),
         Bench::Allreduce | Bench::Bcast => collective(&c, p, &mut out),
         Bench::NbcOverlap => crate::nbc_overlap::run(c.world, label, p, &mut out),
+        Bench::NbcProgress => crate::nbc_progress::run(c.world, label, p, &mut out),
         Bench::AppCg | Bench::AppHalo | Bench::AppColl => {
             crate::apps::run(c.world, label, p, &mut out)
         }

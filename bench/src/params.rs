@@ -39,6 +39,10 @@ pub enum Bench {
     /// `MPI_Ibcast`, `MPI_Iallreduce`) with computation on N ranks.
     #[serde(rename = "nbc-overlap")]
     NbcOverlap,
+    /// Whether the non-blocking collectives complete during a long compute
+    /// with no MPI call: % found complete by one check after it.
+    #[serde(rename = "nbc-progress")]
+    NbcProgress,
     /// One-sided put, get (+ flush) and 8-byte fetch-and-op latency in a
     /// passive-target epoch.
     #[serde(rename = "rma-latency")]
@@ -76,7 +80,7 @@ pub enum Bench {
 
 impl Bench {
     /// Every benchmark, in the order `compare` runs them.
-    pub const ALL: [Bench; 20] = [
+    pub const ALL: [Bench; 21] = [
         Bench::Latency,
         Bench::Bandwidth,
         Bench::Bibw,
@@ -88,6 +92,7 @@ impl Bench {
         Bench::Allreduce,
         Bench::Bcast,
         Bench::NbcOverlap,
+        Bench::NbcProgress,
         Bench::RmaLatency,
         Bench::RmaBw,
         Bench::RmaOverlap,
@@ -150,6 +155,7 @@ impl Bench {
             Bench::Allreduce => "allreduce",
             Bench::Bcast => "bcast",
             Bench::NbcOverlap => "nbc-overlap",
+            Bench::NbcProgress => "nbc-progress",
             Bench::RmaLatency => "rma-latency",
             Bench::RmaBw => "rma-bw",
             Bench::RmaOverlap => "rma-overlap",
@@ -192,7 +198,9 @@ impl Bench {
     /// collectives, blocking and non-blocking, and the application
     /// kernels).
     pub fn is_collective(self) -> bool {
-        Bench::COLLECTIVES.contains(&self) || self == Bench::NbcOverlap || self.is_app()
+        Bench::COLLECTIVES.contains(&self)
+            || matches!(self, Bench::NbcOverlap | Bench::NbcProgress)
+            || self.is_app()
     }
 
     /// Whether this is an application kernel.
@@ -221,7 +229,7 @@ impl Bench {
             Bench::RpcRate => "req/s",
             Bench::RpcCpu => "cpu-s/GB",
             Bench::AppCg | Bench::AppHalo | Bench::AppColl => "ms",
-            Bench::Overlap | Bench::Comb | Bench::NbcOverlap => "%",
+            Bench::Overlap | Bench::Comb | Bench::NbcOverlap | Bench::NbcProgress => "%",
         }
     }
 
@@ -514,6 +522,24 @@ impl Params {
                 (p.iters, p.warmup) = (2, 1);
                 p.factors = vec![1.0];
             }
+            // Factors are compute times in µs, far above T0; the chains'
+            // sizes (up to the 512 B triggered all-reduce) and 8 KB, past it.
+            // 40 iterations: a run of the full set computes ~2 s per rank.
+            (Bench::NbcProgress, Preset::Full) => {
+                p.sizes = vec![8, 64, 512, 8 << 10];
+                (p.iters, p.warmup) = (40, 4);
+                p.factors = vec![200.0, 1000.0, 5000.0];
+            }
+            (Bench::NbcProgress, Preset::Quick) => {
+                p.sizes = vec![8, 8 << 10];
+                (p.iters, p.warmup) = (30, 3);
+                p.factors = vec![1000.0];
+            }
+            (Bench::NbcProgress, Preset::Smoke) => {
+                p.sizes = vec![8, 8 << 10];
+                (p.iters, p.warmup) = (2, 1);
+                p.factors = vec![200.0];
+            }
             (Bench::RmaLatency, _) => {
                 // Puts and gets of each size, then one 8-byte fetch-and-op.
                 p.sizes = vec![8];
@@ -604,7 +630,11 @@ impl Params {
         if self.factors.iter().any(|f| !f.is_finite() || *f < 0.0) {
             return Err("compute factors / work intervals must be finite and >= 0".into());
         }
-        if matches!(self.bench, Bench::Overlap | Bench::NbcOverlap) && self.factors.is_empty() {
+        if matches!(
+            self.bench,
+            Bench::Overlap | Bench::NbcOverlap | Bench::NbcProgress
+        ) && self.factors.is_empty()
+        {
             return Err(format!("{} needs at least one compute factor", self.bench));
         }
         if self.bench == Bench::RmaOverlap && self.factors.is_empty() {
@@ -637,7 +667,7 @@ impl Params {
         }
         if matches!(
             self.bench,
-            Bench::Allreduce | Bench::NbcOverlap | Bench::AppColl
+            Bench::Allreduce | Bench::NbcOverlap | Bench::NbcProgress | Bench::AppColl
         ) && self.sizes.iter().any(|s| s % 8 != 0)
         {
             return Err(format!(
@@ -665,12 +695,15 @@ impl Params {
     /// number of ranks, whose peer jobs may hang in `MPI_Finalize` after
     /// printing them all): one per size for the blocking collectives; for
     /// `nbc-overlap` a baseline and one per factor, for the barrier (size
-    /// 0) and each size of the broadcast and the all-reduce.
+    /// 0) and each size of the broadcast, the all-reduce, the all-gather
+    /// and the all-to-all; for `nbc-progress` one per compute time, for the
+    /// barrier and each size of the broadcast and the all-reduce.
     pub fn expected_records(&self) -> Option<usize> {
         match self.bench {
             Bench::Allreduce | Bench::Bcast => Some(self.sizes.len()),
             Bench::AppCg | Bench::AppHalo | Bench::AppColl => Some(self.sizes.len()),
-            Bench::NbcOverlap => Some((1 + 2 * self.sizes.len()) * (1 + self.factors.len())),
+            Bench::NbcOverlap => Some((1 + 4 * self.sizes.len()) * (1 + self.factors.len())),
+            Bench::NbcProgress => Some((1 + 2 * self.sizes.len()) * self.factors.len()),
             _ => None,
         }
     }
@@ -785,7 +818,8 @@ mod tests {
         assert!(a.validate().is_err());
         let mut nbc = Params::preset(Bench::NbcOverlap, Preset::Smoke);
         assert!(nbc.bench.is_collective());
-        assert_eq!(nbc.expected_records(), Some(10));
+        // barrier + 4 operations at 2 sizes, each a baseline and 1 factor
+        assert_eq!(nbc.expected_records(), Some(18));
         assert!(nbc.c_args().windows(2).any(|w| w[0] == "-f" && w[1] == "1"));
         nbc.ranks = 4;
         assert_eq!(nbc.validate(), Ok(()));
@@ -796,6 +830,16 @@ mod tests {
             Some(vec![Bench::NbcOverlap])
         );
         assert!(!Bench::DEFAULT.contains(&Bench::NbcOverlap));
+        let prog = Params::preset(Bench::NbcProgress, Preset::Smoke);
+        assert_eq!(
+            (prog.validate(), prog.expected_records()),
+            (Ok(()), Some(5))
+        );
+        assert!(prog.bench.is_collective() && !Bench::DEFAULT.contains(&prog.bench));
+        assert!(prog
+            .c_args()
+            .windows(2)
+            .any(|w| w[0] == "-f" && w[1] == "200"));
         assert_eq!(Bench::parse_group("apps"), Some(Bench::APPS.to_vec()));
         let mut cg = Params::preset(Bench::AppCg, Preset::Full);
         cg.ranks = 8;

@@ -253,6 +253,11 @@ fn heading(bench: &str) -> String {
              every rank computes factor × T0 between start and wait; max over the ranks; by \
              operation, rank count and factor"
         }
+        Some(Bench::NbcProgress) => {
+            "non-blocking collectives, % of iterations complete at one check after a long compute \
+             with no MPI call (project: peek, no progress of its own; peers: MPI_Test); min over the \
+             ranks; by operation, rank count and compute time"
+        }
         Some(Bench::RmaLatency) => {
             "one-sided operation + flush in a passive-target epoch, µs per operation (fetch_and_op: 8 B, sum)"
         }

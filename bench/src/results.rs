@@ -99,6 +99,12 @@ pub fn point_key(r: &Record) -> String {
             r.extra_f64("ranks").unwrap_or(2.0),
             r.extra_f64("compute_factor").unwrap_or(0.0)
         ),
+        "nbc-progress" => format!(
+            "{} {} ranks {}us",
+            r.extra_str("op").unwrap_or("?"),
+            r.extra_f64("ranks").unwrap_or(2.0),
+            r.extra_f64("compute_us").unwrap_or(0.0)
+        ),
         "comb" => format!(
             "{} {}us",
             r.extra_str("method").unwrap_or("?"),

@@ -60,6 +60,19 @@ impl Work {
             spin((us * self.loops_per_us) as u64);
         }
     }
+
+    /// Spin until `us` microseconds of wall-clock time have passed, reading
+    /// the clock every ~5 µs of loop: a compute phase of a known length
+    /// even when calibration ran on a loaded host (where [`Work::run_us`]
+    /// can be several times too short or too long). Reading the clock is
+    /// no library call (the vDSO).
+    pub fn run_for_us(&self, us: f64) {
+        let t = Instant::now();
+        let chunk = (5.0 * self.loops_per_us).max(1.0) as u64;
+        while t.elapsed().as_secs_f64() * 1e6 < us {
+            spin(chunk);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -75,5 +88,13 @@ mod tests {
         w.run_us(20_000.0);
         let took = t.elapsed().as_secs_f64() * 1e6;
         assert!(took > 15_000.0, "20 ms of work took {took} us");
+    }
+
+    #[test]
+    fn timed_work_lasts_at_least_the_asked_time() {
+        let w = Work::calibrate();
+        let t = Instant::now();
+        w.run_for_us(3_000.0);
+        assert!(t.elapsed().as_secs_f64() >= 0.003);
     }
 }

@@ -186,6 +186,102 @@ fn nbc_overlap_smoke() {
 }
 
 #[test]
+fn nbc_progress_smoke() {
+    const TCP: [&str; 2] = ["mpi-tcp-thread", "mpi-tcp-poll"];
+    let out = ptl_bench(
+        &[
+            "nbc-progress",
+            "--smoke",
+            "--impls",
+            "mpi-tcp-thread,mpi-tcp-poll",
+            "--ranks",
+            "2,4",
+        ],
+        2 * T,
+    );
+    let recs = records(&out.stdout, "nbc-progress", &TCP);
+    for i in TCP {
+        for ranks in [2.0, 4.0] {
+            let mine: Vec<_> = recs
+                .iter()
+                .filter(|r| r.implementation == i && r.extra_f64("ranks") == Some(ranks))
+                .collect();
+            // The barrier, then the broadcast and the all-reduce at 8 B (a
+            // chain) and 8 KB (the all-reduce's fallback); one compute time.
+            let points: Vec<(&str, u64, f64)> = mine
+                .iter()
+                .map(|r| {
+                    (
+                        r.extra_str("op").unwrap_or("?"),
+                        r.size,
+                        r.extra_f64("compute_us").unwrap_or(-1.0),
+                    )
+                })
+                .collect();
+            let want = vec![
+                ("ibarrier", 0, 200.0),
+                ("ibcast", 8, 200.0),
+                ("ibcast", 8192, 200.0),
+                ("iallreduce", 8, 200.0),
+                ("iallreduce", 8192, 200.0),
+            ];
+            assert_eq!(points, want, "{i} on {ranks} ranks");
+            for r in mine {
+                let line = r.to_line();
+                assert!((0.0..=100.0).contains(&r.value), "% complete in {line}");
+                assert_eq!(r.extra_str("check"), Some("peek"), "{line}");
+                // The compute is wall-clock time: never shorter than asked.
+                let c = r.extra_f64("compute_meas_us").unwrap_or(-1.0);
+                assert!(c >= 200.0, "compute in {line}");
+                for k in ["start_us", "wait_us", "nbc_us"] {
+                    assert!(r.extra_f64(k).is_some_and(|v| v >= 0.0), "{k} in {line}");
+                }
+            }
+        }
+    }
+}
+
+/// Issue 20 part 3 as behaviour, not timing: with a progress thread (TCP,
+/// 2 ranks) some non-blocking barrier is found complete by the one `peek`
+/// after 20 ms of compute with no MPI call (a progress thread only has to
+/// be scheduled once in 20 ms, in one of 20 iterations); in polling mode
+/// never, since the rank that starts first can only learn of the other's
+/// start in a later call, and the figure is the minimum over the ranks.
+#[test]
+fn nbc_progress_barrier_completes_during_compute_only_with_a_progress_thread() {
+    const TCP: [&str; 2] = ["mpi-tcp-thread", "mpi-tcp-poll"];
+    let out = ptl_bench(
+        &[
+            "nbc-progress",
+            "--impls",
+            "mpi-tcp-thread,mpi-tcp-poll",
+            "--ranks",
+            "2",
+            "--sizes",
+            "8",
+            "--iters",
+            "20",
+            "--warmup",
+            "2",
+            "--reps",
+            "1",
+            "--factors",
+            "20000",
+        ],
+        2 * T,
+    );
+    let recs = records(&out.stdout, "nbc-progress", &TCP);
+    let barrier = |i: &str| {
+        recs.iter()
+            .find(|r| r.implementation == i && r.extra_str("op") == Some("ibarrier"))
+            .map(|r| r.value)
+            .unwrap_or_else(|| panic!("no ibarrier record of {i}"))
+    };
+    assert!(barrier("mpi-tcp-thread") > 0.0, "{}", out.stdout);
+    assert_eq!(barrier("mpi-tcp-poll"), 0.0, "{}", out.stdout);
+}
+
+#[test]
 fn raw_smoke() {
     let out = ptl_bench(
         &["raw", "--smoke", "--transport", "tcp", "--mode", "busy"],

@@ -216,6 +216,19 @@ impl<'a> Request<'a> {
         Ok(self.dev.is_complete(self.id))
     }
 
+    /// True if the operation has completed, judged only from what has
+    /// already arrived: unlike [`Request::is_complete`] and
+    /// [`Request::test`] this makes no transport pass on the calling
+    /// thread (it takes the events already queued and nothing else). So it
+    /// says whether the operation completed *without* this call's help —
+    /// by the transport's progress thread, or an earlier call — and in
+    /// polling mode it stays false until some other call makes progress.
+    /// After a fatal error of the library the request is aborted and
+    /// reported complete, as with [`Request::is_complete`].
+    pub fn peek(&self) -> Result<bool> {
+        Ok(self.dev.is_complete_seen(self.id))
+    }
+
     /// Cancel a pending receive (`MPI_Cancel`). True if it was cancelled;
     /// [`Request::wait`] then reports a status with
     /// [`Status::is_cancelled`]. Sends cannot be cancelled (false).

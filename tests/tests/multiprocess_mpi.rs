@@ -463,7 +463,8 @@ fn flat_all_gather_completes_while_a_member_computes_without_mpi_calls() {
 /// The point of triggered operations (`mpi_check nbcsleep`, thread mode):
 /// every rank starts a barrier, a broadcast and an all-reduce on the world
 /// and on a duplicate, then sleeps 1.5 s with no MPI call, then a single
-/// `test` of each finds it complete — the progress threads ran the chains.
+/// `peek` of each (which makes no transport pass itself, unlike `test`)
+/// finds it complete — the progress threads ran the chains.
 /// An all-reduce's start does not wait for the other members (rank 0
 /// sends what the last rank needs before starting only after its own
 /// start). And no

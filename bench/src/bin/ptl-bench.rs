@@ -99,6 +99,17 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "4", value_parser = parse_ranks)]
         ranks: Vec<usize>,
     },
+    /// Whether the non-blocking collectives (ibarrier, ibcast, iallreduce)
+    /// complete while every rank computes with no MPI call: start, compute
+    /// --factors µs, one completion check, wait; % found complete (MPI
+    /// level).
+    NbcProgress {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Rank counts, comma separated; each is a job of its own.
+        #[arg(long, value_delimiter = ',', default_value = "2", value_parser = parse_ranks)]
+        ranks: Vec<usize>,
+    },
     /// One-sided operations on a window, passive target (MPI level):
     /// put/get/fetch-and-op latency (rma-latency), put bandwidth (rma-bw),
     /// and the origin's lock–op–unlock time while the target computes
@@ -255,7 +266,7 @@ struct Knobs {
     #[arg(long)]
     window: Option<usize>,
     /// Overlap compute factors (× transfer time), COMB work intervals (µs)
-    /// or rma-overlap target compute times (µs).
+    /// or rma-overlap / nbc-progress compute times (µs).
     #[arg(long, value_delimiter = ',')]
     factors: Vec<f64>,
     /// Match-list lengths.
@@ -886,6 +897,17 @@ fn run(cli: Cli) -> Result<()> {
                 })
                 .collect();
             bench_cmd(Bench::NbcOverlap, &args, &ps)
+        }
+        Cmd::NbcProgress { args, ranks } => {
+            let ps: Vec<Params> = ranks
+                .iter()
+                .map(|&n| {
+                    let mut p = args.knobs.params(Bench::NbcProgress);
+                    p.ranks = n;
+                    p
+                })
+                .collect();
+            bench_cmd(Bench::NbcProgress, &args, &ps)
         }
         Cmd::Rma { args, which } => {
             let benches = which.benches();

@@ -57,6 +57,13 @@ impl Device {
     /// True if `id` is complete (or gone), without consuming it.
     pub(crate) fn is_complete(&self, id: ReqId) -> bool {
         self.poll();
+        self.is_complete_seen(id)
+    }
+
+    /// [`Device::is_complete`] without driving the transport: only the
+    /// events already queued are taken, so this tells whether something
+    /// else (a progress thread) completed `id`.
+    pub(crate) fn is_complete_seen(&self, id: ReqId) -> bool {
         let mut st = self.lock();
         self.drain(&mut st);
         if let Some(e) = st.fatal.clone() {

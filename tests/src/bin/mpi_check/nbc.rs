@@ -311,7 +311,7 @@ fn now_ns() -> R<u64> {
 
 /// `nbcsleep`, thread mode: every rank starts a barrier and a broadcast
 /// (on the world and on a duplicate), then sleeps with no MPI call, then
-/// one `test` of each must find it complete. Then the order check: rank
+/// one `peek` of each (no transport pass of its own) must find it complete. Then the order check: rank
 /// r starts a barrier r × 150 ms late; no rank's wait may return before
 /// the last start (one host: one clock).
 pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
@@ -363,14 +363,16 @@ pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
         ];
         // No MPI call at all: only the progress threads run the chains.
         std::thread::sleep(Duration::from_millis(1500));
-        for (what, r) in reqs {
-            match r.test().map_err(e)? {
-                Ok(_) => {}
-                Err(r) => {
-                    r.wait().map_err(e)?;
-                    return Err(format!("{what} was not complete after sleeping"));
-                }
-            }
+        // `peek` makes no transport pass itself (`test` would): what it
+        // sees complete, the progress threads completed. Every request is
+        // looked at before any wait drives progress.
+        let mut seen = Vec::with_capacity(reqs.len());
+        for (_, r) in &reqs {
+            seen.push(r.peek().map_err(e)?);
+        }
+        for ((what, r), seen) in reqs.into_iter().zip(seen) {
+            r.wait().map_err(e)?;
+            ensure(seen, || format!("{what} was not complete after sleeping"))?;
         }
         Ok(())
     })?;
