@@ -60,6 +60,7 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod mprobe;
+pub mod nbc;
 pub mod p2p;
 mod ptr;
 pub mod request;
