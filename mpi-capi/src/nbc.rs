@@ -196,7 +196,8 @@ entry! {
                 keep = ptr::in_place(sendbuf).then(|| recv[displs[me]..displs[me] + counts[me]].to_vec());
                 part = Some(PartitionMut::new(recv, counts, displs)?);
             }
-            let send = gathered(sendbuf, sendcount, sendtype, &keep)?;
+            // SAFETY: `keep` goes into the request's entry below.
+            let send = unsafe { gathered(sendbuf, sendcount, sendtype, &keep)? };
             // SAFETY: the C program lends both buffers until the request
             // completes; the in-place copy is kept by the entry.
             let r = unsafe { raw::immediate_gather_varcount(&c, root, send, part)? };
@@ -208,14 +209,17 @@ entry! {
 
 /// The block a member contributes to a gather: the in-place copy, or
 /// `sendcount` elements at `sendbuf`.
-fn gathered(
+///
+/// # Safety
+/// `keep` must move, unchanged, into the request's entry (see [`kept`]).
+unsafe fn gathered(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
     keep: &Option<Vec<u8>>,
 ) -> Result<&'static [u8], Fail> {
     match keep {
-        // SAFETY: our callers move `keep` into the request's entry.
+        // SAFETY: forwarded from our caller.
         Some(v) => Ok(unsafe { kept(v) }),
         None => send_block(sendbuf, bytes_of(sendcount, sendtype)?.0),
     }
@@ -258,7 +262,8 @@ entry! {
             let recv: &'static mut [u8] = typed_mut::<u8>(recvbuf, end, "recvbuf")?;
             let me = c.rank() as usize;
             let keep = ptr::in_place(sendbuf).then(|| recv[displs[me]..displs[me] + counts[me]].to_vec());
-            let send = gathered(sendbuf, sendcount, sendtype, &keep)?;
+            // SAFETY: `keep` goes into the request's entry below.
+            let send = unsafe { gathered(sendbuf, sendcount, sendtype, &keep)? };
             let part = PartitionMut::new(recv, counts, displs)?;
             // SAFETY: as in MPI_Igatherv.
             let r = unsafe { raw::immediate_all_gather_varcount(&c, send, part)? };
@@ -315,34 +320,51 @@ entry! {
     }
 }
 
+/// The arguments of `MPI_(I)alltoallw` that describe the buffers.
+struct W {
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const c_int,
+}
+
+/// Start `MPI_(I)alltoallw`: one contiguous datatype per peer
+/// (`MPI_ERR_TYPE` otherwise), byte displacements.
+fn alltoallw(w: W, comm: c_int) -> Result<(Request<'static>, Option<Vec<u8>>), Fail> {
+    let c = state::comm(comm)?;
+    let n = c.size() as usize;
+    let recv = wblocks(w.recvcounts, w.rdispls, w.recvtypes, n)?;
+    let send = || wblocks(w.sendcounts, w.sdispls, w.sendtypes, n);
+    all_to_all_start(&c, w.sendbuf, send, w.recvbuf, recv)
+}
+
 entry! {
     /// One contiguous datatype per peer (`MPI_ERR_TYPE` otherwise), byte
     /// displacements.
     fn MPI_Ialltoallw | PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int, request: *mut c_int) {
-        (|| {
-            let c = state::comm(comm)?;
-            let n = c.size() as usize;
-            let recv = wblocks(recvcounts, rdispls, recvtypes, n)?;
-            let (r, keep) = all_to_all_start(&c, sendbuf, || wblocks(sendcounts, sdispls, sendtypes, n), recvbuf, recv)?;
-            issue(comm, r, keep, request)
-        })()
-        .map_err(|f: Fail| f.on_comm(comm))
+        let w = W { sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes };
+        alltoallw(w, comm)
+            .and_then(|(r, keep)| issue(comm, r, keep, request))
+            .map_err(|f| f.on_comm(comm))
     }
 }
 
 entry! {
     /// The non-blocking form, waited for: one round of puts.
     fn MPI_Alltoallw | PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) {
-        (|| {
-            let c = state::comm(comm)?;
-            let n = c.size() as usize;
-            let recv = wblocks(recvcounts, rdispls, recvtypes, n)?;
-            let (r, keep) = all_to_all_start(&c, sendbuf, || wblocks(sendcounts, sdispls, sendtypes, n), recvbuf, recv)?;
-            r.wait()?;
-            drop(keep);
-            Ok(())
-        })()
-        .map_err(|f: Fail| f.on_comm(comm))
+        let w = W { sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes };
+        alltoallw(w, comm)
+            .and_then(|(r, keep)| {
+                r.wait()?;
+                // The in-place copy outlives the transfers.
+                drop(keep);
+                Ok(())
+            })
+            .map_err(|f| f.on_comm(comm))
     }
 }
 
@@ -359,19 +381,12 @@ entry! {
             // keeps a copy to send from (the transfers read it until the
             // request completes).
             let keep = ptr::in_place(sendbuf).then(|| recv[me * rl..(me + 1) * rl].to_vec());
-            let send: &'static [u8] = match &keep {
-                // SAFETY: `keep` goes into the request's entry below.
-                Some(v) => unsafe { kept(v) },
-                None => {
-                    let (sl, _) = bytes_of(sendcount, sendtype)?;
-                    send_block(sendbuf, sl)?
-                }
-            };
+            // SAFETY: `keep` goes into the request's entry below.
+            let send = unsafe { gathered(sendbuf, sendcount, sendtype, &keep)? };
             // SAFETY: the C program lends both buffers until the request
             // completes; the in-place copy is kept by the entry.
-            let r = unsafe { mpi_on_portals::raw::immediate_all_gather(&c, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
+            let r = unsafe { raw::immediate_all_gather(&c, send, recv)? };
+            issue(comm, r, keep, request)
         })()
         .map_err(|f: Fail| f.on_comm(comm))
     }
@@ -395,9 +410,8 @@ entry! {
                 }
             };
             // SAFETY: as in MPI_Iallgather.
-            let r = unsafe { mpi_on_portals::raw::immediate_all_to_all(&c, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
+            let r = unsafe { raw::immediate_all_to_all(&c, send, recv)? };
+            issue(comm, r, keep, request)
         })()
         .map_err(|f: Fail| f.on_comm(comm))
     }
@@ -422,18 +436,11 @@ entry! {
             } else {
                 (&mut [], None)
             };
-            let send: &'static [u8] = match &keep {
-                // SAFETY: `keep` goes into the request's entry below.
-                Some(v) => unsafe { kept(v) },
-                None => {
-                    let (sl, _) = bytes_of(sendcount, sendtype)?;
-                    send_block(sendbuf, sl)?
-                }
-            };
+            // SAFETY: `keep` goes into the request's entry below.
+            let send = unsafe { gathered(sendbuf, sendcount, sendtype, &keep)? };
             // SAFETY: as in MPI_Iallgather.
-            let r = unsafe { mpi_on_portals::raw::immediate_gather(&c, root, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
+            let r = unsafe { raw::immediate_gather(&c, root, send, recv)? };
+            issue(comm, r, keep, request)
         })()
         .map_err(|f: Fail| f.on_comm(comm))
     }
@@ -464,9 +471,8 @@ entry! {
                 }
             };
             // SAFETY: as in MPI_Iallgather.
-            let r = unsafe { mpi_on_portals::raw::immediate_scatter(&c, root, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
+            let r = unsafe { raw::immediate_scatter(&c, root, send, recv)? };
+            issue(comm, r, keep, request)
         })()
         .map_err(|f: Fail| f.on_comm(comm))
     }
