@@ -375,7 +375,7 @@ entry! {
     }
 }
 
-pub(crate) fn reduce_scatter(
+fn reduce_scatter(
     send: *const c_void,
     recv: *mut c_void,
     counts: &[c_int],

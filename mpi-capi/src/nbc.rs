@@ -14,8 +14,7 @@ use mpi_on_portals::traits::*;
 use mpi_on_portals::{Partition, PartitionMut, SimpleCommunicator};
 
 use crate::coll::{
-    bytes_of, check_root, completed, dispatch, reduce_scatter, send_block, typed, typed_mut,
-    vblocks, wblocks, Blocks, Visit,
+    bytes_of, check_root, dispatch, send_block, typed, typed_mut, vblocks, wblocks, Blocks, Visit,
 };
 use crate::consts::*;
 use crate::error::{fail, Fail, Res};
@@ -37,7 +36,7 @@ fn issue(comm: c_int, r: Request<'static>, keep: Option<Vec<u8>>, request: *mut 
 /// A typed non-blocking reduction's start, for [`dispatch`].
 struct Start<'c> {
     comm: &'c SimpleCommunicator,
-    which: Reduction,
+    which: Reduction<'c>,
     send: *const c_void,
     recv: *mut c_void,
     /// Elements in `send` (and, in place, in `recv` on entry).
@@ -103,17 +102,21 @@ fn start_reduction(
     dt: c_int,
     op: c_int,
     comm: c_int,
-    which: Reduction,
+    which: Reduction<'_>,
     request: *mut c_int,
 ) -> Res {
     let c = state::comm(comm)?;
-    let n_recv = ptr::count(count)?;
+    let mut n_recv = ptr::count(count)?;
     let n_send = match which {
         Reduction::Root(root) => {
             check_root(&c, root)?;
             n_recv
         }
         Reduction::ScatterBlock => n_recv * c.size() as usize,
+        Reduction::Scatter(counts) => {
+            n_recv = counts[c.rank() as usize];
+            counts.iter().sum()
+        }
         _ => n_recv,
     };
     let mut out = None;
@@ -161,21 +164,14 @@ entry! {
 }
 
 entry! {
-    /// Equal blocks run as `MPI_Ireduce_scatter_block`; unequal ones run
-    /// the blocking reduce-scatter in the call (there is no flat form).
     fn MPI_Ireduce_scatter | PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: c_int, op: c_int, comm: c_int, request: *mut c_int) {
         (|| {
             let size = state::comm(comm)?.size() as usize;
-            let counts = ptr::slice(recvcounts, size, "recvcounts")?;
-            let mut total = 0;
-            for &n in counts {
-                total += ptr::count(n)?;
-            }
-            if counts.iter().all(|&n| n == counts[0]) {
-                return start_reduction(sendbuf, recvbuf, counts[0], datatype, op, comm, Reduction::ScatterBlock, request);
-            }
-            reduce_scatter(sendbuf, recvbuf, counts, total, datatype, op, comm)?;
-            completed(comm, request)
+            let counts = ptr::slice(recvcounts, size, "recvcounts")?
+                .iter()
+                .map(|&n| ptr::count(n))
+                .collect::<Result<Vec<usize>, Fail>>()?;
+            start_reduction(sendbuf, recvbuf, 0, datatype, op, comm, Reduction::Scatter(&counts), request)
         })()
         .map_err(|f: Fail| f.on_comm(comm))
     }

@@ -292,7 +292,7 @@ pub unsafe fn immediate_all_to_all_varcount(
 
 /// Which reduction a typed raw start runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reduction {
+pub enum Reduction<'c> {
     /// To a root (`MPI_Ireduce`); `recv` is ignored elsewhere.
     Root(Rank),
     /// Inclusive prefix (`MPI_Iscan`).
@@ -302,13 +302,18 @@ pub enum Reduction {
     /// Reduce, then scatter equal blocks (`MPI_Ireduce_scatter_block`):
     /// `send` holds size × `recv.len()` elements.
     ScatterBlock,
+    /// Reduce, then scatter blocks of these counts in rank order
+    /// (`MPI_Ireduce_scatter`): `send` holds their sum, `recv` this
+    /// member's count.
+    Scatter(&'c [usize]),
 }
 
 /// Start a reduction of `send` into `recv` with `op`; see
 /// [`ImmediateRoot::immediate_reduce_into_root`],
 /// [`ImmediateCollectives::immediate_scan_into`],
-/// [`ImmediateCollectives::immediate_exclusive_scan_into`] and
-/// [`ImmediateCollectives::immediate_reduce_scatter_block_into`], whose
+/// [`ImmediateCollectives::immediate_exclusive_scan_into`],
+/// [`ImmediateCollectives::immediate_reduce_scatter_block_into`] and
+/// [`ImmediateCollectives::immediate_reduce_scatter_into`], whose
 /// fallback for operations the engine has no atomic for (run here,
 /// blocking) they share.
 ///
@@ -316,7 +321,7 @@ pub enum Reduction {
 /// As for [`immediate_all_gather`].
 pub unsafe fn immediate_reduce<T: Equivalence, O: Operation<T>>(
     comm: &SimpleCommunicator,
-    which: Reduction,
+    which: Reduction<'_>,
     send: &'static [T],
     recv: &'static mut [T],
     op: O,
@@ -334,6 +339,9 @@ pub unsafe fn immediate_reduce<T: Equivalence, O: Operation<T>>(
         Reduction::Scan => comm.immediate_scan_into(&s, send, recv, op),
         Reduction::ExclusiveScan => comm.immediate_exclusive_scan_into(&s, send, recv, op),
         Reduction::ScatterBlock => comm.immediate_reduce_scatter_block_into(&s, send, recv, op),
+        Reduction::Scatter(counts) => {
+            comm.immediate_reduce_scatter_into(&s, send, recv, counts, op)
+        }
     }
 }
 

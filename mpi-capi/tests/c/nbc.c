@@ -2,8 +2,8 @@
  * values checked; runs on any number of ranks from 2 (the test runs 3 and
  * 4). Phase 1 starts one of each and completes them with one MPI_Waitall;
  * phase 2 runs the MPI_IN_PLACE forms, each completed by an MPI_Test
- * loop; then user operations, the blocking fallback of MPI_Ireduce_scatter
- * with unequal blocks, and the error classes under MPI_ERRORS_RETURN.
+ * loop; then user operations, MPI_Ireduce_scatter with unequal blocks,
+ * zero counts, and the error classes under MPI_ERRORS_RETURN.
  * Prints "OK nbc" on every rank when every check passed.
  * With argument "fatal": MPI_Ireduce to a root out of range under the
  * default handler, which must abort the job naming the call. */
@@ -250,8 +250,8 @@ int main(int argc, char **argv) {
         else CHECK(w_r[2 * j] == j * 100 + r + 0.5);
     }
 
-    /* ---- User operations (run blocking in the start), and the blocking
-     * fallback of MPI_Ireduce_scatter with unequal blocks. ---- */
+    /* ---- User operations (run blocking in the start), and
+     * MPI_Ireduce_scatter with unequal blocks (rank 0's empty). ---- */
     MPI_Op usum, uright;
     MPI_Op_create(user_sum, 1, &usum);
     MPI_Op_create(user_right, 0, &uright);
@@ -265,17 +265,32 @@ int main(int argc, char **argv) {
     if (r == 0) CHECK(u_r[0] == tri && u_r[1] == 2 * tri);
     CHECK(u_scan == r * (r + 1) / 2);
     if (r > 0) CHECK(u_right == r - 1); /* x op y = y: rank r-1's value */
-    MPI_Op_free(&usum);
-    MPI_Op_free(&uright);
-    int rsv_counts[MAXP], rsv_s[64], rsv_r[MAXP];
+    int rsv_counts[MAXP], rsv_s[64], rsv_r[MAXP], rsv_ip[64];
     for (int i = 0; i < p; i++) rsv_counts[i] = vcount(i);
-    for (int j = 0; j < tri; j++) rsv_s[j] = r * 100 + j;
+    for (int j = 0; j < tri; j++) rsv_s[j] = rsv_ip[j] = r * 100 + j;
     for (int k = 0; k < MAXP; k++) rsv_r[k] = -1;
-    MPI_Ireduce_scatter(rsv_s, rsv_r, rsv_counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q);
-    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    MPI_Ireduce_scatter(rsv_s, rsv_r, rsv_counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &uq[0]);
+    MPI_Ireduce_scatter(MPI_IN_PLACE, rsv_ip, rsv_counts, MPI_INT, usum, MPI_COMM_WORLD, &uq[1]);
+    MPI_Waitall(2, uq, MPI_STATUSES_IGNORE);
     int before = r * (r - 1) / 2;
     for (int k = 0; k < vcount(r); k++) CHECK(rsv_r[k] == 100 * tri + p * (before + k));
+    for (int k = 0; k < vcount(r); k++) CHECK(rsv_ip[k] == 100 * tri + p * (before + k));
     CHECK(rsv_r[vcount(r)] == -1);
+    MPI_Op_free(&usum);
+    MPI_Op_free(&uright);
+
+    /* Zero counts everywhere: complete, nothing written. */
+    int z_s = 5, z_r[4] = {7, 7, 7, 7}, zc[MAXP] = {0}, zd[MAXP] = {0};
+    MPI_Datatype zt[MAXP];
+    for (int j = 0; j < p; j++) zt[j] = MPI_INT;
+    MPI_Request zq[5];
+    MPI_Ireduce(&z_s, &z_r[0], 0, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, &zq[0]);
+    MPI_Iscan(&z_s, &z_r[1], 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &zq[1]);
+    MPI_Iexscan(&z_s, &z_r[2], 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &zq[2]);
+    MPI_Ireduce_scatter_block(&z_s, &z_r[3], 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &zq[3]);
+    MPI_Ialltoallw(&z_s, zc, zd, zt, z_r, zc, zd, zt, MPI_COMM_WORLD, &zq[4]);
+    MPI_Waitall(5, zq, MPI_STATUSES_IGNORE);
+    CHECK(z_r[0] == 7 && z_r[1] == 7 && z_r[2] == 7 && z_r[3] == 7);
 
     /* ---- Bad input under MPI_ERRORS_RETURN: the class, no crash, and
      * no collective started (every rank fails the same way). ---- */
