@@ -17,6 +17,7 @@ use crate::coll::{
     bytes_of, check_root, dispatch, send_block, typed, typed_mut, vblocks, wblocks, Blocks, Visit,
 };
 use crate::consts::*;
+use crate::datatype::{comm_ty, Ty};
 use crate::error::{fail, Fail, Res};
 use crate::ptr;
 use crate::request::{add, ReqEntry};
@@ -350,18 +351,104 @@ entry! {
 }
 
 entry! {
-    /// The non-blocking form, waited for: one round of puts.
+    /// The non-blocking form, waited for: one round of puts. With a
+    /// non-contiguous datatype, every block is packed, exchanged and
+    /// unpacked (one copy each way, as point-to-point does).
     fn MPI_Alltoallw | PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_int, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_int, comm: c_int) {
         let w = W { sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes };
-        alltoallw(w, comm)
-            .and_then(|(r, keep)| {
-                r.wait()?;
-                // The in-place copy outlives the transfers.
-                drop(keep);
-                Ok(())
-            })
-            .map_err(|f| f.on_comm(comm))
+        (|| {
+            let n = state::comm(comm)?.size() as usize;
+            let in_place = ptr::in_place(sendbuf);
+            if !contiguous_all(recvtypes, n)? || (!in_place && !contiguous_all(sendtypes, n)?) {
+                return alltoallw_packed(&w, comm);
+            }
+            let (r, keep) = alltoallw(w, comm)?;
+            r.wait()?;
+            // The in-place copy outlives the transfers.
+            drop(keep);
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.on_comm(comm))
     }
+}
+
+/// Whether all `n` datatypes are contiguous (`MPI_ERR_TYPE` for an
+/// invalid one).
+fn contiguous_all(types: *const c_int, n: usize) -> Result<bool, Fail> {
+    for &t in ptr::slice(types, n, "datatypes")? {
+        if !comm_ty(t)?.contiguous() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The blocks of one side of an all-to-all-w: (datatype, count, byte
+/// displacement) per peer.
+fn w_side(
+    counts: *const c_int,
+    displs: *const c_int,
+    types: *const c_int,
+    n: usize,
+) -> Result<Vec<(Ty, usize, usize)>, Fail> {
+    let (c, d, t) = (
+        ptr::slice(counts, n, "counts")?,
+        ptr::slice(displs, n, "displs")?,
+        ptr::slice(types, n, "datatypes")?,
+    );
+    (0..n)
+        .map(|i| {
+            let at = usize::try_from(d[i])
+                .map_err(|_| Fail::new(MPI_ERR_ARG, format!("negative displacement {}", d[i])))?;
+            Ok((comm_ty(t[i])?, ptr::count(c[i])?, at))
+        })
+        .collect()
+}
+
+/// `MPI_Alltoallw` with non-contiguous datatypes: pack every send block
+/// (from `recvbuf` in place), exchange the packed blocks, unpack every
+/// received one.
+fn alltoallw_packed(w: &W, comm: c_int) -> Res {
+    let c = state::comm(comm)?;
+    let n = c.size() as usize;
+    let recv = w_side(w.recvcounts, w.rdispls, w.recvtypes, n)?;
+    let (send, sbuf) = if ptr::in_place(w.sendbuf) {
+        (recv.clone(), w.recvbuf as *const c_void)
+    } else {
+        (w_side(w.sendcounts, w.sdispls, w.sendtypes, n)?, w.sendbuf)
+    };
+    let mut packed = Vec::new();
+    let (mut sc, mut sd) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (t, count, at) in &send {
+        let b = t.send_bytes(sbuf.wrapping_byte_add(*at), *count)?;
+        sd.push(packed.len());
+        sc.push(b.len());
+        packed.extend_from_slice(&b);
+    }
+    let rc: Vec<usize> = recv.iter().map(|(t, count, _)| t.size() * count).collect();
+    let rd = mpi_on_portals::collective::displacements(&rc);
+    let total = rc.iter().sum();
+    if total > 0 && w.recvbuf.is_null() {
+        return fail(MPI_ERR_BUFFER, "recvbuf is NULL");
+    }
+    let mut got = vec![0u8; total];
+    let sp = Partition::new(&packed[..], sc, sd)?;
+    let mut rp = PartitionMut::new(&mut got[..], rc.clone(), rd.clone())?;
+    c.all_to_all_varcount_into(&sp, &mut rp)?;
+    drop(rp);
+    for (i, (t, count, at)) in recv.iter().enumerate() {
+        // SAFETY: MPI requires recvbuf to hold `count` elements of the
+        // type at byte displacement `at`; nothing else uses it during
+        // the call.
+        unsafe {
+            t.unpack(
+                &got[rd[i]..rd[i] + rc[i]],
+                w.recvbuf.wrapping_byte_add(*at).cast(),
+                *count,
+            )
+        };
+    }
+    Ok(())
 }
 
 entry! {

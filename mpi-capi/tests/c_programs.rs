@@ -267,8 +267,9 @@ fn semantics_c_passes_on_four_ranks() {
 /// Every check of `nbc.c` passes on every rank, on 4 ranks and on 3 (a
 /// non-power of two), over tcp and shm: `MPI_Ireduce`, `_Iscan`,
 /// `_Iexscan`, `_Ireduce_scatter(_block)`, `_Igatherv`, `_Iscatterv`,
-/// `_Iallgatherv`, `_Ialltoallv`, `_Ialltoallw` and `MPI_Alltoallw`, their
-/// values with nine in flight under one `MPI_Waitall`, the
+/// `_Iallgatherv`, `_Ialltoallv`, `_Ialltoallw` and `MPI_Alltoallw` (also
+/// with a strided type), their values with nine in flight under one
+/// `MPI_Waitall`, the
 /// `MPI_IN_PLACE` forms under `MPI_Test` loops, zero-length blocks, user
 /// operations (a non-commutative one keeps rank order), and the error
 /// classes of bad counts, roots, buffers, datatypes and operations under
