@@ -194,9 +194,10 @@ int main(int argc, char **argv) {
         CHECK(v_r[4 * j] == j * 100 + r * 10 && v_r[4 * j + 1] == j * 100 + r * 10 + 2 && v_r[4 * j + 2] == -1);
     memcpy(v_r, v_s, sizeof v_s);
     CHECK(MPI_Alltoallw(MPI_IN_PLACE, NULL, NULL, NULL, v_r, v_cnt, v_dsp, v_ty, MPI_COMM_WORLD) == MPI_SUCCESS);
-    for (int j = 0; j < p; j++)
-        CHECK(v_r[4 * j] == j * 100 + r * 10 && v_r[4 * j + 2] == j * 100 + r * 10 + 2 &&
-              v_r[4 * j + 1] == r * 100 + j * 10 + 1 && v_r[4 * j + 3] == r * 100 + j * 10 + 3);
+    for (int j = 0; j < p; j++) {
+        CHECK(v_r[4 * j] == j * 100 + r * 10 && v_r[4 * j + 2] == j * 100 + r * 10 + 2);
+        CHECK(v_r[4 * j + 1] == r * 100 + j * 10 + 1 && v_r[4 * j + 3] == r * 100 + j * 10 + 3);
+    }
 
     /* ---- Phase 2: MPI_IN_PLACE, each completed by an MPI_Test loop. ---- */
     MPI_Request q;
