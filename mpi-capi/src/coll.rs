@@ -20,7 +20,7 @@ use crate::state::{self, handle, slot, UserOp};
 pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut c_int);
 
 /// Something to do with a typed buffer and its operation.
-trait Visit {
+pub(crate) trait Visit {
     fn visit<T: mpi_on_portals::Equivalence>(self, op: &dyn Operation<T>) -> Res;
 }
 
@@ -136,7 +136,7 @@ fn loc<const N: usize, X: Copy + PartialOrd + bytemuck::Pod, V: Visit>(
 }
 
 /// Run `v` with the typed form of `dt` and `op`.
-fn dispatch<V: Visit>(dt: c_int, op: c_int, v: V) -> Res {
+pub(crate) fn dispatch<V: Visit>(dt: c_int, op: c_int, v: V) -> Res {
     let t = comm_ty(dt)?;
     let k = kind(op)?;
     if let Kind::Loc(max) = k {
@@ -186,25 +186,32 @@ fn dispatch<V: Visit>(dt: c_int, op: c_int, v: V) -> Res {
     }
 }
 
-/// `n` elements of `T` at `p` (aligned, or `MPI_ERR_BUFFER`).
-fn typed<'a, T>(p: *const c_void, n: usize, what: &str) -> Result<&'a [T], Fail> {
-    if n > 0 && (p as usize) % std::mem::align_of::<T>() != 0 {
-        return fail(
-            MPI_ERR_BUFFER,
-            format!("{what} is not aligned for its datatype"),
-        );
-    }
+/// `n` elements of `T` at `p`: `MPI_ERR_BUFFER` if `p` is NULL or
+/// misaligned for `T` while `n > 0`.
+pub(crate) fn typed<'a, T>(p: *const c_void, n: usize, what: &str) -> Result<&'a [T], Fail> {
+    check_data(p as usize, n, std::mem::align_of::<T>(), what)?;
     ptr::slice(p.cast::<T>(), n, what)
 }
 
-fn typed_mut<'a, T>(p: *mut c_void, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
-    if n > 0 && (p as usize) % std::mem::align_of::<T>() != 0 {
+/// [`typed`], writable.
+pub(crate) fn typed_mut<'a, T>(p: *mut c_void, n: usize, what: &str) -> Result<&'a mut [T], Fail> {
+    check_data(p as usize, n, std::mem::align_of::<T>(), what)?;
+    ptr::slice_mut(p.cast::<T>(), n, what)
+}
+
+/// A data buffer (unlike an array argument) that is NULL is
+/// `MPI_ERR_BUFFER`, as is one misaligned for its element type.
+fn check_data(addr: usize, n: usize, align: usize, what: &str) -> Res {
+    if n > 0 && addr == 0 {
+        return fail(MPI_ERR_BUFFER, format!("{what} is NULL"));
+    }
+    if n > 0 && addr % align != 0 {
         return fail(
             MPI_ERR_BUFFER,
             format!("{what} is not aligned for its datatype"),
         );
     }
-    ptr::slice_mut(p.cast::<T>(), n, what)
+    Ok(())
 }
 
 /// Which reduction.
@@ -281,6 +288,9 @@ fn reduce(
 ) -> Res {
     let n = ptr::count(count)?;
     let c = state::comm(comm)?;
+    if let Red::Root(root) = which {
+        check_root(&c, root)?;
+    }
     let mut req = None;
     dispatch(
         dt,
@@ -383,12 +393,12 @@ fn reduce_scatter(
     let mine = counts[me] as usize;
     if ptr::in_place(send) {
         // The whole vector is in recvbuf.
-        let b = ptr::slice(recv.cast::<u8>(), total * ext, "recvbuf")?;
+        let b = typed::<u8>(recv, total * ext, "recvbuf")?;
         bytemuck::cast_slice_mut::<u64, u8>(&mut all)[..total * ext].copy_from_slice(b);
     }
     // MPI_IN_PLACE stays: the reduction then starts from `all`.
     reduce(send, allp, total as c_int, dt, op, comm, Red::All).map_err(|f| f.on_comm(comm))?;
-    let out = ptr::slice_mut(recv.cast::<u8>(), mine * ext, "recvbuf")?;
+    let out = typed_mut::<u8>(recv, mine * ext, "recvbuf")?;
     out.copy_from_slice(
         &bytemuck::cast_slice::<u64, u8>(&all)[before * ext..(before + mine) * ext],
     );
@@ -430,7 +440,7 @@ entry! {
 }
 
 /// Bytes of `count` elements of a contiguous datatype.
-fn bytes_of(count: c_int, dt: c_int) -> Result<(usize, Ty), Fail> {
+pub(crate) fn bytes_of(count: c_int, dt: c_int) -> Result<(usize, Ty), Fail> {
     let n = ptr::count(count)?;
     let t = comm_ty(dt)?;
     if !t.contiguous() {
@@ -462,8 +472,9 @@ entry! {
     fn MPI_Bcast | PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int) {
         (|| {
             let c = state::comm(comm)?;
+            check_root(&c, root)?;
             let (len, _) = bytes_of(count, datatype)?;
-            let b = ptr::slice_mut(buffer.cast::<u8>(), len, "buffer")?;
+            let b = typed_mut::<u8>(buffer, len, "buffer")?;
             c.process_at_rank(root).broadcast_into(b)?;
             Ok(())
         })()
@@ -475,6 +486,7 @@ entry! {
     fn MPI_Ibcast | PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
         (|| {
             let c = state::comm(comm)?;
+            check_root(&c, root)?;
             let (len, _) = bytes_of(count, datatype)?;
             if len > 0 && buffer.is_null() {
                 return fail(MPI_ERR_BUFFER, "buffer is NULL");
@@ -489,186 +501,94 @@ entry! {
     }
 }
 
-entry! {
-    /// Contiguous datatypes only, as the blocking collectives.
-    fn MPI_Iallgather | PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        (|| {
-            let c = state::comm(comm)?;
-            let (rl, _) = bytes_of(recvcount, recvtype)?;
-            let size = c.size() as usize;
-            let recv: &'static mut [u8] = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
-            let me = c.rank() as usize;
-            // MPI_IN_PLACE: this member's block is in `recv`; the request
-            // keeps a copy to send from (the transfers read it until the
-            // request completes).
-            let keep = ptr::in_place(sendbuf).then(|| recv[me * rl..(me + 1) * rl].to_vec());
-            let send: &'static [u8] = match &keep {
-                // SAFETY: `keep` goes into the request's entry below.
-                Some(v) => unsafe { kept(v) },
-                None => {
-                    let (sl, _) = bytes_of(sendcount, sendtype)?;
-                    send_block(sendbuf, sl)?
-                }
-            };
-            // SAFETY: the C program lends both buffers until the request
-            // completes; the in-place copy is kept by the entry.
-            let r = unsafe { mpi_on_portals::raw::immediate_all_gather(&c, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
-        })()
-        .map_err(|f: Fail| f.on_comm(comm))
-    }
-}
-
-entry! {
-    /// Contiguous datatypes only, as the blocking collectives.
-    fn MPI_Ialltoall | PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, comm: c_int, request: *mut c_int) {
-        (|| {
-            let c = state::comm(comm)?;
-            let (rl, _) = bytes_of(recvcount, recvtype)?;
-            let size = c.size() as usize;
-            let recv: &'static mut [u8] = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
-            let keep = ptr::in_place(sendbuf).then(|| recv.to_vec());
-            let send: &'static [u8] = match &keep {
-                // SAFETY: `keep` goes into the request's entry below.
-                Some(v) => unsafe { kept(v) },
-                None => {
-                    let (sl, _) = bytes_of(sendcount, sendtype)?;
-                    ptr::slice(sendbuf.cast::<u8>(), sl * size, "sendbuf")?
-                }
-            };
-            // SAFETY: as in MPI_Iallgather.
-            let r = unsafe { mpi_on_portals::raw::immediate_all_to_all(&c, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
-        })()
-        .map_err(|f: Fail| f.on_comm(comm))
-    }
-}
-
-entry! {
-    /// Contiguous datatypes only, as the blocking collectives.
-    fn MPI_Igather | PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        (|| {
-            let c = state::comm(comm)?;
-            let at_root = c.rank() == root;
-            let (recv, keep): (&'static mut [u8], Option<Vec<u8>>) = if at_root {
-                let (rl, _) = bytes_of(recvcount, recvtype)?;
-                let recv: &'static mut [u8] = ptr::slice_mut(recvbuf.cast::<u8>(), rl * c.size() as usize, "recvbuf")?;
-                // MPI_IN_PLACE: the root's block is in `recv` already.
-                let keep = ptr::in_place(sendbuf).then(|| {
-                    let me = root as usize;
-                    recv[me * rl..(me + 1) * rl].to_vec()
-                });
-                (recv, keep)
-            } else {
-                (&mut [], None)
-            };
-            let send: &'static [u8] = match &keep {
-                // SAFETY: `keep` goes into the request's entry below.
-                Some(v) => unsafe { kept(v) },
-                None => {
-                    let (sl, _) = bytes_of(sendcount, sendtype)?;
-                    send_block(sendbuf, sl)?
-                }
-            };
-            // SAFETY: as in MPI_Iallgather.
-            let r = unsafe { mpi_on_portals::raw::immediate_gather(&c, root, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
-        })()
-        .map_err(|f: Fail| f.on_comm(comm))
-    }
-}
-
-entry! {
-    /// Contiguous datatypes only, as the blocking collectives.
-    fn MPI_Iscatter | PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int, request: *mut c_int) {
-        (|| {
-            let c = state::comm(comm)?;
-            let at_root = c.rank() == root;
-            let send: &'static [u8] = if at_root {
-                let (sl, _) = bytes_of(sendcount, sendtype)?;
-                ptr::slice(sendbuf.cast::<u8>(), sl * c.size() as usize, "sendbuf")?
-            } else {
-                &[]
-            };
-            // MPI_IN_PLACE at the root: its block stays in `send`; the
-            // start's copy of it goes to a scratch buffer the request keeps.
-            let mut keep = (at_root && ptr::in_place(recvbuf)).then(|| vec![0u8; send.len() / c.size().max(1) as usize]);
-            let recv: &'static mut [u8] = match &mut keep {
-                // SAFETY: `keep` goes into the request's entry below.
-                Some(v) => unsafe { kept_mut(v) },
-                None => {
-                    let (rl, _) = bytes_of(recvcount, recvtype)?;
-                    ptr::slice_mut(recvbuf.cast::<u8>(), rl, "recvbuf")?
-                }
-            };
-            // SAFETY: as in MPI_Iallgather.
-            let r = unsafe { mpi_on_portals::raw::immediate_scatter(&c, root, send, recv)? };
-            let h = add(ReqEntry { live: Some(r), keep, comm, ..ReqEntry::default() })?;
-            ptr::out(request, h, "request")
-        })()
-        .map_err(|f: Fail| f.on_comm(comm))
-    }
-}
-
-/// A buffer the request's entry keeps (`ReqEntry::keep`), lent to the
-/// transfers as `'static`.
-///
-/// # Safety
-/// The Vec behind `v` must move, unchanged, into the request's entry, which
-/// is freed only after the request completes (a Vec's heap buffer does
-/// not move with it).
-unsafe fn kept(v: &[u8]) -> &'static [u8] {
-    // SAFETY: forwarded from our caller.
-    unsafe { std::slice::from_raw_parts(v.as_ptr(), v.len()) }
-}
-
-/// [`kept`], for a scratch buffer the transfers write.
-///
-/// # Safety
-/// As for [`kept`], and nothing else touches the buffer meanwhile.
-unsafe fn kept_mut(v: &mut [u8]) -> &'static mut [u8] {
-    // SAFETY: forwarded from our caller.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr(), v.len()) }
-}
-
 /// The send block of a gather-like call (`MPI_IN_PLACE`: the root's own
 /// block of `recv`).
-fn send_block<'a>(send: *const c_void, len: usize) -> Result<&'a [u8], Fail> {
-    ptr::slice(send.cast::<u8>(), len, "sendbuf")
+pub(crate) fn send_block<'a>(send: *const c_void, len: usize) -> Result<&'a [u8], Fail> {
+    typed::<u8>(send, len, "sendbuf")
 }
 
-fn counts_displs(
+/// The blocks of a varcount collective's buffer, in bytes.
+pub(crate) struct Blocks {
+    pub counts: Vec<usize>,
+    pub displs: Vec<usize>,
+    /// The end of the furthest block: the buffer's length.
+    pub end: usize,
+}
+
+/// Blocks of `counts[i]` elements of `dt` at `displs[i]` elements (the
+/// `v` forms).
+pub(crate) fn vblocks(
     counts: *const c_int,
     displs: *const c_int,
     n: usize,
-    ext: usize,
-) -> Result<(Vec<usize>, Vec<usize>), Fail> {
+    dt: c_int,
+) -> Result<Blocks, Fail> {
+    let ext = bytes_of(0, dt)?.1.extent();
+    blocks(counts, displs, n, ext, |_, c| Ok(ptr::count(c)? * ext))
+}
+
+/// Blocks of `counts[i]` elements of `types[i]` at `displs[i]` bytes (the
+/// `w` forms).
+pub(crate) fn wblocks(
+    counts: *const c_int,
+    displs: *const c_int,
+    types: *const c_int,
+    n: usize,
+) -> Result<Blocks, Fail> {
+    let ts = ptr::slice(types, n, "datatypes")?;
+    blocks(counts, displs, n, 1, |i, c| Ok(bytes_of(c, ts[i])?.0))
+}
+
+fn blocks(
+    counts: *const c_int,
+    displs: *const c_int,
+    n: usize,
+    unit: usize,
+    len: impl Fn(usize, c_int) -> Result<usize, Fail>,
+) -> Result<Blocks, Fail> {
     let c = ptr::slice(counts, n, "counts")?;
     let d = ptr::slice(displs, n, "displs")?;
-    let mut cs = Vec::with_capacity(n);
-    let mut ds = Vec::with_capacity(n);
+    let mut b = Blocks {
+        counts: Vec::with_capacity(n),
+        displs: Vec::with_capacity(n),
+        end: 0,
+    };
     for i in 0..n {
-        cs.push(ptr::count(c[i])? * ext);
-        ds.push(
-            usize::try_from(d[i]).map_err(|_| Fail::new(MPI_ERR_ARG, "negative displacement"))?
-                * ext,
+        let l = len(i, c[i])?;
+        let at = usize::try_from(d[i])
+            .map_err(|_| Fail::new(MPI_ERR_ARG, format!("negative displacement {}", d[i])))?
+            * unit;
+        b.end = b.end.max(at + l);
+        b.counts.push(l);
+        b.displs.push(at);
+    }
+    Ok(b)
+}
+
+/// `MPI_ERR_ROOT` unless `root` is a rank of `c`.
+pub(crate) fn check_root(c: &SimpleCommunicator, root: c_int) -> Res {
+    if root < 0 || root >= c.size() {
+        return fail(
+            MPI_ERR_ROOT,
+            format!(
+                "root {root} is not a rank of a {}-member communicator",
+                c.size()
+            ),
         );
     }
-    Ok((cs, ds))
+    Ok(())
 }
 
 entry! {
     fn MPI_Gather | PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
         (|| {
             let c = state::comm(comm)?;
+            check_root(&c, root)?;
             let p = c.process_at_rank(root);
             if c.rank() == root {
                 let (rl, _) = bytes_of(recvcount, recvtype)?;
                 let size = c.size() as usize;
-                let recv = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
+                let recv = typed_mut::<u8>(recvbuf, rl * size, "recvbuf")?;
                 let mine: Vec<u8> = if ptr::in_place(sendbuf) {
                     let me = root as usize;
                     recv[me * rl..(me + 1) * rl].to_vec()
@@ -691,13 +611,12 @@ entry! {
     fn MPI_Gatherv | PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, root: c_int, comm: c_int) {
         (|| {
             let c = state::comm(comm)?;
+            check_root(&c, root)?;
             let p = c.process_at_rank(root);
             if c.rank() == root {
-                let (_, rt) = bytes_of(0, recvtype)?;
                 let size = c.size() as usize;
-                let (cs, ds) = counts_displs(recvcounts, displs, size, rt.extent())?;
-                let end = cs.iter().zip(&ds).map(|(c, d)| c + d).max().unwrap_or(0);
-                let recv = ptr::slice_mut(recvbuf.cast::<u8>(), end, "recvbuf")?;
+                let Blocks { counts: cs, displs: ds, end } = vblocks(recvcounts, displs, size, recvtype)?;
+                let recv = typed_mut::<u8>(recvbuf, end, "recvbuf")?;
                 let me = root as usize;
                 let mine: Vec<u8> = if ptr::in_place(sendbuf) {
                     recv[ds[me]..ds[me] + cs[me]].to_vec()
@@ -721,21 +640,22 @@ entry! {
     fn MPI_Scatter | PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
         (|| {
             let c = state::comm(comm)?;
+            check_root(&c, root)?;
             let p = c.process_at_rank(root);
             if c.rank() == root {
                 let (sl, _) = bytes_of(sendcount, sendtype)?;
                 let size = c.size() as usize;
-                let send = ptr::slice(sendbuf.cast::<u8>(), sl * size, "sendbuf")?;
+                let send = typed::<u8>(sendbuf, sl * size, "sendbuf")?;
                 if ptr::in_place(recvbuf) {
                     let mut scratch = vec![0u8; sl];
                     p.scatter_into_root(send, &mut scratch[..])?;
                 } else {
-                    let recv = ptr::slice_mut(recvbuf.cast::<u8>(), sl, "recvbuf")?;
+                    let recv = typed_mut::<u8>(recvbuf, sl, "recvbuf")?;
                     p.scatter_into_root(send, recv)?;
                 }
             } else {
                 let (rl, _) = bytes_of(recvcount, recvtype)?;
-                p.scatter_into(ptr::slice_mut(recvbuf.cast::<u8>(), rl, "recvbuf")?)?;
+                p.scatter_into(typed_mut::<u8>(recvbuf, rl, "recvbuf")?)?;
             }
             Ok(())
         })()
@@ -747,26 +667,25 @@ entry! {
     fn MPI_Scatterv | PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: c_int, root: c_int, comm: c_int) {
         (|| {
             let c = state::comm(comm)?;
+            check_root(&c, root)?;
             let p = c.process_at_rank(root);
             if c.rank() == root {
-                let (_, st) = bytes_of(0, sendtype)?;
                 let size = c.size() as usize;
-                let (cs, ds) = counts_displs(sendcounts, displs, size, st.extent())?;
-                let end = cs.iter().zip(&ds).map(|(c, d)| c + d).max().unwrap_or(0);
-                let send = ptr::slice(sendbuf.cast::<u8>(), end, "sendbuf")?;
+                let Blocks { counts: cs, displs: ds, end } = vblocks(sendcounts, displs, size, sendtype)?;
+                let send = typed::<u8>(sendbuf, end, "sendbuf")?;
                 let me = root as usize;
                 let mut scratch;
                 let recv: &mut [u8] = if ptr::in_place(recvbuf) {
                     scratch = vec![0u8; cs[me]];
                     &mut scratch[..]
                 } else {
-                    ptr::slice_mut(recvbuf.cast::<u8>(), cs[me], "recvbuf")?
+                    typed_mut::<u8>(recvbuf, cs[me], "recvbuf")?
                 };
                 let part = Partition::new(send, cs, ds)?;
                 p.scatter_varcount_into_root(&part, recv)?;
             } else {
                 let (rl, _) = bytes_of(recvcount, recvtype)?;
-                p.scatter_varcount_into(ptr::slice_mut(recvbuf.cast::<u8>(), rl, "recvbuf")?)?;
+                p.scatter_varcount_into(typed_mut::<u8>(recvbuf, rl, "recvbuf")?)?;
             }
             Ok(())
         })()
@@ -780,7 +699,7 @@ entry! {
             let c = state::comm(comm)?;
             let (rl, _) = bytes_of(recvcount, recvtype)?;
             let size = c.size() as usize;
-            let recv = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
+            let recv = typed_mut::<u8>(recvbuf, rl * size, "recvbuf")?;
             let me = c.rank() as usize;
             let mine: Vec<u8> = if ptr::in_place(sendbuf) {
                 recv[me * rl..(me + 1) * rl].to_vec()
@@ -799,11 +718,9 @@ entry! {
     fn MPI_Allgatherv | PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: c_int, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: c_int, comm: c_int) {
         (|| {
             let c = state::comm(comm)?;
-            let (_, rt) = bytes_of(0, recvtype)?;
             let size = c.size() as usize;
-            let (cs, ds) = counts_displs(recvcounts, displs, size, rt.extent())?;
-            let end = cs.iter().zip(&ds).map(|(c, d)| c + d).max().unwrap_or(0);
-            let recv = ptr::slice_mut(recvbuf.cast::<u8>(), end, "recvbuf")?;
+            let Blocks { counts: cs, displs: ds, end } = vblocks(recvcounts, displs, size, recvtype)?;
+            let recv = typed_mut::<u8>(recvbuf, end, "recvbuf")?;
             let me = c.rank() as usize;
             let mine: Vec<u8> = if ptr::in_place(sendbuf) {
                 recv[ds[me]..ds[me] + cs[me]].to_vec()
@@ -825,12 +742,12 @@ entry! {
             let c = state::comm(comm)?;
             let (rl, _) = bytes_of(recvcount, recvtype)?;
             let size = c.size() as usize;
-            let recv = ptr::slice_mut(recvbuf.cast::<u8>(), rl * size, "recvbuf")?;
+            let recv = typed_mut::<u8>(recvbuf, rl * size, "recvbuf")?;
             let send: Vec<u8> = if ptr::in_place(sendbuf) {
                 recv.to_vec()
             } else {
                 let (sl, _) = bytes_of(sendcount, sendtype)?;
-                ptr::slice(sendbuf.cast::<u8>(), sl * size, "sendbuf")?.to_vec()
+                typed::<u8>(sendbuf, sl * size, "sendbuf")?.to_vec()
             };
             c.all_to_all_into(&send[..], recv)?;
             Ok(())
@@ -844,17 +761,13 @@ entry! {
         (|| {
             let c = state::comm(comm)?;
             let size = c.size() as usize;
-            let (_, rt) = bytes_of(0, recvtype)?;
-            let (rc, rd) = counts_displs(recvcounts, rdispls, size, rt.extent())?;
-            let rend = rc.iter().zip(&rd).map(|(c, d)| c + d).max().unwrap_or(0);
-            let recv = ptr::slice_mut(recvbuf.cast::<u8>(), rend, "recvbuf")?;
+            let Blocks { counts: rc, displs: rd, end: rend } = vblocks(recvcounts, rdispls, size, recvtype)?;
+            let recv = typed_mut::<u8>(recvbuf, rend, "recvbuf")?;
             let (send, sc, sd): (Vec<u8>, _, _) = if ptr::in_place(sendbuf) {
                 (recv.to_vec(), rc.clone(), rd.clone())
             } else {
-                let (_, st) = bytes_of(0, sendtype)?;
-                let (sc, sd) = counts_displs(sendcounts, sdispls, size, st.extent())?;
-                let send = sc.iter().zip(&sd).map(|(c, d)| c + d).max().unwrap_or(0);
-                (ptr::slice(sendbuf.cast::<u8>(), send, "sendbuf")?.to_vec(), sc, sd)
+                let Blocks { counts: sc, displs: sd, end: send } = vblocks(sendcounts, sdispls, size, sendtype)?;
+                (typed::<u8>(sendbuf, send, "sendbuf")?.to_vec(), sc, sd)
             };
             let sp = Partition::new(&send[..], sc, sd)?;
             let mut rp = PartitionMut::new(recv, rc, rd)?;

@@ -62,6 +62,7 @@ pub mod env;
 pub mod errhandler;
 pub mod error;
 pub mod mprobe;
+pub mod nbc;
 pub mod p2p;
 mod ptr;
 pub mod request;

@@ -2,7 +2,8 @@
 //! unmodified) run against this crate's `libmpich.so.12` under the
 //! `ptlrun` launcher library: the project's `bench/c` benchmarks (tcp and
 //! shm, 2 and 4 ranks), the semantics suite `tests/c/semantics.c` (4
-//! ranks), and the fatal-error paths. Skipped, saying so, where
+//! ranks), the non-blocking collectives `tests/c/nbc.c` (3 and 4
+//! ranks), the coverage and bad-input suites, and the fatal-error paths. Skipped, saying so, where
 //! `mpicc.mpich` is not installed (`.ci/run` installs `mpich
 //! libmpich-dev`). Every run has a timeout.
 
@@ -128,6 +129,7 @@ fn built() -> &'static Built {
                 None,
                 false,
             ),
+            ("nbc", manifest().join("tests/c/nbc.c"), None, false),
             ("fatal", manifest().join("tests/c/fatal.c"), None, false),
             ("abi", manifest().join("tests/c/abi.c"), None, false),
             (
@@ -320,6 +322,58 @@ fn badinput_c_returns_the_class_of_each_bad_argument() {
             assert!(out.stdout_of(r).contains("OK badinput"), "rank {r}\n{t}");
         }
     }
+}
+
+/// Every check of `nbc.c` passes on every rank, on 4 ranks and on 3 (a
+/// non-power of two), over tcp and shm: `MPI_Ireduce`, `_Iscan`,
+/// `_Iexscan`, `_Ireduce_scatter(_block)`, `_Igatherv`, `_Iscatterv`,
+/// `_Iallgatherv`, `_Ialltoallv`, `_Ialltoallw` and `MPI_Alltoallw` (also
+/// with a strided type), their values with nine in flight under one
+/// `MPI_Waitall`, the
+/// `MPI_IN_PLACE` forms under `MPI_Test` loops, zero-length blocks, user
+/// operations (a non-commutative one keeps rank order), and the error
+/// classes of bad counts, roots, buffers, datatypes and operations under
+/// `MPI_ERRORS_RETURN`.
+#[test]
+fn nbc_c_passes_on_four_and_three_ranks() {
+    if !have_mpicc() {
+        return;
+    }
+    for (ranks, nal) in [
+        (4, NalKind::Tcp),
+        (4, NalKind::Shm),
+        (3, NalKind::Shm),
+        (3, NalKind::Tcp),
+    ] {
+        let out = run("nbc", ranks, nal, &[]);
+        let t = out.transcript();
+        assert_eq!(
+            out.status, 0,
+            "{ranks} ranks {nal:?}: {:?}\n{t}",
+            out.reason
+        );
+        for r in 0..ranks {
+            assert!(
+                out.stdout_of(r).contains("OK nbc"),
+                "{ranks} ranks {nal:?} rank {r}\n{t}"
+            );
+        }
+    }
+}
+
+/// Under the default handler, a non-blocking collective's bad root ends
+/// the job with a message naming the call and `MPI_ERR_ROOT`.
+#[test]
+fn a_bad_root_in_ireduce_aborts_naming_the_call() {
+    if !have_mpicc() {
+        return;
+    }
+    let out = run("nbc", 2, NalKind::Tcp, &["fatal"]);
+    let t = out.transcript();
+    assert_ne!(out.status, 0, "the job should have failed\n{t}");
+    assert!(t.contains("MPI error in MPI_Ireduce"), "{t}");
+    assert!(t.contains("MPI_ERR_ROOT"), "{t}");
+    assert!(!t.contains("NOT REACHED"), "{t}");
 }
 
 /// `MPI_THREAD_MULTIPLE`: four threads per rank exchange messages on

@@ -7,7 +7,10 @@
 //! return a [`Request<'static>`](Request). The caller promises what the
 //! scope would have enforced. Used by the MPICH-ABI C library (`mpi-capi`).
 
-use crate::collective::{CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Operation};
+use crate::collective::{
+    CommunicatorCollectives, ImmediateCollectives, ImmediateRoot, Operation, Partition,
+    PartitionMut,
+};
 use crate::comm::{CommData, Communicator, Process, Rank, Tag, ANY_TAG};
 use crate::device::Mode;
 use crate::error::{MpiError, Result};
@@ -203,6 +206,142 @@ pub unsafe fn immediate_scatter(
         p.immediate_scatter_into_root(&Scope::detached(), send, recv)
     } else {
         p.immediate_scatter_into(&Scope::detached(), recv)
+    }
+}
+
+/// Start a gather with per-rank block sizes (`MPI_Igatherv`) of bytes to
+/// `root`: at the root, `recv` (`None` elsewhere) takes member r's `send`
+/// in its block r; see
+/// [`ImmediateRoot::immediate_gather_varcount_into_root`].
+///
+/// # Safety
+/// As for [`immediate_all_gather`] (the partition's buffer is the lent
+/// memory; its counts are read in this call only).
+pub unsafe fn immediate_gather_varcount(
+    comm: &SimpleCommunicator,
+    root: Rank,
+    send: &'static [u8],
+    recv: Option<PartitionMut<'static, u8>>,
+) -> Result<Request<'static>> {
+    let p = comm.process_at_rank(root);
+    // SAFETY (both arms): the buffers are lent for 'static by our
+    // caller; the partition's bookkeeping is not used after the start.
+    Ok(match recv {
+        Some(mut part) => unsafe {
+            p.immediate_gather_varcount_into_root(&Scope::detached(), send, &mut part)?
+                .unbound()
+        },
+        None => p.immediate_gather_varcount_into(&Scope::detached(), send)?,
+    })
+}
+
+/// Start a scatter with per-rank block sizes (`MPI_Iscatterv`) of bytes
+/// from `root`: block r of the root's `send` (`None` elsewhere) into
+/// member r's `recv`; see
+/// [`ImmediateRoot::immediate_scatter_varcount_into_root`].
+///
+/// # Safety
+/// As for [`immediate_gather_varcount`].
+pub unsafe fn immediate_scatter_varcount(
+    comm: &SimpleCommunicator,
+    root: Rank,
+    send: Option<Partition<'static, u8>>,
+    recv: &'static mut [u8],
+) -> Result<Request<'static>> {
+    let p = comm.process_at_rank(root);
+    Ok(match send {
+        // SAFETY: as in immediate_gather_varcount.
+        Some(part) => unsafe {
+            p.immediate_scatter_varcount_into_root(&Scope::detached(), &part, recv)?
+                .unbound()
+        },
+        None => p.immediate_scatter_varcount_into(&Scope::detached(), recv)?,
+    })
+}
+
+/// Start an all-gather with per-rank block sizes (`MPI_Iallgatherv`) of
+/// bytes; see [`ImmediateCollectives::immediate_all_gather_varcount_into`].
+///
+/// # Safety
+/// As for [`immediate_gather_varcount`].
+pub unsafe fn immediate_all_gather_varcount(
+    comm: &SimpleCommunicator,
+    send: &'static [u8],
+    mut recv: PartitionMut<'static, u8>,
+) -> Result<Request<'static>> {
+    let r = comm.immediate_all_gather_varcount_into(&Scope::detached(), send, &mut recv)?;
+    // SAFETY: as in immediate_gather_varcount.
+    Ok(unsafe { r.unbound() })
+}
+
+/// Start an all-to-all with per-pair block sizes (`MPI_Ialltoallv`,
+/// `MPI_Ialltoallw` in bytes); see
+/// [`ImmediateCollectives::immediate_all_to_all_varcount_into`].
+///
+/// # Safety
+/// As for [`immediate_gather_varcount`].
+pub unsafe fn immediate_all_to_all_varcount(
+    comm: &SimpleCommunicator,
+    send: Partition<'static, u8>,
+    mut recv: PartitionMut<'static, u8>,
+) -> Result<Request<'static>> {
+    let r = comm.immediate_all_to_all_varcount_into(&Scope::detached(), &send, &mut recv)?;
+    // SAFETY: as in immediate_gather_varcount.
+    Ok(unsafe { r.unbound() })
+}
+
+/// Which reduction a typed raw start runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction<'c> {
+    /// To a root (`MPI_Ireduce`); `recv` is ignored elsewhere.
+    Root(Rank),
+    /// Inclusive prefix (`MPI_Iscan`).
+    Scan,
+    /// Exclusive prefix (`MPI_Iexscan`): rank 0's `recv` is untouched.
+    ExclusiveScan,
+    /// Reduce, then scatter equal blocks (`MPI_Ireduce_scatter_block`):
+    /// `send` holds size × `recv.len()` elements.
+    ScatterBlock,
+    /// Reduce, then scatter blocks of these counts in rank order
+    /// (`MPI_Ireduce_scatter`): `send` holds their sum, `recv` this
+    /// member's count.
+    Scatter(&'c [usize]),
+}
+
+/// Start a reduction of `send` into `recv` with `op`; see
+/// [`ImmediateRoot::immediate_reduce_into_root`],
+/// [`ImmediateCollectives::immediate_scan_into`],
+/// [`ImmediateCollectives::immediate_exclusive_scan_into`],
+/// [`ImmediateCollectives::immediate_reduce_scatter_block_into`] and
+/// [`ImmediateCollectives::immediate_reduce_scatter_into`], whose
+/// fallback for operations the engine has no atomic for (run here,
+/// blocking) they share.
+///
+/// # Safety
+/// As for [`immediate_all_gather`].
+pub unsafe fn immediate_reduce<T: Equivalence, O: Operation<T>>(
+    comm: &SimpleCommunicator,
+    which: Reduction<'_>,
+    send: &'static [T],
+    recv: &'static mut [T],
+    op: O,
+) -> Result<Request<'static>> {
+    let s = Scope::detached();
+    match which {
+        Reduction::Root(root) => {
+            let p = comm.process_at_rank(root);
+            if comm.rank() == root {
+                p.immediate_reduce_into_root(&s, send, recv, op)
+            } else {
+                p.immediate_reduce_into(&s, send, op)
+            }
+        }
+        Reduction::Scan => comm.immediate_scan_into(&s, send, recv, op),
+        Reduction::ExclusiveScan => comm.immediate_exclusive_scan_into(&s, send, recv, op),
+        Reduction::ScatterBlock => comm.immediate_reduce_scatter_block_into(&s, send, recv, op),
+        Reduction::Scatter(counts) => {
+            comm.immediate_reduce_scatter_into(&s, send, recv, counts, op)
+        }
     }
 }
 

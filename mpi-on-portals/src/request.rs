@@ -31,10 +31,10 @@ impl std::fmt::Debug for Scope<'_> {
     }
 }
 
-impl Scope<'static> {
+impl<'a> Scope<'a> {
     /// A scope that waits for nothing: for the raw starts of
     /// [`crate::raw`], whose caller promises what a scope would enforce.
-    pub(crate) fn detached() -> Scope<'static> {
+    pub(crate) fn detached() -> Scope<'a> {
         Scope {
             live: RefCell::new(Vec::new()),
             _invariant: PhantomData,
@@ -131,6 +131,26 @@ impl<'a> Request<'a> {
             id,
             is_recv,
             done: false,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The same request, its borrow forgotten: for the raw starts of
+    /// [`crate::raw`], whose start borrowed bookkeeping (a partition's
+    /// counts) only for the call.
+    ///
+    /// # Safety
+    /// The memory the operation reads or writes must stay valid until
+    /// the request completes, as the borrow would have ensured.
+    pub(crate) unsafe fn unbound(self) -> Request<'static> {
+        let me = std::mem::ManuallyDrop::new(self);
+        Request {
+            // SAFETY: `me` is never dropped, so its device handle moves
+            // out exactly once.
+            dev: unsafe { std::ptr::read(&me.dev) },
+            id: me.id,
+            is_recv: me.is_recv,
+            done: me.done,
             _borrow: PhantomData,
         }
     }

@@ -409,8 +409,9 @@ fn nonblocking_barrier_and_broadcast_values_on_every_transport() {
 /// The flat non-blocking collectives (`mpi_check nbcflat 3`): gather,
 /// scatter, all-gather, all-to-all, their varcount forms (empty blocks,
 /// gaps), reduce (sum past the atomic limit, max on i32), scan, float
-/// scan, exclusive scan, reduce-scatter-block and a user-defined
-/// all-reduce — fifteen instances of mixed kinds outstanding at once,
+/// scan, exclusive scan, reduce-scatter-block, a varcount reduce-scatter
+/// (empty blocks, blocks past the atomic limit) and a user-defined
+/// all-reduce — sixteen instances of mixed kinds outstanding at once,
 /// started in one order and waited in the reverse, on the world and a
 /// duplicate, roots rotating — equal byte for byte to what `val` says;
 /// then bad arguments (root out of range, a short buffer, a partition of

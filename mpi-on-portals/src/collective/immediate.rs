@@ -1,7 +1,7 @@
 //! The flat non-blocking collectives at rsmpi's names: gather, scatter,
 //! all-gather, all-to-all (and varcount forms), reduce, scan, exclusive
-//! scan and reduce-scatter-block. Each start checks its arguments, copies
-//! this process's own block locally, and hands the rest to the device as
+//! scan and reduce-scatter (equal blocks or not). Each start checks its
+//! arguments, copies this process's own block locally, and hands the rest to the device as
 //! one plan of triggered puts or atomics (`device/nbc/flat.rs`), which
 //! the transport's progress thread runs while every application thread
 //! computes or sleeps. Reductions with an operation the engine has no
@@ -350,30 +350,70 @@ pub trait ImmediateCollectives: Communicator {
     {
         let (send, recv) = (send.elements(), recv.elements_mut());
         let c = self.data();
-        let (n, me, blk) = (c.ranks.len(), c.me as usize, recv.len());
-        if send.len() != n * blk {
-            return Err(MpiError::InvalidBuffer(
-                "reduce_scatter_block: the send buffer must hold size × receive elements",
-            ));
-        }
-        let Some(spec) = op.atomic() else {
-            let mut all = send.to_vec();
-            algos::all_reduce(&coll(c), &mut all, &op)?;
-            recv.copy_from_slice(&all[me * blk..(me + 1) * blk]);
-            return Ok(done(c));
-        };
-        recv.copy_from_slice(&send[me * blk..(me + 1) * blk]);
-        let mut p = plan(n, true, bytes(send));
-        p.spec = Some(spec);
-        let (ptr, len) = at(recv, 0, blk);
-        p.acc = Some((ptr, len, n as u32 - 1));
-        for r in (0..n).filter(|&r| r != me) {
-            p.sends
-                .push((r as u32, r * blk * sz::<T>(), blk * sz::<T>()));
-        }
-        // SAFETY: both buffers are borrowed for 'a.
-        unsafe { start(c, scope, p) }
+        let counts = vec![recv.len(); c.ranks.len()];
+        scatter_reduced(c, scope, send, recv, &counts, op)
     }
+
+    /// Start a reduction whose result is scattered in blocks of
+    /// `counts[r]` elements (`MPI_Ireduce_scatter`): member r's `recv`
+    /// (`counts[r]` elements) gets block r of every member's `send`
+    /// reduced with `op`; `send` holds the blocks in rank order. As
+    /// [`Self::immediate_reduce_scatter_block_into`] otherwise.
+    fn immediate_reduce_scatter_into<'a, T, S, R, O>(
+        &self,
+        scope: &Scope<'a>,
+        send: &'a S,
+        recv: &'a mut R,
+        counts: &[usize],
+        op: O,
+    ) -> Result<Request<'a>>
+    where
+        T: Equivalence,
+        S: Elements<T> + ?Sized,
+        R: ElementsMut<T> + ?Sized,
+        O: Operation<T>,
+    {
+        let c = self.data();
+        check_blocks(c.ranks.len(), counts, "reduce_scatter: one count per rank")?;
+        scatter_reduced(c, scope, send.elements(), recv.elements_mut(), counts, op)
+    }
+}
+
+/// The reduce-scatter of block r (of `counts[r]` elements, in rank
+/// order) to member r.
+fn scatter_reduced<'a, T: Equivalence, O: Operation<T>>(
+    c: &CommData,
+    scope: &Scope<'a>,
+    send: &'a [T],
+    recv: &'a mut [T],
+    counts: &[usize],
+    op: O,
+) -> Result<Request<'a>> {
+    let (n, me) = (c.ranks.len(), c.me as usize);
+    let displs = super::displacements(counts);
+    if counts.iter().sum::<usize>() != send.len() || counts[me] != recv.len() {
+        return Err(MpiError::InvalidBuffer(
+            "reduce_scatter: the send buffer must hold every block, the receive buffer this member's",
+        ));
+    }
+    let mine = displs[me]..displs[me] + counts[me];
+    let Some(spec) = op.atomic() else {
+        let mut all = send.to_vec();
+        algos::all_reduce(&coll(c), &mut all, &op)?;
+        recv.copy_from_slice(&all[mine]);
+        return Ok(done(c));
+    };
+    recv.copy_from_slice(&send[mine]);
+    let mut p = plan(n, true, bytes(send));
+    p.spec = Some(spec);
+    let (ptr, len) = at(recv, 0, counts[me]);
+    p.acc = Some((ptr, len, n as u32 - 1));
+    for r in (0..n).filter(|&r| r != me) {
+        p.sends
+            .push((r as u32, displs[r] * sz::<T>(), counts[r] * sz::<T>()));
+    }
+    // SAFETY: both buffers are borrowed for 'a.
+    unsafe { start(c, scope, p) }
 }
 
 impl<C: Communicator + ?Sized> ImmediateCollectives for C {}

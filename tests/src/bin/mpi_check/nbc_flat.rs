@@ -1,7 +1,8 @@
 //! The flat non-blocking collectives (gather, scatter, all-gather,
 //! all-to-all and their varcount forms, reduce, scan, exclusive scan,
-//! reduce-scatter-block): values byte for byte with a dozen instances of
-//! mixed kinds outstanding at once; bad arguments refused at the start;
+//! reduce-scatter with equal blocks or not): values byte for byte with
+//! a dozen instances of mixed kinds outstanding at once; bad arguments
+//! refused at the start;
 //! and (`nbcflatsleep`) an all-gather the others finish while its first
 //! member makes no MPI call.
 
@@ -98,6 +99,13 @@ fn round(c: &SimpleCommunicator, i: usize) -> R<()> {
     let mut fscan = [0f64; 5];
     let rs_send: Vec<u64> = (0..n * blk).map(|x| (me * 100 + x) as u64).collect();
     let mut rs = vec![0u64; blk];
+    // Varcount reduce-scatter: some blocks empty, some past the atomic
+    // limit.
+    let rsv_counts: Vec<usize> = (0..n).map(|d| vlen(d, 0, i) * 30).collect();
+    let rsv_send: Vec<u64> = (0..rsv_counts.iter().sum::<usize>())
+        .map(|x| (me * 1000 + x) as u64)
+        .collect();
+    let mut rsv = vec![0u64; rsv_counts[me]];
     let user_in = [me as u64, 1];
     let mut user_red = [0u64; 2];
     let user = UserOperation::commutative(|a: &[u64], b: &mut [u64]| {
@@ -182,6 +190,16 @@ fn round(c: &SimpleCommunicator, i: usize) -> R<()> {
                 sc,
                 &rs_send[..],
                 &mut rs[..],
+                SystemOperation::sum(),
+            )
+            .map_err(e)?,
+        );
+        reqs.push(
+            c.immediate_reduce_scatter_into(
+                sc,
+                &rsv_send[..],
+                &mut rsv[..],
+                &rsv_counts,
                 SystemOperation::sum(),
             )
             .map_err(e)?,
@@ -273,6 +291,11 @@ fn round(c: &SimpleCommunicator, i: usize) -> R<()> {
         .map(|j| (0..n).map(|s| (s * 100 + me * blk + j) as u64).sum())
         .collect();
     ensure(rs == rs_want, || at("reduce-scatter-block"))?;
+    let before: usize = rsv_counts[..me].iter().sum();
+    let rsv_want: Vec<u64> = (0..rsv_counts[me])
+        .map(|j| (0..n).map(|s| (s * 1000 + before + j) as u64).sum())
+        .collect();
+    ensure(rsv == rsv_want, || at("reduce-scatter varcount"))?;
     ensure(user_red == [tri(n - 1), n as u64], || at("user all-reduce"))?;
     let mut va_want = vec![sentinel; vlen_in];
     for s in 0..n {
