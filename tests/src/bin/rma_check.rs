@@ -725,6 +725,61 @@ fn shared_hosts(w: &SimpleCommunicator) -> R<()> {
     win.free().map_err(e)
 }
 
+/// Windows created, used and freed in a loop, the last free right before
+/// finalize: each rank's closing barrier must complete although a faster
+/// peer leaves it, finalizes and sends its departure notice at once (the
+/// notice must not overtake the acknowledgment of the barrier message
+/// that peer received last).
+fn free_finalize(w: &SimpleCommunicator, rounds: u64) -> R<()> {
+    let (me, n) = (w.rank(), w.size());
+    let t = (me + 1) % n;
+    for round in 0..rounds {
+        let win = w.allocate_window::<u64>(2).map_err(e)?;
+        let g = win.lock(t, LockType::Exclusive).map_err(e)?;
+        win.put(t, 0, &[round]).map_err(e)?;
+        win.fetch_and_op(t, 1, &1, SystemOperation::sum())
+            .map_err(e)?;
+        g.unlock().map_err(e)?;
+        win.free().map_err(e)?;
+    }
+    Ok(())
+}
+
+/// The last message before finalize, taken by the receiver's progress
+/// thread while the receiver is away from MPI: rank 0 sends rank 1 an
+/// empty message (a standard send, complete on the acknowledgment of
+/// rank 1's transport) and finalizes; rank 1 receives it after a nap and
+/// finalizes at once. Run with `nal_shm::ANSWER_DELAY_ENV` set, rank 1's
+/// progress thread takes the message and holds its acknowledgment back
+/// while rank 1 receives, finalizes and departs: rank 0's send must still
+/// complete (its acknowledgment ahead of the departure notice), not fail
+/// with `PeerFinalized`. The closing barrier of `Window::free` followed by
+/// finalize is this pattern.
+fn last_before_finalize(w: &SimpleCommunicator) -> R<()> {
+    let me = w.rank();
+    let key = std::env::var("PTL_JOB_KEY").unwrap_or_else(|_| "nokey".into());
+    let marker = std::env::temp_dir().join(format!("rma-napping-{key}"));
+    w.barrier().map_err(e)?;
+    if me == 0 {
+        // Only once rank 1 is away from MPI, so its progress thread (not
+        // its application thread, which would answer before looking)
+        // takes the message.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !marker.exists() {
+            ensure(Instant::now() < deadline, || "rank 1 never napped".into())?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = std::fs::remove_file(&marker);
+        w.process_at_rank(1).send(&[0u8; 0][..]).map_err(e)?;
+    } else if me == 1 {
+        std::fs::write(&marker, b"napping").map_err(|x| x.to_string())?;
+        std::thread::sleep(Duration::from_millis(300));
+        let (v, _) = w.process_at_rank(0).receive_vec::<u8>().map_err(e)?;
+        ensure(v.is_empty(), || format!("received {} bytes", v.len()))?;
+    }
+    Ok(())
+}
+
 fn run(u: &Universe, scenario: &str) -> R<()> {
     let w = u.world();
     match scenario {
@@ -739,6 +794,8 @@ fn run(u: &Universe, scenario: &str) -> R<()> {
         "latency" => latency(&w, 2000),
         "shared" => shared(&w),
         "shared_hosts" => shared_hosts(&w),
+        "free_finalize" => free_finalize(&w, 20),
+        "last_before_finalize" => last_before_finalize(&w),
         "all" => {
             for s in [
                 "passive",
