@@ -56,8 +56,13 @@ fn on_every_transport(mut f: impl FnMut(&str, JobOptions)) {
 /// no update), `accumulate` (sums longer than max_atomic_size, one
 /// origin's replace/sum/product sequence applied in order, get_accumulate,
 /// no-op fetches, rput/rget/raccumulate/rget_accumulate, a dropped rget
-/// fills its buffer), `fence`, `pscw` (and a live window dropped),
-/// `errors` (every misuse's typed error, target untouched),
+/// fills its buffer), `fence`, `pscw` (puts, then gets and accumulates
+/// in an access epoch; and a live window dropped), `errors` (every
+/// misuse's typed error — no epoch, a second lock, post or start, a rank
+/// outside the start group, ranges of every operation, ranks out of
+/// range, unsupported op/type pairs — and the target windows untouched),
+/// `flushes` (flush, flush_all, flush_local, flush_local_all each make a
+/// put visible to a third rank's get, epoch still open),
 /// `dynamic` (attach, address exchange, get/put/fetch by address, a
 /// detached region refused and returned with its data, a later region
 /// found).
