@@ -529,6 +529,12 @@ fn errors(w: &SimpleCommunicator) -> R<()> {
         })?;
         g.unlock().map_err(e)?;
     }
+    // A guard dropped without unlock() unlocks: the same lock is taken
+    // again (a held one would be refused, or its lock word never freed).
+    for _ in 0..2 {
+        let _g = win.lock(t, LockType::Exclusive).map_err(e)?;
+        let _all = fwin.lock_all().map_err(e)?;
+    }
     {
         let g = fwin.lock(t, LockType::Exclusive).map_err(e)?;
         let r = fwin.accumulate(t, 0, &[1.0], SystemOperation::bitwise_or());
