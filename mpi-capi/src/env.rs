@@ -125,12 +125,15 @@ entry! {
     /// frees windows and communicators, then finalizes the universe
     /// (closing barrier).
     fn MPI_Finalize | PMPI_Finalize() {
-        // Every rank reaches finalize before any departs: a peer still in
-        // a closing collective (the barrier of MPI_Win_free) could
-        // otherwise see this rank's departure notice first and fail with
-        // PeerFinalized (seen over shm, about one run in four of
-        // bench/c rma-latency on a loaded host). Errors (a dead peer) are
-        // left to the universe's own closing barrier.
+        // Every rank reaches finalize before any departs. Added when a
+        // peer still in a closing collective (the barrier of
+        // MPI_Win_free) failed with PeerFinalized over shm; the cause, a
+        // departure notice overtaking an acknowledgment still owed, is
+        // fixed where the notice is sent (mpi-on-portals'
+        // `Device::depart` fences the transport's responses first), and a
+        // barrier followed by departing had the same race anyway. Kept:
+        // one barrier, harmless. Errors (a dead peer) are left to the
+        // universe's own closing barrier.
         if let Ok(world) = state::comm(MPI_COMM_WORLD) {
             let _ = world.barrier();
         }

@@ -59,6 +59,16 @@ pub use nal::{ShmEndpoint, ShmNal};
 pub use nal_sys::{Backend, ProgressMode};
 pub use segment::SegmentError;
 
+/// Test knob: the environment variable that makes the progress thread
+/// wait this many milliseconds between taking a message that asks for a
+/// response (an acknowledgment, a reply) and queueing the response, as a
+/// preempted thread would. Meanwhile an application thread can see the
+/// message's event and send to its initiator; tests use it to check that
+/// such a send that must not overtake the response is fenced
+/// (`Nal::fence_responses`). Read once; unset (always, outside tests):
+/// no delay.
+pub const ANSWER_DELAY_ENV: &str = "PTL_SHM_TEST_ANSWER_DELAY_MS";
+
 /// Configuration of a shared-memory NAL.
 #[derive(Clone, Debug)]
 pub struct ShmConfig {

@@ -26,6 +26,9 @@ use crate::segment::{self, Segment, CMA_OK};
 use crate::tx::Tx;
 use crate::{ShmConfig, ShmError, ShmStats};
 
+/// The name of the progress thread, before the process id.
+pub(crate) const PROGRESS_THREAD_PREFIX: &str = "ptl-shm-";
+
 /// Longest sleep of the progress thread; liveness checks run at least this
 /// often while it drives progress.
 const PT_SLEEP: Duration = Duration::from_millis(50);
@@ -358,7 +361,7 @@ impl ShmNal {
             nal_sys::ProgressMode::Thread => {
                 let i = inner.clone();
                 let t = std::thread::Builder::new()
-                    .name(format!("ptl-shm-{me}"))
+                    .name(format!("{PROGRESS_THREAD_PREFIX}{me}"))
                     .spawn(move || i.progress_thread())
                     .map_err(|source| ShmError::Io {
                         what: "starting the progress thread",
@@ -487,6 +490,16 @@ impl Nal for ShmNal {
 
     fn progresses_alone(&self) -> bool {
         self.inner.cfg.progress == nal_sys::ProgressMode::Thread
+    }
+
+    fn fence_responses(&self) {
+        // A thread reading a peer's ring holds its `rx` from taking a
+        // record to queueing the response (`rx.rs`): once we have held each
+        // one, every response to a record taken before is in its `tx`
+        // queue, ahead of whatever the caller sends next.
+        for p in &self.inner.peers {
+            drop(lock(&p.rx));
+        }
     }
 
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {

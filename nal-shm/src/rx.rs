@@ -5,7 +5,8 @@
 //! Everything read from the ring is checked; a violation fails the peer.
 
 use std::sync::atomic::{fence, Ordering};
-use std::sync::TryLockError;
+use std::sync::{OnceLock, TryLockError};
+use std::time::Duration;
 
 use portals::wire::{Header, HEADER_LEN};
 use portals::{Outbound, RecvAction, RecvToken, Region};
@@ -64,6 +65,32 @@ enum Taken {
 pub(crate) struct Rx {
     pub(crate) ring: Consumer,
     pub(crate) phase: Phase,
+}
+
+/// Test knob ([`crate::ANSWER_DELAY_ENV`]): how long the progress thread
+/// waits between taking a whole message and queueing its response.
+fn answer_delay() -> Option<Duration> {
+    static DELAY: OnceLock<Option<Duration>> = OnceLock::new();
+    *DELAY.get_or_init(|| {
+        std::env::var(crate::ANSWER_DELAY_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+    })
+}
+
+/// Wait as [`answer_delay`] says, on the progress thread only (an
+/// application thread that takes a message answers it before it can look
+/// at the message's event, so delaying it shows nothing).
+fn delay_answer() {
+    if let Some(d) = answer_delay() {
+        if std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with(crate::nal::PROGRESS_THREAD_PREFIX))
+        {
+            std::thread::sleep(d);
+        }
+    }
 }
 
 fn corrupt(what: impl Into<String>) -> Failure {
@@ -229,6 +256,7 @@ impl Inner {
             };
             self.received(plen);
             if let Some(m) = out {
+                delay_answer();
                 self.send_inner(m);
             }
             return Ok(Taken::Yes);

@@ -92,6 +92,19 @@ pub trait Nal: Send + Sync + 'static {
     /// The end of a wait begun with [`Nal::arm_wait`], whether or not the
     /// descriptor became readable.
     fn disarm_wait(&self) {}
+
+    /// Return once the response (acknowledgment, reply) to every message
+    /// the engine has taken so far is queued in the ordered stream to its
+    /// initiator, so that nothing the caller sends afterwards can overtake
+    /// it. A transport takes a message and posts its event under the engine
+    /// lock but queues the response after releasing it; meanwhile another
+    /// thread may see the event and send to the same peer. Normally
+    /// harmless (the response is only late), but a message that tells the
+    /// peer "nothing more comes from me" (an MPI departure notice) must not
+    /// arrive before the acknowledgment the peer still waits for. The
+    /// default does nothing: right for a transport that queues responses
+    /// under the lock its sends take.
+    fn fence_responses(&self) {}
 }
 
 thread_local! {

@@ -225,6 +225,12 @@ impl Nal for MuxNal {
     fn progresses_alone(&self) -> bool {
         self.local.progresses_alone() && self.remote.progresses_alone()
     }
+
+    fn fence_responses(&self) {
+        for n in self.both() {
+            n.fence_responses();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ use portals_runtime::mux::{MuxNal, MuxWake};
 
 mod atomics;
 pub use atomics::*;
+mod ordering;
+pub use ordering::a_response_stays_ahead_of_a_send_after_fence_responses;
 
 /// The portal table entry the tests use.
 pub const PT: PortalIndex = PortalIndex(5);

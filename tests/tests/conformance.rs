@@ -72,6 +72,7 @@ mod progress_threads {
                 suite!($variant = $cfg;
                     a_triggered_chain_completes_while_every_application_thread_sleeps,
                     triggered_atomics_fire_while_the_application_sleeps,
+                    a_response_stays_ahead_of_a_send_after_fence_responses,
                 );
             )*
         };

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use nal_tcp::ProgressMode;
 use nal_udp::FaultConfig;
+use portals_runtime::launch::{launch, LaunchSpec, Output};
 use portals_runtime::{JobOptions, NalKind};
 use portals_tests::{assert_job_ok, run_job_limited, LaunchOutcome};
 
@@ -55,8 +56,13 @@ fn on_every_transport(mut f: impl FnMut(&str, JobOptions)) {
 /// no update), `accumulate` (sums longer than max_atomic_size, one
 /// origin's replace/sum/product sequence applied in order, get_accumulate,
 /// no-op fetches, rput/rget/raccumulate/rget_accumulate, a dropped rget
-/// fills its buffer), `fence`, `pscw` (and a live window dropped),
-/// `errors` (every misuse's typed error, target untouched),
+/// fills its buffer), `fence`, `pscw` (puts, then gets and accumulates
+/// in an access epoch; and a live window dropped), `errors` (every
+/// misuse's typed error — no epoch, a second lock, post or start, a rank
+/// outside the start group, ranges of every operation, ranks out of
+/// range, unsupported op/type pairs — and the target windows untouched),
+/// `flushes` (flush, flush_all, flush_local, flush_local_all each make a
+/// put visible to a third rank's get, epoch still open),
 /// `dynamic` (attach, address exchange, get/put/fetch by address, a
 /// detached region refused and returned with its data, a later region
 /// found).
@@ -140,4 +146,53 @@ fn a_shared_window_across_hosts_is_refused_on_every_rank() {
     };
     let out = run(4, "shared_hosts", options);
     assert_job_ok(&out, 4, "OK shared_hosts", "shared across hosts");
+}
+
+/// `free_finalize` on two ranks, every transport and mode: windows
+/// created, used and freed in a loop, the last free right before
+/// finalize; no rank's closing barrier fails because the other left it
+/// and departed first.
+#[test]
+fn a_window_freed_right_before_finalize_on_every_transport() {
+    on_every_transport(|what, options| {
+        let out = run(2, "free_finalize", options);
+        assert_job_ok(
+            &out,
+            2,
+            "OK free_finalize",
+            &format!("free_finalize {what}"),
+        );
+    });
+}
+
+/// `last_before_finalize` over shared memory with the receiver's progress
+/// thread holding each acknowledgment back for half a second
+/// (`nal_shm::ANSWER_DELAY_ENV`, as a preempted thread would): rank 1
+/// receives rank 0's last message (taken by that thread) and finalizes at
+/// once, while the acknowledgment rank 0's send waits for is not yet
+/// queued. The departure notice goes behind it, so rank 0's send
+/// completes instead of failing with `PeerFinalized` (the `Window::free`
+/// barrier failure seen under load).
+#[test]
+fn the_departure_notice_never_overtakes_an_acknowledgment() {
+    for progress in [ProgressMode::Thread, ProgressMode::Poll] {
+        let mut spec = LaunchSpec::new(2, RMA);
+        spec.args = vec!["last_before_finalize".into()];
+        spec.options = JobOptions {
+            nal: NalKind::Shm,
+            progress,
+            timeout: Duration::from_secs(60),
+            ..JobOptions::default()
+        };
+        spec.env = vec![(nal_shm::ANSWER_DELAY_ENV.into(), "500".into())];
+        spec.output = Output::Capture;
+        spec.timeout = Some(LIMIT);
+        let out = launch(&spec).expect("launch");
+        assert_job_ok(
+            &out,
+            2,
+            "OK last_before_finalize",
+            &format!("last message before finalize, {progress:?}"),
+        );
+    }
 }

@@ -15,7 +15,9 @@
 //! in the closing barrier. Failing the wait lets the survivor's error
 //! surface and the job end. Only waits that would block fail: a request
 //! left pending (to be tested or cancelled later) is the program's right. The notice rides the unexpected queue behind
-//! the sender's earlier messages, so what it did send is received first.
+//! the sender's earlier messages, so what it did send is received first,
+//! and behind the acknowledgments of what it received
+//! (`Nal::fence_responses`), so a send it took is never failed.
 //! Cost: one zero-byte put per peer at finalize (over lazily connected TCP
 //! that may open a connection a pair never needed; shared memory and UDP
 //! have none to open).
@@ -148,6 +150,14 @@ impl Device {
                 return;
             }
         };
+        // The transport queues the acknowledgment of a message it took
+        // after posting the message's event: a peer's last barrier message
+        // may be received here, and this rank gone past the barrier, while
+        // its acknowledgment is not yet queued. The peer's send still waits
+        // for it, and a notice ahead of it would fail that send with
+        // `PeerFinalized` (a free-then-finalize over shared memory, one run
+        // in four under load). Fenced, every acknowledgment goes first.
+        ni.nal().fence_responses();
         let (me, size) = (self.job.rank(), self.job.size());
         let dead = self.lock().dead.clone();
         for r in (0..size).filter(|r| *r != me && !dead.contains(r)) {

@@ -25,6 +25,38 @@
 //! ([`MpiError::RmaEpoch`]: a lock on it, `lock_all`, a fence epoch, or a
 //! `start` group containing it).
 //!
+//! # Memory safety
+//! A window borrows the memory it was created over for its whole life,
+//! and a request borrows its local buffer until it completes, so the
+//! compiler refuses to free, move or touch either meanwhile. This
+//! compiles (freeing the window ends the borrow):
+//! ```no_run
+//! # use mpi_on_portals::traits::*;
+//! # fn f(world: &mpi_on_portals::SimpleCommunicator) -> mpi_on_portals::Result<()> {
+//! let mut mem = vec![0u64; 8];
+//! let win = world.create_window(&mut mem)?;
+//! let all = win.lock_all()?;
+//! let mut buf = vec![0u64; 4];
+//! let req = win.rget(1, 0, &mut buf)?;
+//! req.wait()?;
+//! buf[0] += 1;
+//! all.unlock()?;
+//! win.free()?;
+//! drop(mem);
+//! # Ok(()) }
+//! ```
+//! but freeing the memory while the window exists does not:
+//! ```compile_fail,E0505
+//! # use mpi_on_portals::traits::*;
+//! # fn f(world: &mpi_on_portals::SimpleCommunicator) -> mpi_on_portals::Result<()> {
+//! let mut mem = vec![0u64; 8];
+//! let win = world.create_window(&mut mem)?;
+//! drop(mem);
+//! win.free()?;
+//! # Ok(()) }
+//! ```
+//! (The requests' buffers: see `request.rs`.)
+//!
 //! # Exposure
 //! Creating a window duplicates the communicator (the window's traffic has
 //! its own context id) and attaches two persistent entries on portal

@@ -8,6 +8,32 @@
 //! pointing at caller memory; dropping one waits for it. A request
 //! completes when its operation completed at the target (acknowledged or
 //! replied), and a flush of its target waits for it too.
+//!
+//! The request borrows its buffer until it completes: touching an
+//! `rget`'s buffer before then does not compile,
+//! ```compile_fail,E0499
+//! # use mpi_on_portals::traits::*;
+//! # fn f(world: &mpi_on_portals::SimpleCommunicator) -> mpi_on_portals::Result<()> {
+//! let win = world.allocate_window::<u64>(8)?;
+//! let all = win.lock_all()?;
+//! let mut buf = vec![0u64; 4];
+//! let req = win.rget(1, 0, &mut buf)?;
+//! buf[0] += 1;
+//! req.wait()?;
+//! # Ok(()) }
+//! ```
+//! nor freeing an `rput`'s data before it completes:
+//! ```compile_fail,E0505
+//! # use mpi_on_portals::traits::*;
+//! # fn f(world: &mpi_on_portals::SimpleCommunicator) -> mpi_on_portals::Result<()> {
+//! let win = world.allocate_window::<u64>(8)?;
+//! let all = win.lock_all()?;
+//! let data = vec![1u64; 4];
+//! let req = win.rput(1, 0, &data)?;
+//! drop(data);
+//! req.wait()?;
+//! # Ok(()) }
+//! ```
 
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -635,6 +635,20 @@ impl Nal for TcpNal {
         self.inner.pt.is_some()
     }
 
+    fn fence_responses(&self) {
+        // A thread reading a connection holds its `rx` from taking a
+        // message to queueing the answer (`rx.rs`): once we have held each
+        // one, every answer to a message taken before is in its peer's
+        // `tx` queue, ahead of whatever the caller sends next.
+        let conns: Vec<Arc<Conn>> = lock(&self.inner.conns)
+            .iter()
+            .map(|(_, c)| c.clone())
+            .collect();
+        for c in conns {
+            drop(lock(&c.rx));
+        }
+    }
+
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.app.wait_fd()
     }

@@ -229,6 +229,62 @@ fn progress(w: &SimpleCommunicator) -> R<()> {
     win.free().map_err(e)
 }
 
+/// Flushes: under lock_all each rank puts a short pattern (copied, so
+/// complete at the target only once flushed) into the next rank's window,
+/// flushes — `flush`, `flush_all`, `flush_local`, `flush_local_all` in
+/// turn (the local forms complete remotely too, as documented) — and then
+/// tells the rank after the next by message, with the epoch still open and
+/// no barrier. That rank gets the pattern from the target (its get travels
+/// another stream than the put, so only the flush orders them) and finds
+/// it byte for byte; the target finds it in its own window (after `sync`)
+/// once the epoch is over.
+fn flushes(w: &SimpleCommunicator) -> R<()> {
+    let (me, n) = (w.rank(), w.size());
+    let next = (me + 1) % n;
+    let (reader, writer) = ((me + 2) % n, (me + 2 * n - 2) % n);
+    let target = (writer + 1) % n;
+    const ROW: usize = 8;
+    let win = w.allocate_window::<u64>(4 * ROW).map_err(e)?;
+    let all = win.lock_all().map_err(e)?;
+    for k in 0..4usize {
+        let pat: Vec<u64> = (0..ROW).map(|i| word(me, k as i32, i)).collect();
+        win.put(next, k * ROW, &pat).map_err(e)?;
+        match k {
+            0 => win.flush(next),
+            1 => win.flush_all(),
+            2 => win.flush_local(next),
+            _ => win.flush_local_all(),
+        }
+        .map_err(e)?;
+        w.process_at_rank(reader).send(&(k as u64)).map_err(e)?;
+        let (got, _) = w.process_at_rank(writer).receive::<u64>().map_err(e)?;
+        ensure(got == k as u64, || format!("message {got} for flush {k}"))?;
+        let mut seen = vec![0u64; ROW];
+        win.get(target, k * ROW, &mut seen).map_err(e)?;
+        for i in 0..ROW {
+            ensure(seen[i] == word(writer, k as i32, i), || {
+                format!(
+                    "after flush {k}: element {i} at rank {target} is {:#x}",
+                    seen[i]
+                )
+            })?;
+        }
+    }
+    all.unlock().map_err(e)?;
+    w.barrier().map_err(e)?;
+    win.sync().map_err(e)?;
+    let prev = (me + n - 1) % n;
+    let l = win.local().map_err(e)?;
+    for k in 0..4usize {
+        for i in 0..ROW {
+            ensure(l[k * ROW + i] == word(prev, k as i32, i), || {
+                format!("local element {} is {:#x}", k * ROW + i, l[k * ROW + i])
+            })?;
+        }
+    }
+    win.free().map_err(e)
+}
+
 /// Accumulates: sums from every rank (longer than max_atomic_size, so in
 /// pieces), one origin's replace/sum sequence applied in order, and
 /// get_accumulate, fetch_and_op with NoOp and the request forms.
@@ -375,6 +431,27 @@ fn pscw(w: &SimpleCommunicator) -> R<()> {
             win.complete().map_err(e)?;
         }
     }
+    // Gets and accumulates in an access epoch: each origin reads every
+    // slot back and adds its rank to slot 0.
+    if me == 0 {
+        win.post(&others).map_err(e)?;
+        win.wait().map_err(e)?;
+        let l = win.local().map_err(e)?;
+        let want: u64 = (1..n as u64).sum();
+        ensure(l[0] == want, || format!("slot 0 is {} not {want}", l[0]))?;
+    } else {
+        win.start(&zero).map_err(e)?;
+        let mut back = vec![0u64; n as usize];
+        win.get(0, 0, &mut back).map_err(e)?;
+        for r in 1..n as usize {
+            ensure(back[r] == r as u64 * 10 + 2, || {
+                format!("get in an access epoch: slot {r} is {}", back[r])
+            })?;
+        }
+        win.accumulate(0, 0, &[me as u64], SystemOperation::sum())
+            .map_err(e)?;
+        win.complete().map_err(e)?;
+    }
     // Dropping a live window frees it (collectively) too.
     drop(win);
     Ok(())
@@ -429,7 +506,34 @@ fn errors(w: &SimpleCommunicator) -> R<()> {
         ensure(matches!(r, Err(MpiError::RmaRange { .. })), || {
             format!("accumulate past the end: {r:?}")
         })?;
+        let r = win.compare_and_swap(t, 4, &0, &1);
+        ensure(matches!(r, Err(MpiError::RmaRange { .. })), || {
+            format!("compare_and_swap past the end: {r:?}")
+        })?;
+        let r = win.fetch_and_op(t, usize::MAX, &1, SystemOperation::sum());
+        ensure(matches!(r, Err(MpiError::RmaRange { .. })), || {
+            format!("fetch_and_op at usize::MAX: {r:?}")
+        })?;
+        let mut two = [0u64; 2];
+        let r = win.get_accumulate(t, 3, &[1, 1], &mut two, SystemOperation::sum());
+        ensure(matches!(r, Err(MpiError::RmaRange { .. })), || {
+            format!("get_accumulate past the end: {r:?}")
+        })?;
+        let r = win.rput(t, 4, &[1]).map(|_| ());
+        ensure(matches!(r, Err(MpiError::RmaRange { .. })), || {
+            format!("rput past the end: {r:?}")
+        })?;
+        let r = win.fetch_and_op(n, 0, &1, SystemOperation::sum());
+        ensure(matches!(r, Err(MpiError::InvalidRank { .. })), || {
+            format!("fetch_and_op to rank n: {r:?}")
+        })?;
         g.unlock().map_err(e)?;
+    }
+    // A guard dropped without unlock() unlocks: the same lock is taken
+    // again (a held one would be refused, or its lock word never freed).
+    for _ in 0..2 {
+        let _g = win.lock(t, LockType::Exclusive).map_err(e)?;
+        let _all = fwin.lock_all().map_err(e)?;
     }
     {
         let g = fwin.lock(t, LockType::Exclusive).map_err(e)?;
@@ -451,6 +555,27 @@ fn errors(w: &SimpleCommunicator) -> R<()> {
         )?;
         all.unlock().map_err(e)?;
     }
+    // Active target: a second post or start is refused, and so is an
+    // operation on a rank outside the start group; the epochs still end.
+    let world = w.group();
+    let zero = world.include(&[0]).map_err(e)?;
+    let others = world.exclude(&[0]).map_err(e)?;
+    if me == 0 {
+        win.post(&others).map_err(e)?;
+        epoch(win.post(&others), "post twice")?;
+        win.wait().map_err(e)?;
+    } else {
+        win.start(&zero).map_err(e)?;
+        epoch(win.start(&zero), "start twice")?;
+        // This rank is not in the group {0}.
+        epoch(win.put(me, 0, &[1]), "put outside the start group")?;
+        epoch(
+            win.compare_and_swap(me, 0, &0, &1).map(|_| ()),
+            "compare_and_swap outside the start group",
+        )?;
+        win.complete().map_err(e)?;
+    }
+    epoch(win.put(t, 0, &[1]), "put after complete")?;
     w.barrier().map_err(e)?;
     ensure(win.local().map_err(e)? == init, || {
         "a refused operation changed the target window".into()
@@ -725,6 +850,61 @@ fn shared_hosts(w: &SimpleCommunicator) -> R<()> {
     win.free().map_err(e)
 }
 
+/// Windows created, used and freed in a loop, the last free right before
+/// finalize: each rank's closing barrier must complete although a faster
+/// peer leaves it, finalizes and sends its departure notice at once (the
+/// notice must not overtake the acknowledgment of the barrier message
+/// that peer received last).
+fn free_finalize(w: &SimpleCommunicator, rounds: u64) -> R<()> {
+    let (me, n) = (w.rank(), w.size());
+    let t = (me + 1) % n;
+    for round in 0..rounds {
+        let win = w.allocate_window::<u64>(2).map_err(e)?;
+        let g = win.lock(t, LockType::Exclusive).map_err(e)?;
+        win.put(t, 0, &[round]).map_err(e)?;
+        win.fetch_and_op(t, 1, &1, SystemOperation::sum())
+            .map_err(e)?;
+        g.unlock().map_err(e)?;
+        win.free().map_err(e)?;
+    }
+    Ok(())
+}
+
+/// The last message before finalize, taken by the receiver's progress
+/// thread while the receiver is away from MPI: rank 0 sends rank 1 an
+/// empty message (a standard send, complete on the acknowledgment of
+/// rank 1's transport) and finalizes; rank 1 receives it after a nap and
+/// finalizes at once. Run with `nal_shm::ANSWER_DELAY_ENV` set, rank 1's
+/// progress thread takes the message and holds its acknowledgment back
+/// while rank 1 receives, finalizes and departs: rank 0's send must still
+/// complete (its acknowledgment ahead of the departure notice), not fail
+/// with `PeerFinalized`. The closing barrier of `Window::free` followed by
+/// finalize is this pattern.
+fn last_before_finalize(w: &SimpleCommunicator) -> R<()> {
+    let me = w.rank();
+    let key = std::env::var("PTL_JOB_KEY").unwrap_or_else(|_| "nokey".into());
+    let marker = std::env::temp_dir().join(format!("rma-napping-{key}"));
+    w.barrier().map_err(e)?;
+    if me == 0 {
+        // Only once rank 1 is away from MPI, so its progress thread (not
+        // its application thread, which would answer before looking)
+        // takes the message.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !marker.exists() {
+            ensure(Instant::now() < deadline, || "rank 1 never napped".into())?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = std::fs::remove_file(&marker);
+        w.process_at_rank(1).send(&[0u8; 0][..]).map_err(e)?;
+    } else if me == 1 {
+        std::fs::write(&marker, b"napping").map_err(|x| x.to_string())?;
+        std::thread::sleep(Duration::from_millis(300));
+        let (v, _) = w.process_at_rank(0).receive_vec::<u8>().map_err(e)?;
+        ensure(v.is_empty(), || format!("received {} bytes", v.len()))?;
+    }
+    Ok(())
+}
+
 fn run(u: &Universe, scenario: &str) -> R<()> {
     let w = u.world();
     match scenario {
@@ -734,11 +914,14 @@ fn run(u: &Universe, scenario: &str) -> R<()> {
         "accumulate" => accumulate(&w),
         "fence" => fence(&w),
         "pscw" => pscw(&w),
+        "flushes" => flushes(&w),
         "errors" => errors(&w),
         "dynamic" => dynamic(&w),
         "latency" => latency(&w, 2000),
         "shared" => shared(&w),
         "shared_hosts" => shared_hosts(&w),
+        "free_finalize" => free_finalize(&w, 20),
+        "last_before_finalize" => last_before_finalize(&w),
         "all" => {
             for s in [
                 "passive",
@@ -747,6 +930,8 @@ fn run(u: &Universe, scenario: &str) -> R<()> {
                 "fence",
                 "pscw",
                 "errors",
+                "flushes",
+                "dynamic",
             ] {
                 run(u, s).map_err(|x| format!("{s}: {x}"))?;
             }

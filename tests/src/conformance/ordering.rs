@@ -1,0 +1,88 @@
+//! Ordering between a transport's responses and what the process sends
+//! afterwards ([`Nal::fence_responses`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use portals::*;
+
+use super::{catch_all, expect, id, job, Transport, PT, WAIT};
+
+/// How long the thread that took the put is held between posting its
+/// event and queueing the acknowledgment: time for the other thread's
+/// send to get ahead of it, were it not fenced.
+const HOLD: Duration = Duration::from_millis(200);
+
+/// Process 1 puts to process 0 asking for an acknowledgment. Process 0's
+/// progress thread takes the put and is then held (its descriptor's unlink
+/// hook runs after the event is posted, before the transport queues the
+/// acknowledgment). Meanwhile process 0's application thread sees the put
+/// taken, calls [`Nal::fence_responses`] and puts a message back to
+/// process 1: the acknowledgment arrives first. (MPI's departure notice
+/// relies on it: a peer still waiting for the acknowledgment of its last
+/// barrier message must not hear first that this process is gone.) Needs
+/// progress threads.
+pub fn a_response_stays_ahead_of_a_send_after_fence_responses<C: Transport>(cfg: &C) {
+    let nodes = job(2, cfg);
+    let (a, b) = (&nodes[0], &nodes[1]);
+
+    let a_eq = a.ni.eq_alloc(16).unwrap();
+    let entry =
+        a.ni.me_attach(PT, id(1), 0, 0, Unlink::Unlink, Position::After)
+            .unwrap();
+    let once = MdDesc::new(MdOptions::OP_PUT)
+        .threshold(Threshold::Count(1))
+        .eq(a_eq);
+    a.ni.md_attach(entry, &once, vec![0; 8], Unlink::Unlink)
+        .unwrap();
+    let taken = Arc::new(AtomicBool::new(false));
+    let flag = taken.clone();
+    a.ni.core()
+        .set_unlink_hook(
+            a_eq,
+            Box::new(move |_| {
+                flag.store(true, Ordering::SeqCst);
+                std::thread::sleep(HOLD);
+            }),
+        )
+        .unwrap();
+    let back =
+        a.ni.md_bind(&MdDesc::default(), vec![9; 8], Unlink::Retain)
+            .unwrap();
+
+    let b_eq = b.ni.eq_alloc(16).unwrap();
+    catch_all(&b.ni, b_eq, 8);
+    let src =
+        b.ni.md_bind(&MdDesc::default().eq(b_eq), vec![1; 8], Unlink::Retain)
+            .unwrap();
+    b.ni.put(src, AckReq::Ack, &Remote::new(id(0), PT, 0), 0)
+        .unwrap();
+
+    // Wait without entering the library, so that the progress thread, not
+    // this one, takes the put.
+    let t0 = Instant::now();
+    while !taken.load(Ordering::SeqCst) {
+        assert!(t0.elapsed() < WAIT.unwrap(), "the put never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    a.ni.nal().fence_responses();
+    a.ni.put(back, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
+        .unwrap();
+
+    let first = loop {
+        let ev =
+            b.ni.eq_wait(b_eq, WAIT)
+                .expect("an event before the timeout");
+        if matches!(ev.kind, EventKind::Ack | EventKind::Put) {
+            break ev.kind;
+        }
+    };
+    assert_eq!(
+        first,
+        EventKind::Ack,
+        "the message sent after fence_responses overtook the acknowledgment"
+    );
+    expect(&b.ni, b_eq, EventKind::Put);
+    expect(&a.ni, a_eq, EventKind::Put);
+}
