@@ -48,11 +48,16 @@ pub type Rank = i32;
 pub type Tag = i32;
 /// An element count (`int` in MPI).
 pub type Count = i32;
+/// A byte displacement (`MPI_Aint`).
+pub type Address = isize;
 
 /// The traits to bring into scope: `use mpi::traits::*`.
 pub mod traits {
     pub use crate::collective::{CommunicatorCollectives, Root};
-    pub use crate::datatype::{Buffer, BufferMut, Equivalence};
+    pub use crate::datatype::{
+        Buffer, BufferMut, Collection, Datatype, Equivalence, Pointer, PointerMut,
+        UncommittedDatatype,
+    };
     pub use crate::point_to_point::{Destination, Source};
     pub use crate::topology::{AsCommunicator, Communicator, Group};
 }

@@ -213,7 +213,7 @@ pub trait Communicator {
     where
         Self: Sized,
     {
-        self.target().inner.pack(inbuf)
+        crate::datatype::sending(inbuf, "Communicator::pack").into_owned()
     }
 
     /// Pack `inbuf` into `outbuf` at byte `position` (`MPI_Pack`); the
@@ -229,9 +229,11 @@ pub trait Communicator {
     {
         const CALL: &str = "Communicator::pack_into";
         let end = check(
-            self.target()
-                .inner
-                .pack_into(inbuf, outbuf, position_of(position, CALL)),
+            self.target().inner.pack_into(
+                &*crate::datatype::sending(inbuf, CALL),
+                outbuf,
+                position_of(position, CALL),
+            ),
             CALL,
         );
         count_of(end, CALL)
@@ -242,8 +244,9 @@ pub trait Communicator {
     ///
     /// # Safety
     /// As in rsmpi, where the bytes must hold valid values of the buffer's
-    /// type. Here every datatype is plain old data, for which any bytes
-    /// are valid, so this is never unsafe in fact.
+    /// type. Here the values are validated before they are written (a
+    /// `bool` that is not 0 or 1 ends the job), so this is never unsafe in
+    /// fact.
     unsafe fn unpack_into<B: crate::datatype::BufferMut + ?Sized>(
         &self,
         inbuf: &[u8],
@@ -254,12 +257,10 @@ pub trait Communicator {
         Self: Sized,
     {
         const CALL: &str = "Communicator::unpack_into";
-        let end = check(
-            self.target()
-                .inner
-                .unpack_into(inbuf, outbuf, position_of(position, CALL)),
-            CALL,
-        );
+        let position = position_of(position, CALL);
+        let end = crate::datatype::receiving(outbuf, CALL, |b| {
+            self.target().inner.unpack_into(inbuf, b, position)
+        });
         count_of(end, CALL)
     }
 
