@@ -60,4 +60,5 @@ pub mod traits {
     };
     pub use crate::point_to_point::{Destination, Source};
     pub use crate::topology::{AsCommunicator, Communicator, Group};
+    pub use mpi_derive::Equivalence;
 }

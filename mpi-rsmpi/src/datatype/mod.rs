@@ -3,6 +3,8 @@
 //! indexed, structured) over checked typemaps
 //! ([`mpi_on_portals::typemap`]), and buffers described by them.
 
+#[doc(hidden)]
+pub mod __derive;
 mod buffer;
 mod user;
 mod views;
