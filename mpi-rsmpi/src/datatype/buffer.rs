@@ -32,7 +32,8 @@ pub unsafe trait Equivalence {
 
 macro_rules! predefined {
     ($($t:ty),*) => {$(
-        // SAFETY: a plain number: every bit pattern of its bytes is a value.
+        // SAFETY: plain numbers (a complex number is two, `repr(C)`, no
+        // padding): every bit pattern of its bytes is a value.
         unsafe impl Equivalence for $t {
             type Out = SystemDatatype;
             fn equivalent_datatype() -> SystemDatatype {
@@ -43,6 +44,17 @@ macro_rules! predefined {
 }
 
 predefined!(u8, i8, u16, i16, u32, i32, u64, i64, usize, isize, f32, f64);
+
+/// Complex numbers as predefined types (`MPI_C_FLOAT_COMPLEX`,
+/// `MPI_C_DOUBLE_COMPLEX`), with rsmpi's `complex` feature.
+#[cfg(feature = "complex")]
+mod complex {
+    use num_complex::{Complex32, Complex64};
+
+    use super::{Equivalence, Kind, SystemDatatype};
+
+    predefined!(Complex32, Complex64);
+}
 
 // SAFETY: one byte, and unpacking admits only 0 and 1 (Kind::Bool).
 unsafe impl Equivalence for bool {

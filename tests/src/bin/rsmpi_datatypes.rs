@@ -8,6 +8,35 @@ use mpi::datatype::{DynBufferMut, MutView, UserDatatype, View};
 use mpi::point_to_point as p2p;
 use mpi::traits::*;
 use mpi::{Address, Count};
+use num_complex::{Complex32, Complex64};
+
+/// The hand-written form, with `memoffset` as rsmpi's examples write it.
+#[derive(Default, Debug, PartialEq)]
+struct Hand {
+    z: Complex64,
+    b: bool,
+    xs: [i32; 2],
+}
+
+// SAFETY: the three fields at their offsets, with their own datatypes.
+unsafe impl Equivalence for Hand {
+    type Out = UserDatatype;
+    fn equivalent_datatype() -> Self::Out {
+        UserDatatype::structured(
+            &[1, 1, 2],
+            &[
+                memoffset::offset_of!(Hand, z) as Address,
+                memoffset::offset_of!(Hand, b) as Address,
+                memoffset::offset_of!(Hand, xs) as Address,
+            ],
+            &[
+                Complex64::equivalent_datatype(),
+                bool::equivalent_datatype(),
+                i32::equivalent_datatype(),
+            ],
+        )
+    }
+}
 
 #[derive(Equivalence, Default, Debug, PartialEq, Clone, Copy)]
 struct Inner(f64, u16);
@@ -116,6 +145,34 @@ fn all<C: Communicator>(world: &C) {
         root.broadcast_into(&mut b);
     }
     assert_eq!(vals, [1, 2, 3]);
+
+    // Complex numbers, and a hand-written structured datatype.
+    let mut zs = vec![Complex32::new(0.0, 0.0); 3];
+    if rank == 0 {
+        zs = (0..3)
+            .map(|i| Complex32::new(i as f32, -(i as f32)))
+            .collect();
+    }
+    root.broadcast_into(&mut zs[..]);
+    assert_eq!(zs[2], Complex32::new(2.0, -2.0));
+    let mut hands: Vec<Hand> = (0..2).map(|_| Hand::default()).collect();
+    if rank == 0 {
+        hands[1] = Hand {
+            z: Complex64::new(1.5, -2.5),
+            b: true,
+            xs: [7, -7],
+        };
+    }
+    root.broadcast_into(&mut hands[..]);
+    assert_eq!(
+        hands[1],
+        Hand {
+            z: Complex64::new(1.5, -2.5),
+            b: true,
+            xs: [7, -7]
+        }
+    );
+    assert_eq!(hands[0], Hand::default());
 }
 
 fn main() {
