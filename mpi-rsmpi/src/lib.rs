@@ -31,6 +31,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attribute;
 pub mod collective;
 pub mod datatype;
 pub mod environment;
@@ -53,6 +54,7 @@ pub type Address = isize;
 
 /// The traits to bring into scope: `use mpi::traits::*`.
 pub mod traits {
+    pub use crate::attribute::{AnyCommunicator, CommAttribute};
     pub use crate::collective::{CommunicatorCollectives, Root};
     pub use crate::datatype::{
         Buffer, BufferMut, Collection, Datatype, Equivalence, Pointer, PointerMut,

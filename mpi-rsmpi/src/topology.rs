@@ -2,6 +2,7 @@
 
 use mpi_on_portals::Communicator as _;
 
+use crate::attribute::Attributes;
 use crate::fatal::check;
 
 pub use crate::Rank;
@@ -13,11 +14,23 @@ use crate::Count;
 #[derive(Debug)]
 pub struct SimpleCommunicator {
     inner: mpi_on_portals::SimpleCommunicator,
+    attributes: Attributes,
 }
 
 impl SimpleCommunicator {
     pub(crate) fn new(inner: mpi_on_portals::SimpleCommunicator) -> Self {
-        SimpleCommunicator { inner }
+        SimpleCommunicator {
+            inner,
+            attributes: Attributes::default(),
+        }
+    }
+
+    pub(crate) fn attributes(&self) -> &Attributes {
+        &self.attributes
+    }
+
+    pub(crate) fn attributes_mut(&mut self) -> &mut Attributes {
+        &mut self.attributes
     }
 
     fn made(inner: Option<mpi_on_portals::SimpleCommunicator>) -> Option<Self> {
@@ -51,6 +64,10 @@ pub trait Communicator {
     /// The communicator this face wraps.
     #[doc(hidden)]
     fn target(&self) -> &SimpleCommunicator;
+
+    /// The same, mutable (for its attributes).
+    #[doc(hidden)]
+    fn target_mut(&mut self) -> &mut SimpleCommunicator;
 
     /// Number of processes (`MPI_Comm_size`).
     fn size(&self) -> Rank {
@@ -107,10 +124,12 @@ pub trait Communicator {
     /// A new communicator with the same members (`MPI_Comm_dup`);
     /// collective.
     fn duplicate(&self) -> SimpleCommunicator {
-        SimpleCommunicator::new(check(
+        let mut dup = SimpleCommunicator::new(check(
             self.target().inner.duplicate(),
             "Communicator::duplicate",
-        ))
+        ));
+        dup.attributes = self.target().attributes.duplicate();
+        dup
     }
 
     /// Split by color (`MPI_Comm_split`, key 0); collective. `None` for
@@ -296,6 +315,9 @@ impl Communicator for SimpleCommunicator {
     fn target(&self) -> &SimpleCommunicator {
         self
     }
+    fn target_mut(&mut self) -> &mut SimpleCommunicator {
+        self
+    }
 }
 
 /// A communicator whose members form a grid (rsmpi's
@@ -364,6 +386,9 @@ impl CartesianCommunicator {
 impl Communicator for CartesianCommunicator {
     fn target(&self) -> &SimpleCommunicator {
         &self.comm
+    }
+    fn target_mut(&mut self) -> &mut SimpleCommunicator {
+        &mut self.comm
     }
 }
 

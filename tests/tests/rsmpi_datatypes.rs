@@ -1,6 +1,7 @@
-//! User-defined datatypes, views, `bool` and `#[derive(Equivalence)]`
-//! through rsmpi's face (`src/bin/rsmpi_datatypes.rs`): values arrive
-//! where the layouts say on 2 and 4 ranks, and bad layouts or received
+//! User-defined datatypes, views, `bool`, complex numbers,
+//! `#[derive(Equivalence)]` and attributes through rsmpi's face
+//! (`src/bin/rsmpi_datatypes.rs`): values arrive where the layouts say on
+//! 2 and 4 ranks, and bad layouts or received
 //! bytes that are not valid values end the job naming the call. Every job
 //! has a timeout.
 
@@ -28,7 +29,7 @@ fn run(ranks: u32, scenario: &str) -> LaunchOutcome {
 }
 
 #[test]
-fn user_datatypes_views_bools_and_derived_structs_carry_their_values() {
+fn user_datatypes_views_bools_complex_numbers_derived_structs_and_attributes_work() {
     for ranks in [2, 4] {
         let out = run(ranks, "all");
         assert_job_ok(&out, ranks, "OK all", &format!("{ranks} ranks"));

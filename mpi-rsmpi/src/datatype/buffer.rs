@@ -9,7 +9,6 @@
 //! behaviour).
 
 use std::borrow::Cow;
-use std::marker::PhantomData;
 
 use mpi_on_portals::typemap::{Kind, Typemap};
 use mpi_on_portals::{MpiError, Result};
@@ -118,88 +117,72 @@ pub unsafe trait BufferMut {
     fn described_mut(&mut self) -> DescribedMut<'_>;
 }
 
-/// A buffer to send, described.
+/// A buffer to send, described: its bytes as the transport takes them.
 #[doc(hidden)]
-pub struct Described<'b> {
-    ptr: *const u8,
-    count: usize,
-    map: Option<Typemap>,
-    kind: Kind,
-    avail: usize,
-    _buf: PhantomData<&'b [u8]>,
+pub struct Described<'b>(Result<Cow<'b, [u8]>>);
+
+/// A buffer to receive into, described: where the bytes land.
+#[doc(hidden)]
+pub struct DescribedMut<'b>(Result<Landing<'b>>);
+
+/// Bytes for `count` values of `kind` within `avail`.
+fn kind_bytes(kind: Kind, count: usize, avail: usize) -> Result<usize> {
+    count
+        .checked_mul(kind.size())
+        .filter(|&n| n <= avail)
+        .ok_or(MpiError::InvalidBuffer("the count reaches past the buffer"))
 }
 
-/// A buffer to receive into, described.
-#[doc(hidden)]
-pub struct DescribedMut<'b> {
-    ptr: *mut u8,
-    count: usize,
-    map: Option<Typemap>,
-    kind: Kind,
-    avail: usize,
-    _buf: PhantomData<&'b mut [u8]>,
-}
-
-/// The map where the layout is user-defined; else the kind.
-fn split(layout: Layout<'_>) -> (Option<Typemap>, Kind) {
-    match layout {
-        Layout::Kind(k) => (None, k),
-        // The kind is unused where there is a map.
-        Layout::Map(m) => (Some(m.clone()), Kind::Bool),
+/// Bytes that `count` elements of `map` reach, within `avail`.
+fn map_span(map: &Typemap, count: usize, avail: usize) -> Result<usize> {
+    let span = map.span(count)?;
+    if span > avail {
+        return Err(MpiError::InvalidDatatype(
+            "the view reaches past its buffer",
+        ));
     }
+    Ok(span)
 }
 
 impl<'b> Described<'b> {
+    /// The buffer's own bytes where the layout is dense, else a packed
+    /// copy (the datatype is needed only here, so nothing of it is kept).
+    ///
     /// # Safety
-    /// `ptr` must be valid for reads of `avail` bytes for `'b`.
+    /// `ptr` must be valid for reads of `avail` bytes for `'b`, and the
+    /// bytes the layout describes must be initialized.
     pub(crate) unsafe fn new(
         ptr: *const u8,
         count: usize,
         layout: Layout<'_>,
         avail: usize,
     ) -> Self {
-        let (map, kind) = split(layout);
-        Described {
-            ptr,
-            count,
-            map,
-            kind,
-            avail,
-            _buf: PhantomData,
-        }
+        let map = match layout {
+            Layout::Kind(kind) => {
+                return Described(kind_bytes(kind, count, avail).map(|n| {
+                    // SAFETY: n ≤ `avail` readable bytes; a predefined
+                    // kind has no padding.
+                    Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, n) })
+                }));
+            }
+            Layout::Map(m) => m,
+        };
+        Described(map_span(map, count, avail).map(|span| {
+            if map.is_dense() {
+                // SAFETY: as above, `span` ≤ `avail`.
+                return Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, span) });
+            }
+            let mut out = Vec::new();
+            // SAFETY: `span` bytes are readable, and initialized where
+            // the layout says (our caller's contract).
+            unsafe { map.pack(count, ptr, &mut out) };
+            Cow::Owned(out)
+        }))
     }
 
-    /// The bytes to hand to the transport: the buffer's own where dense,
-    /// else a packed copy.
-    pub(crate) fn bytes(&self) -> Result<Cow<'b, [u8]>> {
-        let Some(map) = &self.map else {
-            let n = self
-                .count
-                .checked_mul(self.kind.size())
-                .filter(|&n| n <= self.avail);
-            let n = n.ok_or(MpiError::InvalidBuffer("the count reaches past the buffer"))?;
-            // SAFETY: n bytes, within the readable `avail` (see `new`).
-            return Ok(Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(self.ptr, n)
-            }));
-        };
-        let span = map.span(self.count)?;
-        if span > self.avail {
-            return Err(MpiError::InvalidDatatype(
-                "the view reaches past its buffer",
-            ));
-        }
-        if map.is_dense() {
-            // SAFETY: as above, `span` ≤ `avail`.
-            return Ok(Cow::Borrowed(unsafe {
-                std::slice::from_raw_parts(self.ptr, span)
-            }));
-        }
-        let mut out = Vec::new();
-        // SAFETY: `span` bytes are readable; the datatype describes
-        // initialized bytes (the contract of `Buffer`).
-        unsafe { map.pack(self.count, self.ptr, &mut out) };
-        Ok(Cow::Owned(out))
+    /// The bytes to hand to the transport.
+    pub(crate) fn bytes(self) -> Result<Cow<'b, [u8]>> {
+        self.0
     }
 }
 
@@ -216,50 +199,49 @@ pub(crate) enum Landing<'b> {
 }
 
 impl<'b> DescribedMut<'b> {
+    /// Receive in place where the layout is dense and admits any bytes,
+    /// else through a stage.
+    ///
     /// # Safety
-    /// `ptr` must be valid for writes of `avail` bytes for `'b`.
+    /// `ptr` must be valid for reads and writes of `avail` bytes for `'b`,
+    /// and hold initialized values where the layout says.
     pub(crate) unsafe fn new(ptr: *mut u8, count: usize, layout: Layout<'_>, avail: usize) -> Self {
-        let (map, kind) = split(layout);
-        DescribedMut {
-            ptr,
-            count,
-            map,
-            kind,
-            avail,
-            _buf: PhantomData,
-        }
+        let staged_map = match layout {
+            Layout::Kind(kind @ Kind::Plain { .. }) => {
+                return DescribedMut(kind_bytes(kind, count, avail).map(|n| {
+                    // SAFETY: n ≤ `avail` writable bytes; any bytes are
+                    // values.
+                    Landing::Direct(unsafe { std::slice::from_raw_parts_mut(ptr, n) })
+                }));
+            }
+            Layout::Kind(kind) => Typemap::predefined(kind),
+            Layout::Map(m) if m.is_dense() && m.any_bits_valid() => {
+                return DescribedMut(map_span(m, count, avail).map(|span| {
+                    // SAFETY: `span` ≤ `avail` writable bytes; any bytes
+                    // are values.
+                    Landing::Direct(unsafe { std::slice::from_raw_parts_mut(ptr, span) })
+                }));
+            }
+            Layout::Map(m) => m.clone(),
+        };
+        DescribedMut(map_span(&staged_map, count, avail).map(|_| {
+            // The stage starts as the buffer's current values, so that a
+            // short message leaves the rest of the buffer as it was.
+            let mut stage = Vec::new();
+            // SAFETY: span(count) bytes are readable and initialized
+            // where the layout says (our caller's contract).
+            unsafe { staged_map.pack(count, ptr, &mut stage) };
+            Landing::Staged {
+                stage,
+                map: staged_map,
+                count,
+                dst: ptr,
+            }
+        }))
     }
 
     pub(crate) fn landing(self) -> Result<Landing<'b>> {
-        let map = match self.map {
-            Some(m) => m,
-            None => Typemap::predefined(self.kind),
-        };
-        let span = map.span(self.count)?;
-        if span > self.avail {
-            return Err(MpiError::InvalidDatatype(
-                "the view reaches past its buffer",
-            ));
-        }
-        if map.is_dense() && map.any_bits_valid() {
-            // SAFETY: `span` ≤ `avail` bytes, writable for 'b (see `new`);
-            // any bytes are valid values.
-            return Ok(Landing::Direct(unsafe {
-                std::slice::from_raw_parts_mut(self.ptr, span)
-            }));
-        }
-        // The stage starts as the buffer's current values, so that a
-        // short message leaves the rest of the buffer as it was.
-        let mut stage = Vec::new();
-        // SAFETY: `span` bytes are readable; the values are initialized
-        // (a `BufferMut` is a live value).
-        unsafe { map.pack(self.count, self.ptr, &mut stage) };
-        Ok(Landing::Staged {
-            stage,
-            map,
-            count: self.count,
-            dst: self.ptr,
-        })
+        self.0
     }
 }
 

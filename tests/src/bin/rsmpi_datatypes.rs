@@ -1,5 +1,6 @@
-//! User-defined datatypes, views, `bool` and `#[derive(Equivalence)]`
-//! through rsmpi's face, written as for rsmpi; run by
+//! User-defined datatypes, views, `bool`, complex numbers,
+//! `#[derive(Equivalence)]` and communicator attributes through rsmpi's
+//! face, written as for rsmpi; run by
 //! `tests/rsmpi_datatypes.rs`. Scenario "all" checks values; the others are
 //! bad input that must end the job naming the call.
 #![deny(warnings)]
@@ -175,14 +176,41 @@ fn all<C: Communicator>(world: &C) {
     assert_eq!(hands[0], Hand::default());
 }
 
+#[derive(Clone, Debug, PartialEq)]
+struct Copied(i32);
+
+impl CommAttribute for Copied {
+    const CLONE_ON_DUP: bool = true;
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Kept;
+
+impl CommAttribute for Kept {}
+
+/// Attributes: set, read, carried to a duplicate only where asked for,
+/// deleted.
+fn attributes(world: &mut impl Communicator) {
+    let rank = world.rank();
+    world.set_attr(Copied(rank));
+    world.set_attr(Kept);
+    world.set_attr(Copied(rank + 1));
+    let dup = world.duplicate();
+    assert_eq!(dup.get_attr::<Copied>(), Some(&Copied(rank + 1)));
+    assert_eq!(dup.get_attr::<Kept>(), None);
+    assert_eq!(world.delete_attr::<Kept>(), Some(Kept));
+    assert_eq!(world.get_attr::<Kept>(), None);
+}
+
 fn main() {
     let scenario = std::env::args().nth(1).unwrap_or_else(|| "all".into());
     let universe = mpi::initialize().unwrap();
-    let world = universe.world();
+    let mut world = universe.world();
     let rank = world.rank();
     match scenario.as_str() {
         "all" => {
             all(&world);
+            attributes(&mut world);
             world.barrier();
             println!("OK all rank {rank}");
         }
