@@ -30,6 +30,16 @@ pub enum MpiError {
     /// A buffer whose length is not a whole number of elements, or too large.
     #[error("invalid buffer: {0}")]
     InvalidBuffer(&'static str),
+    /// A datatype layout that cannot describe memory: overlapping blocks,
+    /// negative displacements or strides, a size that overflows, or a view
+    /// that reaches past its buffer (`MPI_ERR_TYPE`).
+    #[error("invalid datatype: {0}")]
+    InvalidDatatype(&'static str),
+    /// Received bytes that are not a valid value of the type they are
+    /// unpacked into, e.g. a `bool` other than 0 or 1 (received data is
+    /// untrusted). Nothing was written to the buffer.
+    #[error("invalid data received: {0}")]
+    InvalidData(&'static str),
     /// `buffered_send` without enough attached buffer space (`MPI_ERR_BUFFER`).
     #[error(
         "buffered send of {need} bytes does not fit the {free} free bytes of the attached buffer"

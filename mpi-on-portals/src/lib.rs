@@ -55,6 +55,7 @@ pub mod request;
 mod request_collection;
 mod sendrecv;
 mod status;
+pub mod typemap;
 mod universe;
 pub mod window;
 

@@ -5,7 +5,10 @@ use mpi_on_portals::{
     CommunicatorCollectives as _, ImmediateCollectives as _, ImmediateRoot as _, Root as _,
 };
 
-use crate::datatype::{Partition, PartitionMut};
+use crate::datatype::{
+    receiving, receiving_in_place, sending, sending_in_place, Buffer, BufferMut, Partition,
+    PartitionMut,
+};
 use crate::fatal::check;
 use crate::request::{scoped, Request, Scope, StaticScope};
 use crate::topology::{Communicator, Process};
@@ -51,16 +54,16 @@ pub trait CommunicatorCollectives: Communicator {
 
     /// Every member's block, in rank order, on every member
     /// (`MPI_Allgather`).
-    fn all_gather_into<T, S, R>(&self, send: &S, recv: &mut R)
+    fn all_gather_into<S, R>(&self, send: &S, recv: &mut R)
     where
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
-        check(
-            self.target().as_result_api().all_gather_into(send, recv),
-            "all_gather_into",
-        )
+        const CALL: &str = "all_gather_into";
+        let send = sending(send, CALL);
+        receiving(recv, CALL, |r| {
+            self.target().as_result_api().all_gather_into(&*send, r)
+        })
     }
 
     /// All-gather with per-rank block sizes (`MPI_Allgatherv`).
@@ -78,16 +81,16 @@ pub trait CommunicatorCollectives: Communicator {
     }
 
     /// Block r of every member's `send` to member r (`MPI_Alltoall`).
-    fn all_to_all_into<T, S, R>(&self, send: &S, recv: &mut R)
+    fn all_to_all_into<S, R>(&self, send: &S, recv: &mut R)
     where
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
-        check(
-            self.target().as_result_api().all_to_all_into(send, recv),
-            "all_to_all_into",
-        )
+        const CALL: &str = "all_to_all_into";
+        let send = sending(send, CALL);
+        receiving(recv, CALL, |r| {
+            self.target().as_result_api().all_to_all_into(&*send, r)
+        })
     }
 
     /// All-to-all with per-pair block sizes (`MPI_Alltoallv`).
@@ -146,7 +149,7 @@ pub trait CommunicatorCollectives: Communicator {
     }
 
     /// Start an all-gather (`MPI_Iallgather`).
-    fn immediate_all_gather_into<'a, Sc, T, S, R>(
+    fn immediate_all_gather_into<'a, Sc, S, R>(
         &self,
         scope: Sc,
         send: &'a S,
@@ -154,16 +157,15 @@ pub trait CommunicatorCollectives: Communicator {
     ) -> Request<'a, R, Sc>
     where
         Sc: Scope<'a>,
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_all_gather_into";
         let data = std::ptr::NonNull::from(&mut *recv);
         let r = self.target().as_result_api().immediate_all_gather_into(
             scoped(&scope, CALL),
-            send,
-            recv,
+            sending_in_place(send, CALL),
+            receiving_in_place(recv, CALL),
         );
         Request::new(check(r, CALL), Some(data))
     }
@@ -190,7 +192,7 @@ pub trait CommunicatorCollectives: Communicator {
     }
 
     /// Start an all-to-all (`MPI_Ialltoall`).
-    fn immediate_all_to_all_into<'a, Sc, T, S, R>(
+    fn immediate_all_to_all_into<'a, Sc, S, R>(
         &self,
         scope: Sc,
         send: &'a S,
@@ -198,16 +200,15 @@ pub trait CommunicatorCollectives: Communicator {
     ) -> Request<'a, R, Sc>
     where
         Sc: Scope<'a>,
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_all_to_all_into";
         let data = std::ptr::NonNull::from(&mut *recv);
         let r = self.target().as_result_api().immediate_all_to_all_into(
             scoped(&scope, CALL),
-            send,
-            recv,
+            sending_in_place(send, CALL),
+            receiving_in_place(recv, CALL),
         );
         Request::new(check(r, CALL), Some(data))
     }
@@ -364,50 +365,44 @@ pub trait Root {
     fn target(&self) -> mpi_on_portals::Process<'_>;
 
     /// Copy the root's `buf` to every member (`MPI_Bcast`).
-    fn broadcast_into<T, B>(&self, buf: &mut B)
+    fn broadcast_into<B>(&self, buf: &mut B)
     where
-        T: mpi_on_portals::Equivalence,
-        B: ElementsMut<T> + ?Sized,
+        B: BufferMut + ?Sized,
     {
-        check(self.target().broadcast_into(buf), "broadcast_into")
+        const CALL: &str = "broadcast_into";
+        receiving(buf, CALL, |b| self.target().broadcast_into(b))
     }
 
     /// Start a broadcast (`MPI_Ibcast`).
-    fn immediate_broadcast_into<'a, Sc, T, B>(
-        &self,
-        scope: Sc,
-        buf: &'a mut B,
-    ) -> Request<'a, B, Sc>
+    fn immediate_broadcast_into<'a, Sc, B>(&self, scope: Sc, buf: &'a mut B) -> Request<'a, B, Sc>
     where
         Sc: Scope<'a>,
-        T: mpi_on_portals::Equivalence,
-        B: ElementsMut<T> + ?Sized,
+        B: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_broadcast_into";
         let data = std::ptr::NonNull::from(&mut *buf);
         let r = self
             .target()
-            .immediate_broadcast_into(scoped(&scope, CALL), buf);
+            .immediate_broadcast_into(scoped(&scope, CALL), receiving_in_place(buf, CALL));
         Request::new(check(r, CALL), Some(data))
     }
 
     /// Start a gather (`MPI_Igather`), at a non-root member.
-    fn immediate_gather_into<'a, Sc, T, S>(&self, scope: Sc, send: &'a S) -> Request<'a, S, Sc>
+    fn immediate_gather_into<'a, Sc, S>(&self, scope: Sc, send: &'a S) -> Request<'a, S, Sc>
     where
         Sc: Scope<'a>,
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
+        S: Buffer + ?Sized,
     {
         const CALL: &str = "immediate_gather_into";
         let data = std::ptr::NonNull::from(send);
         let r = self
             .target()
-            .immediate_gather_into(scoped(&scope, CALL), send);
+            .immediate_gather_into(scoped(&scope, CALL), sending_in_place(send, CALL));
         Request::new(check(r, CALL), Some(data))
     }
 
     /// Start a gather (`MPI_Igather`), at the root.
-    fn immediate_gather_into_root<'a, Sc, T, S, R>(
+    fn immediate_gather_into_root<'a, Sc, S, R>(
         &self,
         scope: Sc,
         send: &'a S,
@@ -415,15 +410,16 @@ pub trait Root {
     ) -> Request<'a, R, Sc>
     where
         Sc: Scope<'a>,
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_gather_into_root";
         let data = std::ptr::NonNull::from(&mut *recv);
-        let r = self
-            .target()
-            .immediate_gather_into_root(scoped(&scope, CALL), send, recv);
+        let r = self.target().immediate_gather_into_root(
+            scoped(&scope, CALL),
+            sending_in_place(send, CALL),
+            receiving_in_place(recv, CALL),
+        );
         Request::new(check(r, CALL), Some(data))
     }
 
@@ -469,22 +465,21 @@ pub trait Root {
     }
 
     /// Start a scatter (`MPI_Iscatter`), at a non-root member.
-    fn immediate_scatter_into<'a, Sc, T, R>(&self, scope: Sc, recv: &'a mut R) -> Request<'a, R, Sc>
+    fn immediate_scatter_into<'a, Sc, R>(&self, scope: Sc, recv: &'a mut R) -> Request<'a, R, Sc>
     where
         Sc: Scope<'a>,
-        T: mpi_on_portals::Equivalence,
-        R: ElementsMut<T> + ?Sized,
+        R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_scatter_into";
         let data = std::ptr::NonNull::from(&mut *recv);
         let r = self
             .target()
-            .immediate_scatter_into(scoped(&scope, CALL), recv);
+            .immediate_scatter_into(scoped(&scope, CALL), receiving_in_place(recv, CALL));
         Request::new(check(r, CALL), Some(data))
     }
 
     /// Start a scatter (`MPI_Iscatter`), at the root.
-    fn immediate_scatter_into_root<'a, Sc, T, S, R>(
+    fn immediate_scatter_into_root<'a, Sc, S, R>(
         &self,
         scope: Sc,
         send: &'a S,
@@ -492,15 +487,16 @@ pub trait Root {
     ) -> Request<'a, R, Sc>
     where
         Sc: Scope<'a>,
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_scatter_into_root";
         let data = std::ptr::NonNull::from(&mut *recv);
-        let r = self
-            .target()
-            .immediate_scatter_into_root(scoped(&scope, CALL), send, recv);
+        let r = self.target().immediate_scatter_into_root(
+            scoped(&scope, CALL),
+            sending_in_place(send, CALL),
+            receiving_in_place(recv, CALL),
+        );
         Request::new(check(r, CALL), Some(data))
     }
 
@@ -612,25 +608,23 @@ pub trait Root {
     }
 
     /// At the root: everyone's `send` in rank order (`MPI_Gather`).
-    fn gather_into_root<T, S, R>(&self, send: &S, recv: &mut R)
+    fn gather_into_root<S, R>(&self, send: &S, recv: &mut R)
     where
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
-        check(
-            self.target().gather_into_root(send, recv),
-            "gather_into_root",
-        )
+        const CALL: &str = "gather_into_root";
+        let send = sending(send, CALL);
+        receiving(recv, CALL, |r| self.target().gather_into_root(&*send, r))
     }
 
     /// At the other members of a gather.
-    fn gather_into<T, S>(&self, send: &S)
+    fn gather_into<S>(&self, send: &S)
     where
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
+        S: Buffer + ?Sized,
     {
-        check(self.target().gather_into(send), "gather_into")
+        const CALL: &str = "gather_into";
+        check(self.target().gather_into(&*sending(send, CALL)), CALL)
     }
 
     /// At the root: gather blocks of different sizes (`MPI_Gatherv`).
@@ -658,25 +652,23 @@ pub trait Root {
     }
 
     /// At the root: block r of `send` to member r (`MPI_Scatter`).
-    fn scatter_into_root<T, S, R>(&self, send: &S, recv: &mut R)
+    fn scatter_into_root<S, R>(&self, send: &S, recv: &mut R)
     where
-        T: mpi_on_portals::Equivalence,
-        S: Elements<T> + ?Sized,
-        R: ElementsMut<T> + ?Sized,
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
     {
-        check(
-            self.target().scatter_into_root(send, recv),
-            "scatter_into_root",
-        )
+        const CALL: &str = "scatter_into_root";
+        let send = sending(send, CALL);
+        receiving(recv, CALL, |r| self.target().scatter_into_root(&*send, r))
     }
 
     /// At the other members of a scatter.
-    fn scatter_into<T, R>(&self, recv: &mut R)
+    fn scatter_into<R>(&self, recv: &mut R)
     where
-        T: mpi_on_portals::Equivalence,
-        R: ElementsMut<T> + ?Sized,
+        R: BufferMut + ?Sized,
     {
-        check(self.target().scatter_into(recv), "scatter_into")
+        const CALL: &str = "scatter_into";
+        receiving(recv, CALL, |r| self.target().scatter_into(r))
     }
 
     /// At the root: scatter blocks of different sizes (`MPI_Scatterv`).

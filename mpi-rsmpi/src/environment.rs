@@ -25,19 +25,32 @@ pub fn initialize() -> Option<Universe> {
 
 /// Initialize MPI asking for a thread level; the universe and the level
 /// provided. `None` as for [`initialize`].
+///
+/// Every level is supported, so the level provided is the one asked for
+/// (as MPICH answers), which is what [`threading_support`] reports after.
 pub fn initialize_with_threading(threading: Threading) -> Option<(Universe, Threading)> {
     match mpi_on_portals::initialize_with_threading(threading) {
-        Ok((inner, provided)) => Some((
+        Ok((inner, _)) => Some((
             Universe {
                 inner,
                 buffer_size: 0,
             },
-            provided,
+            {
+                state::initialized(threading);
+                threading
+            },
         )),
         Err(e) => {
             eprintln!("mpi: initialize failed: {e}");
             None
         }
+    }
+}
+
+impl Drop for Universe {
+    fn drop(&mut self) {
+        // The inner universe finalizes right after this.
+        state::finalized();
     }
 }
 
@@ -95,10 +108,58 @@ pub fn processor_name() -> Result<String, FromUtf8Error> {
     Ok(mpi_on_portals::environment::processor_name())
 }
 
-/// The thread level MPI provides (`MPI_Query_thread`): always
-/// [`Threading::Multiple`] here.
+/// The thread level MPI provides (`MPI_Query_thread`): the level asked
+/// for at initialization ([`Threading::Multiple`] before it).
 pub fn threading_support() -> Threading {
-    Threading::Multiple
+    state::threading()
+}
+
+/// Whether MPI is initialized (`MPI_Initialized`): once initialized, it
+/// stays so, finalized or not, as in MPI.
+pub fn is_initialized() -> bool {
+    state::get().0 != state::NEVER
+}
+
+/// Whether MPI is finalized (`MPI_Finalized`).
+pub fn is_finalized() -> bool {
+    state::get().0 == state::FINALIZED
+}
+
+/// Where the process stands with MPI, for the checks of derived datatypes
+/// (which rsmpi makes at their first use).
+pub(crate) mod state {
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
+    use super::Threading;
+
+    pub(crate) const NEVER: u8 = 0;
+    pub(crate) const LIVE: u8 = 1;
+    pub(crate) const FINALIZED: u8 = 2;
+
+    /// (stage, level provided, the thread that initialized).
+    static STATE: Mutex<(u8, Threading, Option<ThreadId>)> =
+        Mutex::new((NEVER, Threading::Multiple, None));
+
+    pub(crate) fn get() -> (u8, Threading, Option<ThreadId>) {
+        *STATE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(f: impl FnOnce(&mut (u8, Threading, Option<ThreadId>))) {
+        f(&mut STATE.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub(crate) fn initialized(level: Threading) {
+        set(|s| *s = (LIVE, level, Some(std::thread::current().id())));
+    }
+
+    pub(crate) fn finalized() {
+        set(|s| s.0 = FINALIZED);
+    }
+
+    pub(crate) fn threading() -> Threading {
+        get().1
+    }
 }
 
 /// Wall-clock time in seconds (`MPI_Wtime`).

@@ -31,6 +31,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attribute;
 pub mod collective;
 pub mod datatype;
 pub mod environment;
@@ -48,11 +49,18 @@ pub type Rank = i32;
 pub type Tag = i32;
 /// An element count (`int` in MPI).
 pub type Count = i32;
+/// A byte displacement (`MPI_Aint`).
+pub type Address = isize;
 
 /// The traits to bring into scope: `use mpi::traits::*`.
 pub mod traits {
+    pub use crate::attribute::{AnyCommunicator, CommAttribute};
     pub use crate::collective::{CommunicatorCollectives, Root};
-    pub use crate::datatype::{Buffer, BufferMut, Equivalence};
+    pub use crate::datatype::{
+        Buffer, BufferMut, Collection, Datatype, Equivalence, Pointer, PointerMut,
+        UncommittedDatatype,
+    };
     pub use crate::point_to_point::{Destination, Source};
     pub use crate::topology::{AsCommunicator, Communicator, Group};
+    pub use mpi_derive::Equivalence;
 }

@@ -5,11 +5,14 @@ use std::ptr::NonNull;
 use mpi_on_portals::point_to_point as inner;
 use mpi_on_portals::{Destination as _, Source as _};
 
-use crate::datatype::{Buffer, BufferMut, Equivalence};
+use crate::datatype::{
+    receiving, receiving_in_place, sending, sending_in_place, Buffer, BufferMut,
+};
 use crate::fatal::check;
 use crate::request::{scoped, Request, Scope};
 use crate::topology::{AnyProcess, Process};
 use crate::Tag;
+use mpi_on_portals::Equivalence;
 
 pub use mpi_on_portals::Status;
 
@@ -26,7 +29,8 @@ pub trait Destination {
 
     /// Send with a tag (`MPI_Send`).
     fn send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
-        check(self.target().send_with_tag(buf, tag), "Destination::send")
+        const CALL: &str = "Destination::send";
+        check(self.target().send_with_tag(&*sending(buf, CALL), tag), CALL)
     }
 
     /// Synchronous send (`MPI_Ssend`).
@@ -36,9 +40,11 @@ pub trait Destination {
 
     /// Synchronous send with a tag.
     fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        const CALL: &str = "Destination::synchronous_send";
         check(
-            self.target().synchronous_send_with_tag(buf, tag),
-            "Destination::synchronous_send",
+            self.target()
+                .synchronous_send_with_tag(&*sending(buf, CALL), tag),
+            CALL,
         )
     }
 
@@ -58,9 +64,10 @@ pub trait Destination {
     /// # Safety
     /// See [`Destination::ready_send`].
     unsafe fn ready_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        const CALL: &str = "Destination::ready_send";
         check(
-            self.target().ready_send_with_tag(buf, tag),
-            "Destination::ready_send",
+            self.target().ready_send_with_tag(&*sending(buf, CALL), tag),
+            CALL,
         )
     }
 
@@ -72,9 +79,11 @@ pub trait Destination {
 
     /// Buffered send with a tag.
     fn buffered_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
+        const CALL: &str = "Destination::buffered_send";
         check(
-            self.target().buffered_send_with_tag(buf, tag),
-            "Destination::buffered_send",
+            self.target()
+                .buffered_send_with_tag(&*sending(buf, CALL), tag),
+            CALL,
         )
     }
 
@@ -95,9 +104,11 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, B, S> {
         const CALL: &str = "Destination::immediate_send";
-        let r = self
-            .target()
-            .immediate_send_with_tag(scoped(&scope, CALL), buf, tag);
+        let r = self.target().immediate_send_with_tag(
+            scoped(&scope, CALL),
+            sending_in_place(buf, CALL),
+            tag,
+        );
         Request::new(check(r, CALL), Some(NonNull::from(buf)))
     }
 
@@ -118,9 +129,11 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, B, S> {
         const CALL: &str = "Destination::immediate_synchronous_send";
-        let r = self
-            .target()
-            .immediate_synchronous_send_with_tag(scoped(&scope, CALL), buf, tag);
+        let r = self.target().immediate_synchronous_send_with_tag(
+            scoped(&scope, CALL),
+            sending_in_place(buf, CALL),
+            tag,
+        );
         Request::new(check(r, CALL), Some(NonNull::from(buf)))
     }
 
@@ -150,9 +163,11 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, B, S> {
         const CALL: &str = "Destination::immediate_ready_send";
-        let r = self
-            .target()
-            .immediate_ready_send_with_tag(scoped(&scope, CALL), buf, tag);
+        let r = self.target().immediate_ready_send_with_tag(
+            scoped(&scope, CALL),
+            sending_in_place(buf, CALL),
+            tag,
+        );
         Request::new(check(r, CALL), Some(NonNull::from(buf)))
     }
 }
@@ -195,18 +210,16 @@ pub trait Source {
 
     /// Receive into `buf`, any tag (`MPI_Recv`).
     fn receive_into<B: BufferMut + ?Sized>(&self, buf: &mut B) -> Status {
-        check(
-            on_source!(self.target(), |s| s.receive_into(buf)),
-            "Source::receive_into",
-        )
+        receiving(buf, "Source::receive_into", |b| {
+            on_source!(self.target(), |s| s.receive_into(b))
+        })
     }
 
     /// Receive into `buf` with a tag.
     fn receive_into_with_tag<B: BufferMut + ?Sized>(&self, buf: &mut B, tag: Tag) -> Status {
-        check(
-            on_source!(self.target(), |s| s.receive_into_with_tag(buf, tag)),
-            "Source::receive_into_with_tag",
-        )
+        receiving(buf, "Source::receive_into_with_tag", |b| {
+            on_source!(self.target(), |s| s.receive_into_with_tag(b, tag))
+        })
     }
 
     /// Receive one value, any tag.
@@ -263,7 +276,7 @@ pub trait Source {
         let data = NonNull::from(&mut *buf);
         let r = on_source!(self.target(), |s| s.immediate_receive_into_with_tag(
             scoped(&scope, CALL),
-            buf,
+            receiving_in_place(buf, CALL),
             tag
         ));
         Request::new(check(r, CALL), Some(data))
@@ -357,10 +370,9 @@ pub struct Message(mpi_on_portals::Message);
 impl Message {
     /// Receive it into `buf` (`MPI_Mrecv`).
     pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Status {
-        check(
-            self.0.matched_receive_into(buf),
-            "Message::matched_receive_into",
-        )
+        receiving(buf, "Message::matched_receive_into", |b| {
+            self.0.matched_receive_into(b)
+        })
     }
 
     /// Receive it as one value.
@@ -383,7 +395,7 @@ impl Message {
         let data = NonNull::from(&mut *buf);
         let r = self
             .0
-            .immediate_matched_receive_into(scoped(&scope, CALL), buf);
+            .immediate_matched_receive_into(scoped(&scope, CALL), receiving_in_place(buf, CALL));
         Request::new(check(r, CALL), Some(data))
     }
 }
@@ -428,7 +440,7 @@ impl Source for AnyProcess<'_> {
 /// (`MPI_Sendrecv`).
 pub fn send_receive<R, M, D, S>(msg: &M, destination: &D, source: &S) -> (R, Status)
 where
-    R: Equivalence,
+    R: Equivalence + crate::datatype::Equivalence,
     M: Buffer + ?Sized,
     D: Destination,
     S: Source,
@@ -464,13 +476,14 @@ where
     B: BufferMut + ?Sized,
     S: Source,
 {
+    const CALL: &str = "send_receive_into";
     let dest = destination.target();
-    check(
+    let msg = sending(msg, CALL);
+    receiving(buf, CALL, |b| {
         on_source!(source.target(), |s| inner::send_receive_into_with_tags(
-            msg, &dest, sendtag, buf, &s, receivetag
-        )),
-        "send_receive_into",
-    )
+            &*msg, &dest, sendtag, b, &s, receivetag
+        ))
+    })
 }
 
 /// Send `buf`'s contents and replace them with the message received
@@ -497,11 +510,18 @@ where
     D: Destination,
     S: Source,
 {
+    const CALL: &str = "send_receive_replace_into";
     let dest = destination.target();
-    check(
-        on_source!(source.target(), |s| {
-            inner::send_receive_replace_into_with_tags(buf, &dest, sendtag, &s, receivetag)
-        }),
-        "send_receive_replace_into",
-    )
+    // The message is copied out before the buffer is received into.
+    let msg = sending(buf, CALL).into_owned();
+    receiving(buf, CALL, |b| {
+        on_source!(source.target(), |s| inner::send_receive_into_with_tags(
+            &msg[..],
+            &dest,
+            sendtag,
+            b,
+            &s,
+            receivetag
+        ))
+    })
 }

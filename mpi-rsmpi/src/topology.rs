@@ -2,6 +2,7 @@
 
 use mpi_on_portals::Communicator as _;
 
+use crate::attribute::Attributes;
 use crate::fatal::check;
 
 pub use crate::Rank;
@@ -13,11 +14,23 @@ use crate::Count;
 #[derive(Debug)]
 pub struct SimpleCommunicator {
     inner: mpi_on_portals::SimpleCommunicator,
+    attributes: Attributes,
 }
 
 impl SimpleCommunicator {
     pub(crate) fn new(inner: mpi_on_portals::SimpleCommunicator) -> Self {
-        SimpleCommunicator { inner }
+        SimpleCommunicator {
+            inner,
+            attributes: Attributes::default(),
+        }
+    }
+
+    pub(crate) fn attributes(&self) -> &Attributes {
+        &self.attributes
+    }
+
+    pub(crate) fn attributes_mut(&mut self) -> &mut Attributes {
+        &mut self.attributes
     }
 
     fn made(inner: Option<mpi_on_portals::SimpleCommunicator>) -> Option<Self> {
@@ -51,6 +64,10 @@ pub trait Communicator {
     /// The communicator this face wraps.
     #[doc(hidden)]
     fn target(&self) -> &SimpleCommunicator;
+
+    /// The same, mutable (for its attributes).
+    #[doc(hidden)]
+    fn target_mut(&mut self) -> &mut SimpleCommunicator;
 
     /// Number of processes (`MPI_Comm_size`).
     fn size(&self) -> Rank {
@@ -107,10 +124,12 @@ pub trait Communicator {
     /// A new communicator with the same members (`MPI_Comm_dup`);
     /// collective.
     fn duplicate(&self) -> SimpleCommunicator {
-        SimpleCommunicator::new(check(
+        let mut dup = SimpleCommunicator::new(check(
             self.target().inner.duplicate(),
             "Communicator::duplicate",
-        ))
+        ));
+        dup.attributes = self.target().attributes.duplicate();
+        dup
     }
 
     /// Split by color (`MPI_Comm_split`, key 0); collective. `None` for
@@ -213,7 +232,7 @@ pub trait Communicator {
     where
         Self: Sized,
     {
-        self.target().inner.pack(inbuf)
+        crate::datatype::sending(inbuf, "Communicator::pack").into_owned()
     }
 
     /// Pack `inbuf` into `outbuf` at byte `position` (`MPI_Pack`); the
@@ -229,9 +248,11 @@ pub trait Communicator {
     {
         const CALL: &str = "Communicator::pack_into";
         let end = check(
-            self.target()
-                .inner
-                .pack_into(inbuf, outbuf, position_of(position, CALL)),
+            self.target().inner.pack_into(
+                &*crate::datatype::sending(inbuf, CALL),
+                outbuf,
+                position_of(position, CALL),
+            ),
             CALL,
         );
         count_of(end, CALL)
@@ -242,8 +263,9 @@ pub trait Communicator {
     ///
     /// # Safety
     /// As in rsmpi, where the bytes must hold valid values of the buffer's
-    /// type. Here every datatype is plain old data, for which any bytes
-    /// are valid, so this is never unsafe in fact.
+    /// type. Here the values are validated before they are written (a
+    /// `bool` that is not 0 or 1 ends the job), so this is never unsafe in
+    /// fact.
     unsafe fn unpack_into<B: crate::datatype::BufferMut + ?Sized>(
         &self,
         inbuf: &[u8],
@@ -254,12 +276,10 @@ pub trait Communicator {
         Self: Sized,
     {
         const CALL: &str = "Communicator::unpack_into";
-        let end = check(
-            self.target()
-                .inner
-                .unpack_into(inbuf, outbuf, position_of(position, CALL)),
-            CALL,
-        );
+        let position = position_of(position, CALL);
+        let end = crate::datatype::receiving(outbuf, CALL, |b| {
+            self.target().inner.unpack_into(inbuf, b, position)
+        });
         count_of(end, CALL)
     }
 
@@ -293,6 +313,9 @@ fn count_of(position: usize, call: &str) -> Count {
 
 impl Communicator for SimpleCommunicator {
     fn target(&self) -> &SimpleCommunicator {
+        self
+    }
+    fn target_mut(&mut self) -> &mut SimpleCommunicator {
         self
     }
 }
@@ -363,6 +386,9 @@ impl CartesianCommunicator {
 impl Communicator for CartesianCommunicator {
     fn target(&self) -> &SimpleCommunicator {
         &self.comm
+    }
+    fn target_mut(&mut self) -> &mut SimpleCommunicator {
+        &mut self.comm
     }
 }
 

@@ -27,6 +27,9 @@ limit=${RUN_TIMEOUT:-60}
 profile=${PROFILE:-dev}
 package=${PACKAGE:-mpi-rsmpi}
 outdir=debug
+# rsmpi's complex numbers are behind its `complex` feature.
+features=
+[ "$package" = mpi-rsmpi ] && features=', features = ["complex"]'
 [ "$profile" = release ] && outdir=release
 
 if [ ! -x "$ptlrun" ]; then
@@ -43,11 +46,14 @@ edition = "2021"
 publish = false
 
 [dependencies]
-mpi = { package = "$package", path = "$repo/$package" }
+mpi = { package = "$package", path = "$repo/$package"$features }
+# What rsmpi's examples use beside mpi (rsmpi's dev-dependencies).
+memoffset = "0.9"
+num-complex = { version = "0.4.6", default-features = false }
 
 # rsmpi's own features and cfgs, so that programs that test them build
-# without unexpected-cfg warnings (they are off: no user datatypes, no
-# libffi operations, no complex numbers here).
+# without unexpected-cfg warnings (derive and complex are always on in
+# mpi-rsmpi; there are no libffi operations).
 [features]
 user-operations = []
 derive = []

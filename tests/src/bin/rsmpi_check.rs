@@ -308,9 +308,11 @@ fn communicators<C: Communicator>(world: &C) {
     let at = world.pack_into(&(rank as u32 + 7), &mut packed, at);
     assert_eq!(at, 12);
     assert_eq!(world.pack(&[rank, -rank][..]), packed[..8].to_vec());
-    let (bytes, _) = p2p::send_receive::<[u8; 12], _, _, _>(
+    let mut bytes = [0u8; 12];
+    p2p::send_receive_into(
         &packed[..],
         &world.process_at_rank((rank + 1) % size),
+        &mut bytes[..],
         &world.process_at_rank((rank + size - 1) % size),
     );
     let (mut pair, mut tail) = ([0i32; 2], 0u32);

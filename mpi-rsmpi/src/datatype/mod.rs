@@ -1,11 +1,26 @@
-//! Datatypes and buffers (rsmpi's `mpi::datatype`). Any plain-old-data
-//! type is an MPI datatype here (see [`mpi_on_portals::Equivalence`]);
-//! user-defined datatypes and `#[derive(Equivalence)]` are not offered.
+//! Datatypes and buffers (rsmpi's `mpi::datatype`): the predefined
+//! types (numbers and `bool`), user-defined datatypes (contiguous, vector,
+//! indexed, structured) over checked typemaps
+//! ([`mpi_on_portals::typemap`]), and buffers described by them.
+
+#[doc(hidden)]
+pub mod __derive;
+mod buffer;
+mod user;
+mod views;
 
 use crate::fatal::check;
 use crate::Count;
 
-pub use mpi_on_portals::{Buffer, BufferMut, Equivalence};
+pub(crate) use buffer::{receiving, receiving_in_place, sending, sending_in_place};
+pub use buffer::{
+    Buffer, BufferMut, Collection, Described, DescribedMut, Equivalence, Pointer, PointerMut,
+};
+pub use user::{
+    Datatype, DatatypeRef, Layout, SystemDatatype, UncommittedDatatype, UncommittedDatatypeRef,
+    UncommittedUserDatatype, UserDatatype,
+};
+pub use views::{DynBuffer, DynBufferMut, MutView, View};
 
 /// Counts and displacements in elements, from rsmpi's `Count`s.
 fn elements(v: &[Count], what: &str) -> Vec<usize> {

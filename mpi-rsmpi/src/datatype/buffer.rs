@@ -1,0 +1,383 @@
+//! Buffers: what can be sent and received into (rsmpi's `Buffer`,
+//! `BufferMut`, `View`, `MutView`, `DynBuffer`, `DynBufferMut`).
+//!
+//! Every buffer is a pointer, a count and a datatype. A buffer whose
+//! datatype is dense goes to the transport as its bytes; any other is
+//! packed into a contiguous buffer first, and received through one and
+//! unpacked, with the received values validated before they are written
+//! (a received `bool` that is not 0 or 1 is an error, not undefined
+//! behaviour).
+
+use std::borrow::Cow;
+
+use mpi_on_portals::typemap::{Kind, Typemap};
+use mpi_on_portals::{MpiError, Result};
+
+use super::user::{Datatype, Layout, SystemDatatype};
+use crate::fatal::{check, fatal};
+use crate::Count;
+
+/// A type with an equivalent MPI datatype (rsmpi's `Equivalence`).
+///
+/// # Safety
+/// The datatype must describe initialized bytes of `Self` only, and every
+/// value the datatype can hold at those bytes must be a valid `Self`.
+pub unsafe trait Equivalence {
+    /// The datatype's type.
+    type Out: Datatype;
+    /// The datatype.
+    fn equivalent_datatype() -> Self::Out;
+}
+
+macro_rules! predefined {
+    ($($t:ty),*) => {$(
+        // SAFETY: plain numbers (a complex number is two, `repr(C)`, no
+        // padding): every bit pattern of its bytes is a value.
+        unsafe impl Equivalence for $t {
+            type Out = SystemDatatype;
+            fn equivalent_datatype() -> SystemDatatype {
+                SystemDatatype(Kind::plain::<$t>())
+            }
+        }
+    )*};
+}
+
+predefined!(u8, i8, u16, i16, u32, i32, u64, i64, usize, isize, f32, f64);
+
+/// Complex numbers as predefined types (`MPI_C_FLOAT_COMPLEX`,
+/// `MPI_C_DOUBLE_COMPLEX`), with rsmpi's `complex` feature.
+#[cfg(feature = "complex")]
+mod complex {
+    use num_complex::{Complex32, Complex64};
+
+    use super::{Equivalence, Kind, SystemDatatype};
+
+    predefined!(Complex32, Complex64);
+}
+
+// SAFETY: one byte, and unpacking admits only 0 and 1 (Kind::Bool).
+unsafe impl Equivalence for bool {
+    type Out = SystemDatatype;
+    fn equivalent_datatype() -> SystemDatatype {
+        SystemDatatype(Kind::Bool)
+    }
+}
+
+/// How many elements (rsmpi's `Collection`).
+///
+/// # Safety
+/// The count must not reach past the buffer.
+pub unsafe trait Collection {
+    /// The number of elements.
+    fn count(&self) -> Count;
+}
+
+/// Where a buffer's memory starts and how long it is (rsmpi's `Pointer`).
+///
+/// # Safety
+/// The bytes from the pointer on must belong to the value.
+pub unsafe trait Pointer {
+    /// The first byte.
+    fn pointer(&self) -> *const u8;
+    /// Bytes of memory from the pointer on.
+    #[doc(hidden)]
+    fn byte_len(&self) -> usize;
+}
+
+/// A mutable [`Pointer`] (rsmpi's `PointerMut`).
+///
+/// # Safety
+/// As for [`Pointer`].
+pub unsafe trait PointerMut {
+    /// The first byte.
+    fn pointer_mut(&mut self) -> *mut u8;
+    /// Bytes of memory from the pointer on.
+    #[doc(hidden)]
+    fn byte_len_mut(&self) -> usize;
+}
+
+/// Something that can be sent.
+///
+/// # Safety
+/// Its form must describe only initialized memory of the value.
+pub unsafe trait Buffer {
+    /// The pointer, count and layout of the values to send.
+    #[doc(hidden)]
+    fn described(&self) -> Described<'_>;
+}
+
+/// Something that can be received into.
+///
+/// # Safety
+/// Its form must describe only writable memory of the value, where any
+/// value of the datatype is valid.
+pub unsafe trait BufferMut {
+    /// The pointer, count and layout of the values to receive into.
+    #[doc(hidden)]
+    fn described_mut(&mut self) -> DescribedMut<'_>;
+}
+
+/// A buffer to send, described: its bytes as the transport takes them.
+#[doc(hidden)]
+pub struct Described<'b>(Result<Cow<'b, [u8]>>);
+
+/// A buffer to receive into, described: where the bytes land.
+#[doc(hidden)]
+pub struct DescribedMut<'b>(Result<Landing<'b>>);
+
+/// Bytes for `count` values of `kind` within `avail`.
+fn kind_bytes(kind: Kind, count: usize, avail: usize) -> Result<usize> {
+    count
+        .checked_mul(kind.size())
+        .filter(|&n| n <= avail)
+        .ok_or(MpiError::InvalidBuffer("the count reaches past the buffer"))
+}
+
+/// Bytes that `count` elements of `map` reach, within `avail`.
+fn map_span(map: &Typemap, count: usize, avail: usize) -> Result<usize> {
+    let span = map.span(count)?;
+    if span > avail {
+        return Err(MpiError::InvalidDatatype(
+            "the view reaches past its buffer",
+        ));
+    }
+    Ok(span)
+}
+
+impl<'b> Described<'b> {
+    /// The buffer's own bytes where the layout is dense, else a packed
+    /// copy (the datatype is needed only here, so nothing of it is kept).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of `avail` bytes for `'b`, and the
+    /// bytes the layout describes must be initialized.
+    pub(crate) unsafe fn new(
+        ptr: *const u8,
+        count: usize,
+        layout: Layout<'_>,
+        avail: usize,
+    ) -> Self {
+        let map = match layout {
+            Layout::Kind(kind) => {
+                return Described(kind_bytes(kind, count, avail).map(|n| {
+                    // SAFETY: n ≤ `avail` readable bytes; a predefined
+                    // kind has no padding.
+                    Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, n) })
+                }));
+            }
+            Layout::Map(m) => m,
+        };
+        Described(map_span(map, count, avail).map(|span| {
+            if map.is_dense() {
+                // SAFETY: as above, `span` ≤ `avail`.
+                return Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, span) });
+            }
+            let mut out = Vec::new();
+            // SAFETY: `span` bytes are readable, and initialized where
+            // the layout says (our caller's contract).
+            unsafe { map.pack(count, ptr, &mut out) };
+            Cow::Owned(out)
+        }))
+    }
+
+    /// The bytes to hand to the transport.
+    pub(crate) fn bytes(self) -> Result<Cow<'b, [u8]>> {
+        self.0
+    }
+}
+
+/// Where received bytes go: the buffer itself, or a staging buffer that
+/// is unpacked into it afterwards.
+pub(crate) enum Landing<'b> {
+    Direct(&'b mut [u8]),
+    Staged {
+        stage: Vec<u8>,
+        map: Typemap,
+        count: usize,
+        dst: *mut u8,
+    },
+}
+
+impl<'b> DescribedMut<'b> {
+    /// Receive in place where the layout is dense and admits any bytes,
+    /// else through a stage.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `avail` bytes for `'b`,
+    /// and hold initialized values where the layout says.
+    pub(crate) unsafe fn new(ptr: *mut u8, count: usize, layout: Layout<'_>, avail: usize) -> Self {
+        let staged_map = match layout {
+            Layout::Kind(kind @ Kind::Plain { .. }) => {
+                return DescribedMut(kind_bytes(kind, count, avail).map(|n| {
+                    // SAFETY: n ≤ `avail` writable bytes; any bytes are
+                    // values.
+                    Landing::Direct(unsafe { std::slice::from_raw_parts_mut(ptr, n) })
+                }));
+            }
+            Layout::Kind(kind) => Typemap::predefined(kind),
+            Layout::Map(m) if m.is_dense() && m.any_bits_valid() => {
+                return DescribedMut(map_span(m, count, avail).map(|span| {
+                    // SAFETY: `span` ≤ `avail` writable bytes; any bytes
+                    // are values.
+                    Landing::Direct(unsafe { std::slice::from_raw_parts_mut(ptr, span) })
+                }));
+            }
+            Layout::Map(m) => m.clone(),
+        };
+        DescribedMut(map_span(&staged_map, count, avail).map(|_| {
+            // The stage starts as the buffer's current values, so that a
+            // short message leaves the rest of the buffer as it was.
+            let mut stage = Vec::new();
+            // SAFETY: span(count) bytes are readable and initialized
+            // where the layout says (our caller's contract).
+            unsafe { staged_map.pack(count, ptr, &mut stage) };
+            Landing::Staged {
+                stage,
+                map: staged_map,
+                count,
+                dst: ptr,
+            }
+        }))
+    }
+
+    pub(crate) fn landing(self) -> Result<Landing<'b>> {
+        self.0
+    }
+}
+
+impl Landing<'_> {
+    /// The bytes to receive into.
+    pub(crate) fn bytes(&mut self) -> &mut [u8] {
+        match self {
+            Landing::Direct(b) => b,
+            Landing::Staged { stage, .. } => stage,
+        }
+    }
+
+    /// Write staged values into the buffer, validated.
+    pub(crate) fn finish(self) -> Result<()> {
+        if let Landing::Staged {
+            stage,
+            map,
+            count,
+            dst,
+        } = self
+        {
+            // SAFETY: `dst` is writable for span(count) bytes (checked in
+            // `landing`, and the borrow of the buffer is still held).
+            unsafe { map.unpack(count, &stage, dst) }?;
+        }
+        Ok(())
+    }
+}
+
+/// The bytes to send from `buf`; the job ends on a bad buffer.
+pub(crate) fn sending<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> Cow<'b, [u8]> {
+    check(buf.described().bytes(), call)
+}
+
+/// The bytes of a buffer for a non-blocking operation, which must be dense
+/// (there is nowhere to keep a packed copy while the operation runs).
+pub(crate) fn sending_in_place<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> &'b [u8] {
+    match sending(buf, call) {
+        Cow::Borrowed(b) => b,
+        Cow::Owned(_) => fatal(
+            call,
+            &"a non-contiguous datatype in a non-blocking operation is not supported",
+        ),
+    }
+}
+
+/// Receive into `buf` through `f`, given the bytes to receive into.
+pub(crate) fn receiving<B: BufferMut + ?Sized, R>(
+    buf: &mut B,
+    call: &str,
+    f: impl FnOnce(&mut [u8]) -> Result<R>,
+) -> R {
+    let mut landing = check(buf.described_mut().landing(), call);
+    let r = check(f(landing.bytes()), call);
+    check(landing.finish(), call);
+    r
+}
+
+/// The bytes of a buffer to receive into in a non-blocking operation: it
+/// must be dense and admit any bytes.
+pub(crate) fn receiving_in_place<'b, B: BufferMut + ?Sized>(
+    buf: &'b mut B,
+    call: &str,
+) -> &'b mut [u8] {
+    match check(buf.described_mut().landing(), call) {
+        Landing::Direct(b) => b,
+        Landing::Staged { .. } => fatal(
+            call,
+            &"a non-contiguous or validated datatype (bool) in a non-blocking receive is not supported",
+        ),
+    }
+}
+
+fn len(n: usize) -> Count {
+    Count::try_from(n).unwrap_or(Count::MAX)
+}
+
+macro_rules! buffers {
+    ($(<$($g:ident),*; $(const $n:ident: usize)?> $t:ty => $elem:ty,
+        count $count:expr, at $ptr:expr, at_mut $ptr_mut:expr, bytes $bytes:expr;)*) => {$(
+        // SAFETY: the count is the value's own number of elements.
+        unsafe impl<$($g: Equivalence),* $(, const $n: usize)?> Collection for $t {
+            fn count(&self) -> Count {
+                len($count(self))
+            }
+        }
+        // SAFETY: the value's own elements.
+        unsafe impl<$($g: Equivalence),* $(, const $n: usize)?> Pointer for $t {
+            fn pointer(&self) -> *const u8 {
+                $ptr(self).cast()
+            }
+            fn byte_len(&self) -> usize {
+                $bytes(self)
+            }
+        }
+        // SAFETY: as for Pointer.
+        unsafe impl<$($g: Equivalence),* $(, const $n: usize)?> PointerMut for $t {
+            fn pointer_mut(&mut self) -> *mut u8 {
+                $ptr_mut(self).cast()
+            }
+            fn byte_len_mut(&self) -> usize {
+                $bytes(self)
+            }
+        }
+        // SAFETY: the element type's datatype describes its initialized
+        // bytes (the contract of `Equivalence`).
+        unsafe impl<$($g: Equivalence),* $(, const $n: usize)?> Buffer for $t {
+            fn described(&self) -> Described<'_> {
+                let dt = <$elem>::equivalent_datatype();
+                // SAFETY: the value's own memory, borrowed for '_.
+                unsafe { Described::new(self.pointer(), $count(self), dt.layout(), self.byte_len()) }
+            }
+        }
+        // SAFETY: as for Buffer; any value of the datatype is a valid
+        // element (the contract of `Equivalence`).
+        unsafe impl<$($g: Equivalence),* $(, const $n: usize)?> BufferMut for $t {
+            fn described_mut(&mut self) -> DescribedMut<'_> {
+                let dt = <$elem>::equivalent_datatype();
+                let (n, avail) = ($count(&*self), self.byte_len_mut());
+                // SAFETY: the value's own memory, mutably borrowed for '_.
+                unsafe { DescribedMut::new(self.pointer_mut(), n, dt.layout(), avail) }
+            }
+        }
+    )*};
+}
+
+use super::user::UncommittedDatatype as _;
+
+buffers! {
+    <T;> T => T, count |_: &T| 1, at |s: &T| s as *const T,
+        at_mut |s: &mut T| s as *mut T, bytes |_: &T| std::mem::size_of::<T>();
+    <T;> [T] => T, count |s: &[T]| s.len(), at |s: &[T]| s.as_ptr(),
+        at_mut |s: &mut [T]| s.as_mut_ptr(), bytes |s: &[T]| std::mem::size_of_val(s);
+    <T;> Vec<T> => T, count |s: &Vec<T>| s.len(), at |s: &Vec<T>| s.as_ptr(),
+        at_mut |s: &mut Vec<T>| s.as_mut_ptr(),
+        bytes |s: &Vec<T>| std::mem::size_of_val(s.as_slice());
+    <T; const N: usize> [T; N] => T, count |_: &[T; N]| N, at |s: &[T; N]| s.as_ptr(),
+        at_mut |s: &mut [T; N]| s.as_mut_ptr(), bytes |_: &[T; N]| std::mem::size_of::<[T; N]>();
+}

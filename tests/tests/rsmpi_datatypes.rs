@@ -1,0 +1,62 @@
+//! User-defined datatypes, views, `bool`, complex numbers,
+//! `#[derive(Equivalence)]` and attributes through rsmpi's face
+//! (`src/bin/rsmpi_datatypes.rs`): values arrive where the layouts say on
+//! 2 and 4 ranks, and bad layouts or received
+//! bytes that are not valid values end the job naming the call. Every job
+//! has a timeout.
+
+use std::time::Duration;
+
+use nal_tcp::ProgressMode;
+use portals_runtime::{JobOptions, NalKind};
+use portals_tests::{assert_job_ok, run_job_limited, LaunchOutcome};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn run(ranks: u32, scenario: &str) -> LaunchOutcome {
+    let options = JobOptions {
+        nal: NalKind::Tcp,
+        progress: ProgressMode::Thread,
+        ..JobOptions::default()
+    };
+    run_job_limited(
+        env!("CARGO_BIN_EXE_rsmpi_datatypes"),
+        ranks,
+        &[scenario],
+        options,
+        LIMIT,
+    )
+}
+
+#[test]
+fn user_datatypes_views_bools_complex_numbers_derived_structs_and_attributes_work() {
+    for ranks in [2, 4] {
+        let out = run(ranks, "all");
+        assert_job_ok(&out, ranks, "OK all", &format!("{ranks} ranks"));
+    }
+}
+
+fn assert_aborts_naming(scenario: &str, call: &str, why: &str) {
+    let out = run(2, scenario);
+    let lines = out.transcript();
+    assert_eq!(out.status, 1, "{scenario}: {:?}\n{lines}", out.reason);
+    assert!(
+        lines.contains(&format!("MPI error in {call}: ")) && lines.contains(why),
+        "{scenario}: no message naming {call} and {why:?}\n{lines}"
+    );
+}
+
+#[test]
+fn a_received_bool_that_is_not_0_or_1_aborts_naming_the_call() {
+    assert_aborts_naming("bad-bool", "Source::receive_into", "neither 0 nor 1");
+}
+
+#[test]
+fn a_view_past_its_buffer_aborts_naming_the_call() {
+    assert_aborts_naming("bad-view", "Destination::send", "reaches past its buffer");
+}
+
+#[test]
+fn an_overlapping_layout_aborts_naming_the_call() {
+    assert_aborts_naming("overlap", "UserDatatype::indexed", "overlap");
+}
