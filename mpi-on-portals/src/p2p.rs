@@ -144,6 +144,24 @@ pub trait Destination {
         buf: &'a B,
         tag: Tag,
     ) -> Result<Request<'a>>;
+    /// Non-blocking buffered send (`MPI_Ibsend`), tag 0: the data is copied
+    /// into the attached buffer space at the call, as
+    /// [`Destination::buffered_send`] does, so the request comes back
+    /// complete and `buf` is free again at once.
+    fn immediate_buffered_send<'a, B: Buffer + ?Sized>(
+        &self,
+        scope: &Scope<'a>,
+        buf: &B,
+    ) -> Result<Request<'a>> {
+        self.immediate_buffered_send_with_tag(scope, buf, 0)
+    }
+    /// Non-blocking buffered send with a tag.
+    fn immediate_buffered_send_with_tag<'a, B: Buffer + ?Sized>(
+        &self,
+        scope: &Scope<'a>,
+        buf: &B,
+        tag: Tag,
+    ) -> Result<Request<'a>>;
     /// Non-blocking send of an owned vector, returned by
     /// [`OwnedRequest::wait`]; no scope needed.
     fn immediate_send_owned<T: Equivalence>(
@@ -180,6 +198,21 @@ impl Destination for Process<'_> {
         tag: Tag,
     ) -> Result<Request<'a>> {
         self.immediate(scope, buf.as_bytes(), tag, Mode::Standard)
+    }
+
+    fn immediate_buffered_send_with_tag<'a, B: Buffer + ?Sized>(
+        &self,
+        _scope: &Scope<'a>,
+        buf: &B,
+        tag: Tag,
+    ) -> Result<Request<'a>> {
+        // The copy into the buffer space is the whole local part of a
+        // buffered send: nothing is left for the request to wait for.
+        self.buffered_send_with_tag(buf, tag)?;
+        Ok(Request::unscoped(
+            self.dev().clone(),
+            self.dev().completed_req(),
+        ))
     }
 
     fn immediate_synchronous_send_with_tag<'a, B: Buffer + ?Sized>(

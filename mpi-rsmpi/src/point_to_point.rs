@@ -87,6 +87,33 @@ pub trait Destination {
         )
     }
 
+    /// Non-blocking buffered send (`MPI_Ibsend`), tag 0: the data is
+    /// copied into the attached buffer at the call, so the request is
+    /// already complete.
+    fn immediate_buffered_send<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+    ) -> Request<'a, B, S> {
+        self.immediate_buffered_send_with_tag(scope, buf, 0)
+    }
+
+    /// Non-blocking buffered send with a tag.
+    fn immediate_buffered_send_with_tag<'a, S: Scope<'a>, B: Buffer + ?Sized>(
+        &self,
+        scope: S,
+        buf: &'a B,
+        tag: Tag,
+    ) -> Request<'a, B, S> {
+        const CALL: &str = "Destination::immediate_buffered_send";
+        let r = self.target().immediate_buffered_send_with_tag(
+            scoped(&scope, CALL),
+            &*sending(buf, CALL),
+            tag,
+        );
+        Request::new(check(r, CALL), Some(NonNull::from(buf)))
+    }
+
     /// Non-blocking standard send (`MPI_Isend`), tag 0.
     fn immediate_send<'a, S: Scope<'a>, B: Buffer + ?Sized>(
         &self,

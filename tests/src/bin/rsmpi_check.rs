@@ -2,7 +2,8 @@
 //! `#![deny(warnings)]` so that an ignored return value would fail the
 //! build), built against mpi-rsmpi. Scenarios (first argument):
 //!
-//! * `all`: point-to-point, send-receive, requests and their guards and
+//! * `all`: point-to-point (an immediate buffered send complete at once),
+//!   send-receive, requests and their guards and
 //!   collections, collectives, groups and communicators, the environment;
 //!   every value checked. Prints `OK all rank <r>`.
 //! * `bad-root`, `bad-count`, `bad-block`, `bad-bcast`, `bad-unpack`,
@@ -45,6 +46,17 @@ fn point_to_point<C: Communicator>(world: &C) {
             .process_at_rank(0)
             .send_with_tag(&vec![rank as u64; rank as usize + 1][..], 7);
     }
+
+    // An immediate buffered send is complete when it returns (the data
+    // is in the attached buffer), before anyone receives it.
+    let data = [rank as u64 * 3 + 1; 4];
+    let mut got = [0u64; 4];
+    mpi::request::scope(|scope| {
+        let sreq = next.immediate_buffered_send_with_tag(scope, &data[..], 9);
+        assert!(sreq.test().is_ok(), "immediate_buffered_send not complete");
+        prev.receive_into_with_tag(&mut got[..], 9);
+    });
+    assert_eq!(got, [prev.rank() as u64 * 3 + 1; 4]);
 
     // Requests: wait_for_data, WaitGuard, CancelGuard, test.
     let mut y = 0i32;
@@ -374,7 +386,8 @@ fn cartesian<C: Communicator>(world: &C) {
 
 fn main() {
     let scenario = std::env::args().nth(1).unwrap_or_else(|| "all".into());
-    let universe = mpi::initialize().unwrap();
+    let mut universe = mpi::initialize().unwrap();
+    universe.set_buffer_size(1 << 16);
     let world = universe.world();
     let size = world.size();
     match scenario.as_str() {
