@@ -1,7 +1,7 @@
 //! User-defined datatypes, views, `bool`, complex numbers,
 //! `#[derive(Equivalence)]` and attributes through rsmpi's face
 //! (`src/bin/rsmpi_datatypes.rs`): values arrive where the layouts say on
-//! 2 and 4 ranks, and bad layouts or received
+//! 2 and 4 ranks over TCP and UDP in both progress modes, and bad layouts or received
 //! bytes that are not valid values end the job naming the call. Every job
 //! has a timeout.
 
@@ -14,9 +14,13 @@ use portals_tests::{assert_job_ok, run_job_limited, LaunchOutcome};
 const LIMIT: Duration = Duration::from_secs(90);
 
 fn run(ranks: u32, scenario: &str) -> LaunchOutcome {
+    run_on(ranks, scenario, NalKind::Tcp, ProgressMode::Thread)
+}
+
+fn run_on(ranks: u32, scenario: &str, nal: NalKind, progress: ProgressMode) -> LaunchOutcome {
     let options = JobOptions {
-        nal: NalKind::Tcp,
-        progress: ProgressMode::Thread,
+        nal,
+        progress,
         ..JobOptions::default()
     };
     run_job_limited(
@@ -28,11 +32,26 @@ fn run(ranks: u32, scenario: &str) -> LaunchOutcome {
     )
 }
 
+/// TCP and UDP, in both progress modes: 2 and 4 ranks over TCP with a
+/// progress thread and over UDP polling, 2 ranks in the other two.
 #[test]
 fn user_datatypes_views_bools_complex_numbers_derived_structs_and_attributes_work() {
-    for ranks in [2, 4] {
-        let out = run(ranks, "all");
-        assert_job_ok(&out, ranks, "OK all", &format!("{ranks} ranks"));
+    let runs = [
+        (2, NalKind::Tcp, ProgressMode::Thread),
+        (4, NalKind::Tcp, ProgressMode::Thread),
+        (2, NalKind::Udp, ProgressMode::Poll),
+        (4, NalKind::Udp, ProgressMode::Poll),
+        (2, NalKind::Tcp, ProgressMode::Poll),
+        (2, NalKind::Udp, ProgressMode::Thread),
+    ];
+    for (ranks, nal, progress) in runs {
+        let out = run_on(ranks, "all", nal, progress);
+        assert_job_ok(
+            &out,
+            ranks,
+            "OK all",
+            &format!("{ranks} ranks {nal:?} {progress:?}"),
+        );
     }
 }
 
