@@ -253,6 +253,27 @@ fn bench_c_programs_run_over_shm() {
     }
 }
 
+/// Run the C program `name` once per `(ranks, nal)` and require exit
+/// status 0 and `OK <name>` from every rank.
+fn assert_passes_everywhere(name: &str, runs: &[(u32, NalKind)]) {
+    for &(ranks, nal) in runs {
+        let out = run(name, ranks, nal, &[]);
+        let t = out.transcript();
+        assert_eq!(
+            out.status, 0,
+            "{name}, {ranks} ranks {nal:?}: {:?}\n{t}",
+            out.reason
+        );
+        let marker = format!("OK {name}");
+        for r in 0..ranks {
+            assert!(
+                out.stdout_of(r).contains(&marker),
+                "{name}, {ranks} ranks {nal:?}, rank {r}\n{t}"
+            );
+        }
+    }
+}
+
 /// Every check of `semantics.c` (ranks, statuses, counts, persistent
 /// requests, cancel, derived types, reductions, MINLOC, user operations,
 /// collectives, communicators, group translations, RMA, error classes
@@ -263,17 +284,7 @@ fn semantics_c_passes_on_four_ranks() {
     if !have_mpicc() {
         return;
     }
-    for nal in [NalKind::Tcp, NalKind::Shm] {
-        let out = run("semantics", 4, nal, &[]);
-        let t = out.transcript();
-        assert_eq!(out.status, 0, "{nal:?}: {:?}\n{t}", out.reason);
-        for r in 0..4 {
-            assert!(
-                out.stdout_of(r).contains("OK semantics"),
-                "{nal:?} rank {r}\n{t}"
-            );
-        }
-    }
+    assert_passes_everywhere("semantics", &[(4, NalKind::Tcp), (4, NalKind::Shm)]);
 }
 
 /// Every implemented function `semantics.c` does not call (send modes,
@@ -286,17 +297,7 @@ fn coverage_c_passes_on_four_ranks() {
     if !have_mpicc() {
         return;
     }
-    for nal in [NalKind::Tcp, NalKind::Shm] {
-        let out = run("coverage", 4, nal, &[]);
-        let t = out.transcript();
-        assert_eq!(out.status, 0, "{nal:?}: {:?}\n{t}", out.reason);
-        for r in 0..4 {
-            assert!(
-                out.stdout_of(r).contains("OK coverage"),
-                "{nal:?} rank {r}\n{t}"
-            );
-        }
-    }
+    assert_passes_everywhere("coverage", &[(4, NalKind::Tcp), (4, NalKind::Shm)]);
 }
 
 /// Bad input under `MPI_ERRORS_RETURN`, family by family (point-to-point,
@@ -310,18 +311,7 @@ fn badinput_c_returns_the_class_of_each_bad_argument() {
     if !have_mpicc() {
         return;
     }
-    for (ranks, nal) in [(2, NalKind::Shm), (4, NalKind::Tcp)] {
-        let out = run("badinput", ranks, nal, &[]);
-        let t = out.transcript();
-        assert_eq!(
-            out.status, 0,
-            "{ranks} ranks {nal:?}: {:?}\n{t}",
-            out.reason
-        );
-        for r in 0..ranks {
-            assert!(out.stdout_of(r).contains("OK badinput"), "rank {r}\n{t}");
-        }
-    }
+    assert_passes_everywhere("badinput", &[(2, NalKind::Shm), (4, NalKind::Tcp)]);
 }
 
 /// Every check of `nbc.c` passes on every rank, on 4 ranks and on 3 (a
@@ -339,26 +329,15 @@ fn nbc_c_passes_on_four_and_three_ranks() {
     if !have_mpicc() {
         return;
     }
-    for (ranks, nal) in [
-        (4, NalKind::Tcp),
-        (4, NalKind::Shm),
-        (3, NalKind::Shm),
-        (3, NalKind::Tcp),
-    ] {
-        let out = run("nbc", ranks, nal, &[]);
-        let t = out.transcript();
-        assert_eq!(
-            out.status, 0,
-            "{ranks} ranks {nal:?}: {:?}\n{t}",
-            out.reason
-        );
-        for r in 0..ranks {
-            assert!(
-                out.stdout_of(r).contains("OK nbc"),
-                "{ranks} ranks {nal:?} rank {r}\n{t}"
-            );
-        }
-    }
+    assert_passes_everywhere(
+        "nbc",
+        &[
+            (4, NalKind::Tcp),
+            (4, NalKind::Shm),
+            (3, NalKind::Shm),
+            (3, NalKind::Tcp),
+        ],
+    );
 }
 
 /// Under the default handler, a non-blocking collective's bad root ends
@@ -385,18 +364,7 @@ fn threads_c_runs_four_threads_per_rank() {
     if !have_mpicc() {
         return;
     }
-    for (ranks, nal) in [(2, NalKind::Shm), (4, NalKind::Tcp)] {
-        let out = run("threads", ranks, nal, &[]);
-        let t = out.transcript();
-        assert_eq!(
-            out.status, 0,
-            "{ranks} ranks {nal:?}: {:?}\n{t}",
-            out.reason
-        );
-        for r in 0..ranks {
-            assert!(out.stdout_of(r).contains("OK threads"), "rank {r}\n{t}");
-        }
-    }
+    assert_passes_everywhere("threads", &[(2, NalKind::Shm), (4, NalKind::Tcp)]);
 }
 
 /// Under the default `MPI_ERRORS_ARE_FATAL`, an invalid rank ends the job
