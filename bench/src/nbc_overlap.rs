@@ -105,13 +105,28 @@ type Marks = (Instant, Instant, Instant);
 /// doubles, the all-gather's and all-to-all's blocks (`ranks × size`;
 /// this rank's own bytes are its rank + 1, block d of `spread` — refilled
 /// for each size — is d + 1).
-struct Buffers {
+pub(crate) struct Buffers {
     bytes: Vec<u8>,
     send: Vec<f64>,
-    recv: Vec<f64>,
+    pub(crate) recv: Vec<f64>,
     mine: Vec<u8>,
     spread: Vec<u8>,
     many: Vec<u8>,
+}
+
+impl Buffers {
+    /// Room for every operation at up to `max` bytes on `ranks` ranks;
+    /// this rank (`me`) contributes `me + 1` to the all-gather.
+    pub(crate) fn new(max: usize, ranks: usize, me: usize) -> Self {
+        Buffers {
+            bytes: vec![0x5au8; max],
+            send: vec![1.0f64; max / 8],
+            recv: vec![0.0f64; max / 8],
+            mine: vec![(me + 1) as u8; max],
+            spread: vec![0u8; ranks * max],
+            many: vec![0u8; ranks * max],
+        }
+    }
 }
 
 /// Compute `c_us` while `req` runs, then wait for it; the instants after
@@ -124,6 +139,45 @@ fn compute_then_wait(req: request::Request<'_>, c_us: f64, work: &Work) -> Resul
     Ok((ts, t1, Instant::now()))
 }
 
+/// Start `op` on `n` bytes and hand its request to `then` (which
+/// computes, checks, waits: what the benchmark measures), inside the
+/// operation's scope.
+pub(crate) fn start_and<M>(
+    world: &SimpleCommunicator,
+    op: NbcOp,
+    b: &mut Buffers,
+    n: usize,
+    then: impl FnOnce(request::Request<'_>) -> Result<M>,
+) -> Result<M> {
+    match op {
+        NbcOp::Ibarrier => then(world.immediate_barrier()?),
+        NbcOp::Ibcast => request::scope(|s| {
+            then(
+                world
+                    .process_at_rank(0)
+                    .immediate_broadcast_into(s, &mut b.bytes[..n])?,
+            )
+        }),
+        NbcOp::Iallreduce => request::scope(|s| {
+            let k = n / 8;
+            then(world.immediate_all_reduce_into(
+                s,
+                &b.send[..k],
+                &mut b.recv[..k],
+                SystemOperation::sum(),
+            )?)
+        }),
+        NbcOp::Iallgather => request::scope(|s| {
+            let m = world.size() as usize * n;
+            then(world.immediate_all_gather_into(s, &b.mine[..n], &mut b.many[..m])?)
+        }),
+        NbcOp::Ialltoall => request::scope(|s| {
+            let m = world.size() as usize * n;
+            then(world.immediate_all_to_all_into(s, &b.spread[..m], &mut b.many[..m])?)
+        }),
+    }
+}
+
 /// Start `op` on `n` bytes, compute `c_us`, wait; the instants after the
 /// start, the compute and the wait.
 fn once(
@@ -134,35 +188,7 @@ fn once(
     c_us: f64,
     work: &Work,
 ) -> Result<Marks> {
-    match op {
-        NbcOp::Ibarrier => compute_then_wait(world.immediate_barrier()?, c_us, work),
-        NbcOp::Ibcast => request::scope(|s| {
-            let req = world
-                .process_at_rank(0)
-                .immediate_broadcast_into(s, &mut b.bytes[..n])?;
-            compute_then_wait(req, c_us, work)
-        }),
-        NbcOp::Iallreduce => request::scope(|s| {
-            let k = n / 8;
-            let req = world.immediate_all_reduce_into(
-                s,
-                &b.send[..k],
-                &mut b.recv[..k],
-                SystemOperation::sum(),
-            )?;
-            compute_then_wait(req, c_us, work)
-        }),
-        NbcOp::Iallgather => request::scope(|s| {
-            let m = world.size() as usize * n;
-            let req = world.immediate_all_gather_into(s, &b.mine[..n], &mut b.many[..m])?;
-            compute_then_wait(req, c_us, work)
-        }),
-        NbcOp::Ialltoall => request::scope(|s| {
-            let m = world.size() as usize * n;
-            let req = world.immediate_all_to_all_into(s, &b.spread[..m], &mut b.many[..m])?;
-            compute_then_wait(req, c_us, work)
-        }),
-    }
+    start_and(world, op, b, n, |req| compute_then_wait(req, c_us, work))
 }
 
 /// After an all-gather, block r holds r + 1 (rank r's bytes); after an
@@ -253,14 +279,7 @@ pub fn run(
     let work = Work::calibrate();
     let max = p.max_size();
     let (me, world_n) = (world.rank() as usize, world.size() as usize);
-    let mut b = Buffers {
-        bytes: vec![0x5au8; max],
-        send: vec![1.0f64; max / 8],
-        recv: vec![0.0f64; max / 8],
-        mine: vec![(me + 1) as u8; max],
-        spread: vec![0u8; world_n * max],
-        many: vec![0u8; world_n * max],
-    };
+    let mut b = Buffers::new(max, world_n, me);
     for op in NbcOp::ALL {
         let sizes: &[usize] = if op == NbcOp::Ibarrier {
             &[0]

@@ -31,12 +31,12 @@
 
 use std::time::Instant;
 
-use mpi_on_portals::request::{self, Request};
+use mpi_on_portals::request::Request;
 use mpi_on_portals::traits::*;
 use mpi_on_portals::{SimpleCommunicator, SystemOperation};
 
 use crate::error::{BenchError, Result};
-use crate::nbc_overlap::NbcOp;
+use crate::nbc_overlap::{start_and, Buffers, NbcOp};
 use crate::params::{Bench, Params};
 use crate::record::Record;
 use crate::stats::median;
@@ -68,13 +68,6 @@ fn compute_check_wait(req: Request<'_>, c_us: f64, work: &Work) -> Result<Marks>
     })
 }
 
-/// Buffers: the broadcast's bytes, the all-reduce's doubles.
-struct Buffers {
-    bytes: Vec<u8>,
-    send: Vec<f64>,
-    recv: Vec<f64>,
-}
-
 fn once(
     world: &SimpleCommunicator,
     op: NbcOp,
@@ -83,29 +76,13 @@ fn once(
     c_us: f64,
     work: &Work,
 ) -> Result<Marks> {
-    match op {
-        NbcOp::Ibarrier => compute_check_wait(world.immediate_barrier()?, c_us, work),
-        NbcOp::Ibcast => request::scope(|s| {
-            let req = world
-                .process_at_rank(0)
-                .immediate_broadcast_into(s, &mut b.bytes[..n])?;
-            compute_check_wait(req, c_us, work)
-        }),
-        NbcOp::Iallreduce => request::scope(|s| {
-            let k = n / 8;
-            let req = world.immediate_all_reduce_into(
-                s,
-                &b.send[..k],
-                &mut b.recv[..k],
-                SystemOperation::sum(),
-            )?;
-            compute_check_wait(req, c_us, work)
-        }),
-        other => Err(BenchError::Invalid(format!(
+    if !OPS.contains(&op) {
+        return Err(BenchError::Invalid(format!(
             "nbc-progress does not run {}",
-            other.name()
-        ))),
+            op.name()
+        )));
     }
+    start_and(world, op, b, n, |req| compute_check_wait(req, c_us, work))
 }
 
 /// One repetition's figures over the ranks.
@@ -170,11 +147,7 @@ pub fn run(
     world.barrier()?;
     let work = Work::calibrate();
     let max = p.max_size();
-    let mut b = Buffers {
-        bytes: vec![0x5au8; max],
-        send: vec![1.0f64; max / 8],
-        recv: vec![0.0f64; max / 8],
-    };
+    let mut b = Buffers::new(max, world.size() as usize, world.rank() as usize);
     for op in OPS {
         let sizes: &[usize] = if op == NbcOp::Ibarrier {
             &[0]
