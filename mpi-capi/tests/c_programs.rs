@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use portals_runtime::launch::{launch, LaunchOutcome, LaunchSpec, Output};
@@ -49,10 +49,11 @@ fn lib_dir(out: &Path) -> PathBuf {
 
 struct Built {
     lib: PathBuf,
-    progs: Vec<(String, PathBuf)>,
+    out: PathBuf,
+    progs: Mutex<Vec<(String, PathBuf)>>,
 }
 
-/// Build the programs once per test process.
+/// The output directory and the library link, once per test process.
 fn built() -> &'static Built {
     static B: OnceLock<Built> = OnceLock::new();
     B.get_or_init(|| {
@@ -60,116 +61,130 @@ fn built() -> &'static Built {
             .join(format!("mpi-capi-c-{}", std::process::id()));
         std::fs::create_dir_all(&out).expect("output dir");
         let lib = lib_dir(&out);
-        let bench = manifest().join("../bench/c");
-        let common = bench.join("common.c");
-        let list: Vec<(&str, PathBuf, Option<&str>, bool)> = vec![
-            ("latency", bench.join("latency.c"), None, true),
-            (
-                "bandwidth",
-                bench.join("bandwidth.c"),
-                Some("-DBENCH_MODE=0"),
-                true,
-            ),
-            (
-                "msgrate",
-                bench.join("bandwidth.c"),
-                Some("-DBENCH_MODE=2"),
-                true,
-            ),
-            ("matchlist", bench.join("matchlist.c"), None, true),
-            ("comb", bench.join("comb.c"), None, true),
-            ("overlap", bench.join("overlap.c"), None, true),
-            (
-                "allreduce",
-                bench.join("collectives.c"),
-                Some("-DBENCH_MODE=0"),
-                true,
-            ),
-            (
-                "bcast",
-                bench.join("collectives.c"),
-                Some("-DBENCH_MODE=1"),
-                true,
-            ),
-            ("nbc-overlap", bench.join("nbc_overlap.c"), None, true),
-            (
-                "rma-latency",
-                bench.join("rma.c"),
-                Some("-DBENCH_MODE=0"),
-                true,
-            ),
-            ("rma-bw", bench.join("rma.c"), Some("-DBENCH_MODE=1"), true),
-            (
-                "rma-overlap",
-                bench.join("rma.c"),
-                Some("-DBENCH_MODE=2"),
-                true,
-            ),
-            (
-                "bibw",
-                bench.join("bandwidth.c"),
-                Some("-DBENCH_MODE=1"),
-                true,
-            ),
-            (
-                "semantics",
-                manifest().join("tests/c/semantics.c"),
-                None,
-                false,
-            ),
-            (
-                "coverage",
-                manifest().join("tests/c/coverage.c"),
-                None,
-                false,
-            ),
-            (
-                "badinput",
-                manifest().join("tests/c/badinput.c"),
-                None,
-                false,
-            ),
-            ("nbc", manifest().join("tests/c/nbc.c"), None, false),
-            ("fatal", manifest().join("tests/c/fatal.c"), None, false),
-            ("abi", manifest().join("tests/c/abi.c"), None, false),
-            (
-                "threads",
-                manifest().join("tests/c/threads.c"),
-                Some("-pthread"),
-                false,
-            ),
-        ];
-        let progs = list
-            .into_iter()
-            .map(|(name, src, def, with_common)| {
-                let exe = out.join(name);
-                let mut cmd = Command::new("mpicc.mpich");
-                cmd.args(["-O2", "-std=c99", "-w", "-o"]).arg(&exe);
-                if let Some(d) = def {
-                    cmd.arg(d);
-                }
-                cmd.arg(&src);
-                if with_common {
-                    cmd.arg(&common);
-                }
-                let st = cmd.status().expect("run mpicc.mpich");
-                assert!(st.success(), "mpicc.mpich failed on {}", src.display());
-                (name.to_string(), exe)
-            })
-            .collect();
-        Built { lib, progs }
+        Built {
+            lib,
+            out,
+            progs: Mutex::new(Vec::new()),
+        }
     })
+}
+
+/// The source, extra flag and whether it links `bench/c/common.c`, of the
+/// C program `name`.
+fn source(name: &str) -> (PathBuf, Option<&'static str>, bool) {
+    let bench = manifest().join("../bench/c");
+    let list: Vec<(&str, PathBuf, Option<&str>, bool)> = vec![
+        ("latency", bench.join("latency.c"), None, true),
+        (
+            "bandwidth",
+            bench.join("bandwidth.c"),
+            Some("-DBENCH_MODE=0"),
+            true,
+        ),
+        (
+            "msgrate",
+            bench.join("bandwidth.c"),
+            Some("-DBENCH_MODE=2"),
+            true,
+        ),
+        ("matchlist", bench.join("matchlist.c"), None, true),
+        ("comb", bench.join("comb.c"), None, true),
+        ("overlap", bench.join("overlap.c"), None, true),
+        (
+            "allreduce",
+            bench.join("collectives.c"),
+            Some("-DBENCH_MODE=0"),
+            true,
+        ),
+        (
+            "bcast",
+            bench.join("collectives.c"),
+            Some("-DBENCH_MODE=1"),
+            true,
+        ),
+        ("nbc-overlap", bench.join("nbc_overlap.c"), None, true),
+        (
+            "rma-latency",
+            bench.join("rma.c"),
+            Some("-DBENCH_MODE=0"),
+            true,
+        ),
+        ("rma-bw", bench.join("rma.c"), Some("-DBENCH_MODE=1"), true),
+        (
+            "rma-overlap",
+            bench.join("rma.c"),
+            Some("-DBENCH_MODE=2"),
+            true,
+        ),
+        (
+            "bibw",
+            bench.join("bandwidth.c"),
+            Some("-DBENCH_MODE=1"),
+            true,
+        ),
+        (
+            "semantics",
+            manifest().join("tests/c/semantics.c"),
+            None,
+            false,
+        ),
+        (
+            "coverage",
+            manifest().join("tests/c/coverage.c"),
+            None,
+            false,
+        ),
+        (
+            "badinput",
+            manifest().join("tests/c/badinput.c"),
+            None,
+            false,
+        ),
+        ("nbc", manifest().join("tests/c/nbc.c"), None, false),
+        ("fatal", manifest().join("tests/c/fatal.c"), None, false),
+        ("abi", manifest().join("tests/c/abi.c"), None, false),
+        (
+            "threads",
+            manifest().join("tests/c/threads.c"),
+            Some("-pthread"),
+            false,
+        ),
+    ];
+    list.into_iter()
+        .find(|(n, ..)| *n == name)
+        .map(|(_, src, def, with_common)| (src, def, with_common))
+        .unwrap_or_else(|| panic!("no C program named {name}"))
+}
+
+/// The C program `name`, compiled with `mpicc.mpich` on first use. Each
+/// test runs in its own process under nextest: compiling all 20 programs
+/// up front cost every test about 4 s, for the one or few it runs.
+fn program(name: &str) -> PathBuf {
+    let b = built();
+    let mut progs = b.progs.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, exe)) = progs.iter().find(|(n, _)| n == name) {
+        return exe.clone();
+    }
+    let (src, def, with_common) = source(name);
+    let exe = b.out.join(name);
+    let mut cmd = Command::new("mpicc.mpich");
+    cmd.args(["-O2", "-std=c99", "-w", "-o"]).arg(&exe);
+    if let Some(d) = def {
+        cmd.arg(d);
+    }
+    cmd.arg(&src);
+    if with_common {
+        cmd.arg(manifest().join("../bench/c/common.c"));
+    }
+    let st = cmd.status().expect("run mpicc.mpich");
+    assert!(st.success(), "mpicc.mpich failed on {}", src.display());
+    progs.push((name.to_string(), exe.clone()));
+    exe
 }
 
 fn run(name: &str, ranks: u32, nal: NalKind, args: &[&str]) -> LaunchOutcome {
     let b = built();
-    let prog = b
-        .progs
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, p)| p.clone())
-        .expect("built");
-    let mut spec = LaunchSpec::new(ranks, prog);
+    let mut spec = LaunchSpec::new(ranks, program(name));
     spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
         nal,
@@ -469,14 +484,7 @@ fn abi_values_match_mpich_mpi_h() {
     if !have_mpicc() {
         return;
     }
-    let b = built();
-    let exe = b
-        .progs
-        .iter()
-        .find(|(n, _)| n == "abi")
-        .map(|(_, p)| p)
-        .expect("built");
-    let out = Command::new(exe).output().expect("run abi");
+    let out = Command::new(program("abi")).output().expect("run abi");
     assert!(out.status.success(), "abi failed");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let c: std::collections::HashMap<&str, i64> = text
@@ -702,13 +710,7 @@ fn semantics_and_latency_run_under_mpiexec_hydra() {
         return;
     }
     let b = built();
-    let prog = |n: &str| {
-        b.progs
-            .iter()
-            .find(|(p, _)| p == n)
-            .map(|(_, p)| p.display().to_string())
-            .expect("built")
-    };
+    let prog = |n: &str| program(n).display().to_string();
     let lib = b.lib.display().to_string();
     let env = [("LD_LIBRARY_PATH", lib.as_str())];
     let sem = prog("semantics");

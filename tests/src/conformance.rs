@@ -159,13 +159,25 @@ impl Transport for UdpConfig {
         if self.fault.is_none() {
             return;
         }
-        let (mut drops, mut retransmits) = (0, 0);
+        let (mut drops, mut retransmits, mut pulls, mut copies) = (0, 0, 0, 0);
         for st in nals.iter().map(|n| n.stats()) {
             drops += st.injected_drops;
             retransmits += st.protocol.retransmits;
+            pulls += st.protocol.pull_rerequests + st.protocol.pull_probes;
+            copies += st.protocol.redundant_copies;
         }
         assert!(drops > 0, "{self:?}: the fault injector ran");
-        assert!(retransmits > 0, "{self:?}: losses were repaired");
+        // Lost pull data is asked for again (a re-request, or a probe when
+        // the answers stop), not resent; small datagrams may be repaired
+        // by redundant copies. Counting retransmits alone failed about one
+        // run in ten of the 3 MB iovec transfer (load ~7), whose losses
+        // were all repaired by re-requests or probes.
+        assert!(
+            retransmits + pulls + copies > 0,
+            "{self:?}: losses were repaired ({drops} drops, {retransmits} retransmits, \
+             {pulls} pull re-requests and probes, {copies} redundant copies; {:?})",
+            nals.iter().map(|n| n.stats().protocol).collect::<Vec<_>>()
+        );
     }
 }
 

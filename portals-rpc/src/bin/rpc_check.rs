@@ -37,6 +37,48 @@ fn pattern(i: usize, seed: u32) -> u8 {
     ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8
 }
 
+/// [`pattern`] takes bits 13..21 of `i * 2654435761 + seed`, which a step
+/// of 2^21 in `i` leaves alone: the pattern repeats every 2 MiB.
+const PERIOD: usize = 1 << 21;
+
+/// One period of [`pattern`] for `seed`. The objects (24 MiB, 256 MiB) are
+/// copied from it and read-backs checked against it: computed byte by byte
+/// they were seconds of every bulk job in unoptimised test builds.
+fn pattern_period(seed: u32) -> Vec<u8> {
+    (0..PERIOD).map(|i| pattern(i, seed)).collect()
+}
+
+/// `dst` filled with the pattern from offset `off` on.
+fn fill_pattern(period: &[u8], off: usize, dst: &mut [u8]) {
+    let mut done = 0;
+    while done < dst.len() {
+        let p = (off + done) % PERIOD;
+        let n = (PERIOD - p).min(dst.len() - done);
+        dst[done..done + n].copy_from_slice(&period[p..p + n]);
+        done += n;
+    }
+}
+
+/// The first offset (counted from `off`'s start of `data`) where `data`
+/// differs from the pattern that starts at `off`.
+fn pattern_mismatch(period: &[u8], off: usize, data: &[u8]) -> Option<usize> {
+    let mut done = 0;
+    while done < data.len() {
+        let p = (off + done) % PERIOD;
+        let n = (PERIOD - p).min(data.len() - done);
+        let (got, want) = (&data[done..done + n], &period[p..p + n]);
+        if got != want {
+            return got
+                .iter()
+                .zip(want)
+                .position(|(a, b)| a != b)
+                .map(|i| done + i);
+        }
+        done += n;
+    }
+    None
+}
+
 fn fnv(h: &mut u64, data: &[u8]) {
     for &b in data {
         *h ^= b as u64;
@@ -127,6 +169,10 @@ impl Server {
                         return Err(e.into());
                     }
                     // Verify as it streams: the object is never whole here.
+                    // Byte by byte on purpose: this paces the pull, so
+                    // that the client `kill` shoots 300 ms into its 256 MiB
+                    // write is still mid-transfer (checked at memory speed
+                    // the write might end first).
                     for (i, &b) in buf.iter().enumerate() {
                         if b != pattern(off as usize + i, seed) {
                             return Err(format!("byte {} differs", off as usize + i).into());
@@ -144,10 +190,11 @@ impl Server {
                 let chunk = bulk.chunk() as u64;
                 let mut buf = Vec::new();
                 let mut off = 0u64;
+                let period = pattern_period(seed);
                 while off < len {
                     let n = (len - off).min(chunk) as usize;
-                    buf.clear();
-                    buf.extend((0..n).map(|i| pattern(off as usize + i, seed)));
+                    buf.resize(n, 0);
+                    fill_pattern(&period, off as usize, &mut buf);
                     bulk.push(off, &mut buf)?;
                     off += n as u64;
                 }
@@ -277,7 +324,8 @@ fn increments(c: &Client<'_>) -> R<()> {
 }
 
 fn bulk_round_trip(c: &Client<'_>, seed: u32) -> R<()> {
-    let object: Vec<u8> = (0..OBJECT).map(|i| pattern(i, seed)).collect();
+    let mut object = vec![0u8; OBJECT];
+    fill_pattern(&pattern_period(seed), 0, &mut object);
     let r = c
         .call_write(PUT_OBJ, &seed.to_le_bytes(), &object)
         .map_err(|e| format!("bulk write: {e}"))?;
@@ -289,7 +337,7 @@ fn bulk_round_trip(c: &Client<'_>, seed: u32) -> R<()> {
     let mut back = vec![0u8; OBJECT];
     c.call_read(GET_OBJ, &(seed + 1).to_le_bytes(), &mut back)
         .map_err(|e| format!("bulk read: {e}"))?;
-    if let Some(i) = (0..OBJECT).find(|&i| back[i] != pattern(i, seed + 1)) {
+    if let Some(i) = pattern_mismatch(&pattern_period(seed + 1), 0, &back) {
         return Err(format!("bulk read: byte {i} differs"));
     }
     Ok(())
@@ -492,7 +540,8 @@ fn kill(job: &Job) -> R<()> {
         }
         1 => {
             let c = connect(job, RetryPolicy::default())?;
-            let object: Vec<u8> = (0..256 << 20).map(|i| pattern(i, 5)).collect();
+            let mut object = vec![0u8; 256 << 20];
+            fill_pattern(&pattern_period(5), 0, &mut object);
             std::thread::spawn(|| {
                 std::thread::sleep(Duration::from_millis(300));
                 // SAFETY: raise has no memory-safety preconditions.
