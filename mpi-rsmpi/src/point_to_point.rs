@@ -6,9 +6,10 @@ use mpi_on_portals::point_to_point as inner;
 use mpi_on_portals::{Destination as _, Source as _};
 
 use crate::datatype::{
-    receiving, receiving_in_place, sending, sending_in_place, Buffer, BufferMut,
+    self, receiving, receiving_in_place, receiving_values, sending, sending_in_place, wire_size,
+    Buffer, BufferMut,
 };
-use crate::fatal::check;
+use crate::fatal::{check, fatal};
 use crate::request::{scoped, Request, Scope};
 use crate::topology::{AnyProcess, Process};
 use crate::Tag;
@@ -249,36 +250,30 @@ pub trait Source {
         })
     }
 
-    /// Receive one value, any tag.
-    fn receive<T: Equivalence>(&self) -> (T, Status) {
-        check(
-            on_source!(self.target(), |s| s.receive()),
-            "Source::receive",
-        )
+    /// Receive one value, any tag (a user datatype, a derived struct or
+    /// `bool` too: the bytes are validated as for
+    /// [`Source::receive_into`]).
+    fn receive<T: datatype::Equivalence>(&self) -> (T, Status) {
+        self.receive_with_tag(mpi_on_portals::ANY_TAG)
     }
 
     /// Receive one value with a tag.
-    fn receive_with_tag<T: Equivalence>(&self, tag: Tag) -> (T, Status) {
-        check(
-            on_source!(self.target(), |s| s.receive_with_tag(tag)),
-            "Source::receive_with_tag",
-        )
+    fn receive_with_tag<T: datatype::Equivalence>(&self, tag: Tag) -> (T, Status) {
+        let (v, s) = receiving_values::<T>(1, "Source::receive", |b| {
+            on_source!(self.target(), |s| s.receive_into_with_tag(b, tag))
+        });
+        (one(v, "Source::receive"), s)
     }
 
     /// Receive a message of any length into a new vector, any tag.
-    fn receive_vec<T: Equivalence>(&self) -> (Vec<T>, Status) {
-        check(
-            on_source!(self.target(), |s| s.receive_vec()),
-            "Source::receive_vec",
-        )
+    fn receive_vec<T: datatype::Equivalence>(&self) -> (Vec<T>, Status) {
+        self.receive_vec_with_tag(mpi_on_portals::ANY_TAG)
     }
 
-    /// Receive a message of any length into a new vector, with a tag.
-    fn receive_vec_with_tag<T: Equivalence>(&self, tag: Tag) -> (Vec<T>, Status) {
-        check(
-            on_source!(self.target(), |s| s.receive_vec_with_tag(tag)),
-            "Source::receive_vec_with_tag",
-        )
+    /// Receive a message of any length into a new vector, with a tag:
+    /// the message is probed first (`MPI_Mprobe`) for its length.
+    fn receive_vec_with_tag<T: datatype::Equivalence>(&self, tag: Tag) -> (Vec<T>, Status) {
+        self.matched_probe_with_tag(tag).0.matched_receive_vec()
     }
 
     /// Non-blocking receive into `buf`, any tag (`MPI_Irecv`).
@@ -356,7 +351,7 @@ pub trait Source {
 
     /// Probe for a message, any tag, and receive it into a vector of its
     /// length (`MPI_Mprobe`, `MPI_Mrecv`).
-    fn matched_receive_vec<T: Equivalence>(&self) -> (Vec<T>, Status) {
+    fn matched_receive_vec<T: datatype::Equivalence>(&self) -> (Vec<T>, Status) {
         self.matched_probe().0.matched_receive_vec()
     }
 
@@ -403,13 +398,25 @@ impl Message {
     }
 
     /// Receive it as one value.
-    pub fn matched_receive<T: Equivalence>(self) -> (T, Status) {
-        check(self.0.matched_receive(), "Message::matched_receive")
+    pub fn matched_receive<T: datatype::Equivalence>(self) -> (T, Status) {
+        const CALL: &str = "Message::matched_receive";
+        let (v, s) = receiving_values::<T>(1, CALL, |b| self.0.matched_receive_into(b));
+        (one(v, CALL), s)
     }
 
-    /// Receive it into a vector of its length.
-    pub fn matched_receive_vec<T: Equivalence>(self) -> (Vec<T>, Status) {
-        check(self.0.matched_receive_vec(), "Message::matched_receive_vec")
+    /// Receive it into a vector of its length (a whole number of values).
+    pub fn matched_receive_vec<T: datatype::Equivalence>(self) -> (Vec<T>, Status) {
+        const CALL: &str = "Message::matched_receive_vec";
+        let (len, size) = (self.0.status().message_len(), wire_size::<T>());
+        let n = match (len.checked_div(size), len.checked_rem(size)) {
+            (Some(n), Some(0)) => n,
+            (None, _) if len == 0 => 0,
+            _ => fatal(
+                CALL,
+                &format!("a message of {len} bytes is not a whole number of {size}-byte values"),
+            ),
+        };
+        receiving_values::<T>(n, CALL, |b| self.0.matched_receive_into(b))
     }
 
     /// Start receiving it into `buf` (`MPI_Imrecv`).
@@ -551,4 +558,12 @@ where
             receivetag
         ))
     })
+}
+
+/// The one value of a one-value receive.
+fn one<T>(v: Vec<T>, call: &str) -> T {
+    match v.into_iter().next() {
+        Some(x) => x,
+        None => fatal(call, &"no value was received"),
+    }
 }

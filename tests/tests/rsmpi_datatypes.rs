@@ -71,6 +71,11 @@ fn a_received_bool_that_is_not_0_or_1_aborts_naming_the_call() {
 }
 
 #[test]
+fn a_message_shorter_than_one_value_received_by_value_aborts_naming_the_call() {
+    assert_aborts_naming("short-value", "Source::receive", "less than the");
+}
+
+#[test]
 fn a_view_past_its_buffer_aborts_naming_the_call() {
     assert_aborts_naming("bad-view", "Destination::send", "reaches past its buffer");
 }

@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 use mpi_on_portals::typemap::{Kind, Typemap};
-use mpi_on_portals::{MpiError, Result};
+use mpi_on_portals::{MpiError, Result, Status};
 
 use super::user::{Datatype, Layout, SystemDatatype};
 use crate::fatal::{check, fatal};
@@ -21,7 +21,10 @@ use crate::Count;
 ///
 /// # Safety
 /// The datatype must describe initialized bytes of `Self` only, and every
-/// value the datatype can hold at those bytes must be a valid `Self`.
+/// value the datatype can hold at those bytes, with zero in every byte it
+/// does not describe, must be a valid `Self` (receiving a new value
+/// starts from zeroed memory; `#[derive(Equivalence)]` describes every
+/// field, so only padding is left zero).
 pub unsafe trait Equivalence {
     /// The datatype's type.
     type Out: Datatype;
@@ -298,6 +301,53 @@ pub(crate) fn receiving<B: BufferMut + ?Sized, R>(
     let r = check(f(landing.bytes()), call);
     check(landing.finish(), call);
     r
+}
+
+/// Bytes one value of `T` takes on the wire (its datatype's packed size).
+pub(crate) fn wire_size<T: Equivalence>() -> usize {
+    match T::equivalent_datatype().layout() {
+        Layout::Kind(k) => k.size(),
+        Layout::Map(m) => m.size(),
+    }
+}
+
+/// Receive `n` new values of `T` through `f`, given the bytes to receive
+/// into; the job ends unless the message fills all `n` (a value only
+/// partly received would not be one).
+///
+/// The values start zeroed and every byte the datatype describes is then
+/// written with a validated value: sound by the contract of
+/// [`Equivalence`] (the bytes it does not describe may be zero).
+pub(crate) fn receiving_values<T: Equivalence>(
+    n: usize,
+    call: &str,
+    f: impl FnOnce(&mut [u8]) -> Result<Status>,
+) -> (Vec<T>, Status) {
+    let mut v: Vec<std::mem::MaybeUninit<T>> =
+        (0..n).map(|_| std::mem::MaybeUninit::zeroed()).collect();
+    let dt = T::equivalent_datatype();
+    let avail = std::mem::size_of_val(v.as_slice());
+    // SAFETY: `v` is valid for reads and writes of `avail` bytes while
+    // borrowed here, and zeroed: the bytes the layout describes hold
+    // values (zero is a value of every kind, `bool` included).
+    let described = unsafe { DescribedMut::new(v.as_mut_ptr().cast(), n, dt.layout(), avail) };
+    let mut landing = check(described.landing(), call);
+    let status = check(f(landing.bytes()), call);
+    check(landing.finish(), call);
+    let want = n.saturating_mul(wire_size::<T>());
+    if status.count_bytes() < want {
+        fatal(
+            call,
+            &format!(
+                "the message holds {} bytes, less than the {want} of {n} value(s)",
+                status.count_bytes()
+            ),
+        );
+    }
+    // SAFETY: every described byte now holds a validated value of its
+    // kind and the rest are zero, which `Equivalence` makes a valid `T`.
+    let values = v.into_iter().map(|x| unsafe { x.assume_init() }).collect();
+    (values, status)
 }
 
 /// The bytes of a buffer to receive into in a non-blocking operation: it

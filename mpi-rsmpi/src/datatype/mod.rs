@@ -12,7 +12,9 @@ mod views;
 use crate::fatal::check;
 use crate::Count;
 
-pub(crate) use buffer::{receiving, receiving_in_place, sending, sending_in_place};
+pub(crate) use buffer::{
+    receiving, receiving_in_place, receiving_values, sending, sending_in_place, wire_size,
+};
 pub use buffer::{
     Buffer, BufferMut, Collection, Described, DescribedMut, Equivalence, Pointer, PointerMut,
 };

@@ -147,6 +147,29 @@ fn all<C: Communicator>(world: &C) {
     }
     assert_eq!(vals, [1, 2, 3]);
 
+    // New values received by value: a derived struct (with bools inside),
+    // a vector of them (probed for its length), a bool, and by a matched
+    // probe.
+    next.send(&record(rank));
+    let (got, status) = prev.receive::<Record>();
+    assert_eq!((got, status.source_rank()), (record(prev_rank), prev_rank));
+    let mine: Vec<Record> = (0..rank + 1).map(|i| record(rank * 10 + i)).collect();
+    next.send_with_tag(&mine[..], 5);
+    let (v, _) = prev.receive_vec_with_tag::<Record>(5);
+    let want: Vec<Record> = (0..prev_rank + 1)
+        .map(|i| record(prev_rank * 10 + i))
+        .collect();
+    assert_eq!(v, want);
+    next.send(&(rank % 2 == 0));
+    assert_eq!(prev.receive::<bool>().0, prev_rank % 2 == 0);
+    next.send(&Inner(rank as f64, rank as u16));
+    let (m, _) = prev.matched_probe();
+    assert_eq!(
+        m.matched_receive::<Inner>().0,
+        Inner(prev_rank as f64, prev_rank as u16)
+    );
+    world.barrier();
+
     // Complex numbers, and a hand-written structured datatype.
     let mut zs = vec![Complex32::new(0.0, 0.0); 3];
     if rank == 0 {
@@ -221,6 +244,15 @@ fn main() {
             } else if rank == 1 {
                 let mut b = [false; 2];
                 world.process_at_rank(0).receive_into(&mut b[..]);
+            }
+            world.barrier();
+        }
+        "short-value" => {
+            // Fewer bytes than one value: no half-received value.
+            if rank == 0 {
+                world.process_at_rank(1).send(&[1u8; 3][..]);
+            } else if rank == 1 {
+                let _ = world.process_at_rank(0).receive::<Record>();
             }
             world.barrier();
         }
