@@ -6,8 +6,8 @@ use mpi_on_portals::point_to_point as inner;
 use mpi_on_portals::{Destination as _, Source as _};
 
 use crate::datatype::{
-    self, receiving, receiving_in_place, receiving_values, sending, sending_in_place, wire_size,
-    Buffer, BufferMut,
+    self, receiving, receiving_in_place, receiving_value, receiving_values, sending,
+    sending_in_place, wire_size, Buffer, BufferMut,
 };
 use crate::fatal::{check, fatal};
 use crate::request::{scoped, Request, Scope};
@@ -259,10 +259,9 @@ pub trait Source {
 
     /// Receive one value with a tag.
     fn receive_with_tag<T: datatype::Equivalence>(&self, tag: Tag) -> (T, Status) {
-        let (v, s) = receiving_values::<T>(1, "Source::receive", |b| {
+        receiving_value::<T>("Source::receive", |b| {
             on_source!(self.target(), |s| s.receive_into_with_tag(b, tag))
-        });
-        (one(v, "Source::receive"), s)
+        })
     }
 
     /// Receive a message of any length into a new vector, any tag.
@@ -400,8 +399,7 @@ impl Message {
     /// Receive it as one value.
     pub fn matched_receive<T: datatype::Equivalence>(self) -> (T, Status) {
         const CALL: &str = "Message::matched_receive";
-        let (v, s) = receiving_values::<T>(1, CALL, |b| self.0.matched_receive_into(b));
-        (one(v, CALL), s)
+        receiving_value::<T>(CALL, |b| self.0.matched_receive_into(b))
     }
 
     /// Receive it into a vector of its length (a whole number of values).
@@ -558,12 +556,4 @@ where
             receivetag
         ))
     })
-}
-
-/// The one value of a one-value receive.
-fn one<T>(v: Vec<T>, call: &str) -> T {
-    match v.into_iter().next() {
-        Some(x) => x,
-        None => fatal(call, &"no value was received"),
-    }
 }

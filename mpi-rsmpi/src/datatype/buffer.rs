@@ -311,13 +311,20 @@ pub(crate) fn wire_size<T: Equivalence>() -> usize {
     }
 }
 
-/// Receive `n` new values of `T` through `f`, given the bytes to receive
-/// into; the job ends unless the message fills all `n` (a value only
-/// partly received would not be one).
-///
-/// The values start zeroed and every byte the datatype describes is then
-/// written with a validated value: sound by the contract of
-/// [`Equivalence`] (the bytes it does not describe may be zero).
+/// Receive one new value of `T` through `f`, given the bytes to receive
+/// into (see [`fill_zeroed`]); no allocation of its own.
+pub(crate) fn receiving_value<T: Equivalence>(
+    call: &str,
+    f: impl FnOnce(&mut [u8]) -> Result<Status>,
+) -> (T, Status) {
+    let mut one = [std::mem::MaybeUninit::<T>::zeroed()];
+    let status = fill_zeroed(&mut one, call, f);
+    let [x] = one;
+    // SAFETY: `fill_zeroed` returned, so the value is valid.
+    (unsafe { x.assume_init() }, status)
+}
+
+/// Receive `n` new values of `T` through `f` (see [`fill_zeroed`]).
 pub(crate) fn receiving_values<T: Equivalence>(
     n: usize,
     call: &str,
@@ -325,12 +332,29 @@ pub(crate) fn receiving_values<T: Equivalence>(
 ) -> (Vec<T>, Status) {
     let mut v: Vec<std::mem::MaybeUninit<T>> =
         (0..n).map(|_| std::mem::MaybeUninit::zeroed()).collect();
+    let status = fill_zeroed(&mut v, call, f);
+    // SAFETY: `fill_zeroed` returned, so every value is valid.
+    let values = v.into_iter().map(|x| unsafe { x.assume_init() }).collect();
+    (values, status)
+}
+
+/// Receive into `dst`, zeroed values of `T`, through `f`; the job ends
+/// unless the message fills every value (a value only partly received
+/// would not be one). On return every byte the datatype describes holds a
+/// validated value and the rest are zero, which the contract of
+/// [`Equivalence`] makes valid values of `T`.
+fn fill_zeroed<T: Equivalence>(
+    dst: &mut [std::mem::MaybeUninit<T>],
+    call: &str,
+    f: impl FnOnce(&mut [u8]) -> Result<Status>,
+) -> Status {
+    let n = dst.len();
     let dt = T::equivalent_datatype();
-    let avail = std::mem::size_of_val(v.as_slice());
-    // SAFETY: `v` is valid for reads and writes of `avail` bytes while
+    let avail = std::mem::size_of_val(dst);
+    // SAFETY: `dst` is valid for reads and writes of `avail` bytes while
     // borrowed here, and zeroed: the bytes the layout describes hold
     // values (zero is a value of every kind, `bool` included).
-    let described = unsafe { DescribedMut::new(v.as_mut_ptr().cast(), n, dt.layout(), avail) };
+    let described = unsafe { DescribedMut::new(dst.as_mut_ptr().cast(), n, dt.layout(), avail) };
     let mut landing = check(described.landing(), call);
     let status = check(f(landing.bytes()), call);
     check(landing.finish(), call);
@@ -344,10 +368,7 @@ pub(crate) fn receiving_values<T: Equivalence>(
             ),
         );
     }
-    // SAFETY: every described byte now holds a validated value of its
-    // kind and the rest are zero, which `Equivalence` makes a valid `T`.
-    let values = v.into_iter().map(|x| unsafe { x.assume_init() }).collect();
-    (values, status)
+    status
 }
 
 /// The bytes of a buffer to receive into in a non-blocking operation: it

@@ -13,7 +13,8 @@ use crate::fatal::check;
 use crate::Count;
 
 pub(crate) use buffer::{
-    receiving, receiving_in_place, receiving_values, sending, sending_in_place, wire_size,
+    receiving, receiving_in_place, receiving_value, receiving_values, sending, sending_in_place,
+    wire_size,
 };
 pub use buffer::{
     Buffer, BufferMut, Collection, Described, DescribedMut, Equivalence, Pointer, PointerMut,
