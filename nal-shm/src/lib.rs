@@ -61,12 +61,13 @@ pub use segment::SegmentError;
 
 /// Test knob: the environment variable that makes the progress thread
 /// wait this many milliseconds between taking a message that asks for a
-/// response (an acknowledgment, a reply) and queueing the response, as a
-/// preempted thread would. Meanwhile an application thread can see the
+/// response (an acknowledgment, a reply) and queueing the response, or
+/// between completing a single-copy read and queueing what answers it, as
+/// a preempted thread would. Meanwhile an application thread can see the
 /// message's event and send to its initiator; tests use it to check that
-/// such a send that must not overtake the response is fenced
-/// (`Nal::fence_responses`). Read once; unset (always, outside tests):
-/// no delay.
+/// such a send does not overtake what must stay ahead of it (a response,
+/// fenced by `Nal::fence_responses`; the "done" that releases the sender's
+/// memory). Read once; unset (always, outside tests): no delay.
 pub const ANSWER_DELAY_ENV: &str = "PTL_SHM_TEST_ANSWER_DELAY_MS";
 
 /// Configuration of a shared-memory NAL.

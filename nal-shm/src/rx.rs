@@ -450,10 +450,18 @@ impl Inner {
             return Ok(());
         };
         self.cma_active.fetch_sub(1, Ordering::SeqCst);
+        // "Done" goes into the sender's queue before the completion posts
+        // its event: once a thread here can see a reply's event and send
+        // something new to the same peer, the Done is ahead of it in the
+        // ring, so the peer's own event for this transfer (a get's, posted
+        // when its memory is released) comes first there too. The other
+        // way round, a put sent in reaction to the reply reached the peer
+        // before the Done, and the peer saw the put before its get.
+        self.send_done(p, cookie);
         let out = self.core.with_engine(|e| e.recv_complete(token));
         bump(&self.stats.single_copy_received, 1);
         self.received(region.len() as u64);
-        self.send_done(p, cookie);
+        delay_answer();
         if let Some(m) = out {
             self.send_inner(m);
         }

@@ -30,10 +30,11 @@ struct Peer {
 
 impl Peer {
     /// Start this binary as the peer `role` of job `key`, process `id(1)`,
-    /// whose process `id(0)` is at `parent`.
-    fn spawn(role: &str, key: u64, parent: ShmAddr) -> Peer {
+    /// whose process `id(0)` is at `parent`, with `env`: extra environment variables for the peer.
+    fn spawn_with(role: &str, key: u64, parent: ShmAddr, env: &[(&str, &str)]) -> Peer {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["child", "--exact", "--nocapture", "--test-threads=1"])
+            .envs(env.iter().copied())
             .env(ROLE, role)
             .env("NAL_SHM_KEY", key.to_string())
             .env("NAL_SHM_PARENT", parent.to_string())
@@ -139,11 +140,16 @@ struct Job {
 }
 
 fn job(role: &str, cfg: ShmConfig) -> Job {
+    job_with(role, cfg, &[])
+}
+
+/// [`job`], with extra environment variables for the peer.
+fn job_with(role: &str, cfg: ShmConfig, env: &[(&str, &str)]) -> Job {
     logging();
     let key = fresh_key();
     let ep = ShmEndpoint::bind(cfg).unwrap();
     let me = ep.addr();
-    let peer = Peer::spawn(role, key, me);
+    let peer = Peer::spawn_with(role, key, me, env);
     let addrs = [me, peer.addr];
     let (ni, nal) = start(ep, key, 0, addrs);
     Job {
@@ -302,10 +308,38 @@ fn child() {
             assert!(got == pattern(FULL_N * FULL_LEN, 3), "the bytes differ");
             println!("SHM ok");
         }
+        // Get a single-copy payload from the parent, look for its reply
+        // without waiting in the library (so the progress thread reads
+        // it), and put to the parent as soon as it is there; GETS times.
+        "get-then-put" => {
+            let eq = ni.eq_alloc(16).unwrap();
+            let small = bind_md(&ni, eq, vec![9; 8]);
+            stdin.recv_timeout(LONG).expect("told to start");
+            for _ in 0..GETS {
+                let back = bind_md(&ni, eq, vec![0; GET_LEN]);
+                ni.get(back, &to_parent).unwrap();
+                let t0 = Instant::now();
+                loop {
+                    match ni.eq_get(eq) {
+                        Ok(Some(ev)) if ev.kind == EventKind::Reply => break,
+                        Ok(_) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                    assert!(t0.elapsed() < LONG, "no reply");
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                ni.put(small, AckReq::NoAck, &to_parent, 0).unwrap();
+                ni.md_unlink(back).unwrap();
+            }
+            println!("SHM done");
+            std::thread::sleep(Duration::from_secs(60));
+        }
         r => panic!("unknown role {r}"),
     }
 }
 
+const GETS: usize = 3;
+const GET_LEN: usize = 64 << 10;
 const FULL_N: usize = 3000;
 const FULL_LEN: usize = 100;
 
@@ -586,4 +620,42 @@ fn two_jobs_never_see_each_others_segments() {
         assert_eq!((s.dropped_bad_header, s.accepted), (0, 10), "{s:?}");
         assert_eq!(n.nal.stats().corrupt_ring_errors, 0);
     }
+}
+
+/// A peer reads our get reply single-copy on its progress thread, which
+/// is held (the answer-delay knob, as a preemption would) right after the
+/// read completes; meanwhile its application sees the reply and puts to
+/// us. Our get's event (posted when the peer says it is done with our
+/// memory) still comes before that put's, every time: the "done" is queued
+/// before the reply's event can be seen.
+#[test]
+fn a_get_event_comes_before_a_put_its_reply_caused() {
+    let Job {
+        ni, nal, mut peer, ..
+    } = job_with(
+        "get-then-put",
+        ShmConfig::default(),
+        &[(nal_shm::ANSWER_DELAY_ENV, "100")],
+    );
+    let eq = ni.eq_alloc(64).unwrap();
+    attach(
+        &ni,
+        ProcessId::ANY,
+        0,
+        0,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::OP_GET | MdOptions::MANAGE_REMOTE).eq(eq),
+        GET_LEN,
+    );
+    until(LONG, "single-copy agreed", || nal.cma_in_use());
+    peer.say("start");
+    let kinds: Vec<EventKind> = events(&ni, eq, 2 * GETS, LONG)
+        .iter()
+        .map(|e| e.kind)
+        .collect();
+    let want: Vec<EventKind> = (0..GETS)
+        .flat_map(|_| [EventKind::Get, EventKind::Put])
+        .collect();
+    assert_eq!(kinds, want);
+    peer.expect("done");
+    assert!(nal.stats().single_copy_sent >= GETS as u64);
 }
