@@ -433,12 +433,20 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// Wait for an event of `kind`, skipping others; panics after [`WAIT`].
+/// Wait for an event of `kind`, skipping others; panics after [`WAIT`],
+/// naming the events it skipped (an event that came early, out of the
+/// order a test expects, is skipped and then never comes: the list shows
+/// it).
 pub fn expect(ni: &NetworkInterface, eq: EqHandle, kind: EventKind) -> Event {
+    let mut skipped = Vec::new();
     loop {
-        let ev = ni.eq_wait(eq, WAIT).expect("event before the timeout");
-        if ev.kind == kind {
-            return ev;
+        match ni.eq_wait(eq, WAIT) {
+            Ok(ev) if ev.kind == kind => return ev,
+            Ok(ev) => skipped.push((ev.kind, ev.mlength, ev.fail)),
+            Err(e) => panic!(
+                "no {kind:?} event before the timeout ({e}); skipped meanwhile \
+                 (kind, mlength, fail): {skipped:?}"
+            ),
         }
     }
 }
