@@ -83,7 +83,12 @@ impl Device {
         if !complete(r) {
             return None;
         }
-        let r = st.reqs.remove(id.idx as usize);
+        let mut r = st.reqs.remove(id.idx as usize);
+        // Normally run by `finish` already; a completion that came another
+        // way must not skip it.
+        if let (Some(then), Some(res)) = (r.on_done.take(), r.result.as_mut()) {
+            then(res);
+        }
         r.result.map(|res| (res, r.owned))
     }
 
