@@ -39,6 +39,7 @@ mod fatal;
 pub mod point_to_point;
 pub mod request;
 pub mod topology;
+mod transfer;
 
 pub use environment::{initialize, initialize_with_threading, time, time_resolution, Threading};
 pub use mpi_on_portals::{ffi, MpiError};

@@ -9,6 +9,9 @@
 //! behaviour).
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use mpi_on_portals::segments::Iovec;
 
 use mpi_on_portals::typemap::{Kind, Typemap};
 use mpi_on_portals::{MpiError, Result, Status};
@@ -122,7 +125,21 @@ pub unsafe trait BufferMut {
 
 /// A buffer to send, described: its bytes as the transport takes them.
 #[doc(hidden)]
-pub struct Described<'b>(Result<Cow<'b, [u8]>>);
+pub struct Described<'b>(Result<Outgoing<'b>>);
+
+/// What goes to the transport for a send.
+pub(crate) enum Outgoing<'b> {
+    /// Bytes: the buffer's own (dense) or a packed copy.
+    Bytes(Cow<'b, [u8]>),
+    /// The buffer's memory as segments, one per contiguous run, in wire
+    /// order: the transport gathers them, nothing is copied here.
+    Segments(Vec<Iovec>, PhantomData<&'b [u8]>),
+}
+
+/// Most segments the face hands over for one message: the device's engine
+/// takes 65536 (`NiLimits::max_iovecs`, not lowered by the device), but a
+/// list is built per message, so a longer one (64 KiB of list) is packed.
+pub(crate) const MAX_SEGMENTS: usize = 4096;
 
 /// A buffer to receive into, described: where the bytes land.
 #[doc(hidden)]
@@ -165,7 +182,7 @@ impl<'b> Described<'b> {
                 return Described(kind_bytes(kind, count, avail).map(|n| {
                     // SAFETY: n ≤ `avail` readable bytes; a predefined
                     // kind has no padding.
-                    Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, n) })
+                    Outgoing::Bytes(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, n) }))
                 }));
             }
             Layout::Map(m) => m,
@@ -173,26 +190,63 @@ impl<'b> Described<'b> {
         Described(map_span(map, count, avail).map(|span| {
             if map.is_dense() {
                 // SAFETY: as above, `span` ≤ `avail`.
-                return Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, span) });
+                return Outgoing::Bytes(Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(ptr, span)
+                }));
+            }
+            let mut list = Vec::new();
+            if map.segments(count, ptr.cast_mut(), MAX_SEGMENTS, &mut list) {
+                return Outgoing::Segments(list, PhantomData);
             }
             let mut out = Vec::new();
             // SAFETY: `span` bytes are readable, and initialized where
             // the layout says (our caller's contract).
             unsafe { map.pack(count, ptr, &mut out) };
-            Cow::Owned(out)
+            Outgoing::Bytes(Cow::Owned(out))
         }))
     }
 
-    /// The bytes to hand to the transport.
+    /// The bytes to hand to the transport, packed if they were segments
+    /// (for the calls that take one region: collectives, buffered sends,
+    /// `pack`).
     pub(crate) fn bytes(self) -> Result<Cow<'b, [u8]>> {
+        self.0.map(Outgoing::into_bytes)
+    }
+
+    /// What to hand to the transport: bytes or segments.
+    pub(crate) fn outgoing(self) -> Result<Outgoing<'b>> {
         self.0
     }
 }
 
-/// Where received bytes go: the buffer itself, or a staging buffer that
-/// is unpacked into it afterwards.
+impl<'b> Outgoing<'b> {
+    /// The bytes, the segments packed.
+    pub(crate) fn into_bytes(self) -> Cow<'b, [u8]> {
+        match self {
+            Outgoing::Bytes(b) => b,
+            Outgoing::Segments(list, _) => {
+                let mut out = Vec::new();
+                // SAFETY: the segments are the buffer's initialized memory,
+                // borrowed for 'b.
+                unsafe { Typemap::gather(&list, &mut out) };
+                Cow::Owned(out)
+            }
+        }
+    }
+}
+
+/// Where received bytes go: the buffer itself, its segments, or a
+/// staging buffer that is unpacked into it afterwards.
 pub(crate) enum Landing<'b> {
     Direct(&'b mut [u8]),
+    /// The buffer's memory as segments, one per contiguous run, in wire
+    /// order; the transport scatters into them. `stage` is used only by a
+    /// call that takes one region (see [`Landing::bytes`]).
+    Scatter {
+        list: Vec<Iovec>,
+        stage: Option<Vec<u8>>,
+        _buf: PhantomData<&'b mut [u8]>,
+    },
     Staged {
         stage: Vec<u8>,
         map: Typemap,
@@ -225,22 +279,28 @@ impl<'b> DescribedMut<'b> {
                     Landing::Direct(unsafe { std::slice::from_raw_parts_mut(ptr, span) })
                 }));
             }
+            Layout::Map(m) if m.any_bits_valid() => {
+                return DescribedMut(map_span(m, count, avail).map(|_| {
+                    let mut list = Vec::new();
+                    if m.segments(count, ptr, MAX_SEGMENTS, &mut list) {
+                        return Landing::Scatter {
+                            list,
+                            stage: None,
+                            _buf: PhantomData,
+                        };
+                    }
+                    // SAFETY: as below.
+                    unsafe { Landing::staged(m.clone(), count, ptr) }
+                }));
+            }
             Layout::Map(m) => m.clone(),
         };
-        DescribedMut(map_span(&staged_map, count, avail).map(|_| {
-            // The stage starts as the buffer's current values, so that a
-            // short message leaves the rest of the buffer as it was.
-            let mut stage = Vec::new();
-            // SAFETY: span(count) bytes are readable and initialized
-            // where the layout says (our caller's contract).
-            unsafe { staged_map.pack(count, ptr, &mut stage) };
-            Landing::Staged {
-                stage,
-                map: staged_map,
-                count,
-                dst: ptr,
-            }
-        }))
+        // SAFETY: span(count) bytes are readable, writable and
+        // initialized where the layout says (our caller's contract).
+        DescribedMut(
+            map_span(&staged_map, count, avail)
+                .map(|_| unsafe { Landing::staged(staged_map, count, ptr) }),
+        )
     }
 
     pub(crate) fn landing(self) -> Result<Landing<'b>> {
@@ -249,26 +309,71 @@ impl<'b> DescribedMut<'b> {
 }
 
 impl Landing<'_> {
-    /// The bytes to receive into.
+    /// A stage for `count` elements of `map` at `ptr`, unpacked there by
+    /// [`Landing::finish`].
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `map.span(count)`
+    /// bytes for the landing's lifetime, initialized where the layout
+    /// says.
+    unsafe fn staged(map: Typemap, count: usize, ptr: *mut u8) -> Self {
+        // The stage starts as the buffer's current values, so that a
+        // short message leaves the rest of the buffer as it was.
+        let mut stage = Vec::new();
+        // SAFETY: per our caller.
+        unsafe { map.pack(count, ptr, &mut stage) };
+        Landing::Staged {
+            stage,
+            map,
+            count,
+            dst: ptr,
+        }
+    }
+}
+
+impl Landing<'_> {
+    /// The bytes to receive into, for a call that takes one region: a
+    /// layout of segments gets a stage holding their current values,
+    /// scattered back by [`Landing::finish`].
     pub(crate) fn bytes(&mut self) -> &mut [u8] {
         match self {
             Landing::Direct(b) => b,
             Landing::Staged { stage, .. } => stage,
+            Landing::Scatter { list, stage, .. } => stage.get_or_insert_with(|| {
+                let mut v = Vec::new();
+                // SAFETY: the segments are the buffer's initialized
+                // memory, borrowed for the landing's lifetime.
+                unsafe { Typemap::gather(list, &mut v) };
+                v
+            }),
         }
     }
 
     /// Write staged values into the buffer, validated.
     pub(crate) fn finish(self) -> Result<()> {
-        if let Landing::Staged {
-            stage,
-            map,
-            count,
-            dst,
-        } = self
-        {
-            // SAFETY: `dst` is writable for span(count) bytes (checked in
-            // `landing`, and the borrow of the buffer is still held).
-            unsafe { map.unpack(count, &stage, dst) }?;
+        match self {
+            Landing::Staged {
+                stage,
+                map,
+                count,
+                dst,
+            } => {
+                // SAFETY: `dst` is writable for span(count) bytes (checked
+                // in `landing`, and the borrow of the buffer is still
+                // held).
+                unsafe { map.unpack(count, &stage, dst) }?;
+            }
+            Landing::Scatter {
+                list,
+                stage: Some(stage),
+                ..
+            } => {
+                // SAFETY: the segments are the buffer's memory, mutably
+                // borrowed for the landing's lifetime; any bytes are
+                // values (the layout admits every bit pattern).
+                unsafe { Typemap::scatter(&list, &stage) };
+            }
+            Landing::Direct(_) | Landing::Scatter { stage: None, .. } => {}
         }
         Ok(())
     }
@@ -282,9 +387,9 @@ pub(crate) fn sending<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> Cow<'b,
 /// The bytes of a buffer for a non-blocking operation, which must be dense
 /// (there is nowhere to keep a packed copy while the operation runs).
 pub(crate) fn sending_in_place<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> &'b [u8] {
-    match sending(buf, call) {
-        Cow::Borrowed(b) => b,
-        Cow::Owned(_) => fatal(
+    match check(buf.described().outgoing(), call) {
+        Outgoing::Bytes(Cow::Borrowed(b)) => b,
+        _ => fatal(
             call,
             &"a non-contiguous datatype in a non-blocking operation is not supported",
         ),
@@ -379,7 +484,7 @@ pub(crate) fn receiving_in_place<'b, B: BufferMut + ?Sized>(
 ) -> &'b mut [u8] {
     match check(buf.described_mut().landing(), call) {
         Landing::Direct(b) => b,
-        Landing::Staged { .. } => fatal(
+        Landing::Staged { .. } | Landing::Scatter { .. } => fatal(
             call,
             &"a non-contiguous or validated datatype (bool) in a non-blocking receive is not supported",
         ),
