@@ -173,3 +173,18 @@ pub fn immediate_receive_staged<S: Source>(
     let id = unsafe { c.dev.irecv_mem(c.ctx, source, tag, mem, Some(done))? };
     Ok(Request::raw(c.dev.clone(), id, true))
 }
+
+/// A step run once when a request completes (a wait, a test or the end of
+/// its scope sees it only afterwards), under the library's lock: it may
+/// own memory the operation uses, and unpack a stage.
+pub type OnComplete = Box<dyn FnOnce(&mut Result<Status>) + Send>;
+
+/// Give a started request memory to keep and work to do at completion:
+/// for an operation started on a stage or a packed copy through an API
+/// that borrows its buffers (the non-blocking collectives), where `then`
+/// owns the stage, so that it lives until the operation is done, and
+/// unpacks it. Runs `then` at once if the request is complete already.
+pub fn adopt(request: &Request<'_>, then: OnComplete) {
+    let (dev, id) = request.handle();
+    dev.adopt(id, then);
+}

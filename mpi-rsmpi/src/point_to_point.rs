@@ -7,7 +7,7 @@ use mpi_on_portals::{Destination as _, Source as _};
 
 use crate::datatype::{
     self, receiving, receiving_in_place, receiving_value, receiving_values, sending, wire_size,
-    Buffer, BufferMut,
+    Buffer, BufferMut, Staging,
 };
 use crate::fatal::{check, fatal};
 use crate::request::{scoped, Request, Scope};
@@ -439,11 +439,13 @@ impl Message {
         buf: &'b mut B,
     ) -> Request<'b, B, S> {
         const CALL: &str = "Message::immediate_matched_receive_into";
+        let mut staging = Staging::default();
         let data = NonNull::from(&mut *buf);
-        let r = self
-            .0
-            .immediate_matched_receive_into(scoped(&scope, CALL), receiving_in_place(buf, CALL));
-        Request::new(check(r, CALL), Some(data))
+        let r = self.0.immediate_matched_receive_into(
+            scoped(&scope, CALL),
+            receiving_in_place(buf, CALL, &mut staging),
+        );
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 }
 

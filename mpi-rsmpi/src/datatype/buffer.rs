@@ -2,16 +2,22 @@
 //! `BufferMut`, `View`, `MutView`, `DynBuffer`, `DynBufferMut`).
 //!
 //! Every buffer is a pointer, a count and a datatype. A buffer whose
-//! datatype is dense goes to the transport as its bytes; any other is
-//! packed into a contiguous buffer first, and received through one and
-//! unpacked, with the received values validated before they are written
-//! (a received `bool` that is not 0 or 1 is an error, not undefined
-//! behaviour).
+//! datatype is dense goes to the transport as its bytes. Any other goes
+//! as a list of segments, one per contiguous run
+//! ([`Typemap::segments`]), which the transport gathers from and scatters
+//! into: no copy here. Two kinds still go through a copy: layouts of runs
+//! too short to be worth a segment each (packed, and received through a
+//! stage), and layouts with values that must be validated before they are
+//! written (a received `bool` that is not 0 or 1 is an error, not
+//! undefined behaviour), which are always received through a stage.
+//! Calls that take one region (collectives, buffered sends, a matched
+//! receive) pack segments too.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
 
-use mpi_on_portals::segments::Iovec;
+use mpi_on_portals::request as inner;
+use mpi_on_portals::segments::{self, Iovec};
 
 use mpi_on_portals::typemap::{Kind, Typemap};
 use mpi_on_portals::{MpiError, Result, Status};
@@ -165,8 +171,9 @@ fn map_span(map: &Typemap, count: usize, avail: usize) -> Result<usize> {
 }
 
 impl<'b> Described<'b> {
-    /// The buffer's own bytes where the layout is dense, else a packed
-    /// copy (the datatype is needed only here, so nothing of it is kept).
+    /// The buffer's own bytes where the layout is dense, its segments
+    /// where they are worth it, else a packed copy (the datatype is needed
+    /// only here, so nothing of it is kept).
     ///
     /// # Safety
     /// `ptr` must be valid for reads of `avail` bytes for `'b`, and the
@@ -256,8 +263,8 @@ pub(crate) enum Landing<'b> {
 }
 
 impl<'b> DescribedMut<'b> {
-    /// Receive in place where the layout is dense and admits any bytes,
-    /// else through a stage.
+    /// Receive in place where the layout admits any bytes and is dense
+    /// (or, as segments, worth it), else through a stage.
     ///
     /// # Safety
     /// `ptr` must be valid for reads and writes of `avail` bytes for `'b`,
@@ -384,16 +391,124 @@ pub(crate) fn sending<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> Cow<'b,
     check(buf.described().bytes(), call)
 }
 
-/// The bytes of a buffer for a non-blocking operation, which must be dense
-/// (there is nowhere to keep a packed copy while the operation runs).
-pub(crate) fn sending_in_place<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> &'b [u8] {
+/// Memory a non-blocking operation through an API that borrows its
+/// buffers (the collectives) must keep, and the unpacking it must do, when
+/// a buffer is not dense: a packed copy of what it sends, a stage for what
+/// it receives. Handed to the started request ([`Staging::started`]),
+/// which runs it as it completes.
+#[derive(Default)]
+pub(crate) struct Staging(Vec<segments::OnComplete>);
+
+/// Memory the library's completion step writes through from another
+/// thread.
+struct Lent<T>(T);
+
+// SAFETY: what it holds points into a buffer lent to a request for its
+// scope (as to the engine's progress thread); only the completion step,
+// run once, uses it, before the request is seen complete.
+unsafe impl<T> Send for Lent<T> {}
+
+impl Staging {
+    /// Give what was staged to `r`, just started with the staged buffers.
+    pub(crate) fn started<'a>(self, r: inner::Request<'a>) -> inner::Request<'a> {
+        if !self.0.is_empty() {
+            let steps = self.0;
+            segments::adopt(
+                &r,
+                Box::new(move |res: &mut Result<Status>| {
+                    for step in steps {
+                        step(res);
+                    }
+                }),
+            );
+        }
+        r
+    }
+}
+
+/// The bytes of a buffer for a non-blocking operation that borrows them:
+/// the buffer's own where it is dense, else a packed copy kept by
+/// `staging` until the operation completes.
+pub(crate) fn sending_in_place<'b, B: Buffer + ?Sized>(
+    buf: &'b B,
+    call: &str,
+    staging: &mut Staging,
+) -> &'b [u8] {
     match check(buf.described().outgoing(), call) {
         Outgoing::Bytes(Cow::Borrowed(b)) => b,
-        _ => fatal(
-            call,
-            &"a non-contiguous datatype in a non-blocking operation is not supported",
-        ),
+        other => {
+            let packed = other.into_bytes().into_owned();
+            // SAFETY: the vector's heap buffer does not move when the
+            // vector does, and `staging` frees it only once the operation
+            // is complete; nobody writes it.
+            let bytes = unsafe { std::slice::from_raw_parts(packed.as_ptr(), packed.len()) };
+            staging
+                .0
+                .push(Box::new(move |_: &mut Result<Status>| drop(packed)));
+            bytes
+        }
     }
+}
+
+/// The bytes of a buffer to receive into in a non-blocking operation that
+/// borrows them: the buffer's own where it is dense and admits any bytes,
+/// else a stage kept by `staging` and unpacked (validated) into the
+/// buffer as the operation completes.
+pub(crate) fn receiving_in_place<'b, B: BufferMut + ?Sized>(
+    buf: &'b mut B,
+    call: &str,
+    staging: &mut Staging,
+) -> &'b mut [u8] {
+    let (mut stage, step): (Vec<u8>, segments::Unstage) =
+        match check(buf.described_mut().landing(), call) {
+            Landing::Direct(b) => return b,
+            Landing::Scatter { list, .. } => {
+                let mut stage = Vec::new();
+                // SAFETY: the segments are the buffer's initialized memory,
+                // borrowed for 'b.
+                unsafe { Typemap::gather(&list, &mut stage) };
+                let list = Lent(list);
+                (
+                    stage,
+                    Box::new(move |got, _| {
+                        let list = list;
+                        // SAFETY: the buffer's memory, lent to the request
+                        // until it completes, which is now; any bytes are
+                        // values.
+                        unsafe { Typemap::scatter(&list.0, got) };
+                    }),
+                )
+            }
+            Landing::Staged {
+                stage,
+                map,
+                count,
+                dst,
+            } => {
+                let dst = Lent(dst);
+                (
+                    stage,
+                    Box::new(move |got, res| {
+                        let dst = dst;
+                        // SAFETY: as above, span(count) bytes checked when
+                        // the landing was made.
+                        if let Err(e) = unsafe { map.unpack(count, got, dst.0) } {
+                            *res = Err(e);
+                        }
+                    }),
+                )
+            }
+        };
+    // SAFETY: the stage's heap buffer does not move when the vector does,
+    // and `staging` frees it only once the operation is complete; only the
+    // operation writes it meanwhile.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(stage.as_mut_ptr(), stage.len()) };
+    staging.0.push(Box::new(move |res: &mut Result<Status>| {
+        if matches!(res, Ok(s) if !s.is_cancelled()) {
+            step(&stage, res);
+        }
+    }));
+    bytes
 }
 
 /// Receive into `buf` through `f`, given the bytes to receive into.
@@ -474,21 +589,6 @@ fn fill_zeroed<T: Equivalence>(
         );
     }
     status
-}
-
-/// The bytes of a buffer to receive into in a non-blocking operation: it
-/// must be dense and admit any bytes.
-pub(crate) fn receiving_in_place<'b, B: BufferMut + ?Sized>(
-    buf: &'b mut B,
-    call: &str,
-) -> &'b mut [u8] {
-    match check(buf.described_mut().landing(), call) {
-        Landing::Direct(b) => b,
-        Landing::Staged { .. } | Landing::Scatter { .. } => fatal(
-            call,
-            &"a non-contiguous or validated datatype (bool) in a non-blocking receive is not supported",
-        ),
-    }
 }
 
 fn len(n: usize) -> Count {

@@ -239,6 +239,72 @@ fn validated<C: Communicator>(world: &C) {
     world.barrier();
 }
 
+/// Non-blocking collectives and a matched receive with layouts that are
+/// not dense: staged, owned by the request, unpacked as it completes.
+fn immediate_collectives<C: Communicator>(world: &C) {
+    let rank = world.rank();
+    let root = world.process_at_rank(0);
+    let every_other = UserDatatype::vector(8, 1, 2, &i32::equivalent_datatype());
+    // A broadcast into every other element.
+    let mut buf = [-1i32; 16];
+    if rank == 0 {
+        for (i, x) in buf.iter_mut().enumerate() {
+            *x = if i % 2 == 0 { 100 + i as i32 } else { -1 };
+        }
+    }
+    {
+        // SAFETY: 8 elements 2 apart: 15 of 16 i32s; any i32 is valid.
+        let mut m = unsafe { MutView::with_count_and_datatype(&mut buf[..], 1, &every_other) };
+        scope(|s| root.immediate_broadcast_into(s, &mut m).wait());
+    }
+    for (i, &x) in buf.iter().enumerate() {
+        assert_eq!(
+            x,
+            if i % 2 == 0 { 100 + i as i32 } else { -1 },
+            "ibcast {i}"
+        );
+    }
+    // An all-gather from every other element into a dense buffer, and of
+    // bools (staged and validated).
+    let mine: Vec<i32> = (0..16).map(|i| rank * 1000 + i).collect();
+    let mut all = vec![0i32; 16];
+    let mut flags = [false; 2];
+    let me_odd = rank == 1;
+    {
+        // SAFETY: as above, over `mine`.
+        let v = unsafe { View::with_count_and_datatype(&mine[..], 1, &every_other) };
+        scope(|s| {
+            let a = world.immediate_all_gather_into(s, &v, &mut all[..]);
+            let b = world.immediate_all_gather_into(s, &me_odd, &mut flags[..]);
+            a.wait();
+            b.wait();
+        });
+    }
+    let want: Vec<i32> = (0..2)
+        .flat_map(|r| (0..8).map(move |i| r * 1000 + 2 * i))
+        .collect();
+    assert_eq!(all, want);
+    assert_eq!(flags, [false, true]);
+    // A matched probe, then a non-blocking receive into a layout.
+    let peer = world.process_at_rank(1 - rank);
+    if rank == 0 {
+        peer.send(&[7i32, 8, 9, 10, 11, 12, 13, 14][..]);
+    } else {
+        let (msg, _) = peer.matched_probe();
+        let mut got = [-1i32; 16];
+        {
+            // SAFETY: as above.
+            let mut m = unsafe { MutView::with_count_and_datatype(&mut got[..], 1, &every_other) };
+            scope(|s| msg.immediate_matched_receive_into(s, &mut m).wait());
+        }
+        let want: Vec<i32> = (0..16)
+            .map(|i| if i % 2 == 0 { 7 + i / 2 } else { -1 })
+            .collect();
+        assert_eq!(got[..], want[..]);
+    }
+    world.barrier();
+}
+
 fn main() {
     let universe = mpi::initialize().unwrap();
     let world = universe.world();
@@ -248,6 +314,7 @@ fn main() {
         run(&world, scale);
     }
     validated(&world);
+    immediate_collectives(&world);
     world.barrier();
     println!("OK zero-copy rank {}", world.rank());
 }
