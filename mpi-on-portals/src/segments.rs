@@ -151,7 +151,8 @@ pub type Unstage = Box<dyn FnOnce(&[u8], &mut Result<Status>) + Send>;
 
 /// Start a receive from `src` into `stage`, owned by the request; `then`
 /// runs once when the request completes (not for a cancelled one), under
-/// the library's lock, before anyone can see the request complete.
+/// the library's lock, before anyone can see the request complete. It
+/// must not call into this library (the lock is held), only unpack.
 pub fn immediate_receive_staged<S: Source>(
     src: &S,
     mut stage: Vec<u8>,
@@ -184,6 +185,8 @@ pub type OnComplete = Box<dyn FnOnce(&mut Result<Status>) + Send>;
 /// that borrows its buffers (the non-blocking collectives), where `then`
 /// owns the stage, so that it lives until the operation is done, and
 /// unpacks it. Runs `then` at once if the request is complete already.
+/// As for [`immediate_receive_staged`], `then` must not call into this
+/// library.
 pub fn adopt(request: &Request<'_>, then: OnComplete) {
     let (dev, id) = request.handle();
     dev.adopt(id, then);
