@@ -235,6 +235,44 @@ fn validated<C: Communicator>(world: &C) {
         };
         assert_eq!(v, flagged(4));
         assert!(copies() > before, "bools must be validated through a stage");
+        // A staged receive cancelled before any message: nothing written.
+        let mut untouched = vec![flagged(1); 3];
+        scope(|s| {
+            let r = peer.immediate_receive_into_with_tag(s, &mut untouched[..], 99);
+            r.cancel();
+            assert!(r.wait().is_cancelled());
+        });
+        assert_eq!(untouched, vec![flagged(1); 3]);
+        // Staged receives completed through `test` and a collection's
+        // `wait_all`: unpacked by the time either reports them.
+        let mut a = vec![Flagged::default(); 2];
+        let mut b = vec![Flagged::default(); 2];
+        scope(|s| {
+            let mut r = peer.immediate_receive_into_with_tag(s, &mut a[..], 1);
+            world.barrier();
+            loop {
+                match r.test() {
+                    Ok(_) => break,
+                    Err(back) => {
+                        r = back;
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+            }
+        });
+        mpi::request::multiple_scope(1, |s, coll| {
+            coll.add(peer.immediate_receive_into_with_tag(s, &mut b[..], 2));
+            let mut done = Vec::new();
+            coll.wait_all(&mut done);
+            assert_eq!(done.len(), 1);
+        });
+        assert_eq!(a, [flagged(20), flagged(21)]);
+        assert_eq!(b, [flagged(22), flagged(23)]);
+    }
+    if rank == 0 {
+        world.barrier();
+        peer.send_with_tag(&[flagged(20), flagged(21)][..], 1);
+        peer.send_with_tag(&[flagged(22), flagged(23)][..], 2);
     }
     world.barrier();
 }
