@@ -6,8 +6,7 @@ use mpi_on_portals::point_to_point as inner;
 use mpi_on_portals::{Destination as _, Source as _};
 
 use crate::datatype::{
-    self, receiving, receiving_in_place, receiving_value, receiving_values, sending, wire_size,
-    Buffer, BufferMut, Staging,
+    self, receiving, receiving_value, receiving_values, sending, wire_size, Buffer, BufferMut,
 };
 use crate::fatal::{check, fatal};
 use crate::request::{scoped, Request, Scope};
@@ -406,8 +405,10 @@ pub struct Message(mpi_on_portals::Message);
 impl Message {
     /// Receive it into `buf` (`MPI_Mrecv`).
     pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Status {
-        receiving(buf, "Message::matched_receive_into", |b| {
-            self.0.matched_receive_into(b)
+        const CALL: &str = "Message::matched_receive_into";
+        let (from, tag) = (self.0.sender(), self.0.status().tag());
+        transfer::receive(&from, buf, tag, CALL, |b| {
+            from.receive_into_with_tag(b, tag)
         })
     }
 
@@ -439,13 +440,10 @@ impl Message {
         buf: &'b mut B,
     ) -> Request<'b, B, S> {
         const CALL: &str = "Message::immediate_matched_receive_into";
-        let mut staging = Staging::default();
         let data = NonNull::from(&mut *buf);
-        let r = self.0.immediate_matched_receive_into(
-            scoped(&scope, CALL),
-            receiving_in_place(buf, CALL, &mut staging),
-        );
-        Request::new(staging.started(check(r, CALL)), Some(data))
+        let (from, tag) = (self.0.sender(), self.0.status().tag());
+        let r = transfer::immediate_receive(&from, scoped(&scope, CALL), buf, tag, CALL);
+        Request::new(r, Some(data))
     }
 }
 

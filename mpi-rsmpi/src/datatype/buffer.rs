@@ -10,8 +10,8 @@
 //! stage), and layouts with values that must be validated before they are
 //! written (a received `bool` that is not 0 or 1 is an error, not
 //! undefined behaviour), which are always received through a stage.
-//! Calls that take one region (collectives, buffered sends, a matched
-//! receive) pack segments too.
+//! Calls that take one region (collectives, buffered sends, `pack`) pack
+//! segments too.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;

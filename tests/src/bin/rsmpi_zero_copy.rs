@@ -122,14 +122,16 @@ fn run<C: Communicator>(world: &C, scale: usize) {
         // 0: blocking both; 1: non-blocking both, the receive posted
         // first; 2: synchronous send, blocking receive; 3: non-blocking
         // send, blocking receive posted once the message is there
-        // (unexpected: copied out of the short buffer, or pulled).
-        for how in 0..4 {
+        // (unexpected: copied out of the short buffer, or pulled); 4 and
+        // 5: a matched probe, then a blocking or a non-blocking matched
+        // receive.
+        for how in 0..6 {
             let before = copies();
             if rank == 0 {
                 // SAFETY: the layout reaches `len` bytes of `sent`.
                 let v = unsafe { View::with_count_and_datatype(&sent[..], c.count, &c.dt) };
                 match how {
-                    0 => {
+                    0 | 4 | 5 => {
                         world.barrier();
                         peer.send(&v);
                     }
@@ -162,6 +164,16 @@ fn run<C: Communicator>(world: &C, scale: usize) {
                         2 => {
                             world.barrier();
                             peer.receive_into(&mut m);
+                        }
+                        4 => {
+                            world.barrier();
+                            let (msg, _) = peer.matched_probe();
+                            msg.matched_receive_into(&mut m);
+                        }
+                        5 => {
+                            world.barrier();
+                            let (msg, _) = peer.matched_probe();
+                            scope(|s| msg.immediate_matched_receive_into(s, &mut m).wait());
                         }
                         _ => {
                             world.barrier();
