@@ -557,11 +557,19 @@ where
 {
     const CALL: &str = "send_receive_into";
     let dest = destination.target();
-    let msg = sending(msg, CALL);
-    receiving(buf, CALL, |b| {
-        on_source!(source.target(), |s| inner::send_receive_into_with_tags(
-            &*msg, &dest, sendtag, b, &s, receivetag
-        ))
+    // As the `Result` API's: the send started, the receive done, the send
+    // waited for; each side as segments where its layout allows.
+    mpi_on_portals::request::scope(|s| {
+        let sent = transfer::immediate_send(&dest, s, msg, sendtag, SendMode::Standard, CALL);
+        let status = on_source!(source.target(), |src| transfer::receive(
+            &src,
+            buf,
+            receivetag,
+            CALL,
+            |b| src.receive_into_with_tag(b, receivetag)
+        ));
+        check(sent.wait(), CALL);
+        status
     })
 }
 

@@ -124,8 +124,8 @@ fn run<C: Communicator>(world: &C, scale: usize) {
         // send, blocking receive posted once the message is there
         // (unexpected: copied out of the short buffer, or pulled); 4 and
         // 5: a matched probe, then a blocking or a non-blocking matched
-        // receive.
-        for how in 0..6 {
+        // receive; 6: send_receive_into.
+        for how in 0..7 {
             let before = copies();
             if rank == 0 {
                 // SAFETY: the layout reaches `len` bytes of `sent`.
@@ -142,6 +142,11 @@ fn run<C: Communicator>(world: &C, scale: usize) {
                     2 => {
                         world.barrier();
                         peer.synchronous_send(&v);
+                    }
+                    6 => {
+                        world.barrier();
+                        let mut none = [0u8; 0];
+                        mpi::point_to_point::send_receive_into(&v, &peer, &mut none[..], &peer);
                     }
                     _ => scope(|s| {
                         let r = peer.immediate_send(s, &v);
@@ -164,6 +169,11 @@ fn run<C: Communicator>(world: &C, scale: usize) {
                         2 => {
                             world.barrier();
                             peer.receive_into(&mut m);
+                        }
+                        6 => {
+                            world.barrier();
+                            let none = [0u8; 0];
+                            mpi::point_to_point::send_receive_into(&none[..], &peer, &mut m, &peer);
                         }
                         4 => {
                             world.barrier();
