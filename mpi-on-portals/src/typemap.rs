@@ -344,6 +344,10 @@ impl Typemap {
         if k > 1 && self.size / (k - 1) < MIN_SEGMENT_BYTES {
             return false;
         }
+        // One short run per element that cannot join the next one's.
+        if k == 1 && self.size < MIN_SEGMENT_BYTES && !self.is_dense() && count > 1 {
+            return false;
+        }
         for i in 0..count {
             for r in &self.runs {
                 if r.len() == 0 {
