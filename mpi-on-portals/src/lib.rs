@@ -53,6 +53,7 @@ mod pack;
 pub mod raw;
 pub mod request;
 mod request_collection;
+pub mod segments;
 mod sendrecv;
 mod status;
 pub mod typemap;

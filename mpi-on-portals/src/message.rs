@@ -70,6 +70,14 @@ impl Message {
         self.status
     }
 
+    /// The process that sent it, in its communicator: a receive from it
+    /// with the message's tag gets exactly this message (see the module
+    /// documentation), for a layer that receives in its own way (into
+    /// segments: [`crate::segments`]).
+    pub fn sender(&self) -> crate::comm::Process<'_> {
+        self.comm.process_at_rank(self.status.source_rank())
+    }
+
     /// Receive the message into `buf` (`MPI_Mrecv`).
     pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Result<Status> {
         self.comm

@@ -260,6 +260,26 @@ impl<'a> Request<'a> {
     }
 }
 
+impl Request<'static> {
+    /// The same request, completed (a send waited for, a receive
+    /// cancelled) at the end of `scope` if not before, like one started in
+    /// it: for the starts of [`crate::segments`], whose memory a caller
+    /// borrows for the scope.
+    pub fn in_scope<'s>(self, scope: &Scope<'s>) -> Request<'s> {
+        scope.register(&self.dev, self.id, self.is_recv);
+        let me = std::mem::ManuallyDrop::new(self);
+        Request {
+            // SAFETY: `me` is never dropped, so its device handle moves
+            // out exactly once.
+            dev: unsafe { std::ptr::read(&me.dev) },
+            id: me.id,
+            is_recv: me.is_recv,
+            done: me.done,
+            _borrow: PhantomData,
+        }
+    }
+}
+
 impl Drop for Request<'_> {
     fn drop(&mut self) {
         if !self.done {

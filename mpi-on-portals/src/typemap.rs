@@ -13,7 +13,30 @@
 //! received bytes first: a kind with invalid bit patterns (`bool`) is never
 //! written with a byte that is not a value of it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use portals::Iovec;
+
 use crate::error::{MpiError, Result};
+
+/// Packs and unpacks done so far by this process (see [`copies`]).
+static COPIES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process has packed or unpacked a layout
+/// ([`Typemap::pack`], [`Typemap::unpack`]): a test's proof that a layout
+/// went to the transport as segments, with no copy.
+pub fn copies() -> u64 {
+    COPIES.load(Ordering::Relaxed)
+}
+
+/// Shortest mean run, in bytes, for which a layout goes to the transport
+/// as segments rather than packed. Each segment costs a 16-byte entry in
+/// the list handed over, a 24-byte entry in the descriptor's table, a
+/// search to find it and one `iovec` of the transport's gather (shm's
+/// `process_vm_readv` takes 1024 at a time, TCP's `writev` as many):
+/// below about 64 bytes a run's bookkeeping costs more than copying it
+/// twice, and the list would be as large as the data it describes.
+pub const MIN_SEGMENT_BYTES: usize = 64;
 
 /// A predefined datatype, as far as layout and validity go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -304,6 +327,78 @@ impl Typemap {
         add(mul(count - 1, self.extent)?, self.upper_bound())
     }
 
+    /// The memory of `count` elements at `base` as segments, one per
+    /// contiguous run in wire order (runs that continue one another
+    /// merged), into `out` (cleared first): true if the layout is worth
+    /// sending that way — at most `max` segments, of
+    /// [`MIN_SEGMENT_BYTES`] on average — false (and `out` unspecified)
+    /// if it should be packed. Dense memory is one segment. Only
+    /// addresses are computed; nothing is read.
+    pub fn segments(&self, count: usize, base: *mut u8, max: usize, out: &mut Vec<Iovec>) -> bool {
+        out.clear();
+        let total = self.size.saturating_mul(count);
+        // Merging joins at most one pair of runs per element boundary, so
+        // an element of k > 1 runs keeps k - 1 of them: a bound on the
+        // mean run before anything is built.
+        let k = self.runs.len();
+        if k > 1 && self.size / (k - 1) < MIN_SEGMENT_BYTES {
+            return false;
+        }
+        // One short run per element that cannot join the next one's.
+        if k == 1 && self.size < MIN_SEGMENT_BYTES && !self.is_dense() && count > 1 {
+            return false;
+        }
+        for i in 0..count {
+            for r in &self.runs {
+                if r.len() == 0 {
+                    continue;
+                }
+                let at = base.wrapping_add(i * self.extent + r.offset);
+                if let Some(last) = out.last_mut() {
+                    if last.base.wrapping_add(last.len) == at {
+                        last.len += r.len();
+                        continue;
+                    }
+                }
+                if out.len() == max {
+                    return false;
+                }
+                out.push(Iovec::new(at, r.len()));
+            }
+        }
+        out.is_empty() || total / out.len() >= MIN_SEGMENT_BYTES
+    }
+
+    /// Append the bytes of the segments `list` to `out`, in list order: a
+    /// layout's values packed from its [`segments`](Self::segments).
+    ///
+    /// # Safety
+    /// Every segment must be valid for reads and initialized.
+    pub unsafe fn gather(list: &[Iovec], out: &mut Vec<u8>) {
+        COPIES.fetch_add(1, Ordering::Relaxed);
+        for s in list {
+            // SAFETY: readable, per our caller.
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(s.base, s.len) });
+        }
+    }
+
+    /// Copy `packed` into the segments `list`, in list order, as far as
+    /// it goes: the inverse of [`gather`](Self::gather), for layouts whose
+    /// every bit pattern is valid.
+    ///
+    /// # Safety
+    /// Every segment must be valid for writes and not overlap `packed`.
+    pub unsafe fn scatter(list: &[Iovec], packed: &[u8]) {
+        COPIES.fetch_add(1, Ordering::Relaxed);
+        let mut at = 0;
+        for s in list {
+            let n = s.len.min(packed.len() - at);
+            // SAFETY: writable, per our caller; within `packed`.
+            unsafe { std::ptr::copy_nonoverlapping(packed.as_ptr().add(at), s.base, n) };
+            at += n;
+        }
+    }
+
     /// Append the values of `count` elements at `src` to `out`, in wire
     /// order.
     ///
@@ -311,6 +406,7 @@ impl Typemap {
     /// `src` must be valid for reads of [`span(count)`](Self::span) bytes,
     /// and every byte the runs describe must be initialized.
     pub unsafe fn pack(&self, count: usize, src: *const u8, out: &mut Vec<u8>) {
+        COPIES.fetch_add(1, Ordering::Relaxed);
         out.reserve(self.size.saturating_mul(count));
         for i in 0..count {
             for r in &self.runs {
@@ -353,6 +449,7 @@ impl Typemap {
     /// # Safety
     /// `dst` must be valid for writes of [`span(count)`](Self::span) bytes.
     pub unsafe fn unpack(&self, count: usize, packed: &[u8], dst: *mut u8) -> Result<usize> {
+        COPIES.fetch_add(1, Ordering::Relaxed);
         self.validate(count, packed)?;
         let mut at = 0;
         for i in 0..count {
@@ -405,6 +502,34 @@ mod tests {
         // SAFETY: as above, for writes.
         let used = unsafe { t.unpack(1, &out, dst.as_mut_ptr().cast()) }.unwrap();
         assert_eq!((used, dst), (16, [1, 2, -1, 4, 5, -1]));
+    }
+
+    #[test]
+    fn segments_are_the_runs_merged_and_short_runs_are_refused() {
+        let u8s = Typemap::predefined(Kind::plain::<u8>());
+        let mut buf = [0u8; 4096];
+        let base = buf.as_mut_ptr();
+        let mut list = Vec::new();
+        // Two elements of [256 used, 128 gap]: one segment per block.
+        let v = Typemap::vector(2, 256, 384, &u8s).unwrap();
+        assert!(v.segments(2, base, 16, &mut list));
+        let offs: Vec<(usize, usize)> = list
+            .iter()
+            .map(|s| (s.base as usize - base as usize, s.len))
+            .collect();
+        // Element 1 starts at the extent (640): its first block follows
+        // element 0's last directly, so the two merge.
+        assert_eq!(offs, [(0, 256), (384, 512), (1024, 256)]);
+        // More segments than allowed: refused.
+        assert!(!v.segments(2, base, 2, &mut list));
+        // 4-byte runs: refused before anything is built.
+        let tiny = Typemap::vector(64, 1, 2, &i32_map()).unwrap();
+        assert!(!tiny.segments(1, base, 1 << 16, &mut list));
+        // Dense memory is one segment.
+        let d = Typemap::contiguous(100, &i32_map()).unwrap();
+        assert!(d.segments(3, base, 1, &mut list));
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].len, 1200);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use mpi_on_portals::{
 
 use crate::datatype::{
     receiving, receiving_in_place, sending, sending_in_place, Buffer, BufferMut, Partition,
-    PartitionMut,
+    PartitionMut, Staging,
 };
 use crate::fatal::check;
 use crate::request::{scoped, Request, Scope, StaticScope};
@@ -161,13 +161,14 @@ pub trait CommunicatorCollectives: Communicator {
         R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_all_gather_into";
+        let mut staging = Staging::default();
         let data = std::ptr::NonNull::from(&mut *recv);
         let r = self.target().as_result_api().immediate_all_gather_into(
             scoped(&scope, CALL),
-            sending_in_place(send, CALL),
-            receiving_in_place(recv, CALL),
+            sending_in_place(send, CALL, &mut staging),
+            receiving_in_place(recv, CALL, &mut staging),
         );
-        Request::new(check(r, CALL), Some(data))
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 
     /// Start an all-gather with per-rank block sizes (`MPI_Iallgatherv`).
@@ -204,13 +205,14 @@ pub trait CommunicatorCollectives: Communicator {
         R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_all_to_all_into";
+        let mut staging = Staging::default();
         let data = std::ptr::NonNull::from(&mut *recv);
         let r = self.target().as_result_api().immediate_all_to_all_into(
             scoped(&scope, CALL),
-            sending_in_place(send, CALL),
-            receiving_in_place(recv, CALL),
+            sending_in_place(send, CALL, &mut staging),
+            receiving_in_place(recv, CALL, &mut staging),
         );
-        Request::new(check(r, CALL), Some(data))
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 
     /// Start an all-to-all with per-pair block sizes (`MPI_Ialltoallv`).
@@ -380,11 +382,13 @@ pub trait Root {
         B: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_broadcast_into";
+        let mut staging = Staging::default();
         let data = std::ptr::NonNull::from(&mut *buf);
-        let r = self
-            .target()
-            .immediate_broadcast_into(scoped(&scope, CALL), receiving_in_place(buf, CALL));
-        Request::new(check(r, CALL), Some(data))
+        let r = self.target().immediate_broadcast_into(
+            scoped(&scope, CALL),
+            receiving_in_place(buf, CALL, &mut staging),
+        );
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 
     /// Start a gather (`MPI_Igather`), at a non-root member.
@@ -394,11 +398,13 @@ pub trait Root {
         S: Buffer + ?Sized,
     {
         const CALL: &str = "immediate_gather_into";
+        let mut staging = Staging::default();
         let data = std::ptr::NonNull::from(send);
-        let r = self
-            .target()
-            .immediate_gather_into(scoped(&scope, CALL), sending_in_place(send, CALL));
-        Request::new(check(r, CALL), Some(data))
+        let r = self.target().immediate_gather_into(
+            scoped(&scope, CALL),
+            sending_in_place(send, CALL, &mut staging),
+        );
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 
     /// Start a gather (`MPI_Igather`), at the root.
@@ -414,13 +420,14 @@ pub trait Root {
         R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_gather_into_root";
+        let mut staging = Staging::default();
         let data = std::ptr::NonNull::from(&mut *recv);
         let r = self.target().immediate_gather_into_root(
             scoped(&scope, CALL),
-            sending_in_place(send, CALL),
-            receiving_in_place(recv, CALL),
+            sending_in_place(send, CALL, &mut staging),
+            receiving_in_place(recv, CALL, &mut staging),
         );
-        Request::new(check(r, CALL), Some(data))
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 
     /// Start a variable gather (`MPI_Igatherv`), at a non-root member.
@@ -471,11 +478,13 @@ pub trait Root {
         R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_scatter_into";
+        let mut staging = Staging::default();
         let data = std::ptr::NonNull::from(&mut *recv);
-        let r = self
-            .target()
-            .immediate_scatter_into(scoped(&scope, CALL), receiving_in_place(recv, CALL));
-        Request::new(check(r, CALL), Some(data))
+        let r = self.target().immediate_scatter_into(
+            scoped(&scope, CALL),
+            receiving_in_place(recv, CALL, &mut staging),
+        );
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 
     /// Start a scatter (`MPI_Iscatter`), at the root.
@@ -491,13 +500,14 @@ pub trait Root {
         R: BufferMut + ?Sized,
     {
         const CALL: &str = "immediate_scatter_into_root";
+        let mut staging = Staging::default();
         let data = std::ptr::NonNull::from(&mut *recv);
         let r = self.target().immediate_scatter_into_root(
             scoped(&scope, CALL),
-            sending_in_place(send, CALL),
-            receiving_in_place(recv, CALL),
+            sending_in_place(send, CALL, &mut staging),
+            receiving_in_place(recv, CALL, &mut staging),
         );
-        Request::new(check(r, CALL), Some(data))
+        Request::new(staging.started(check(r, CALL)), Some(data))
     }
 
     /// Start a variable scatter (`MPI_Iscatterv`), at a non-root member.

@@ -14,6 +14,16 @@
 //! wrapper over [`mpi_on_portals`], whose `Result` API is the one to use
 //! where errors should be handled instead.
 //!
+//! User-defined datatypes ([`datatype`]) that are not contiguous travel
+//! without a packing copy in point-to-point calls, blocking or not: the
+//! layout goes to the transport as a list of segments (an iovec memory
+//! descriptor) that it gathers from and scatters into. Layouts of tiny
+//! runs are packed, and layouts holding `bool`s are received through a
+//! stage that is validated before anything is written; in non-blocking
+//! calls (and the non-blocking collectives, which take one region) such a
+//! copy is owned by the request and unpacked as it completes. The
+//! crate's README lists the details and the measurements.
+//!
 //! ```no_run
 //! use mpi::traits::*;
 //!
@@ -39,6 +49,7 @@ mod fatal;
 pub mod point_to_point;
 pub mod request;
 pub mod topology;
+mod transfer;
 
 pub use environment::{initialize, initialize_with_threading, time, time_resolution, Threading};
 pub use mpi_on_portals::{ffi, MpiError};

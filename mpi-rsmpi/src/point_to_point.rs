@@ -6,13 +6,14 @@ use mpi_on_portals::point_to_point as inner;
 use mpi_on_portals::{Destination as _, Source as _};
 
 use crate::datatype::{
-    self, receiving, receiving_in_place, receiving_value, receiving_values, sending,
-    sending_in_place, wire_size, Buffer, BufferMut,
+    self, receiving, receiving_value, receiving_values, sending, wire_size, Buffer, BufferMut,
 };
 use crate::fatal::{check, fatal};
 use crate::request::{scoped, Request, Scope};
 use crate::topology::{AnyProcess, Process};
+use crate::transfer;
 use crate::Tag;
+use mpi_on_portals::raw::SendMode;
 use mpi_on_portals::Equivalence;
 
 pub use mpi_on_portals::Status;
@@ -31,7 +32,7 @@ pub trait Destination {
     /// Send with a tag (`MPI_Send`).
     fn send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
         const CALL: &str = "Destination::send";
-        check(self.target().send_with_tag(&*sending(buf, CALL), tag), CALL)
+        transfer::send(&self.target(), buf, tag, SendMode::Standard, CALL)
     }
 
     /// Synchronous send (`MPI_Ssend`).
@@ -42,11 +43,7 @@ pub trait Destination {
     /// Synchronous send with a tag.
     fn synchronous_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
         const CALL: &str = "Destination::synchronous_send";
-        check(
-            self.target()
-                .synchronous_send_with_tag(&*sending(buf, CALL), tag),
-            CALL,
-        )
+        transfer::send(&self.target(), buf, tag, SendMode::Synchronous, CALL)
     }
 
     /// Ready send (`MPI_Rsend`).
@@ -66,10 +63,7 @@ pub trait Destination {
     /// See [`Destination::ready_send`].
     unsafe fn ready_send_with_tag<B: Buffer + ?Sized>(&self, buf: &B, tag: Tag) {
         const CALL: &str = "Destination::ready_send";
-        check(
-            self.target().ready_send_with_tag(&*sending(buf, CALL), tag),
-            CALL,
-        )
+        transfer::send(&self.target(), buf, tag, SendMode::Ready, CALL)
     }
 
     /// Buffered send (`MPI_Bsend`) through the buffer attached with
@@ -132,12 +126,16 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, B, S> {
         const CALL: &str = "Destination::immediate_send";
-        let r = self.target().immediate_send_with_tag(
+        let target = self.target();
+        let r = transfer::immediate_send(
+            &target,
             scoped(&scope, CALL),
-            sending_in_place(buf, CALL),
+            buf,
             tag,
+            SendMode::Standard,
+            CALL,
         );
-        Request::new(check(r, CALL), Some(NonNull::from(buf)))
+        Request::new(r, Some(NonNull::from(buf)))
     }
 
     /// Non-blocking synchronous send (`MPI_Issend`), tag 0.
@@ -157,12 +155,16 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, B, S> {
         const CALL: &str = "Destination::immediate_synchronous_send";
-        let r = self.target().immediate_synchronous_send_with_tag(
+        let target = self.target();
+        let r = transfer::immediate_send(
+            &target,
             scoped(&scope, CALL),
-            sending_in_place(buf, CALL),
+            buf,
             tag,
+            SendMode::Synchronous,
+            CALL,
         );
-        Request::new(check(r, CALL), Some(NonNull::from(buf)))
+        Request::new(r, Some(NonNull::from(buf)))
     }
 
     /// Non-blocking ready send (`MPI_Irsend`), tag 0.
@@ -191,12 +193,16 @@ pub trait Destination {
         tag: Tag,
     ) -> Request<'a, B, S> {
         const CALL: &str = "Destination::immediate_ready_send";
-        let r = self.target().immediate_ready_send_with_tag(
+        let target = self.target();
+        let r = transfer::immediate_send(
+            &target,
             scoped(&scope, CALL),
-            sending_in_place(buf, CALL),
+            buf,
             tag,
+            SendMode::Ready,
+            CALL,
         );
-        Request::new(check(r, CALL), Some(NonNull::from(buf)))
+        Request::new(r, Some(NonNull::from(buf)))
     }
 }
 
@@ -238,16 +244,19 @@ pub trait Source {
 
     /// Receive into `buf`, any tag (`MPI_Recv`).
     fn receive_into<B: BufferMut + ?Sized>(&self, buf: &mut B) -> Status {
-        receiving(buf, "Source::receive_into", |b| {
-            on_source!(self.target(), |s| s.receive_into(b))
-        })
+        self.receive_into_with_tag(buf, mpi_on_portals::ANY_TAG)
     }
 
     /// Receive into `buf` with a tag.
     fn receive_into_with_tag<B: BufferMut + ?Sized>(&self, buf: &mut B, tag: Tag) -> Status {
-        receiving(buf, "Source::receive_into_with_tag", |b| {
-            on_source!(self.target(), |s| s.receive_into_with_tag(b, tag))
-        })
+        const CALL: &str = "Source::receive_into";
+        on_source!(self.target(), |s| transfer::receive(
+            &s,
+            buf,
+            tag,
+            CALL,
+            |b| s.receive_into_with_tag(b, tag)
+        ))
     }
 
     /// Receive one value, any tag (a user datatype, a derived struct or
@@ -295,26 +304,31 @@ pub trait Source {
         // The data pointer is read only after the receive completed (see
         // `Request::wait_for_data`).
         let data = NonNull::from(&mut *buf);
-        let r = on_source!(self.target(), |s| s.immediate_receive_into_with_tag(
+        let r = on_source!(self.target(), |s| transfer::immediate_receive(
+            &s,
             scoped(&scope, CALL),
-            receiving_in_place(buf, CALL),
-            tag
+            buf,
+            tag,
+            CALL
         ));
-        Request::new(check(r, CALL), Some(data))
+        Request::new(r, Some(data))
     }
 
     /// Start receiving one value into a buffer the future owns
-    /// (`MPI_Irecv`), any tag.
-    fn immediate_receive<T: Equivalence>(&self) -> ReceiveFuture<T> {
+    /// (`MPI_Irecv`), any tag: any datatype (a derived struct, `bool`),
+    /// validated as for [`Source::receive`].
+    fn immediate_receive<T: datatype::Equivalence>(&self) -> ReceiveFuture<T> {
         self.immediate_receive_with_tag(mpi_on_portals::ANY_TAG)
     }
 
     /// [`Source::immediate_receive`] with a tag.
-    fn immediate_receive_with_tag<T: Equivalence>(&self, tag: Tag) -> ReceiveFuture<T> {
-        ReceiveFuture(check(
-            on_source!(self.target(), |s| s.immediate_receive_with_tag(tag)),
-            "Source::immediate_receive",
-        ))
+    fn immediate_receive_with_tag<T: datatype::Equivalence>(&self, tag: Tag) -> ReceiveFuture<T> {
+        let (request, value) = on_source!(self.target(), |s| transfer::receive_future::<T, _>(
+            &s,
+            tag,
+            ReceiveFuture::<T>::CALL
+        ));
+        ReceiveFuture { request, value }
     }
 
     /// Wait for a message, any tag, that only the returned [`Message`]
@@ -391,8 +405,10 @@ pub struct Message(mpi_on_portals::Message);
 impl Message {
     /// Receive it into `buf` (`MPI_Mrecv`).
     pub fn matched_receive_into<B: BufferMut + ?Sized>(self, buf: &mut B) -> Status {
-        receiving(buf, "Message::matched_receive_into", |b| {
-            self.0.matched_receive_into(b)
+        const CALL: &str = "Message::matched_receive_into";
+        let (from, tag) = (self.0.sender(), self.0.status().tag());
+        transfer::receive(&from, buf, tag, CALL, |b| {
+            from.receive_into_with_tag(b, tag)
         })
     }
 
@@ -425,28 +441,59 @@ impl Message {
     ) -> Request<'b, B, S> {
         const CALL: &str = "Message::immediate_matched_receive_into";
         let data = NonNull::from(&mut *buf);
-        let r = self
-            .0
-            .immediate_matched_receive_into(scoped(&scope, CALL), receiving_in_place(buf, CALL));
-        Request::new(check(r, CALL), Some(data))
+        let (from, tag) = (self.0.sender(), self.0.status().tag());
+        let r = transfer::immediate_receive(&from, scoped(&scope, CALL), buf, tag, CALL);
+        Request::new(r, Some(data))
     }
 }
 
 /// A pending receive of one value that owns its buffer (rsmpi's
 /// `ReceiveFuture`).
 #[derive(Debug)]
-pub struct ReceiveFuture<T>(mpi_on_portals::ReceiveFuture<T>);
+pub struct ReceiveFuture<T> {
+    // Declared before `value`: dropped first, so the receive is settled
+    // (cancelled or completed) before the memory it writes is freed.
+    request: mpi_on_portals::request::Request<'static>,
+    value: Box<std::mem::MaybeUninit<T>>,
+}
 
-impl<T> ReceiveFuture<T> {
+impl<T: datatype::Equivalence> ReceiveFuture<T> {
+    const CALL: &'static str = "Source::immediate_receive";
+
+    /// The value of a completed receive; the job ends unless the message
+    /// filled it.
+    fn value(value: &std::mem::MaybeUninit<T>, status: Status) -> (T, Status) {
+        let want = wire_size::<T>();
+        if status.count_bytes() < want {
+            fatal(
+                "ReceiveFuture::get",
+                &format!(
+                    "the message holds {} bytes, less than the {want} of one value",
+                    status.count_bytes()
+                ),
+            );
+        }
+        // SAFETY: the receive completed and filled every byte the datatype
+        // describes with a validated value; the rest are zero, which the
+        // contract of `Equivalence` makes a valid `T`.
+        (unsafe { value.assume_init_read() }, status)
+    }
+
     /// Wait for the value (`MPI_Wait`).
     pub fn get(self) -> (T, Status) {
-        check(self.0.get(), "ReceiveFuture::get")
+        let ReceiveFuture { request, value } = self;
+        let status = check(request.wait(), "ReceiveFuture::get");
+        Self::value(&value, status)
     }
 
     /// The value if it has arrived (`MPI_Test`), the future back
     /// otherwise.
     pub fn r#try(self) -> Result<(T, Status), Self> {
-        check(self.0.r#try(), "ReceiveFuture::try").map_err(ReceiveFuture)
+        let ReceiveFuture { request, value } = self;
+        match check(request.test(), "ReceiveFuture::try") {
+            Ok(status) => Ok(Self::value(&value, status)),
+            Err(request) => Err(ReceiveFuture { request, value }),
+        }
     }
 }
 
@@ -510,11 +557,19 @@ where
 {
     const CALL: &str = "send_receive_into";
     let dest = destination.target();
-    let msg = sending(msg, CALL);
-    receiving(buf, CALL, |b| {
-        on_source!(source.target(), |s| inner::send_receive_into_with_tags(
-            &*msg, &dest, sendtag, b, &s, receivetag
-        ))
+    // As the `Result` API's: the send started, the receive done, the send
+    // waited for; each side as segments where its layout allows.
+    mpi_on_portals::request::scope(|s| {
+        let sent = transfer::immediate_send(&dest, s, msg, sendtag, SendMode::Standard, CALL);
+        let status = on_source!(source.target(), |src| transfer::receive(
+            &src,
+            buf,
+            receivetag,
+            CALL,
+            |b| src.receive_into_with_tag(b, receivetag)
+        ));
+        check(sent.wait(), CALL);
+        status
     })
 }
 

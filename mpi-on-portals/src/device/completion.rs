@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use portals::PtlError;
 
-use super::{ptl, Device, Kind, Req, ReqId, State, WAIT_SLICE};
+use super::{ptl, Device, Kind, OnDone, Req, ReqId, State, WAIT_SLICE};
 use crate::error::{MpiError, Result};
 use crate::status::Status;
 
@@ -83,7 +83,12 @@ impl Device {
         if !complete(r) {
             return None;
         }
-        let r = st.reqs.remove(id.idx as usize);
+        let mut r = st.reqs.remove(id.idx as usize);
+        // Normally run by `finish` already; a completion that came another
+        // way must not skip it.
+        if let (Some(then), Some(res)) = (r.on_done.take(), r.result.as_mut()) {
+            then(res);
+        }
         r.result.map(|res| (res, r.owned))
     }
 
@@ -191,11 +196,39 @@ impl Device {
         let mut st = self.lock();
         if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
             if complete(r) {
-                st.reqs.remove(id.idx as usize);
+                let mut r = st.reqs.remove(id.idx as usize);
+                if let (Some(then), Some(res)) = (r.on_done.take(), r.result.as_mut()) {
+                    then(res);
+                }
             } else {
                 r.detached = true;
             }
         }
+    }
+
+    /// Run `then` when request `id` completes (after any step it has
+    /// already), or now if it has: for memory a started operation must
+    /// keep (a packed send buffer, a stage) and the unpacking of a stage.
+    /// Nobody has seen `id` complete yet (its handle is the caller's), so
+    /// running it now is as good as at completion.
+    pub(crate) fn adopt(&self, id: ReqId, then: OnDone) {
+        let mut st = self.lock();
+        let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) else {
+            return;
+        };
+        if complete(r) {
+            if let Some(res) = r.result.as_mut() {
+                then(res);
+            }
+            return;
+        }
+        r.on_done = Some(match r.on_done.take() {
+            None => then,
+            Some(first) => Box::new(move |res: &mut Result<Status>| {
+                first(res);
+                then(res);
+            }),
+        });
     }
 
     /// True if `id` is not complete yet.

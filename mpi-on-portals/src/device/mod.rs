@@ -107,6 +107,7 @@ mod completion;
 mod config;
 mod failure;
 mod intake;
+mod mem;
 mod nbc;
 mod pool;
 mod probe;
@@ -119,6 +120,7 @@ mod window;
 use completion::released;
 pub use config::{MpiConfig, MpiStats};
 use failure::{dead_member, dead_peer, gone, gone_any};
+pub(crate) use mem::Mem;
 pub(crate) use nbc::FlatPlan;
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
@@ -292,7 +294,17 @@ struct Req {
     /// Non-blocking collectives: the communicator's context pair, whose
     /// release waits for the instance.
     nbc_ctx: Option<u16>,
+    /// Run once when the request is complete (see [`OnDone`]).
+    on_done: Option<OnDone>,
 }
+
+/// Work a receive does once it is complete and its memory is out of the
+/// engine, before anyone can see it complete (however that is seen: a
+/// wait, a test, the end of its scope): a staged receive unpacks its
+/// stage into the user's buffer, and may turn the result into an error
+/// (a value that does not validate). Runs under the device's state lock,
+/// on whichever thread completes the request.
+pub(crate) type OnDone = Box<dyn FnOnce(&mut Result<Status>) + Send>;
 
 /// What a put waiting in a send window needs.
 #[derive(Clone, Copy, Debug)]
@@ -618,6 +630,12 @@ impl Device {
 
     fn core(&self) -> &NiCore {
         self.job.ni().core()
+    }
+
+    /// Most segments one message's memory may have (the engine's
+    /// [`portals::NiLimits::max_iovecs`]).
+    pub(crate) fn max_iovecs(&self) -> usize {
+        self.ni().limits().max_iovecs
     }
 
     pub(crate) fn job(&self) -> &Job {
@@ -954,6 +972,11 @@ impl Device {
             }
             return;
         }
+        if let Some(then) = r.on_done.take() {
+            if let Some(res) = r.result.as_mut() {
+                then(res);
+            }
+        }
         if r.detached {
             if let Err(e) = r.result.as_ref().unwrap_or(&Ok(Status::cancelled())) {
                 tracing::warn!(error = %e, "a request nobody waits for failed");
@@ -1019,6 +1042,7 @@ impl Device {
             nbc_mes: Vec::new(),
             nbc_mds: Vec::new(),
             nbc_ctx: None,
+            on_done: None,
         }) as u32;
         ReqId { idx, gen }
     }

@@ -11,9 +11,10 @@ use portals::{
     Unlink,
 };
 
+use super::mem::Mem;
 use super::{
-    dead_member, dead_peer, finish_status, ptl, Device, Kind, ReqId, State, Unexpected, ACK_PT,
-    HDR_READ, HDR_SYNC, READ_PT,
+    dead_member, dead_peer, finish_status, ptl, Device, Kind, OnDone, ReqId, State, Unexpected,
+    ACK_PT, HDR_READ, HDR_SYNC, READ_PT,
 };
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
@@ -38,6 +39,25 @@ impl Device {
         buf: *mut u8,
         len: usize,
     ) -> Result<ReqId> {
+        // SAFETY: forwarded from our caller.
+        unsafe { self.irecv_mem(ctx, src, tag, Mem::Flat(buf, len), None) }
+    }
+
+    /// [`Device::irecv`] into any memory: one region, or the segments of
+    /// a non-contiguous datatype, scattered into by the transport. `then`
+    /// runs once the request is complete and holds nothing in the engine,
+    /// before anyone can see it complete (see [`OnDone`]).
+    ///
+    /// # Safety
+    /// As for [`Device::irecv`], for every segment of `mem`.
+    pub(crate) unsafe fn irecv_mem(
+        &self,
+        ctx: u16,
+        src: Option<(u32, u32)>,
+        tag: Option<u32>,
+        mem: Mem<'_>,
+        then: Option<OnDone>,
+    ) -> Result<ReqId> {
         let mut st = self.lock();
         self.check(&st)?;
         self.drain(&mut st);
@@ -47,11 +67,12 @@ impl Device {
         self.end_probe_admission(&mut st, source_id(src));
         let id = self.new_req(&mut st, Kind::Recv, src.map_or(u32::MAX, |s| s.1));
         st.reqs[id.idx as usize].coll = ctx & 1 == 1;
+        st.reqs[id.idx as usize].on_done = then;
         // 1. Messages already here, oldest first.
         if let Some(pos) = st.saved.iter().position(|u| bits::accepts(recv, u.bits)) {
             if let Some(u) = st.saved.remove(pos) {
                 // SAFETY: forwarded from our caller.
-                if let Err(e) = unsafe { self.take_unexpected(&mut st, id, u, buf, len) } {
+                if let Err(e) = unsafe { self.take_unexpected(&mut st, id, u, mem) } {
                     return self.fail_started(&mut st, id, e);
                 }
                 return Ok(id);
@@ -72,7 +93,7 @@ impl Device {
             return self.fail_started(&mut st, id, dead_peer(w));
         }
         // SAFETY: forwarded from our caller.
-        match unsafe { self.post_recv(&mut st, id, recv, src, buf, len) } {
+        match unsafe { self.post_recv(&mut st, id, recv, src, mem) } {
             Ok(()) => Ok(id),
             Err(e) => self.fail_started(&mut st, id, e),
         }
@@ -89,8 +110,7 @@ impl Device {
         id: ReqId,
         recv: (u64, u64),
         src: Option<(u32, u32)>,
-        buf: *mut u8,
-        len: usize,
+        mem: Mem<'_>,
     ) -> Result<()> {
         let ni = self.ni();
         let match_id = source_id(src);
@@ -136,8 +156,7 @@ impl Device {
             st_.reqs[id.idx as usize].me = Some(me);
             // SAFETY: by this function's contract; the request unlinks the
             // descriptor before it completes.
-            let md =
-                unsafe { e.md_attach_raw(me, &inactive, buf, len, Unlink::Unlink) }.map_err(ptl)?;
+            let md = unsafe { mem.attach(e, me, &inactive, Unlink::Unlink) }.map_err(ptl)?;
             st_.reqs[id.idx as usize].md = Some(md);
             let activated = e
                 .md_update(md, Some(&active), Some(unexp_eq))
@@ -184,7 +203,7 @@ impl Device {
                 r.md = None;
                 if let Some(u) = st.saved.remove(before + pos) {
                     // SAFETY: forwarded from our caller.
-                    unsafe { self.take_unexpected(st, id, u, buf, len)? };
+                    unsafe { self.take_unexpected(st, id, u, mem)? };
                 }
                 return Ok(());
             }
@@ -217,9 +236,9 @@ impl Device {
         st: &mut State,
         id: ReqId,
         u: Unexpected,
-        buf: *mut u8,
-        len: usize,
+        mem: Mem<'_>,
     ) -> Result<()> {
+        let len = mem.len();
         let f = bits::decode(u.bits);
         let ni = self.ni();
         let n = (u.rlength as usize).min(len);
@@ -245,7 +264,9 @@ impl Device {
                     // buffer is recycled, which needs this message released;
                     // `buf` is valid for `len >= n` bytes by our contract, and
                     // the two allocations are distinct.
-                    unsafe { std::ptr::copy_nonoverlapping(ptr.add(u.offset as usize), buf, n) };
+                    unsafe {
+                        mem.scatter_from(std::slice::from_raw_parts(ptr.add(u.offset as usize), n))
+                    };
                 }
                 self.sh.release_in(self.core(), st, &mut pool, i)?;
                 drop(pool);
@@ -292,13 +313,12 @@ impl Device {
                 // SAFETY: by our contract. Threshold 1: the reply (a get
                 // request itself counts nothing).
                 let md = unsafe {
-                    ni.md_bind_raw(
+                    mem.bind(
+                        ni,
                         &MdDesc::default()
                             .threshold(Threshold::Count(1))
                             .eq(self.req_eq)
                             .user_ptr(id.user_ptr()),
-                        buf,
-                        len,
                         Unlink::Unlink,
                     )
                 }

@@ -4,6 +4,7 @@
 
 use portals::{AckReq, MdDesc, MdHandle, MdOptions, Outbound, Position, Remote, Threshold, Unlink};
 
+use super::mem::Mem;
 use super::window::{Admit, QueuedPut};
 use super::{
     gone, ptl, Device, Kind, Mode, ReqId, State, WindowPut, ACK_PT, HDR_READ, HDR_SYNC, HDR_UNIQUE,
@@ -36,6 +37,29 @@ impl Device {
         owned: Option<Box<dyn std::any::Any + Send>>,
         detached: bool,
     ) -> Result<ReqId> {
+        let mem = Mem::Flat(data.cast_mut(), len);
+        // SAFETY: forwarded from our caller.
+        unsafe { self.isend_mem(ctx, src_rank, dst, tag, mem, mode, owned, detached) }
+    }
+
+    /// [`Device::isend`] of any memory: one region, or the segments of a
+    /// non-contiguous datatype, gathered by the transport.
+    ///
+    /// # Safety
+    /// As for [`Device::isend`], for every segment of `mem`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn isend_mem(
+        &self,
+        ctx: u16,
+        src_rank: u32,
+        dst: u32,
+        tag: u32,
+        mem: Mem<'_>,
+        mode: Mode,
+        owned: Option<Box<dyn std::any::Any + Send>>,
+        detached: bool,
+    ) -> Result<ReqId> {
+        let len = mem.len();
         let mut st = self.lock();
         self.check(&st)?;
         // Take the events of earlier sends: a loop of sends that never
@@ -57,7 +81,7 @@ impl Device {
         // the receiver's acknowledgment; within the budget, send a copy
         // instead (an internal request nobody waits for) and hand the
         // caller a request that is complete already.
-        let (mut detached, mut data, mut copy_len) = (detached, data, 0);
+        let (mut detached, mut mem, mut copy_len) = (detached, mem, 0);
         let mut copy = Vec::new();
         let mut done_for_caller = None;
         if kind == Kind::SendShort
@@ -66,13 +90,12 @@ impl Device {
             && len > 0
             && st.copy_used + len <= self.cfg.eager_copy
         {
-            // SAFETY: by this function's contract, `data..data+len` is valid.
-            let src = unsafe { std::slice::from_raw_parts(data, len) };
             // A recycled buffer: no allocation per message once warm.
             let mut buf = st.spare_copies.pop().unwrap_or_default();
             buf.clear();
-            buf.extend_from_slice(src);
-            data = buf.as_ptr();
+            // SAFETY: by this function's contract, the memory is readable.
+            unsafe { mem.gather_into(&mut buf) };
+            mem = Mem::Flat(buf.as_mut_ptr(), len);
             copy = buf;
             detached = true;
             copy_len = len;
@@ -97,20 +120,18 @@ impl Device {
         let up = id.user_ptr();
         let proto = if long { PROTO_LONG } else { PROTO_SHORT };
         let remote = Remote::new(target, RECV_PT, bits::encode(proto, ctx, src_rank, tag));
-        let data = data.cast_mut();
         let r = (|| -> Result<()> {
             match kind {
                 Kind::SendReady => {
                     // SAFETY: by this function's contract; the descriptor
                     // only reads (it accepts no incoming operation).
                     let md = unsafe {
-                        ni.md_bind_raw(
+                        mem.bind(
+                            ni,
                             &MdDesc::default()
                                 .threshold(Threshold::Count(1))
                                 .eq(self.req_eq)
                                 .user_ptr(up),
-                            data,
-                            len,
                             Unlink::Unlink,
                         )
                     }
@@ -156,8 +177,8 @@ impl Device {
                         st_.reqs[id.idx as usize].me = Some(me);
                         e.me_admit(me, unexp_eq).map_err(ptl)?;
                         // SAFETY: by this function's contract.
-                        let md = unsafe { e.md_attach_raw(me, &desc, data, len, Unlink::Unlink) }
-                            .map_err(ptl)?;
+                        let md =
+                            unsafe { mem.attach(e, me, &desc, Unlink::Unlink) }.map_err(ptl)?;
                         st_.reqs[id.idx as usize].md = Some(md);
                         if !Self::window_admits(
                             st_,
@@ -225,11 +246,10 @@ impl Device {
                     // SAFETY: by this function's contract. Retained: the put and a get may both
                     // use it; the request unlinks it when done.
                     let md = unsafe {
-                        ni.md_attach_raw(
+                        mem.attach_ni(
+                            ni,
                             read_me,
                             &MdDesc::new(MdOptions::OP_GET).eq(self.req_eq).user_ptr(up),
-                            data,
-                            len,
                             Unlink::Retain,
                         )
                     }

@@ -2,13 +2,22 @@
 //! `BufferMut`, `View`, `MutView`, `DynBuffer`, `DynBufferMut`).
 //!
 //! Every buffer is a pointer, a count and a datatype. A buffer whose
-//! datatype is dense goes to the transport as its bytes; any other is
-//! packed into a contiguous buffer first, and received through one and
-//! unpacked, with the received values validated before they are written
-//! (a received `bool` that is not 0 or 1 is an error, not undefined
-//! behaviour).
+//! datatype is dense goes to the transport as its bytes. Any other goes
+//! as a list of segments, one per contiguous run
+//! ([`Typemap::segments`]), which the transport gathers from and scatters
+//! into: no copy here. Two kinds still go through a copy: layouts of runs
+//! too short to be worth a segment each (packed, and received through a
+//! stage), and layouts with values that must be validated before they are
+//! written (a received `bool` that is not 0 or 1 is an error, not
+//! undefined behaviour), which are always received through a stage.
+//! Calls that take one region (collectives, buffered sends, `pack`) pack
+//! segments too.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use mpi_on_portals::request as inner;
+use mpi_on_portals::segments::{self, Iovec};
 
 use mpi_on_portals::typemap::{Kind, Typemap};
 use mpi_on_portals::{MpiError, Result, Status};
@@ -122,7 +131,21 @@ pub unsafe trait BufferMut {
 
 /// A buffer to send, described: its bytes as the transport takes them.
 #[doc(hidden)]
-pub struct Described<'b>(Result<Cow<'b, [u8]>>);
+pub struct Described<'b>(Result<Outgoing<'b>>);
+
+/// What goes to the transport for a send.
+pub(crate) enum Outgoing<'b> {
+    /// Bytes: the buffer's own (dense) or a packed copy.
+    Bytes(Cow<'b, [u8]>),
+    /// The buffer's memory as segments, one per contiguous run, in wire
+    /// order: the transport gathers them, nothing is copied here.
+    Segments(Vec<Iovec>, PhantomData<&'b [u8]>),
+}
+
+/// Most segments the face hands over for one message: the device's engine
+/// takes 65536 (`NiLimits::max_iovecs`, not lowered by the device), but a
+/// list is built per message, so a longer one (64 KiB of list) is packed.
+pub(crate) const MAX_SEGMENTS: usize = 4096;
 
 /// A buffer to receive into, described: where the bytes land.
 #[doc(hidden)]
@@ -148,8 +171,9 @@ fn map_span(map: &Typemap, count: usize, avail: usize) -> Result<usize> {
 }
 
 impl<'b> Described<'b> {
-    /// The buffer's own bytes where the layout is dense, else a packed
-    /// copy (the datatype is needed only here, so nothing of it is kept).
+    /// The buffer's own bytes where the layout is dense, its segments
+    /// where they are worth it, else a packed copy (the datatype is needed
+    /// only here, so nothing of it is kept).
     ///
     /// # Safety
     /// `ptr` must be valid for reads of `avail` bytes for `'b`, and the
@@ -165,7 +189,7 @@ impl<'b> Described<'b> {
                 return Described(kind_bytes(kind, count, avail).map(|n| {
                     // SAFETY: n ≤ `avail` readable bytes; a predefined
                     // kind has no padding.
-                    Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, n) })
+                    Outgoing::Bytes(Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, n) }))
                 }));
             }
             Layout::Map(m) => m,
@@ -173,26 +197,63 @@ impl<'b> Described<'b> {
         Described(map_span(map, count, avail).map(|span| {
             if map.is_dense() {
                 // SAFETY: as above, `span` ≤ `avail`.
-                return Cow::Borrowed(unsafe { std::slice::from_raw_parts(ptr, span) });
+                return Outgoing::Bytes(Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(ptr, span)
+                }));
+            }
+            let mut list = Vec::new();
+            if map.segments(count, ptr.cast_mut(), MAX_SEGMENTS, &mut list) {
+                return Outgoing::Segments(list, PhantomData);
             }
             let mut out = Vec::new();
             // SAFETY: `span` bytes are readable, and initialized where
             // the layout says (our caller's contract).
             unsafe { map.pack(count, ptr, &mut out) };
-            Cow::Owned(out)
+            Outgoing::Bytes(Cow::Owned(out))
         }))
     }
 
-    /// The bytes to hand to the transport.
+    /// The bytes to hand to the transport, packed if they were segments
+    /// (for the calls that take one region: collectives, buffered sends,
+    /// `pack`).
     pub(crate) fn bytes(self) -> Result<Cow<'b, [u8]>> {
+        self.0.map(Outgoing::into_bytes)
+    }
+
+    /// What to hand to the transport: bytes or segments.
+    pub(crate) fn outgoing(self) -> Result<Outgoing<'b>> {
         self.0
     }
 }
 
-/// Where received bytes go: the buffer itself, or a staging buffer that
-/// is unpacked into it afterwards.
+impl<'b> Outgoing<'b> {
+    /// The bytes, the segments packed.
+    pub(crate) fn into_bytes(self) -> Cow<'b, [u8]> {
+        match self {
+            Outgoing::Bytes(b) => b,
+            Outgoing::Segments(list, _) => {
+                let mut out = Vec::new();
+                // SAFETY: the segments are the buffer's initialized memory,
+                // borrowed for 'b.
+                unsafe { Typemap::gather(&list, &mut out) };
+                Cow::Owned(out)
+            }
+        }
+    }
+}
+
+/// Where received bytes go: the buffer itself, its segments, or a
+/// staging buffer that is unpacked into it afterwards.
 pub(crate) enum Landing<'b> {
     Direct(&'b mut [u8]),
+    /// The buffer's memory as segments, one per contiguous run, in wire
+    /// order; the transport scatters into them. `stage` is used only by a
+    /// call that takes one region (see [`Landing::bytes`]).
+    Scatter {
+        list: Vec<Iovec>,
+        stage: Option<Vec<u8>>,
+        _buf: PhantomData<&'b mut [u8]>,
+    },
     Staged {
         stage: Vec<u8>,
         map: Typemap,
@@ -202,8 +263,8 @@ pub(crate) enum Landing<'b> {
 }
 
 impl<'b> DescribedMut<'b> {
-    /// Receive in place where the layout is dense and admits any bytes,
-    /// else through a stage.
+    /// Receive in place where the layout admits any bytes and is dense
+    /// (or, as segments, worth it), else through a stage.
     ///
     /// # Safety
     /// `ptr` must be valid for reads and writes of `avail` bytes for `'b`,
@@ -225,22 +286,28 @@ impl<'b> DescribedMut<'b> {
                     Landing::Direct(unsafe { std::slice::from_raw_parts_mut(ptr, span) })
                 }));
             }
+            Layout::Map(m) if m.any_bits_valid() => {
+                return DescribedMut(map_span(m, count, avail).map(|_| {
+                    let mut list = Vec::new();
+                    if m.segments(count, ptr, MAX_SEGMENTS, &mut list) {
+                        return Landing::Scatter {
+                            list,
+                            stage: None,
+                            _buf: PhantomData,
+                        };
+                    }
+                    // SAFETY: as below.
+                    unsafe { Landing::staged(m.clone(), count, ptr) }
+                }));
+            }
             Layout::Map(m) => m.clone(),
         };
-        DescribedMut(map_span(&staged_map, count, avail).map(|_| {
-            // The stage starts as the buffer's current values, so that a
-            // short message leaves the rest of the buffer as it was.
-            let mut stage = Vec::new();
-            // SAFETY: span(count) bytes are readable and initialized
-            // where the layout says (our caller's contract).
-            unsafe { staged_map.pack(count, ptr, &mut stage) };
-            Landing::Staged {
-                stage,
-                map: staged_map,
-                count,
-                dst: ptr,
-            }
-        }))
+        // SAFETY: span(count) bytes are readable, writable and
+        // initialized where the layout says (our caller's contract).
+        DescribedMut(
+            map_span(&staged_map, count, avail)
+                .map(|_| unsafe { Landing::staged(staged_map, count, ptr) }),
+        )
     }
 
     pub(crate) fn landing(self) -> Result<Landing<'b>> {
@@ -249,26 +316,71 @@ impl<'b> DescribedMut<'b> {
 }
 
 impl Landing<'_> {
-    /// The bytes to receive into.
+    /// A stage for `count` elements of `map` at `ptr`, unpacked there by
+    /// [`Landing::finish`].
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `map.span(count)`
+    /// bytes for the landing's lifetime, initialized where the layout
+    /// says.
+    unsafe fn staged(map: Typemap, count: usize, ptr: *mut u8) -> Self {
+        // The stage starts as the buffer's current values, so that a
+        // short message leaves the rest of the buffer as it was.
+        let mut stage = Vec::new();
+        // SAFETY: per our caller.
+        unsafe { map.pack(count, ptr, &mut stage) };
+        Landing::Staged {
+            stage,
+            map,
+            count,
+            dst: ptr,
+        }
+    }
+}
+
+impl Landing<'_> {
+    /// The bytes to receive into, for a call that takes one region: a
+    /// layout of segments gets a stage holding their current values,
+    /// scattered back by [`Landing::finish`].
     pub(crate) fn bytes(&mut self) -> &mut [u8] {
         match self {
             Landing::Direct(b) => b,
             Landing::Staged { stage, .. } => stage,
+            Landing::Scatter { list, stage, .. } => stage.get_or_insert_with(|| {
+                let mut v = Vec::new();
+                // SAFETY: the segments are the buffer's initialized
+                // memory, borrowed for the landing's lifetime.
+                unsafe { Typemap::gather(list, &mut v) };
+                v
+            }),
         }
     }
 
     /// Write staged values into the buffer, validated.
     pub(crate) fn finish(self) -> Result<()> {
-        if let Landing::Staged {
-            stage,
-            map,
-            count,
-            dst,
-        } = self
-        {
-            // SAFETY: `dst` is writable for span(count) bytes (checked in
-            // `landing`, and the borrow of the buffer is still held).
-            unsafe { map.unpack(count, &stage, dst) }?;
+        match self {
+            Landing::Staged {
+                stage,
+                map,
+                count,
+                dst,
+            } => {
+                // SAFETY: `dst` is writable for span(count) bytes (checked
+                // in `landing`, and the borrow of the buffer is still
+                // held).
+                unsafe { map.unpack(count, &stage, dst) }?;
+            }
+            Landing::Scatter {
+                list,
+                stage: Some(stage),
+                ..
+            } => {
+                // SAFETY: the segments are the buffer's memory, mutably
+                // borrowed for the landing's lifetime; any bytes are
+                // values (the layout admits every bit pattern).
+                unsafe { Typemap::scatter(&list, &stage) };
+            }
+            Landing::Direct(_) | Landing::Scatter { stage: None, .. } => {}
         }
         Ok(())
     }
@@ -279,16 +391,124 @@ pub(crate) fn sending<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> Cow<'b,
     check(buf.described().bytes(), call)
 }
 
-/// The bytes of a buffer for a non-blocking operation, which must be dense
-/// (there is nowhere to keep a packed copy while the operation runs).
-pub(crate) fn sending_in_place<'b, B: Buffer + ?Sized>(buf: &'b B, call: &str) -> &'b [u8] {
-    match sending(buf, call) {
-        Cow::Borrowed(b) => b,
-        Cow::Owned(_) => fatal(
-            call,
-            &"a non-contiguous datatype in a non-blocking operation is not supported",
-        ),
+/// Memory a non-blocking operation through an API that borrows its
+/// buffers (the collectives) must keep, and the unpacking it must do, when
+/// a buffer is not dense: a packed copy of what it sends, a stage for what
+/// it receives. Handed to the started request ([`Staging::started`]),
+/// which runs it as it completes.
+#[derive(Default)]
+pub(crate) struct Staging(Vec<segments::OnComplete>);
+
+/// Memory the library's completion step writes through from another
+/// thread.
+struct Lent<T>(T);
+
+// SAFETY: what it holds points into a buffer lent to a request for its
+// scope (as to the engine's progress thread); only the completion step,
+// run once, uses it, before the request is seen complete.
+unsafe impl<T> Send for Lent<T> {}
+
+impl Staging {
+    /// Give what was staged to `r`, just started with the staged buffers.
+    pub(crate) fn started<'a>(self, r: inner::Request<'a>) -> inner::Request<'a> {
+        if !self.0.is_empty() {
+            let steps = self.0;
+            segments::adopt(
+                &r,
+                Box::new(move |res: &mut Result<Status>| {
+                    for step in steps {
+                        step(res);
+                    }
+                }),
+            );
+        }
+        r
     }
+}
+
+/// The bytes of a buffer for a non-blocking operation that borrows them:
+/// the buffer's own where it is dense, else a packed copy kept by
+/// `staging` until the operation completes.
+pub(crate) fn sending_in_place<'b, B: Buffer + ?Sized>(
+    buf: &'b B,
+    call: &str,
+    staging: &mut Staging,
+) -> &'b [u8] {
+    match check(buf.described().outgoing(), call) {
+        Outgoing::Bytes(Cow::Borrowed(b)) => b,
+        other => {
+            let packed = other.into_bytes().into_owned();
+            // SAFETY: the vector's heap buffer does not move when the
+            // vector does, and `staging` frees it only once the operation
+            // is complete; nobody writes it.
+            let bytes = unsafe { std::slice::from_raw_parts(packed.as_ptr(), packed.len()) };
+            staging
+                .0
+                .push(Box::new(move |_: &mut Result<Status>| drop(packed)));
+            bytes
+        }
+    }
+}
+
+/// The bytes of a buffer to receive into in a non-blocking operation that
+/// borrows them: the buffer's own where it is dense and admits any bytes,
+/// else a stage kept by `staging` and unpacked (validated) into the
+/// buffer as the operation completes.
+pub(crate) fn receiving_in_place<'b, B: BufferMut + ?Sized>(
+    buf: &'b mut B,
+    call: &str,
+    staging: &mut Staging,
+) -> &'b mut [u8] {
+    let (mut stage, step): (Vec<u8>, segments::Unstage) =
+        match check(buf.described_mut().landing(), call) {
+            Landing::Direct(b) => return b,
+            Landing::Scatter { list, .. } => {
+                let mut stage = Vec::new();
+                // SAFETY: the segments are the buffer's initialized memory,
+                // borrowed for 'b.
+                unsafe { Typemap::gather(&list, &mut stage) };
+                let list = Lent(list);
+                (
+                    stage,
+                    Box::new(move |got, _| {
+                        let list = list;
+                        // SAFETY: the buffer's memory, lent to the request
+                        // until it completes, which is now; any bytes are
+                        // values.
+                        unsafe { Typemap::scatter(&list.0, got) };
+                    }),
+                )
+            }
+            Landing::Staged {
+                stage,
+                map,
+                count,
+                dst,
+            } => {
+                let dst = Lent(dst);
+                (
+                    stage,
+                    Box::new(move |got, res| {
+                        let dst = dst;
+                        // SAFETY: as above, span(count) bytes checked when
+                        // the landing was made.
+                        if let Err(e) = unsafe { map.unpack(count, got, dst.0) } {
+                            *res = Err(e);
+                        }
+                    }),
+                )
+            }
+        };
+    // SAFETY: the stage's heap buffer does not move when the vector does,
+    // and `staging` frees it only once the operation is complete; only the
+    // operation writes it meanwhile.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(stage.as_mut_ptr(), stage.len()) };
+    staging.0.push(Box::new(move |res: &mut Result<Status>| {
+        if matches!(res, Ok(s) if !s.is_cancelled()) {
+            step(&stage, res);
+        }
+    }));
+    bytes
 }
 
 /// Receive into `buf` through `f`, given the bytes to receive into.
@@ -369,21 +589,6 @@ fn fill_zeroed<T: Equivalence>(
         );
     }
     status
-}
-
-/// The bytes of a buffer to receive into in a non-blocking operation: it
-/// must be dense and admit any bytes.
-pub(crate) fn receiving_in_place<'b, B: BufferMut + ?Sized>(
-    buf: &'b mut B,
-    call: &str,
-) -> &'b mut [u8] {
-    match check(buf.described_mut().landing(), call) {
-        Landing::Direct(b) => b,
-        Landing::Staged { .. } => fatal(
-            call,
-            &"a non-contiguous or validated datatype (bool) in a non-blocking receive is not supported",
-        ),
-    }
 }
 
 fn len(n: usize) -> Count {

@@ -14,7 +14,7 @@ use crate::Count;
 
 pub(crate) use buffer::{
     receiving, receiving_in_place, receiving_value, receiving_values, sending, sending_in_place,
-    wire_size,
+    wire_size, Landing, Outgoing, Staging,
 };
 pub use buffer::{
     Buffer, BufferMut, Collection, Described, DescribedMut, Equivalence, Pointer, PointerMut,

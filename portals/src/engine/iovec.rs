@@ -54,6 +54,24 @@ impl Engine {
         Ok(self.remove_md(k)?.into_segments())
     }
 
+    /// Attach a descriptor over caller segments to a match entry, for a
+    /// layer that does several engine calls under one lock (see
+    /// [`crate::NiCore::with_engine`]); otherwise as
+    /// [`crate::NetworkInterface::md_attach_iovec_raw`].
+    ///
+    /// # Safety
+    /// As for [`crate::NetworkInterface::md_attach_iovec_raw`].
+    pub unsafe fn md_attach_iovec_raw(
+        &mut self,
+        me: MeHandle,
+        desc: &MdDesc,
+        list: &[Iovec],
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        let mem = self.raw_iovec(list)?;
+        self.md_attach_mem(me, desc, mem, unlink)
+    }
+
     /// The memory of a descriptor over the caller's segments `list`,
     /// checked against the limits. Only the list is read.
     pub(crate) fn raw_iovec(&self, list: &[Iovec]) -> Result<Memory> {
