@@ -39,33 +39,33 @@ pub unsafe fn read(pid: u32, remote: u64, dst: *mut u8, len: usize) -> io::Resul
     }
 }
 
-/// Read from `remote` in process `pid`, contiguous there, into the local
-/// pieces `local` in order (a scattered region of an iovec descriptor: the
-/// kernel fills them straight from the other process, one call).
-/// Returns how many bytes were read (possibly fewer than the pieces hold).
+/// Read the ranges `remote` of process `pid`, in order, into the local
+/// pieces `local`, in order (either side may be scattered: an iovec
+/// descriptor's segments; the kernel copies straight from one to the
+/// other, one call). Returns how many bytes were read (possibly fewer than
+/// either side holds).
 ///
 /// # Safety
 /// Every piece of `local` must be writable memory of this process that
 /// nothing else reads or writes meanwhile; `remote` is as for [`read`].
-pub unsafe fn read_scattered(pid: u32, remote: u64, local: &[libc::iovec]) -> io::Result<usize> {
-    let len: usize = local.iter().map(|v| v.iov_len).sum();
-    if len == 0 {
+pub unsafe fn read_vectored(
+    pid: u32,
+    local: &[libc::iovec],
+    remote: &[libc::iovec],
+) -> io::Result<usize> {
+    if local.iter().all(|v| v.iov_len == 0) {
         return Ok(0);
     }
-    let remote = libc::iovec {
-        iov_base: remote as usize as *mut libc::c_void,
-        iov_len: len,
-    };
     loop {
         // SAFETY: local iovecs over memory the caller vouches for; the
-        // remote iovec is checked by the kernel against the other process.
+        // remote ones are checked by the kernel against the other process.
         let n = unsafe {
             libc::process_vm_readv(
                 pid as libc::pid_t,
                 local.as_ptr(),
                 local.len() as libc::c_ulong,
-                &remote,
-                1,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
                 0,
             )
         };
@@ -105,8 +105,8 @@ mod tests {
     }
 
     #[test]
-    fn a_scattered_read_fills_the_pieces_in_order() {
-        let src: Vec<u8> = (0..10).collect();
+    fn a_vectored_read_gathers_and_scatters_in_order() {
+        let (x, y): ([u8; 4], [u8; 6]) = ([0, 1, 2, 3], [4, 5, 6, 7, 8, 9]);
         let (mut a, mut b) = ([0u8; 3], [0u8; 7]);
         let local = [
             libc::iovec {
@@ -118,8 +118,18 @@ mod tests {
                 iov_len: b.len(),
             },
         ];
+        let remote = [
+            libc::iovec {
+                iov_base: x.as_ptr() as *mut libc::c_void,
+                iov_len: x.len(),
+            },
+            libc::iovec {
+                iov_base: y.as_ptr() as *mut libc::c_void,
+                iov_len: y.len(),
+            },
+        ];
         // SAFETY: `a` and `b` are locals nobody else touches.
-        match unsafe { read_scattered(std::process::id(), src.as_ptr() as u64, &local) } {
+        match unsafe { read_vectored(std::process::id(), &local, &remote) } {
             Ok(n) => {
                 assert_eq!(n, 10);
                 assert_eq!((a, b), ([0, 1, 2], [3, 4, 5, 6, 7, 8, 9]));

@@ -15,8 +15,9 @@
 //!   the job remains in `/dev/shm`, even if processes are killed.
 //! * **Messages.** A header and a short payload travel inline in one ring
 //!   record. A payload of at least [`ShmConfig::cma_min`] bytes is announced
-//!   with its address, and the receiver reads it straight into the matched
-//!   descriptor, [`ShmConfig::cma_chunk`] bytes per progress step, then
+//!   with its address (or, scattered over an iovec descriptor's segments,
+//!   up to 1024 address ranges), and the receiver reads it straight into
+//!   the matched descriptor, [`ShmConfig::cma_chunk`] bytes per progress step, then
 //!   tells the sender it is done. Where the kernel forbids such reads (or
 //!   [`ShmConfig::cma`] is off) large payloads stream through the ring in
 //!   chunks instead.
@@ -48,6 +49,7 @@ mod mapping;
 mod nal;
 pub mod ring;
 mod rx;
+mod scatter;
 mod segment;
 mod tx;
 

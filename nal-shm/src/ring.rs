@@ -45,6 +45,10 @@ pub enum Kind {
     Cma = 4,
     /// The receiver is done with the single-copy payload of this cookie.
     Done = 5,
+    /// A Portals header and the ranges of the sender's memory its payload
+    /// lies in, for a single-copy read of a scattered payload (see
+    /// `scatter.rs`).
+    CmaV = 6,
 }
 
 impl Kind {
@@ -55,6 +59,7 @@ impl Kind {
             3 => Kind::Chunk,
             4 => Kind::Cma,
             5 => Kind::Done,
+            6 => Kind::CmaV,
             _ => return None,
         })
     }

@@ -15,6 +15,7 @@ use crate::cma;
 use crate::doorbell;
 use crate::nal::{bump, Failure, Inner, Peer, NOT_HELD};
 use crate::ring::{Consumer, Kind};
+use crate::scatter::RemoteRanges;
 use crate::segment::CMA_OK;
 use crate::tx::CMA_TRAILER;
 
@@ -46,7 +47,7 @@ pub(crate) enum Phase {
     Cma {
         region: Region,
         done: usize,
-        remote: u64,
+        remote: RemoteRanges,
         token: RecvToken,
         cookie: u64,
     },
@@ -212,6 +213,7 @@ impl Inner {
             }
             (Kind::Msg, Phase::Idle) => self.on_msg(p, phase, body),
             (Kind::Cma, Phase::Idle) => self.on_cma(p, phase, body),
+            (Kind::CmaV, Phase::Idle) => self.on_cmav(p, phase, body),
             (Kind::Chunk, Phase::Pipe { .. }) => self.on_chunk(phase, body).map(|()| Taken::Yes),
             (k, _) => Err(corrupt(format!("{k:?} record out of sequence"))),
         }
@@ -331,13 +333,34 @@ impl Inner {
         if len != h.payload_len() {
             return Err(corrupt("single-copy length differs from the header's"));
         }
-        if self.inbox.ctl(p.ring_in).cma.load(Ordering::Acquire) != CMA_OK {
-            return Err(corrupt("single-copy record where none was agreed"));
-        }
         if remote.checked_add(len).is_none() {
             return Err(corrupt("single-copy address range overflows"));
         }
-        match self.core.with_engine(|e| e.recv_header(&h)) {
+        self.start_cma(p, phase, &h, RemoteRanges::One(remote), cookie)
+    }
+
+    /// A single-copy record naming several ranges (see `scatter.rs`).
+    fn on_cmav(&self, p: &Peer, phase: &mut Phase, body: &[u8]) -> Result<Taken, Failure> {
+        let h = self.header(p, body)?;
+        let (cookie, remote) = RemoteRanges::decode(body, h.payload_len()).map_err(corrupt)?;
+        self.start_cma(p, phase, &h, remote, cookie)
+    }
+
+    /// Offer a single-copy message's header to the engine and, if it is to
+    /// be deposited, start reading from `remote`.
+    fn start_cma(
+        &self,
+        p: &Peer,
+        phase: &mut Phase,
+        h: &portals::wire::Header,
+        remote: RemoteRanges,
+        cookie: u64,
+    ) -> Result<Taken, Failure> {
+        if self.inbox.ctl(p.ring_in).cma.load(Ordering::Acquire) != CMA_OK {
+            return Err(corrupt("single-copy record where none was agreed"));
+        }
+        let len = h.payload_len();
+        match self.core.with_engine(|e| e.recv_header(h)) {
             RecvAction::Deposit { region, token, .. } if region.is_empty() => {
                 let out = self.core.with_engine(|e| e.recv_complete(token));
                 self.send_done(p, cookie);
@@ -383,42 +406,44 @@ impl Inner {
             return Ok(());
         };
         let n = (region.len() - *done).min(self.cfg.cma_chunk.max(1));
-        let got = if region.is_contiguous() {
-            // SAFETY: `done + n ≤ region.len()`; the region is lent to us and
-            // we are its only writer (we hold the receive lock).
-            unsafe {
-                cma::read(
-                    p.addr.pid,
-                    *remote + *done as u64,
-                    region.as_ptr().add(*done),
-                    n,
-                )
-            }
-        } else {
-            // An iovec descriptor's segments: one `process_vm_readv` with
-            // a local iovec per segment (up to `CMA_IOV` at a time).
-            let mut local = [libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            }; CMA_IOV];
-            let (mut k, mut bytes) = (0, 0);
-            // SAFETY: the region is lent to us (see above).
-            for (ptr, len) in unsafe { region.pieces_from(*done) } {
-                if k == CMA_IOV || bytes == n {
-                    break;
-                }
-                let take = len.min(n - bytes);
-                local[k] = libc::iovec {
-                    iov_base: ptr.cast(),
-                    iov_len: take,
-                };
-                k += 1;
-                bytes += take;
-            }
-            // SAFETY: the pieces lie inside the region, which is lent to us
-            // alone (see above).
-            unsafe { cma::read_scattered(p.addr.pid, *remote + *done as u64, &local[..k]) }
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
         };
+        // Our region's pieces (one, or an iovec descriptor's segments),
+        // then the sender's ranges for as many bytes: one
+        // `process_vm_readv` copies from the one list into the other.
+        let mut local = [empty; CMA_IOV];
+        let (mut k, mut bytes) = (0, 0);
+        // SAFETY: the region is lent to us until its token completes, and
+        // the receive lock we hold makes us its only writer.
+        for (ptr, len) in unsafe { region.pieces_from(*done) } {
+            if k == CMA_IOV || bytes == n {
+                break;
+            }
+            let take = len.min(n - bytes);
+            local[k] = libc::iovec {
+                iov_base: ptr.cast(),
+                iov_len: take,
+            };
+            k += 1;
+            bytes += take;
+        }
+        let mut far = [empty; CMA_IOV];
+        let (r, rbytes) = remote.iovecs(*done, bytes, &mut far);
+        if rbytes < bytes {
+            // Fewer remote ranges fit: read only as far as they go.
+            let mut keep = rbytes;
+            k = 0;
+            while keep > 0 {
+                local[k].iov_len = local[k].iov_len.min(keep);
+                keep -= local[k].iov_len;
+                k += 1;
+            }
+        }
+        // SAFETY: the local pieces lie inside the region, lent to us alone
+        // (see above); the remote ranges are only interpreted by the kernel.
+        let got = unsafe { cma::read_vectored(p.addr.pid, &local[..k], &far[..r]) };
         match got {
             Ok(0) => return Err(Failure::CmaRead("the sender's payload ended early".into())),
             Ok(k) => {

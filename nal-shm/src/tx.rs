@@ -10,6 +10,7 @@ use portals::{FailType, Outbound, Payload, SendToken};
 use crate::doorbell;
 use crate::nal::{bump, lock, Failure, Inner, Peer};
 use crate::ring::{Kind, Producer, RingError};
+use crate::scatter;
 use crate::segment::CMA_OK;
 
 /// Bytes of a single-copy record's body after the header: address,
@@ -117,6 +118,41 @@ fn payload_addr(p: &Payload) -> Option<u64> {
         Payload::Region(_) => None,
         Payload::Owned(v) => Some(v.as_ptr() as u64),
     }
+}
+
+/// How many ranges a scattered payload lies in, if a single-copy record
+/// can name them all (see `scatter.rs`): at most
+/// [`scatter::MAX_RANGES`], in a record of at most `max_body` bytes.
+fn scattered_ranges(p: &Payload, max_body: usize) -> Option<usize> {
+    let Payload::Region(r) = p else {
+        return None;
+    };
+    if r.is_contiguous() {
+        return None;
+    }
+    // SAFETY: called for a queued message, whose token is open.
+    let n = unsafe { r.pieces() }
+        .filter(|&(_, len)| len > 0)
+        .take(scatter::MAX_RANGES + 1)
+        .count();
+    (n <= scatter::MAX_RANGES && scatter::record_len(n) <= max_body).then_some(n)
+}
+
+/// A scattered payload's non-empty ranges as (address, length).
+///
+/// # Safety
+/// The message's send token must still be open.
+unsafe fn region_ranges(p: &Payload) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let pieces = match p {
+        // SAFETY: the caller's contract.
+        Payload::Region(r) => Some(unsafe { r.pieces() }),
+        _ => None,
+    };
+    pieces
+        .into_iter()
+        .flatten()
+        .filter(|&(_, len)| len > 0)
+        .map(|(ptr, len)| (ptr as u64, len as u64))
 }
 
 impl Inner {
@@ -272,6 +308,37 @@ impl Inner {
             bump(&self.stats.bytes_sent, plen as u64);
             bump(&self.stats.single_copy_sent, 1);
             return Ok(true);
+        }
+        if let (0, true, true) = (
+            m.records,
+            plen >= self.cfg.cma_min && self.cfg.cma,
+            self.single_copy_to(p, *ring),
+        ) {
+            if let Some(n) = scattered_ranges(&m.payload, self.max_body) {
+                let (cookie, hdr, payload) = (*next_cookie, &m.hdr, &m.payload);
+                if !prod.push(Kind::CmaV, scatter::record_len(n), |b| {
+                    // SAFETY: the token is still open (the payload is held
+                    // until the receiver's Done).
+                    let pieces = unsafe { region_ranges(payload) };
+                    scatter::encode(b, hdr, cookie, n, pieces);
+                })? {
+                    return Ok(false);
+                }
+                *next_cookie += 1;
+                if let Some(OutMsg::Portals(m)) = queue.pop_front() {
+                    awaiting.push_back((
+                        cookie,
+                        Held {
+                            _payload: m.payload,
+                            token: m.token,
+                        },
+                    ));
+                }
+                bump(&self.stats.messages_sent, 1);
+                bump(&self.stats.bytes_sent, plen as u64);
+                bump(&self.stats.single_copy_sent, 1);
+                return Ok(true);
+            }
         }
         let room = prod.room()?;
         let left = plen - m.sent;

@@ -87,3 +87,67 @@ mod progress_threads {
         mixed = mixed(ProgressMode::Thread);
     }
 }
+
+/// Shared memory only: which path a payload takes.
+mod shm_paths {
+    use portals::*;
+    use portals_tests::conformance::{attach, cut, expect, id, job, pattern, PT};
+
+    use super::*;
+
+    /// A put from a scattered (iovec) descriptor that a single-copy record
+    /// can describe goes single-copy, gathered by the receiver straight
+    /// from the segments; one in more pieces than a record names goes
+    /// through the ring. Both arrive byte-exact.
+    #[test]
+    fn a_scattered_put_goes_single_copy_unless_it_has_too_many_pieces() {
+        conformance::logging();
+        let cfg = shm(ProgressMode::Thread, true);
+        let nodes = job(2, &cfg);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let beq = b.ni.eq_alloc(16).unwrap();
+        let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE).eq(beq);
+        let tmd = attach(&b.ni, ProcessId::ANY, 1, 0, &desc, 1 << 20);
+        let aeq = a.ni.eq_alloc(16).unwrap();
+        let cases = [
+            // 300 KB in 10 odd segments: single-copy.
+            (
+                pattern(300_001, 4),
+                vec![1, 4095, 4097, 65_536, 3, 100_000, 7, 60_000, 30_000, 36_262],
+                true,
+            ),
+            // 400 KB in 2000 pieces: more than a record names, the ring.
+            (pattern(400_000, 5), vec![200; 2000], false),
+        ];
+        for (data, lens, single) in cases {
+            assert_eq!(lens.iter().sum::<usize>(), data.len());
+            let before = a.nal.stats();
+            let src =
+                a.ni.md_bind_iovec(
+                    &MdDesc::default().eq(aeq),
+                    cut(&data, &lens),
+                    Unlink::Retain,
+                )
+                .unwrap();
+            a.ni.put(src, AckReq::Ack, &Remote::new(id(1), PT, 1), 0)
+                .unwrap();
+            let ack = expect(&a.ni, aeq, EventKind::Ack);
+            assert_eq!((ack.mlength, ack.fail), (data.len() as u64, FailType::Ok));
+            expect(&b.ni, beq, EventKind::Put);
+            let mut got = vec![0u8; data.len()];
+            b.ni.md_read(tmd, 0, &mut got).unwrap();
+            assert!(got == data, "{} bytes arrived different", data.len());
+            let after = a.nal.stats();
+            assert_eq!(
+                (
+                    after.single_copy_sent - before.single_copy_sent,
+                    after.pipelined_sent - before.pipelined_sent
+                ),
+                if single { (1, 0) } else { (0, 1) },
+                "{} pieces",
+                lens.len()
+            );
+            a.ni.md_unlink_iovec(src).unwrap();
+        }
+    }
+}
