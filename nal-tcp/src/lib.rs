@@ -111,6 +111,15 @@ pub struct TcpConfig {
     /// buffer: one `read` then serves several small messages, which costs
     /// less than the copy (see `docs/ARCHITECTURE.md`, nal-tcp).
     pub direct_read_min: usize,
+    /// While a payload of at least [`direct_read_min`](Self::direct_read_min)
+    /// is read straight into its descriptor and the socket runs dry, set
+    /// the socket's receive low-water mark (`SO_RCVLOWAT`) to the rest of
+    /// the payload (at most [`read_budget`](Self::read_budget)), so that a
+    /// sleeping progress thread wakes once per message instead of once per
+    /// arriving segment; put back to one byte when the payload is in. On by
+    /// default; off (`PTL_TCP_RCVLOWAT=0` where the runtime builds the
+    /// configuration) to measure what it saves.
+    pub wake_per_message: bool,
     /// Bytes written to one connection before the writing thread moves on
     /// to other connections and events; the rest of the queue is written on
     /// the next pass. Keeps one large transfer to a fast reader from
@@ -176,6 +185,7 @@ impl Default for TcpConfig {
             handback: Duration::from_micros(200),
             read_budget: 1 << 20,
             direct_read_min: 16 << 10,
+            wake_per_message: true,
             write_budget: 1 << 20,
             keepalive: Some(Keepalive::default()),
             peer_timeout: Some(Duration::from_secs(30)),

@@ -136,6 +136,7 @@ fn bind_endpoints(
                 connect: o.connect,
                 send_buffer: o.send_buffer,
                 recv_buffer: o.recv_buffer,
+                wake_per_message: o.tcp_wake_per_message,
                 ..TcpConfig::default()
             };
             if let Some(d) = o.handback {

@@ -32,6 +32,7 @@ use nal_sys::{Poller, Ready};
 
 mod admission;
 mod lifecycle;
+mod lowat;
 mod rx;
 mod spin;
 mod tx;
@@ -105,6 +106,17 @@ pub struct TcpStats {
     /// connection that last delivered some, without asking the poller first
     /// (the latency path of a waiting thread in a round trip).
     pub hot_reads: u64,
+    /// Progress passes of the progress thread. Each one follows a sleep in
+    /// the kernel (a poll, or a park while an application thread drives
+    /// the sockets) unless work was left over from the pass before: on a
+    /// rank whose progress thread shares the application's core, each is a
+    /// context switch taken out of the application's time.
+    pub progress_wakeups: u64,
+    /// Times a socket's receive low-water mark was changed to wake a
+    /// sleeping thread once per large message instead of once per segment
+    /// (see [`TcpConfig::wake_per_message`](crate::TcpConfig::wake_per_message)):
+    /// about two per message that did not arrive whole in one read.
+    pub lowat_marks: u64,
     /// Bytes written to sockets.
     pub bytes_sent: u64,
     /// Bytes read from sockets.
@@ -128,6 +140,8 @@ struct Stats {
     optimistic_sends: AtomicU64,
     acks_coalesced: AtomicU64,
     hot_reads: AtomicU64,
+    progress_wakeups: AtomicU64,
+    lowat_marks: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
 }
@@ -275,6 +289,8 @@ struct Rx {
     /// The peer proven by the handshake; every header must come from it.
     peer: Option<ProcessId>,
     buf: RxBuf,
+    /// The socket's receive low-water mark as last set (see `lowat.rs`).
+    lowat: usize,
 }
 
 /// Bytes read from the socket but not consumed yet.
@@ -294,6 +310,7 @@ impl Rx {
                 start: 0,
                 end: 0,
             },
+            lowat: 1,
         }
     }
 }
@@ -582,6 +599,8 @@ impl TcpNal {
             optimistic_sends: g(&s.optimistic_sends),
             acks_coalesced: g(&s.acks_coalesced),
             hot_reads: g(&s.hot_reads),
+            progress_wakeups: g(&s.progress_wakeups),
+            lowat_marks: g(&s.lowat_marks),
             bytes_sent: g(&s.bytes_sent),
             bytes_received: g(&s.bytes_received),
         }
@@ -803,6 +822,7 @@ impl Inner {
         }
         let Some(pt) = &self.pt else { return };
         while !self.gate.is_stopped() {
+            bump(&self.stats.progress_wakeups, 1);
             if self.gate.stand_aside() {
                 self.gate.park();
                 continue;
