@@ -26,23 +26,24 @@ use super::*;
 const DEFAULT_LOWAT: usize = 1;
 
 impl Inner {
-    /// The socket ran dry in the middle of a payload read straight into its
-    /// descriptor: ask to be woken only when the rest of it (up to the read
-    /// budget) has arrived.
+    /// The socket ran dry: in the middle of a payload read straight into
+    /// its descriptor, ask to be woken only when the rest of it (up to the
+    /// read budget) has arrived. Anywhere else, and for a rest too small
+    /// to be worth two system calls, wake at the first byte: a mark above
+    /// the bytes still due would never be met.
     pub(super) fn await_rest(&self, conn: &Conn, rx: &mut Rx) {
         if !self.cfg.wake_per_message {
             return;
         }
         let rest = match &rx.phase {
             Phase::Payload { region, filled, .. } if rx.buf.len() == 0 => region.len() - *filled,
-            _ => return,
+            _ => 0,
         };
         if rest < self.cfg.direct_read_min {
-            // Small rests arrive in a segment or two: not worth two
-            // system calls.
-            return;
+            self.reset_lowat(conn, rx);
+        } else {
+            self.set_lowat(conn, rx, rest.min(self.cfg.read_budget.max(DEFAULT_LOWAT)));
         }
-        self.set_lowat(conn, rx, rest.min(self.cfg.read_budget.max(DEFAULT_LOWAT)));
     }
 
     /// The payload the mark was set for is complete (or the read moved on
