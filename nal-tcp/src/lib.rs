@@ -102,6 +102,14 @@ pub struct TcpConfig {
     /// in a tight loop keep the sockets; one that goes off to compute hands
     /// them back to the progress thread within this delay.
     pub handback: Duration,
+    /// While the progress thread stands aside in the hand-back delay and
+    /// no application thread has waited in the library for a moment (it
+    /// computes), the progress thread sleeps in its poller instead of on
+    /// the gate, and takes what arrives at once instead of after the delay;
+    /// the end of a wait it found under way wakes it to start that watch.
+    /// On by default; off (`PTL_TCP_TAKEOVER=0` where the runtime builds
+    /// the configuration) for comparison.
+    pub early_takeover: bool,
     /// Bytes read from one connection before moving on to others.
     pub read_budget: usize,
     /// A payload remainder at least this large is read from the socket
@@ -183,6 +191,7 @@ impl Default for TcpConfig {
             max_pending_handshakes: 256,
             user_timeout: Some(Duration::from_secs(30)),
             handback: Duration::from_micros(200),
+            early_takeover: true,
             read_budget: 1 << 20,
             direct_read_min: 16 << 10,
             wake_per_message: true,

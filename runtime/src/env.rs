@@ -18,6 +18,7 @@
 //! | `PTL_PROGRESS_SLICE_US` | progress thread only: the time slice it asks the scheduler for (Linux ≥ 6.12, EEVDF), so that when woken it preempts the computing application at once instead of after the application's slice; `0` asks for none (see `nal_sys::sched`) | `100` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_TCP_RCVLOWAT` | TCP only: `1` wakes a sleeping thread once per large message (the socket's receive low-water mark set to the rest of a payload being read), `0` at every arriving segment, for comparison (see [`nal_tcp::TcpConfig::wake_per_message`]) | `1` |
+//! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out, for comparison (see [`nal_tcp::TcpConfig::early_takeover`]) | `1` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
 //! | `PTL_UDP_PEER_TIMEOUT` | UDP only: a peer silent this long while a thread waits in the library (probed meanwhile) is declared failed, ms; `0` turns the watch off (see [`nal_udp::UdpConfig::protocol`]) | `10000` |
@@ -95,6 +96,9 @@ pub const UDP_CONNECTED: &str = "PTL_UDP_CONNECTED";
 /// TCP wakes a sleeping thread once per large message (`1`) or per
 /// segment (`0`).
 pub const TCP_RCVLOWAT: &str = "PTL_TCP_RCVLOWAT";
+/// TCP's progress thread takes over early while the application computes
+/// (`1`) or after the whole hand-back delay (`0`).
+pub const TCP_TAKEOVER: &str = "PTL_TCP_TAKEOVER";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 /// Socket send buffer of each connection, in bytes.
@@ -175,6 +179,10 @@ pub struct JobOptions {
     /// ([`nal_tcp::TcpConfig::wake_per_message`]; on by default). Off is
     /// for comparison.
     pub tcp_wake_per_message: bool,
+    /// TCP only: the progress thread takes over early while the
+    /// application computes ([`nal_tcp::TcpConfig::early_takeover`]; on by
+    /// default). Off is for comparison.
+    pub tcp_early_takeover: bool,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -211,6 +219,7 @@ impl Default for JobOptions {
             udp_copy_above: None,
             udp_connected_sends: true,
             tcp_wake_per_message: true,
+            tcp_early_takeover: true,
             send_buffer: None,
             recv_buffer: None,
             wait_yield: None,
@@ -277,6 +286,9 @@ impl JobOptions {
         }
         if !self.tcp_wake_per_message {
             env.push((TCP_RCVLOWAT, "0".into()));
+        }
+        if !self.tcp_early_takeover {
+            env.push((TCP_TAKEOVER, "0".into()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -401,6 +413,13 @@ impl JobOptions {
                 "1" => true,
                 "0" => false,
                 _ => return Err(bad(TCP_RCVLOWAT, "expected 1 or 0")),
+            };
+        }
+        if let Some(v) = var(get, TCP_TAKEOVER)? {
+            o.tcp_early_takeover = match v.as_str() {
+                "1" => true,
+                "0" => false,
+                _ => return Err(bad(TCP_TAKEOVER, "expected 1 or 0")),
             };
         }
         if let Some(v) = var(get, WAIT_YIELD)? {
@@ -606,6 +625,28 @@ mod tests {
                 "{v:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn tcp_early_takeover_defaults_on_and_round_trips_when_off() {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert!(d.tcp_early_takeover);
+        assert!(d.to_env().iter().all(|(k, _)| *k != TCP_TAKEOVER));
+        let off = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "0")])).unwrap();
+        assert!(!off.tcp_early_takeover);
+        let env = off.to_env();
+        assert!(env.contains(&(TCP_TAKEOVER, "0".to_string())), "{env:?}");
+        let err = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "yes")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RuntimeError::Env {
+                    var: TCP_TAKEOVER,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -137,6 +137,7 @@ fn bind_endpoints(
                 send_buffer: o.send_buffer,
                 recv_buffer: o.recv_buffer,
                 wake_per_message: o.tcp_wake_per_message,
+                early_takeover: o.tcp_early_takeover,
                 ..TcpConfig::default()
             };
             if let Some(d) = o.handback {

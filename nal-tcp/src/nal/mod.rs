@@ -33,6 +33,7 @@ use nal_sys::{Poller, Ready};
 mod admission;
 mod lifecycle;
 mod lowat;
+mod pt;
 mod rx;
 mod spin;
 mod tx;
@@ -117,6 +118,11 @@ pub struct TcpStats {
     /// (see [`TcpConfig::wake_per_message`](crate::TcpConfig::wake_per_message)):
     /// about two per message that did not arrive whole in one read.
     pub lowat_marks: u64,
+    /// Times the progress thread, standing aside in the hand-back delay,
+    /// found the application away from the library and watched the
+    /// sockets instead of sleeping the delay out (see
+    /// [`TcpConfig::early_takeover`](crate::TcpConfig::early_takeover)).
+    pub watches: u64,
     /// Bytes written to sockets.
     pub bytes_sent: u64,
     /// Bytes read from sockets.
@@ -142,6 +148,7 @@ struct Stats {
     hot_reads: AtomicU64,
     progress_wakeups: AtomicU64,
     lowat_marks: AtomicU64,
+    watches: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
 }
@@ -511,7 +518,13 @@ impl TcpNal {
         peers: impl IntoIterator<Item = (ProcessId, SocketAddr)>,
     ) -> io::Result<Arc<TcpNal>> {
         let cfg = ep.cfg.clone();
-        let gate = ProgressGate::new(cfg.handback);
+        // An early take-over needs the leave of a wait found under way to
+        // wake the parked progress thread (see `pt.rs`).
+        let gate = if cfg.early_takeover {
+            ProgressGate::with_wake_on_leave(cfg.handback)
+        } else {
+            ProgressGate::new(cfg.handback)
+        };
         // Application threads always wait in epoll (see `Backend`).
         let app = Arc::new(Poller::new(nal_sys::Backend::Epoll)?);
         let pt = match cfg.progress {
@@ -601,6 +614,7 @@ impl TcpNal {
             hot_reads: g(&s.hot_reads),
             progress_wakeups: g(&s.progress_wakeups),
             lowat_marks: g(&s.lowat_marks),
+            watches: g(&s.watches),
             bytes_sent: g(&s.bytes_sent),
             bytes_received: g(&s.bytes_received),
         }
@@ -813,26 +827,6 @@ impl Inner {
     }
 
     // ----- sending ---------------------------------------------------------
-
-    fn progress_thread(self: Arc<Self>) {
-        // Preempt a computing application promptly when woken (see
-        // `nal_sys::sched`).
-        if let Err(e) = nal_sys::sched::progress_thread_slice() {
-            tracing::debug!(error = %e, "progress thread keeps the default time slice");
-        }
-        let Some(pt) = &self.pt else { return };
-        while !self.gate.is_stopped() {
-            bump(&self.stats.progress_wakeups, 1);
-            if self.gate.stand_aside() {
-                self.gate.park();
-                continue;
-            }
-            if let Err(e) = self.progress_once(pt, Some(PT_SLEEP)) {
-                tracing::error!(error = %e, "progress thread poll failed");
-                std::thread::sleep(PT_SLEEP);
-            }
-        }
-    }
 
     /// One progress pass, framed by sending the messages of triggered
     /// operations: before it, those another thread's engine call released
