@@ -521,7 +521,7 @@ impl TcpNal {
         // An early take-over needs the leave of a wait found under way to
         // wake the parked progress thread (see `pt.rs`).
         let gate = if cfg.early_takeover {
-            ProgressGate::with_wake_on_leave(cfg.handback)
+            ProgressGate::with_wake_on_leave(cfg.handback).waking_after_compute(pt::WATCH_AFTER)
         } else {
             ProgressGate::new(cfg.handback)
         };

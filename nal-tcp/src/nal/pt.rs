@@ -11,10 +11,13 @@
 //! in its own poller for the rest of the delay, so the first segment that
 //! arrives while the application computes wakes it, and it carries the
 //! transfer from there. The end of a wait it found under way (outside a
-//! communication loop, which backs off as before) wakes it to start that
-//! watch; a tight loop of waits never pays for it, and a ping-pong's
-//! messages arrive while a thread waits, when the progress thread stays
-//! parked. The same rule serves `nal-shm`, where it was measured first.
+//! tight communication loop, which backs off as before) wakes it to start
+//! that watch; a loop with a compute step of at least [`WATCH_AFTER`]
+//! between its waits is not a tight one, however many waits it makes
+//! between two looks (`ProgressGate::waking_after_compute`). A ping-pong
+//! never pays for it: its messages arrive while a thread waits, when the
+//! progress thread stays parked. The same rule serves `nal-shm`, where it
+//! was measured first.
 
 use super::*;
 
@@ -22,7 +25,7 @@ use super::*;
 /// thread waiting in it) before the progress thread watches the sockets
 /// during the hand-back delay: longer than the gap between two waits of a
 /// communication loop, shorter than a compute step worth overlapping.
-const WATCH_AFTER: Duration = Duration::from_micros(20);
+pub(super) const WATCH_AFTER: Duration = Duration::from_micros(20);
 
 impl Inner {
     pub(super) fn progress_thread(self: Arc<Self>) {
