@@ -314,7 +314,7 @@ pub fn main() -> ExitCode {
         udp_copy_above: args.udp_copy_above.map(|c| c.0),
         udp_connected_sends: !args.udp_unconnected,
         tcp_wake_per_message: !args.tcp_wake_per_segment,
-        tcp_early_takeover: !args.tcp_late_takeover,
+        tcp_early_takeover: args.tcp_late_takeover.then_some(false),
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
         shm_cma: !args.shm_no_cma,

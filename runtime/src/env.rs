@@ -18,7 +18,7 @@
 //! | `PTL_PROGRESS_SLICE_US` | progress thread only: the time slice it asks the scheduler for (Linux ≥ 6.12, EEVDF), so that when woken it preempts the computing application at once instead of after the application's slice; `0` asks for none (see `nal_sys::sched`) | `100` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_TCP_RCVLOWAT` | TCP only: `1` wakes a sleeping thread once per large message (the socket's receive low-water mark set to the rest of a payload being read), `0` at every arriving segment, for comparison (see [`nal_tcp::TcpConfig::wake_per_message`]) | `1` |
-//! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out, for comparison (see [`nal_tcp::TcpConfig::early_takeover`]) | `1` |
+//! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out; `auto`: `1` unless this host runs more ranks of the job than it has cores online, where the early wake-ups measured slower (see [`nal_tcp::TcpConfig::early_takeover`]) | `auto` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
 //! | `PTL_UDP_PEER_TIMEOUT` | UDP only: a peer silent this long while a thread waits in the library (probed meanwhile) is declared failed, ms; `0` turns the watch off (see [`nal_udp::UdpConfig::protocol`]) | `10000` |
@@ -180,9 +180,11 @@ pub struct JobOptions {
     /// for comparison.
     pub tcp_wake_per_message: bool,
     /// TCP only: the progress thread takes over early while the
-    /// application computes ([`nal_tcp::TcpConfig::early_takeover`]; on by
-    /// default). Off is for comparison.
-    pub tcp_early_takeover: bool,
+    /// application computes ([`nal_tcp::TcpConfig::early_takeover`]);
+    /// `None`: unless this host runs more ranks of the job than it has
+    /// cores online (4 ranks on 2 cores ran the `halo` and `coll` kernels
+    /// 40–50 % slower with it, 2 bound ranks faster).
+    pub tcp_early_takeover: Option<bool>,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -219,7 +221,7 @@ impl Default for JobOptions {
             udp_copy_above: None,
             udp_connected_sends: true,
             tcp_wake_per_message: true,
-            tcp_early_takeover: true,
+            tcp_early_takeover: None,
             send_buffer: None,
             recv_buffer: None,
             wait_yield: None,
@@ -287,8 +289,8 @@ impl JobOptions {
         if !self.tcp_wake_per_message {
             env.push((TCP_RCVLOWAT, "0".into()));
         }
-        if !self.tcp_early_takeover {
-            env.push((TCP_TAKEOVER, "0".into()));
+        if let Some(t) = self.tcp_early_takeover {
+            env.push((TCP_TAKEOVER, if t { "1" } else { "0" }.into()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -417,9 +419,10 @@ impl JobOptions {
         }
         if let Some(v) = var(get, TCP_TAKEOVER)? {
             o.tcp_early_takeover = match v.as_str() {
-                "1" => true,
-                "0" => false,
-                _ => return Err(bad(TCP_TAKEOVER, "expected 1 or 0")),
+                "1" => Some(true),
+                "0" => Some(false),
+                "auto" => None,
+                _ => return Err(bad(TCP_TAKEOVER, "expected 1, 0 or auto")),
             };
         }
         if let Some(v) = var(get, WAIT_YIELD)? {
@@ -628,14 +631,18 @@ mod tests {
     }
 
     #[test]
-    fn tcp_early_takeover_defaults_on_and_round_trips_when_off() {
+    fn tcp_early_takeover_defaults_to_auto_and_round_trips() {
         let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
-        assert!(d.tcp_early_takeover);
+        assert_eq!(d.tcp_early_takeover, None);
         assert!(d.to_env().iter().all(|(k, _)| *k != TCP_TAKEOVER));
-        let off = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "0")])).unwrap();
-        assert!(!off.tcp_early_takeover);
-        let env = off.to_env();
-        assert!(env.contains(&(TCP_TAKEOVER, "0".to_string())), "{env:?}");
+        let auto = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "auto")])).unwrap();
+        assert_eq!(auto.tcp_early_takeover, None);
+        for (v, want) in [("0", false), ("1", true)] {
+            let o = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, v)])).unwrap();
+            assert_eq!(o.tcp_early_takeover, Some(want));
+            let env = o.to_env();
+            assert!(env.contains(&(TCP_TAKEOVER, v.to_string())), "{env:?}");
+        }
         let err = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "yes")])).unwrap_err();
         assert!(
             matches!(

@@ -197,6 +197,13 @@ impl TcpEndpoint {
         self.local
     }
 
+    /// Set [`TcpConfig::early_takeover`] before starting: a launcher knows
+    /// only after the ranks exchanged their hosts whether this one is
+    /// oversubscribed.
+    pub fn set_early_takeover(&mut self, on: bool) {
+        self.cfg.early_takeover = on;
+    }
+
     /// Start serving `core` (use inside [`portals::NetworkInterface::init`]).
     /// `peers` maps the other processes of the job to their addresses; more
     /// can be added later with [`TcpNal::add_peer`].
