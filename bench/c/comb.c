@@ -25,10 +25,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define TAG_DATA 1
 #define TAG_STOP 2
 #define TAG_COUNT 3
+
+/* Context switches of this process so far, all threads (issue 22 reports
+ * them per message beside the availability). */
+static long context_switches(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return ru.ru_nvcsw + ru.ru_nivcsw;
+}
 
 static double dry_run(long n, double interval)
 {
@@ -129,7 +140,7 @@ int main(int argc, char **argv)
     if (!req || !idx)
         die("out of memory");
     work_calibrate();
-    double av[MAX_REPS], bw[MAX_REPS], dry[MAX_REPS], wet[MAX_REPS];
+    double av[MAX_REPS], bw[MAX_REPS], dry[MAX_REPS], wet[MAX_REPS], csw[MAX_REPS];
 
     for (int k = 0; k < o.nsizes; k++) {
         int size = (int)o.sizes[k];
@@ -145,6 +156,7 @@ int main(int argc, char **argv)
                 if (rank == 0)
                     tdry = dry_run(n, interval);
                 MPI_Barrier(MPI_COMM_WORLD);
+                long cs0 = context_switches();
                 if (polling) {
                     if (rank == 0) {
                         twet = poll_worker(buf, size, q, n, interval, &got, req, idx);
@@ -156,6 +168,8 @@ int main(int argc, char **argv)
                     twet = pww(rank, buf, size, q, n, interval, req);
                     got = n * q;
                 }
+                /* Over the wet run and its drain, per message received. */
+                csw[r] = got > 0 ? (double)(context_switches() - cs0) / (double)got : 0;
                 bw[r] = twet > 0 ? (double)got * size / twet / 1e6 : 0;
                 dry[r] = tdry * 1e6;
                 wet[r] = twet * 1e6;
@@ -170,13 +184,13 @@ int main(int argc, char **argv)
             for (int r = 0; r < o.reps; r++)
                 av[r] = wet[r] > 0 ? 100.0 * dry_min / wet[r] : 0;
             if (rank == 0) {
-                char extra[320];
+                char extra[384];
                 snprintf(extra, sizeof extra,
                          ",\"method\":\"%s\",\"work_interval_us\":%.1f,\"intervals\":%ld,"
                          "\"queue\":%d,\"bandwidth\":%.3f,\"bandwidth_unit\":\"MB/s\","
-                         "\"dry_us\":%.1f,\"wet_us\":%.1f",
+                         "\"dry_us\":%.1f,\"wet_us\":%.1f,\"ctx_switches_per_msg\":%.3f",
                          polling ? "poll" : "pww", interval, n, q, stats(bw, o.reps).median,
-                         dry_min, stats(wet, o.reps).median);
+                         dry_min, stats(wet, o.reps).median, stats(csw, o.reps).median);
                 emit("comb", size, n, stats(av, o.reps), o.reps, "%", extra);
             }
         }

@@ -460,6 +460,7 @@ fn comb(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Resul
                 1
             };
             let (mut bw, mut dry, mut wet) = (Vec::new(), Vec::new(), Vec::new());
+            let mut switches = Vec::new();
             for _ in 0..p.reps {
                 c.world.barrier()?;
                 let mut tdry = 0.0;
@@ -471,6 +472,7 @@ fn comb(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Resul
                     tdry = t.elapsed().as_secs_f64();
                 }
                 c.world.barrier()?;
+                let cs0 = crate::cpu::context_switches();
                 let (twet, got) = match p.method {
                     CombMethod::Poll if c.rank == 0 => {
                         comb_poll_worker(c, &slots, q, n, interval, &work)?
@@ -495,6 +497,11 @@ fn comb(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Resul
                         (n * q) as u64,
                     ),
                 };
+                // Over the wet run and its drain, per message received.
+                let cs = crate::cpu::context_switches().saturating_sub(cs0);
+                if got > 0 {
+                    switches.push(cs as f64 / got as f64);
+                }
                 bw.push(if twet > 0.0 {
                     got as f64 * size as f64 / twet / 1e6
                 } else {
@@ -518,7 +525,8 @@ fn comb(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Resul
                 .with("bandwidth", median(&mut bw))
                 .with("bandwidth_unit", "MB/s")
                 .with("dry_us", dry_min)
-                .with("wet_us", median(&mut wet));
+                .with("wet_us", median(&mut wet))
+                .with("ctx_switches_per_msg", median(&mut switches));
             out(r)?;
         }
     }

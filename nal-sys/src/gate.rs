@@ -80,6 +80,13 @@ pub struct ProgressGate {
     wake_on_leave: AtomicBool,
     /// Also wake on the leave of a short wait (see [`ProgressGate::with_wake_on_leave`]).
     eager_leave: bool,
+    /// Gaps between waits at least this long (ns) are compute steps (see
+    /// [`ProgressGate::waking_after_compute`]); 0: not counted.
+    compute_gap_ns: u64,
+    /// Waits that began after a compute step, and their count when the
+    /// progress thread last looked.
+    after_compute: AtomicU64,
+    seen_after_compute: AtomicU64,
     park: Mutex<()>,
     parked: Condvar,
 }
@@ -99,6 +106,9 @@ impl ProgressGate {
             seen_entered: AtomicU64::new(0),
             wake_on_leave: AtomicBool::new(false),
             eager_leave: false,
+            compute_gap_ns: 0,
+            after_compute: AtomicU64::new(0),
+            seen_after_compute: AtomicU64::new(0),
             park: Mutex::new(()),
             parked: Condvar::new(),
         }
@@ -118,8 +128,30 @@ impl ProgressGate {
         }
     }
 
+    /// This gate (an eager one: [`with_wake_on_leave`](Self::with_wake_on_leave))
+    /// also tells a loop that computes between its waits from a tight
+    /// communication loop: a wait that begins at least `gap` after the
+    /// last one ended follows a compute step, and a look that finds the
+    /// application inside a wait with such a wait since the previous look
+    /// arms the wake at its leave instead of backing off. A loop of short
+    /// iterations (a barrier, a receive, a compute step of 100 µs) makes
+    /// as many waits between two looks as a ping-pong, and backing off
+    /// there left whole compute steps without progress (issue 22: overlap
+    /// at 256–512 KB over TCP). Costs a clock read per wait, and one
+    /// notification per wait of such a loop.
+    pub fn waking_after_compute(mut self, gap: Duration) -> Self {
+        self.compute_gap_ns = duration_ns(gap).max(1);
+        self
+    }
+
     /// An application thread starts waiting in the library (calls nest).
     pub fn enter(&self) {
+        if self.compute_gap_ns != 0 {
+            let left = self.last_leave.load(Ordering::Relaxed);
+            if left != 0 && self.now_ns().saturating_sub(left) >= self.compute_gap_ns {
+                self.after_compute.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         self.waiters.fetch_add(1, Ordering::SeqCst);
         self.entered.fetch_add(1, Ordering::Relaxed);
     }
@@ -214,8 +246,13 @@ impl ProgressGate {
         // pattern: a few waits per step, then compute): backing off there
         // delayed its progress.
         let inside = self.waiters.load(Ordering::SeqCst) > 0;
+        let computed = {
+            let n = self.after_compute.load(Ordering::Relaxed);
+            n != self.seen_after_compute.swap(n, Ordering::Relaxed)
+        };
         let busy = if inside {
-            began == 0 || began >= BUSY_WAITS
+            // A loop that computed since the last look is not a tight one.
+            began == 0 || (began >= BUSY_WAITS && !computed)
         } else {
             began >= LOOP_WAITS && self.since_leave() < handback / 8
         };
@@ -466,6 +503,43 @@ mod tests {
         g.leave();
         let parked = pt.join().expect("progress thread");
         assert!(parked < h / 2, "slept {parked:?} after the leave");
+    }
+
+    /// A loop of a few waits and a compute step, looked at inside a wait:
+    /// a plain eager gate takes it for a tight loop and backs off; one that
+    /// counts compute steps arms the wake at the wait's end instead. A
+    /// tight loop (no gap as long as the compute gap) still backs off.
+    #[test]
+    fn a_loop_that_computes_between_waits_gets_the_wake_not_a_back_off() {
+        let h = Duration::from_secs(1);
+        let step = Duration::from_millis(20);
+        let loop_with_compute = |g: &ProgressGate| {
+            for _ in 0..BUSY_WAITS {
+                short_waits(g, 1);
+                std::thread::sleep(step); // compute
+            }
+            g.enter();
+        };
+        let plain = ProgressGate::with_wake_on_leave(h);
+        plain.nap();
+        loop_with_compute(&plain);
+        assert_eq!(plain.nap(), 2 * h, "plain: taken for a tight loop");
+        assert!(!plain.wake_on_leave.load(Ordering::SeqCst));
+
+        let g = ProgressGate::with_wake_on_leave(h).waking_after_compute(step / 2);
+        g.nap();
+        loop_with_compute(&g);
+        assert_eq!(g.nap(), h, "no back-off");
+        assert!(g.wake_on_leave.load(Ordering::SeqCst), "armed");
+        g.leave();
+        assert!(!g.wake_on_leave.load(Ordering::SeqCst), "the leave took it");
+
+        // Gaps shorter than the compute gap (an hour here): a tight loop.
+        let tight = ProgressGate::with_wake_on_leave(h).waking_after_compute(3600 * h);
+        tight.enter();
+        tight.nap();
+        short_waits(&tight, BUSY_WAITS);
+        assert_eq!(tight.nap(), 2 * h, "a tight loop still backs off");
     }
 
     #[test]

@@ -102,6 +102,16 @@ pub struct TcpConfig {
     /// in a tight loop keep the sockets; one that goes off to compute hands
     /// them back to the progress thread within this delay.
     pub handback: Duration,
+    /// While the progress thread stands aside in the hand-back delay and
+    /// no application thread has waited in the library for a moment (it
+    /// computes), the progress thread sleeps in its poller instead of on
+    /// the gate, and takes what arrives at once instead of after the delay;
+    /// the end of a wait it found under way wakes it to start that watch.
+    /// On by default here; the runtime turns it off on a host running more
+    /// ranks than it has cores (`PTL_TCP_TAKEOVER=auto`), where the early
+    /// wake-ups made 4 ranks on 2 cores 40–50 % slower in the `halo` and
+    /// `coll` kernels.
+    pub early_takeover: bool,
     /// Bytes read from one connection before moving on to others.
     pub read_budget: usize,
     /// A payload remainder at least this large is read from the socket
@@ -111,6 +121,15 @@ pub struct TcpConfig {
     /// buffer: one `read` then serves several small messages, which costs
     /// less than the copy (see `docs/ARCHITECTURE.md`, nal-tcp).
     pub direct_read_min: usize,
+    /// While a payload of at least [`direct_read_min`](Self::direct_read_min)
+    /// is read straight into its descriptor and the socket runs dry, set
+    /// the socket's receive low-water mark (`SO_RCVLOWAT`) to the rest of
+    /// the payload (at most [`read_budget`](Self::read_budget)), so that a
+    /// sleeping progress thread wakes once per message instead of once per
+    /// arriving segment; put back to one byte when the payload is in. On by
+    /// default; off (`PTL_TCP_RCVLOWAT=0` where the runtime builds the
+    /// configuration) to measure what it saves.
+    pub wake_per_message: bool,
     /// Bytes written to one connection before the writing thread moves on
     /// to other connections and events; the rest of the queue is written on
     /// the next pass. Keeps one large transfer to a fast reader from
@@ -174,8 +193,10 @@ impl Default for TcpConfig {
             max_pending_handshakes: 256,
             user_timeout: Some(Duration::from_secs(30)),
             handback: Duration::from_micros(200),
+            early_takeover: true,
             read_budget: 1 << 20,
             direct_read_min: 16 << 10,
+            wake_per_message: true,
             write_budget: 1 << 20,
             keepalive: Some(Keepalive::default()),
             peer_timeout: Some(Duration::from_secs(30)),

@@ -169,6 +169,16 @@ struct Args {
     /// a route for every datagram; sets PTL_UDP_CONNECTED=0).
     #[arg(long)]
     udp_unconnected: bool,
+    /// TCP only: wake a sleeping thread at every arriving segment of a
+    /// large message instead of once per message (for comparison; sets
+    /// PTL_TCP_RCVLOWAT=0).
+    #[arg(long)]
+    tcp_wake_per_segment: bool,
+    /// TCP only: the progress thread sleeps out the whole hand-back delay
+    /// even while the application computes (for comparison; sets
+    /// PTL_TCP_TAKEOVER=0).
+    #[arg(long)]
+    tcp_late_takeover: bool,
     /// Shared memory only: copy large payloads through the rings instead
     /// of reading them straight from the sender's memory with
     /// process_vm_readv (for comparison, or where the kernel refuses it;
@@ -303,6 +313,8 @@ pub fn main() -> ExitCode {
         udp_max_datagram: args.udp_max_datagram.map(usize::from),
         udp_copy_above: args.udp_copy_above.map(|c| c.0),
         udp_connected_sends: !args.udp_unconnected,
+        tcp_wake_per_message: !args.tcp_wake_per_segment,
+        tcp_early_takeover: args.tcp_late_takeover.then_some(false),
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
         shm_cma: !args.shm_no_cma,

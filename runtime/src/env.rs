@@ -17,6 +17,8 @@
 //! | `PTL_WAIT_YIELD` | `1`: a waiting thread yields the core between polls of its spin window; `0`: it spins; `auto`: yield when this host runs more ranks of the job than it has cores online | `auto` |
 //! | `PTL_PROGRESS_SLICE_US` | progress thread only: the time slice it asks the scheduler for (Linux ≥ 6.12, EEVDF), so that when woken it preempts the computing application at once instead of after the application's slice; `0` asks for none (see `nal_sys::sched`) | `100` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
+//! | `PTL_TCP_RCVLOWAT` | TCP only: `1` wakes a sleeping thread once per large message (the socket's receive low-water mark set to the rest of a payload being read), `0` at every arriving segment, for comparison (see [`nal_tcp::TcpConfig::wake_per_message`]) | `1` |
+//! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out; `auto`: `1` unless this host runs more ranks of the job than it has cores online, where the early wake-ups measured slower (see [`nal_tcp::TcpConfig::early_takeover`]) | `auto` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
 //! | `PTL_UDP_PEER_TIMEOUT` | UDP only: a peer silent this long while a thread waits in the library (probed meanwhile) is declared failed, ms; `0` turns the watch off (see [`nal_udp::UdpConfig::protocol`]) | `10000` |
@@ -91,6 +93,12 @@ pub const UDP_MAX_DATAGRAM: &str = "PTL_UDP_MAX_DATAGRAM";
 pub const UDP_COPY_ABOVE: &str = "PTL_UDP_COPY_ABOVE";
 /// UDP sends through connected per-peer sockets (`1`) or not (`0`).
 pub const UDP_CONNECTED: &str = "PTL_UDP_CONNECTED";
+/// TCP wakes a sleeping thread once per large message (`1`) or per
+/// segment (`0`).
+pub const TCP_RCVLOWAT: &str = "PTL_TCP_RCVLOWAT";
+/// TCP's progress thread takes over early while the application computes
+/// (`1`) or after the whole hand-back delay (`0`).
+pub const TCP_TAKEOVER: &str = "PTL_TCP_TAKEOVER";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 /// Socket send buffer of each connection, in bytes.
@@ -167,6 +175,16 @@ pub struct JobOptions {
     /// ([`nal_udp::UdpConfig::connected_sends`]; on by default). Off is for
     /// comparison: the kernel then looks up a route for every datagram.
     pub udp_connected_sends: bool,
+    /// TCP only: wake a sleeping thread once per large message
+    /// ([`nal_tcp::TcpConfig::wake_per_message`]; on by default). Off is
+    /// for comparison.
+    pub tcp_wake_per_message: bool,
+    /// TCP only: the progress thread takes over early while the
+    /// application computes ([`nal_tcp::TcpConfig::early_takeover`]);
+    /// `None`: unless this host runs more ranks of the job than it has
+    /// cores online (4 ranks on 2 cores ran the `halo` and `coll` kernels
+    /// 40–50 % slower with it, 2 bound ranks faster).
+    pub tcp_early_takeover: Option<bool>,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -202,6 +220,8 @@ impl Default for JobOptions {
             udp_max_datagram: None,
             udp_copy_above: None,
             udp_connected_sends: true,
+            tcp_wake_per_message: true,
+            tcp_early_takeover: None,
             send_buffer: None,
             recv_buffer: None,
             wait_yield: None,
@@ -265,6 +285,12 @@ impl JobOptions {
         }
         if !self.udp_connected_sends {
             env.push((UDP_CONNECTED, "0".into()));
+        }
+        if !self.tcp_wake_per_message {
+            env.push((TCP_RCVLOWAT, "0".into()));
+        }
+        if let Some(t) = self.tcp_early_takeover {
+            env.push((TCP_TAKEOVER, if t { "1" } else { "0" }.into()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -382,6 +408,21 @@ impl JobOptions {
                 "1" => true,
                 "0" => false,
                 _ => return Err(bad(UDP_CONNECTED, "expected 1 or 0")),
+            };
+        }
+        if let Some(v) = var(get, TCP_RCVLOWAT)? {
+            o.tcp_wake_per_message = match v.as_str() {
+                "1" => true,
+                "0" => false,
+                _ => return Err(bad(TCP_RCVLOWAT, "expected 1 or 0")),
+            };
+        }
+        if let Some(v) = var(get, TCP_TAKEOVER)? {
+            o.tcp_early_takeover = match v.as_str() {
+                "1" => Some(true),
+                "0" => Some(false),
+                "auto" => None,
+                _ => return Err(bad(TCP_TAKEOVER, "expected 1, 0 or auto")),
             };
         }
         if let Some(v) = var(get, WAIT_YIELD)? {
@@ -563,6 +604,56 @@ mod tests {
                 "{v:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn tcp_wake_per_message_defaults_on_and_round_trips_when_off() {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert!(d.tcp_wake_per_message);
+        assert!(d.to_env().iter().all(|(k, _)| *k != TCP_RCVLOWAT));
+        let off = JobOptions::from_lookup(&lookup(&[(TCP_RCVLOWAT, "0")])).unwrap();
+        assert!(!off.tcp_wake_per_message);
+        let env = off.to_env();
+        assert!(env.contains(&(TCP_RCVLOWAT, "0".to_string())), "{env:?}");
+        for v in ["", "on", "2"] {
+            let err = JobOptions::from_lookup(&lookup(&[(TCP_RCVLOWAT, v)])).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    RuntimeError::Env {
+                        var: TCP_RCVLOWAT,
+                        ..
+                    }
+                ),
+                "{v:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn tcp_early_takeover_defaults_to_auto_and_round_trips() {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(d.tcp_early_takeover, None);
+        assert!(d.to_env().iter().all(|(k, _)| *k != TCP_TAKEOVER));
+        let auto = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "auto")])).unwrap();
+        assert_eq!(auto.tcp_early_takeover, None);
+        for (v, want) in [("0", false), ("1", true)] {
+            let o = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, v)])).unwrap();
+            assert_eq!(o.tcp_early_takeover, Some(want));
+            let env = o.to_env();
+            assert!(env.contains(&(TCP_TAKEOVER, v.to_string())), "{env:?}");
+        }
+        let err = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "yes")])).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RuntimeError::Env {
+                    var: TCP_TAKEOVER,
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

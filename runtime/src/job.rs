@@ -788,6 +788,23 @@ mod tests {
         });
     }
 
+    /// `PTL_TCP_TAKEOVER`: forced off, it reaches the transport; left to
+    /// `auto`, a job of one rank (never more ranks than cores) gets it.
+    #[test]
+    fn the_takeover_option_reaches_the_tcp_transport() {
+        within(20, || {
+            let job = singleton(JobOptions {
+                tcp_early_takeover: Some(false),
+                ..loopback()
+            })
+            .expect("job");
+            assert!(!job.tcp().expect("tcp").config().early_takeover);
+            drop(job);
+            let job = singleton(loopback()).expect("job");
+            assert!(job.tcp().expect("tcp").config().early_takeover);
+        });
+    }
+
     /// The default transport (`auto`): a job whose ranks all run on this
     /// host, as a job of one does, runs on shared memory, with the options
     /// that apply to it.

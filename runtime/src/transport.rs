@@ -136,6 +136,7 @@ fn bind_endpoints(
                 connect: o.connect,
                 send_buffer: o.send_buffer,
                 recv_buffer: o.recv_buffer,
+                wake_per_message: o.tcp_wake_per_message,
                 ..TcpConfig::default()
             };
             if let Some(d) = o.handback {
@@ -246,9 +247,12 @@ pub(crate) fn bring_up(
         .map(|(r, text)| Contact::decode(r, &text).map(|c| (r, c)))
         .collect::<Result<Vec<_>, _>>()?;
     let neighbours = contacts.iter().filter(|(_, c)| c.host == me.host).count();
-    ni_cfg.wait_yield = o
-        .wait_yield
-        .unwrap_or_else(|| oversubscribed(neighbours, online_cores()));
+    let crowded = oversubscribed(neighbours, online_cores());
+    ni_cfg.wait_yield = o.wait_yield.unwrap_or(crowded);
+    let mut net = net;
+    if let Some(NetEndpoint::Tcp(ep)) = &mut net {
+        ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(!crowded));
+    }
     let mut transport = None;
     let ni = match (choose(o, &me, &contacts)?, net, shm) {
         (Choice::Shm, _, Some(ep)) => {

@@ -32,6 +32,8 @@ use nal_sys::{Poller, Ready};
 
 mod admission;
 mod lifecycle;
+mod lowat;
+mod pt;
 mod rx;
 mod spin;
 mod tx;
@@ -105,6 +107,22 @@ pub struct TcpStats {
     /// connection that last delivered some, without asking the poller first
     /// (the latency path of a waiting thread in a round trip).
     pub hot_reads: u64,
+    /// Progress passes of the progress thread. Each one follows a sleep in
+    /// the kernel (a poll, or a park while an application thread drives
+    /// the sockets) unless work was left over from the pass before: on a
+    /// rank whose progress thread shares the application's core, each is a
+    /// context switch taken out of the application's time.
+    pub progress_wakeups: u64,
+    /// Times a socket's receive low-water mark was changed to wake a
+    /// sleeping thread once per large message instead of once per segment
+    /// (see [`TcpConfig::wake_per_message`](crate::TcpConfig::wake_per_message)):
+    /// about two per message that did not arrive whole in one read.
+    pub lowat_marks: u64,
+    /// Times the progress thread, standing aside in the hand-back delay,
+    /// found the application away from the library and watched the
+    /// sockets instead of sleeping the delay out (see
+    /// [`TcpConfig::early_takeover`](crate::TcpConfig::early_takeover)).
+    pub watches: u64,
     /// Bytes written to sockets.
     pub bytes_sent: u64,
     /// Bytes read from sockets.
@@ -128,6 +146,9 @@ struct Stats {
     optimistic_sends: AtomicU64,
     acks_coalesced: AtomicU64,
     hot_reads: AtomicU64,
+    progress_wakeups: AtomicU64,
+    lowat_marks: AtomicU64,
+    watches: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
 }
@@ -174,6 +195,13 @@ impl TcpEndpoint {
     /// The address peers connect to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Set [`TcpConfig::early_takeover`] before starting: a launcher knows
+    /// only after the ranks exchanged their hosts whether this one is
+    /// oversubscribed.
+    pub fn set_early_takeover(&mut self, on: bool) {
+        self.cfg.early_takeover = on;
     }
 
     /// Start serving `core` (use inside [`portals::NetworkInterface::init`]).
@@ -275,6 +303,8 @@ struct Rx {
     /// The peer proven by the handshake; every header must come from it.
     peer: Option<ProcessId>,
     buf: RxBuf,
+    /// The socket's receive low-water mark as last set (see `lowat.rs`).
+    lowat: usize,
 }
 
 /// Bytes read from the socket but not consumed yet.
@@ -294,6 +324,7 @@ impl Rx {
                 start: 0,
                 end: 0,
             },
+            lowat: 1,
         }
     }
 }
@@ -494,7 +525,13 @@ impl TcpNal {
         peers: impl IntoIterator<Item = (ProcessId, SocketAddr)>,
     ) -> io::Result<Arc<TcpNal>> {
         let cfg = ep.cfg.clone();
-        let gate = ProgressGate::new(cfg.handback);
+        // An early take-over needs the leave of a wait found under way to
+        // wake the parked progress thread (see `pt.rs`).
+        let gate = if cfg.early_takeover {
+            ProgressGate::with_wake_on_leave(cfg.handback).waking_after_compute(pt::WATCH_AFTER)
+        } else {
+            ProgressGate::new(cfg.handback)
+        };
         // Application threads always wait in epoll (see `Backend`).
         let app = Arc::new(Poller::new(nal_sys::Backend::Epoll)?);
         let pt = match cfg.progress {
@@ -582,6 +619,9 @@ impl TcpNal {
             optimistic_sends: g(&s.optimistic_sends),
             acks_coalesced: g(&s.acks_coalesced),
             hot_reads: g(&s.hot_reads),
+            progress_wakeups: g(&s.progress_wakeups),
+            lowat_marks: g(&s.lowat_marks),
+            watches: g(&s.watches),
             bytes_sent: g(&s.bytes_sent),
             bytes_received: g(&s.bytes_received),
         }
@@ -794,25 +834,6 @@ impl Inner {
     }
 
     // ----- sending ---------------------------------------------------------
-
-    fn progress_thread(self: Arc<Self>) {
-        // Preempt a computing application promptly when woken (see
-        // `nal_sys::sched`).
-        if let Err(e) = nal_sys::sched::progress_thread_slice() {
-            tracing::debug!(error = %e, "progress thread keeps the default time slice");
-        }
-        let Some(pt) = &self.pt else { return };
-        while !self.gate.is_stopped() {
-            if self.gate.stand_aside() {
-                self.gate.park();
-                continue;
-            }
-            if let Err(e) = self.progress_once(pt, Some(PT_SLEEP)) {
-                tracing::error!(error = %e, "progress thread poll failed");
-                std::thread::sleep(PT_SLEEP);
-            }
-        }
-    }
 
     /// One progress pass, framed by sending the messages of triggered
     /// operations: before it, those another thread's engine call released

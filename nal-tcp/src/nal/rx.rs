@@ -79,6 +79,7 @@ impl Inner {
                 return got;
             }
             if drained {
+                self.await_rest(conn, rx);
                 return got;
             }
             if budget == 0 {
@@ -147,6 +148,7 @@ impl Inner {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // Drained; anything still buffered was handled above.
+                    self.await_rest(conn, rx);
                     return got;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -295,6 +297,7 @@ impl Inner {
                     else {
                         unreachable!("matched above");
                     };
+                    self.reset_lowat(conn, rx);
                     let mut out = respond;
                     if let Some(t) = token {
                         out = self.core.with_engine(|e| e.recv_complete(t));
