@@ -29,10 +29,16 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server with these extra arguments.
+    fn start_with(args: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_objstore-server"))
             .arg("--dir")
             .arg(dir.path())
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn server");
@@ -143,6 +149,45 @@ fn random_files_and_an_empty_one_round_trip() {
         assert_eq!(c.list().expect("list").len(), todo.len() - 1);
     });
     assert_eq!(server.files().len(), files.len() - 1, "no temp files left");
+}
+
+/// Gets pushed one chunk at a time and many chunks deep, with chunks
+/// smaller than a call and a short last one; puts of objects in memory
+/// pulled from the caller's slice part by part: every object comes back
+/// byte-exact, whatever the depth.
+#[test]
+fn pipelined_gets_and_in_memory_puts_are_byte_exact_at_depth_1_and_n() {
+    for depth in ["1", "3", "16"] {
+        let server = Server::start_with(&[
+            "--push-depth",
+            depth,
+            "--pull-depth",
+            depth,
+            "--chunk-kib",
+            "300",
+        ]);
+        server.with_client(Duration::from_secs(300), move |c| {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(depth.len() as u64);
+            for size in [
+                INLINE_MAX + 1,
+                300 << 10,
+                CALL_CHUNK + 1,
+                2 * CALL_CHUNK + (77 << 10),
+            ] {
+                let mut data = vec![0u8; size];
+                rng.fill(&mut data[..]);
+                let name = format!("obj-{size}");
+                assert_eq!(c.put_bytes(&name, &data).expect("put"), size as u64);
+                let mut back = Vec::new();
+                assert_eq!(
+                    c.get_to(&name, &mut back, |_| {}).expect("get"),
+                    size as u64
+                );
+                assert!(back == data, "depth {depth}: {size} bytes differ");
+            }
+        });
+        assert_eq!(server.files().len(), 4, "no temp files left");
+    }
 }
 
 #[test]

@@ -145,7 +145,8 @@ impl<'a> ObjClient<'a> {
             let r = self.rpc.call_write(PUT, name.as_bytes(), data)?;
             return u64_at(&r, 0).ok_or(ObjError::Protocol("put"));
         }
-        self.put_reader(name, &mut &data[..], |_| {})
+        // The server pulls each part straight from `data`: no copy.
+        self.put_parts(name, &mut Parts::Slices(data.chunks(CALL_CHUNK)), &|_| {})
     }
 
     /// Put everything `src` yields, a call chunk at a time; `progress` is
@@ -174,7 +175,14 @@ impl<'a> ObjClient<'a> {
                 progress(n as u64);
                 r
             }
-            Ok(n) => self.put_parts(name, src, &mut buf, n, &progress),
+            Ok(n) => {
+                let mut parts = Parts::Reader {
+                    src,
+                    buf: &mut buf,
+                    first: Some(n),
+                };
+                self.put_parts(name, &mut parts, &progress)
+            }
             Err(e) => Err(ObjError::Local {
                 what: "reading the data to put",
                 source: e,
@@ -184,36 +192,30 @@ impl<'a> ObjClient<'a> {
         r
     }
 
+    /// A multi-call put of the parts `parts` yields.
     fn put_parts(
         &mut self,
         name: &str,
-        src: &mut dyn Read,
-        buf: &mut [u8],
-        mut n: usize,
+        parts: &mut Parts<'_>,
         progress: &impl Fn(u64),
     ) -> Result<u64> {
         let r = self.rpc.call(PUT_OPEN, name.as_bytes())?;
         let h = u64_at(&r, 0).ok_or(ObjError::Protocol("put open"))?;
         let mut sent = 0u64;
         let result = loop {
+            let data = match parts.next() {
+                Ok(Some(d)) => d,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
             let mut args = [0u8; 16];
             args[..8].copy_from_slice(&h.to_le_bytes());
             args[8..].copy_from_slice(&sent.to_le_bytes());
-            if let Err(e) = self.rpc.call_write(PUT_WRITE, &args, &buf[..n]) {
+            if let Err(e) = self.rpc.call_write(PUT_WRITE, &args, data) {
                 break Err(e.into());
             }
-            sent += n as u64;
+            sent += data.len() as u64;
             progress(sent);
-            n = match read_full(src, buf) {
-                Ok(0) => break Ok(()),
-                Ok(n) => n,
-                Err(e) => {
-                    break Err(ObjError::Local {
-                        what: "reading the data to put",
-                        source: e,
-                    })
-                }
-            };
         };
         match result {
             Ok(()) => {
@@ -364,6 +366,38 @@ impl<'a> ObjClient<'a> {
     pub fn delete(&mut self, name: &str) -> Result<()> {
         self.rpc.call(DELETE, name.as_bytes())?;
         Ok(())
+    }
+}
+
+/// The parts of a multi-call put.
+enum Parts<'d> {
+    /// An object in memory, each part used in place.
+    Slices(std::slice::Chunks<'d, u8>),
+    /// A stream read into one call-sized buffer, part after part.
+    Reader {
+        src: &'d mut dyn Read,
+        buf: &'d mut Vec<u8>,
+        /// The bytes of the first part, read into `buf` already.
+        first: Option<usize>,
+    },
+}
+
+impl Parts<'_> {
+    /// The next part, `None` at the end.
+    fn next(&mut self) -> Result<Option<&[u8]>> {
+        match self {
+            Parts::Slices(c) => Ok(c.next()),
+            Parts::Reader { src, buf, first } => {
+                let n = match first.take() {
+                    Some(n) => n,
+                    None => read_full(*src, buf).map_err(|e| ObjError::Local {
+                        what: "reading the data to put",
+                        source: e,
+                    })?,
+                };
+                Ok((n > 0).then(|| &buf[..n]))
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use portals_rpc::{HandlerError, Request};
 use super::PUT_SMALL;
 use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX};
 use super::{DELETE, GET, GET_SMALL, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
+use crate::map::Mapped;
 use crate::store::{ObjectName, PutWriter, Store, StoreError};
 
 /// Multi-call puts open at once, at most (a client that vanishes mid-put
@@ -20,6 +21,19 @@ const MAX_OPEN_PUTS: usize = 256;
 /// the next ones while a chunk is written to the file.
 pub const PULL_DEPTH: usize = 3;
 
+/// Bulk chunks of a get in flight (unacknowledged) at once by default:
+/// the file is read into the next ones while the earlier ones move.
+pub const PUSH_DEPTH: usize = 3;
+
+/// How a get's data reaches the transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetFrom {
+    /// The file mapped, pushed from the page cache (no copy).
+    Map,
+    /// Read into the service thread's chunk buffers (one copy).
+    Read,
+}
+
 /// The handler: plain blocking code on the service's threads.
 #[derive(Debug)]
 pub struct ObjectService {
@@ -27,6 +41,8 @@ pub struct ObjectService {
     puts: Mutex<HashMap<u64, Option<PutWriter>>>,
     next_handle: AtomicU64,
     pull_depth: usize,
+    push_depth: usize,
+    get_from: GetFrom,
 }
 
 fn err(code: Code, msg: impl std::fmt::Display) -> HandlerError {
@@ -59,6 +75,8 @@ impl ObjectService {
             puts: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             pull_depth: PULL_DEPTH,
+            push_depth: PUSH_DEPTH,
+            get_from: GetFrom::Map,
         }
     }
 
@@ -66,6 +84,19 @@ impl ObjectService {
     /// at a time, no overlap with the file writes).
     pub fn with_pull_depth(mut self, depth: usize) -> ObjectService {
         self.pull_depth = depth.max(1);
+        self
+    }
+
+    /// Push a get's data with `depth` bulk chunks unacknowledged at once
+    /// (1: each chunk waits for the previous one's acknowledgment).
+    pub fn with_push_depth(mut self, depth: usize) -> ObjectService {
+        self.push_depth = depth.max(1);
+        self
+    }
+
+    /// Where gets take their data from (default [`GetFrom::Map`]).
+    pub fn with_get_from(mut self, from: GetFrom) -> ObjectService {
+        self.get_from = from;
         self
     }
 
@@ -175,18 +206,28 @@ impl ObjectService {
                     .bulk()
                     .ok_or_else(|| err(Code::BadRequest, "get without a buffer"))?;
                 let want = bulk.len().min(size.saturating_sub(offset));
-                let mut chunk = Vec::new();
-                let mut done = 0u64;
-                while done < want {
-                    let n = (want - done).min(bulk.chunk() as u64) as usize;
-                    chunk.resize(n, 0);
-                    let got = r.read_at(offset + done, &mut chunk).map_err(store_err)?;
-                    if got < n {
-                        return Err(err(Code::Internal, "object shorter than its size"));
+                let done = match self.get_from {
+                    // From the page cache to the socket: no copy here. The
+                    // range lies inside the size at open, and the store
+                    // never shrinks an object's file.
+                    GetFrom::Map if want > 0 => {
+                        let n = usize::try_from(want)
+                            .map_err(|_| err(Code::BadRequest, "get too large"))?;
+                        let m =
+                            Mapped::new(r.file(), offset, n).map_err(|e| err(Code::Internal, e))?;
+                        bulk.push_from(0, &m, self.push_depth)?;
+                        want
                     }
-                    bulk.push(done, &mut chunk)?;
-                    done += n as u64;
-                }
+                    // The next chunks are read from the file while the
+                    // earlier ones are on the wire.
+                    _ => bulk.push_stream(want, self.push_depth, |at, chunk| {
+                        let got = r.read_at(offset + at, chunk).map_err(store_err)?;
+                        if got < chunk.len() {
+                            return Err(err(Code::Internal, "object shorter than its size"));
+                        }
+                        Ok(())
+                    })?,
+                };
                 let mut reply = Vec::with_capacity(24);
                 for v in [size, done, version] {
                     reply.extend_from_slice(&v.to_le_bytes());

@@ -185,12 +185,29 @@ impl Server {
             }
             GET_OBJ => {
                 let seed = seed_of(req.body());
+                // Chunks in flight at once; none named: one push at a time.
+                let depth = req
+                    .body()
+                    .get(4..12)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes);
                 let bulk = req.bulk().ok_or("no bulk buffer")?;
                 let len = bulk.len();
+                let period = pattern_period(seed);
+                if let Some(depth) = depth {
+                    bulk.push_stream(
+                        len,
+                        depth as usize,
+                        |off, buf| -> Result<(), HandlerError> {
+                            fill_pattern(&period, off as usize, buf);
+                            Ok(())
+                        },
+                    )?;
+                    return Ok(Vec::new());
+                }
                 let chunk = bulk.chunk() as u64;
                 let mut buf = Vec::new();
                 let mut off = 0u64;
-                let period = pattern_period(seed);
                 while off < len {
                     let n = (len - off).min(chunk) as usize;
                     buf.resize(n, 0);
@@ -334,11 +351,19 @@ fn bulk_round_trip(c: &Client<'_>, seed: u32) -> R<()> {
     if r != h.to_le_bytes() {
         return Err("the server's checksum of the written object differs".into());
     }
-    let mut back = vec![0u8; OBJECT];
-    c.call_read(GET_OBJ, &(seed + 1).to_le_bytes(), &mut back)
-        .map_err(|e| format!("bulk read: {e}"))?;
-    if let Some(i) = pattern_mismatch(&pattern_period(seed + 1), 0, &back) {
-        return Err(format!("bulk read: byte {i} differs"));
+    // One chunk pushed at a time, then pipelined pushes (chunks landing
+    // in any order, lost ones resent over lossy UDP) at depth 1 and 4.
+    for depth in [None, Some(1u64), Some(4)] {
+        let mut back = vec![0u8; OBJECT];
+        let mut body = (seed + 1).to_le_bytes().to_vec();
+        if let Some(d) = depth {
+            body.extend_from_slice(&d.to_le_bytes());
+        }
+        c.call_read(GET_OBJ, &body, &mut back)
+            .map_err(|e| format!("bulk read (depth {depth:?}): {e}"))?;
+        if let Some(i) = pattern_mismatch(&pattern_period(seed + 1), 0, &back) {
+            return Err(format!("bulk read (depth {depth:?}): byte {i} differs"));
+        }
     }
     Ok(())
 }
