@@ -22,8 +22,10 @@ const MAX_OPEN_PUTS: usize = 256;
 pub const PULL_DEPTH: usize = 3;
 
 /// Bulk chunks of a get in flight (unacknowledged) at once by default:
-/// the file is read into the next ones while the earlier ones move.
-pub const PUSH_DEPTH: usize = 3;
+/// the next one leaves while the previous one's acknowledgment is on its
+/// way. Deeper pipelines measured no faster and cost more server CPU per
+/// GB on the 2-core host (docs/PERFORMANCE.md).
+pub const PUSH_DEPTH: usize = 2;
 
 /// How a get's data reaches the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

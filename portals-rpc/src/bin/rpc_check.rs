@@ -191,9 +191,21 @@ impl Server {
                     .get(4..12)
                     .and_then(|b| b.try_into().ok())
                     .map(u64::from_le_bytes);
+                // Pushed from the handler's own memory, not chunk buffers.
+                let borrowed = req.body().get(12) == Some(&1);
                 let bulk = req.bulk().ok_or("no bulk buffer")?;
                 let len = bulk.len();
                 let period = pattern_period(seed);
+                if let (Some(depth), true) = (depth, borrowed) {
+                    let n = usize::try_from(len)
+                        .ok()
+                        .filter(|&n| n <= OBJECT)
+                        .ok_or("object too large")?;
+                    let mut object = vec![0u8; n];
+                    fill_pattern(&period, 0, &mut object);
+                    bulk.push_from(0, &object, depth as usize)?;
+                    return Ok(Vec::new());
+                }
                 if let Some(depth) = depth {
                     bulk.push_stream(
                         len,
@@ -352,17 +364,26 @@ fn bulk_round_trip(c: &Client<'_>, seed: u32) -> R<()> {
         return Err("the server's checksum of the written object differs".into());
     }
     // One chunk pushed at a time, then pipelined pushes (chunks landing
-    // in any order, lost ones resent over lossy UDP) at depth 1 and 4.
-    for depth in [None, Some(1u64), Some(4)] {
+    // in any order, lost ones resent over lossy UDP) at depth 1 and 4,
+    // from chunk buffers and from the handler's memory.
+    for (depth, borrowed) in [
+        (None, false),
+        (Some(1u64), false),
+        (Some(4), false),
+        (Some(4), true),
+    ] {
         let mut back = vec![0u8; OBJECT];
         let mut body = (seed + 1).to_le_bytes().to_vec();
         if let Some(d) = depth {
             body.extend_from_slice(&d.to_le_bytes());
+            body.push(borrowed as u8);
         }
         c.call_read(GET_OBJ, &body, &mut back)
-            .map_err(|e| format!("bulk read (depth {depth:?}): {e}"))?;
+            .map_err(|e| format!("bulk read (depth {depth:?}, borrowed {borrowed}): {e}"))?;
         if let Some(i) = pattern_mismatch(&pattern_period(seed + 1), 0, &back) {
-            return Err(format!("bulk read (depth {depth:?}): byte {i} differs"));
+            return Err(format!(
+                "bulk read (depth {depth:?}, borrowed {borrowed}): byte {i} differs"
+            ));
         }
     }
     Ok(())
