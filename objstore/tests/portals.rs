@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use objstore::rpc::client::{ObjClient, ObjError};
-use objstore::rpc::{Code, CALL_CHUNK, INLINE_MAX, MAX_REPLY};
+use objstore::rpc::{Code, CALL_CHUNK, INLINE_MAX, MAX_PART, MAX_REPLY};
 use portals_rpc::{standalone, Client, ClientConfig};
 use rand::{Rng, SeedableRng};
 
@@ -153,8 +153,8 @@ fn random_files_and_an_empty_one_round_trip() {
 
 /// Gets pushed one chunk at a time and many chunks deep, with chunks
 /// smaller than a call and a short last one; puts of objects in memory
-/// pulled from the caller's slice part by part: every object comes back
-/// byte-exact, whatever the depth.
+/// pulled from the caller's slice in one call and part by part: every
+/// object comes back byte-exact, whatever the depth.
 #[test]
 fn pipelined_gets_and_in_memory_puts_are_byte_exact_at_depth_1_and_n() {
     for depth in ["1", "3", "16"] {
@@ -177,13 +177,21 @@ fn pipelined_gets_and_in_memory_puts_are_byte_exact_at_depth_1_and_n() {
                 let mut data = vec![0u8; size];
                 rng.fill(&mut data[..]);
                 let name = format!("obj-{size}");
-                assert_eq!(c.put_bytes(&name, &data).expect("put"), size as u64);
-                let mut back = Vec::new();
-                assert_eq!(
-                    c.get_to(&name, &mut back, |_| {}).expect("get"),
-                    size as u64
-                );
-                assert!(back == data, "depth {depth}: {size} bytes differ");
+                // One call for the whole object, then calls of a call chunk
+                // each pulled from its slice of `data`.
+                for part in [MAX_PART, CALL_CHUNK] {
+                    c.set_part(part);
+                    assert_eq!(c.put_bytes(&name, &data).expect("put"), size as u64);
+                    let mut back = Vec::new();
+                    assert_eq!(
+                        c.get_to(&name, &mut back, |_| {}).expect("get"),
+                        size as u64
+                    );
+                    assert!(
+                        back == data,
+                        "depth {depth}, part {part}: {size} bytes differ"
+                    );
+                }
             }
         });
         assert_eq!(server.files().len(), 4, "no temp files left");

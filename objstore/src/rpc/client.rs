@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use portals_rpc::{Client, RpcError};
 
 use super::PUT_SMALL;
-use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX, MAX_REQUEST};
+use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX, MAX_PART, MAX_REQUEST};
 use super::{DELETE, GET, GET_SMALL, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
 use crate::store::ObjectInfo;
 
@@ -88,6 +88,8 @@ pub struct ObjClient<'a> {
     rpc: Rpc<'a>,
     /// One call's worth of object data, reused across calls.
     buf: Vec<u8>,
+    /// Most bytes of an object in memory one put call moves.
+    part: usize,
 }
 
 impl<'a> ObjClient<'a> {
@@ -96,6 +98,7 @@ impl<'a> ObjClient<'a> {
         ObjClient {
             rpc: Rpc::Own(rpc),
             buf: Vec::new(),
+            part: MAX_PART,
         }
     }
 
@@ -105,7 +108,14 @@ impl<'a> ObjClient<'a> {
         ObjClient {
             rpc: Rpc::Shared(rpc),
             buf: Vec::new(),
+            part: MAX_PART,
         }
+    }
+
+    /// Put objects held in memory in calls of at most `part` bytes
+    /// (default and most [`MAX_PART`]; fewer bytes per call, more calls).
+    pub fn set_part(&mut self, part: usize) {
+        self.part = part.clamp(1, MAX_PART);
     }
 
     /// Whether the service takes small objects inline ([`PUT_SMALL`],
@@ -136,17 +146,19 @@ impl<'a> ObjClient<'a> {
         )
     }
 
-    /// Put an object held in memory (one call up to [`CALL_CHUNK`] bytes).
+    /// Put an object held in memory: one call up to [`MAX_PART`] bytes
+    /// (see [`ObjClient::set_part`]), the server pulling straight from
+    /// `data` (no copy).
     pub fn put_bytes(&mut self, name: &str, data: &[u8]) -> Result<u64> {
         if let Some(r) = self.put_small(name, data) {
             return r;
         }
-        if data.len() <= CALL_CHUNK {
+        if data.len() <= self.part {
             let r = self.rpc.call_write(PUT, name.as_bytes(), data)?;
             return u64_at(&r, 0).ok_or(ObjError::Protocol("put"));
         }
-        // The server pulls each part straight from `data`: no copy.
-        self.put_parts(name, &mut Parts::Slices(data.chunks(CALL_CHUNK)), &|_| {})
+        let part = self.part;
+        self.put_parts(name, &mut Parts::Slices(data.chunks(part)), &|_| {})
     }
 
     /// Put everything `src` yields, a call chunk at a time; `progress` is

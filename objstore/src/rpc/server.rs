@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use portals_rpc::{HandlerError, Request};
 
 use super::PUT_SMALL;
-use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX};
+use super::{u64_at, Code, GET_SMALL_HEADER, INLINE_MAX, MAX_PART};
 use super::{DELETE, GET, GET_SMALL, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
 use crate::map::Mapped;
 use crate::store::{ObjectName, PutWriter, Store, StoreError};
@@ -293,8 +293,8 @@ fn pull_into(req: &mut Request<'_>, w: &mut PutWriter, depth: usize) -> Result<(
     let Some(bulk) = req.bulk() else {
         return Ok(()); // an empty object has no buffer
     };
-    if bulk.len() > CALL_CHUNK as u64 {
-        return Err(err(Code::BadRequest, "part larger than a call chunk"));
+    if bulk.len() > MAX_PART as u64 {
+        return Err(err(Code::BadRequest, "part larger than the largest part"));
     }
     // The next chunks move while this one is written.
     bulk.pull_stream(depth, |chunk| w.write_chunk(chunk).map_err(store_err))?;
