@@ -19,7 +19,8 @@
 //!   of any size streams through a chunk-sized buffer;
 //!   [`Bulk::pull_stream`] keeps several chunk gets in flight while the
 //!   handler consumes the oldest, [`Bulk::push_stream`] several chunk puts
-//!   while it fills the next. A call's event queue and reply buffer
+//!   while it fills the next, and [`Bulk::push_from`] pushes straight from
+//!   the handler's memory (a mapped file: no copy on the server). A call's event queue and reply buffer
 //!   come from the client's free list and are reused by its next calls;
 //!   its match entries are per call, matched on its xid.
 //! * An unanswered request is resent with the same xid after

@@ -71,7 +71,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // Small objects travel inside the request.
         max_request: MAX_REQUEST,
         buffer_size: 128 << 10,
-        bulk_chunk: (args.chunk_kib.max(1) << 10).min(CALL_CHUNK),
+        bulk_chunk: args.chunk_kib.max(1).saturating_mul(1024).min(CALL_CHUNK),
         ..ServiceConfig::default()
     };
     let svc = Service::new(&ni, cfg)?;
