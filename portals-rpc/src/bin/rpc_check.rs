@@ -25,6 +25,10 @@ const SOURCE: u32 = 10;
 /// A bulk read that pushes its first chunk and then never finishes: a call
 /// in the middle of a bulk read when the server dies, whatever the timing.
 const STALLED_READ: u32 = 11;
+/// A bulk read pushed from the handler's memory (`Bulk::push_from`, four
+/// chunks deep) a MiB at a time, 5 ms apart: slow enough that a client
+/// killed during it dies mid-transfer.
+const PACED_READ: u32 = 12;
 
 /// Bytes of the objects moved in bulk, and the chunk they stream in.
 const OBJECT: usize = 24 << 20;
@@ -256,6 +260,26 @@ impl Server {
                     // Until the process dies (DIE, on another thread).
                     std::thread::sleep(Duration::from_secs(1));
                 }
+            }
+            PACED_READ => {
+                let bulk = req.bulk().ok_or("no bulk buffer")?;
+                let len = usize::try_from(bulk.len()).map_err(|_| "too large")?;
+                let mut part = vec![0u8; 1 << 20];
+                fill_pattern(&pattern_period(9), 0, &mut part);
+                let mut off = 0;
+                while off < len {
+                    let n = part.len().min(len - off);
+                    if let Err(e) = bulk.push_from(off as u64, &part[..n], 4) {
+                        if matches!(e, BulkError::PeerFailed(_)) {
+                            println!("paced read to {} failed: {e}", bulk.client());
+                            self.bulk_failed.store(true, Ordering::SeqCst);
+                        }
+                        return Err(e.into());
+                    }
+                    off += n;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(Vec::new())
             }
             BIG => Ok(vec![1; 1 << 20]),
             STATUS => Ok(vec![self.bulk_failed.load(Ordering::SeqCst) as u8]),
@@ -560,7 +584,10 @@ fn flood(job: &Job) -> R<()> {
 
 /// Rank 1 dies (SIGKILL) in the middle of a bulk write; the server frees
 /// its state and keeps serving rank 2.
-fn kill(job: &Job) -> R<()> {
+/// A client killed (SIGKILL) in the middle of a 256 MiB bulk write
+/// (`read` false: the server pulls) or read (`read` true: the server
+/// pushes from its own memory, `Bulk::push_from`).
+fn kill(job: &Job, read: bool) -> R<()> {
     // Survive the launcher's SIGTERM after rank 1's death long enough to
     // finish.
     // SAFETY: installing SIG_IGN is async-signal-safe and touches no Rust
@@ -593,6 +620,10 @@ fn kill(job: &Job) -> R<()> {
                 // SAFETY: raise has no memory-safety preconditions.
                 unsafe { libc::raise(libc::SIGKILL) };
             });
+            if read {
+                let r = c.call_read(PACED_READ, &[], &mut object);
+                return Err(format!("the 256 MiB read finished before the kill: {r:?}"));
+            }
             let r = c.call_write(PUT_OBJ, &5u32.to_le_bytes(), &object);
             Err(format!("the 256 MiB write finished before the kill: {r:?}"))
         }
@@ -838,7 +869,8 @@ fn main() {
         "basic" => basic(&job),
         "counter" => counter(&job),
         "flood" => flood(&job),
-        "kill" => kill(&job),
+        "kill" => kill(&job, false),
+        "kill-read" => kill(&job, true),
         "server-dies" => server_dies(&job),
         "perf" => perf(&job),
         "pingpong" => pingpong(&job),
