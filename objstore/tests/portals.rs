@@ -151,21 +151,26 @@ fn random_files_and_an_empty_one_round_trip() {
     assert_eq!(server.files().len(), files.len() - 1, "no temp files left");
 }
 
-/// Gets pushed one chunk at a time and many chunks deep, with chunks
-/// smaller than a call and a short last one; puts of objects in memory
+/// Gets pushed one chunk at a time and many chunks deep, from the mapped
+/// file and through chunk buffers, with chunks smaller than a call and a
+/// short last one; puts of objects in memory
 /// pulled from the caller's slice in one call and part by part: every
 /// object comes back byte-exact, whatever the depth.
 #[test]
 fn pipelined_gets_and_in_memory_puts_are_byte_exact_at_depth_1_and_n() {
-    for depth in ["1", "3", "16"] {
-        let server = Server::start_with(&[
+    // Gets from the mapped file at depth 1 and 16, read into chunk
+    // buffers at depth 3.
+    for (depth, how) in [("1", None), ("3", Some("--read-gets")), ("16", None)] {
+        let mut args = vec![
             "--push-depth",
             depth,
             "--pull-depth",
             depth,
             "--chunk-kib",
             "300",
-        ]);
+        ];
+        args.extend(how);
+        let server = Server::start_with(&args);
         server.with_client(Duration::from_secs(300), move |c| {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(depth.len() as u64);
             for size in [

@@ -208,21 +208,23 @@ impl ObjectService {
                     .bulk()
                     .ok_or_else(|| err(Code::BadRequest, "get without a buffer"))?;
                 let want = bulk.len().min(size.saturating_sub(offset));
-                let done = match self.get_from {
-                    // From the page cache to the socket: no copy here. The
-                    // range lies inside the size at open, and the store
-                    // never shrinks an object's file.
-                    GetFrom::Map if want > 0 => {
-                        let n = usize::try_from(want)
-                            .map_err(|_| err(Code::BadRequest, "get too large"))?;
-                        let m =
-                            Mapped::new(r.file(), offset, n).map_err(|e| err(Code::Internal, e))?;
+                // From the page cache to the socket: no copy here. The range
+                // lies inside the size at open, and the store never shrinks
+                // an object's file. A file system that cannot map the file
+                // (or a range too large for the address space) takes the
+                // read path.
+                let mapped = match (self.get_from, usize::try_from(want)) {
+                    (GetFrom::Map, Ok(n)) if n > 0 => Mapped::new(r.file(), offset, n).ok(),
+                    _ => None,
+                };
+                let done = match mapped {
+                    Some(m) => {
                         bulk.push_from(0, &m, self.push_depth)?;
                         want
                     }
                     // The next chunks are read from the file while the
                     // earlier ones are on the wire.
-                    _ => bulk.push_stream(want, self.push_depth, |at, chunk| {
+                    None => bulk.push_stream(want, self.push_depth, |at, chunk| {
                         let got = r.read_at(offset + at, chunk).map_err(store_err)?;
                         if got < chunk.len() {
                             return Err(err(Code::Internal, "object shorter than its size"));
