@@ -4,6 +4,7 @@
 //!
 //! - [`store`]: the on-disk store (always built);
 //! - [`cli`]: the commands both command-line clients take;
+//! - [`map`]: a read-only mapping of part of an object's file;
 //! - [`rpc`]: the service and client over `portals-rpc`, with the binaries
 //!   `objstore-server` and `objstore` (CLI), standalone over TCP;
 //! - [`grpc`]: the gRPC service and client (feature `grpc`, on by default),
@@ -15,5 +16,6 @@
 pub mod cli;
 #[cfg(feature = "grpc")]
 pub mod grpc;
+pub mod map;
 pub mod rpc;
 pub mod store;

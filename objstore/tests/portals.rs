@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use objstore::rpc::client::{ObjClient, ObjError};
-use objstore::rpc::{Code, CALL_CHUNK, INLINE_MAX, MAX_REPLY};
+use objstore::rpc::{Code, CALL_CHUNK, INLINE_MAX, MAX_PART, MAX_REPLY};
 use portals_rpc::{standalone, Client, ClientConfig};
 use rand::{Rng, SeedableRng};
 
@@ -29,10 +29,16 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server with these extra arguments.
+    fn start_with(args: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_objstore-server"))
             .arg("--dir")
             .arg(dir.path())
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn server");
@@ -143,6 +149,58 @@ fn random_files_and_an_empty_one_round_trip() {
         assert_eq!(c.list().expect("list").len(), todo.len() - 1);
     });
     assert_eq!(server.files().len(), files.len() - 1, "no temp files left");
+}
+
+/// Gets pushed one chunk at a time and many chunks deep, from the mapped
+/// file and through chunk buffers, with chunks smaller than a call and a
+/// short last one; puts of objects in memory
+/// pulled from the caller's slice in one call and part by part: every
+/// object comes back byte-exact, whatever the depth.
+#[test]
+fn pipelined_gets_and_in_memory_puts_are_byte_exact_at_depth_1_and_n() {
+    // Gets from the mapped file at depth 1 and 16, read into chunk
+    // buffers at depth 3.
+    for (depth, how) in [("1", None), ("3", Some("--read-gets")), ("16", None)] {
+        let mut args = vec![
+            "--push-depth",
+            depth,
+            "--pull-depth",
+            depth,
+            "--chunk-kib",
+            "300",
+        ];
+        args.extend(how);
+        let server = Server::start_with(&args);
+        server.with_client(Duration::from_secs(300), move |c| {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(depth.len() as u64);
+            for size in [
+                INLINE_MAX + 1,
+                300 << 10,
+                CALL_CHUNK + 1,
+                2 * CALL_CHUNK + (77 << 10),
+            ] {
+                let mut data = vec![0u8; size];
+                rng.fill(&mut data[..]);
+                let name = format!("obj-{size}");
+                // One call for the whole object, then calls of a call chunk
+                // each pulled from its slice of `data`.
+                for part in [MAX_PART, CALL_CHUNK] {
+                    c.set_part(part);
+                    assert_eq!(c.put_bytes(&name, &data).expect("put"), size as u64);
+                    let mut back = Vec::new();
+                    assert_eq!(
+                        c.get_to(&name, &mut back, |_| {}).expect("get"),
+                        size as u64
+                    );
+                    assert!(
+                        back == data,
+                        "depth {depth}, part {part}: {size} bytes differ"
+                    );
+                }
+            }
+        });
+        assert_eq!(server.files().len(), 4, "no temp files left");
+    }
 }
 
 #[test]

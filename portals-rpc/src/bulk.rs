@@ -133,6 +133,53 @@ impl Bulk<'_> {
         Ok(self.len)
     }
 
+    /// Push the first `len` bytes of the client's buffer in service chunks
+    /// with up to `depth` of them unacknowledged at once; `fill(offset,
+    /// chunk)` writes each chunk's bytes (a handler that reads a file
+    /// overlaps its reads with the network). Returns once every chunk is
+    /// in place. The chunk buffers belong to the service thread and are
+    /// reused by its next requests.
+    pub fn push_stream<E: From<BulkError>>(
+        &mut self,
+        len: u64,
+        depth: usize,
+        mut fill: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        if self.kind != BulkKind::Read {
+            return Err(BulkError::WrongDirection("push into").into());
+        }
+        if len > self.len {
+            return Err(BulkError::OutOfRange {
+                offset: 0,
+                len,
+                bulk_len: self.len,
+            }
+            .into());
+        }
+        let (peer, portals, xid, bulk_len) = (self.link.peer, self.portals, self.xid, self.len);
+        let remote = |offset, len| target(peer, portals, xid, bulk_len, offset, len);
+        crate::stream::push(
+            &self.link, &remote, len, self.chunk, depth, self.pool, &mut fill,
+        )?;
+        Ok(len)
+    }
+
+    /// Push `src` to `[offset, offset + src.len())` of the client's buffer
+    /// straight from the handler's memory (a mapped file: no copy on the
+    /// server), in service chunks with up to `depth` of them
+    /// unacknowledged at once. Returns once every chunk is in place; no
+    /// descriptor over `src` is left when it returns, however it ends.
+    pub fn push_from(&mut self, offset: u64, src: &[u8], depth: usize) -> Result<(), BulkError> {
+        if self.kind != BulkKind::Read {
+            return Err(BulkError::WrongDirection("push into"));
+        }
+        // The whole range is checked before anything moves.
+        self.remote(offset, src.len() as u64)?;
+        let (peer, portals, xid, bulk_len) = (self.link.peer, self.portals, self.xid, self.len);
+        let remote = |offset, len| target(peer, portals, xid, bulk_len, offset, len);
+        crate::borrowed::push(&self.link, &remote, offset, src, self.chunk, depth)
+    }
+
     /// The client's whole buffer, pulled in chunks (for small objects; a
     /// large one streams with [`Bulk::pull`]).
     pub fn pull_all(&mut self) -> Result<Vec<u8>, BulkError> {

@@ -18,7 +18,9 @@
 //!   [`Bulk::pull`] gets from it) in chunks of its choosing, so an object
 //!   of any size streams through a chunk-sized buffer;
 //!   [`Bulk::pull_stream`] keeps several chunk gets in flight while the
-//!   handler consumes the oldest. A call's event queue and reply buffer
+//!   handler consumes the oldest, [`Bulk::push_stream`] several chunk puts
+//!   while it fills the next, and [`Bulk::push_from`] pushes straight from
+//!   the handler's memory (a mapped file: no copy on the server). A call's event queue and reply buffer
 //!   come from the client's free list and are reused by its next calls;
 //!   its match entries are per call, matched on its xid.
 //! * An unanswered request is resent with the same xid after
@@ -97,6 +99,7 @@
 #![warn(missing_docs)]
 
 pub mod bits;
+mod borrowed;
 mod bulk;
 pub mod cache;
 mod client;
@@ -113,4 +116,5 @@ pub use client::{BulkArg, Client};
 pub use config::{ClientConfig, Portals, RetryPolicy, ServiceConfig};
 pub use error::{BulkError, HandlerError, RpcError, ServiceError, WireError};
 pub use service::{Handler, Request, Service, ServiceStats, Stopper};
+pub use stream::MAX_BULK_DEPTH;
 pub use wire::{BulkKind, ServiceInfo, Status};

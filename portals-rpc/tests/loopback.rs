@@ -2,8 +2,10 @@
 //! queue and reply buffer are reused across calls without one call's reply
 //! showing through in the next, and a pipelined pull
 //! ([`portals_rpc::Bulk::pull_stream`]) hands the handler every chunk, in
-//! order, and cleans up after a failing sink. Each test runs under a time
-//! limit.
+//! order, and cleans up after a failing sink; a pipelined push
+//! ([`portals_rpc::Bulk::push_stream`]) fills the client's buffer exactly,
+//! at any depth, and cleans up after a failing fill. Each test runs under
+//! a time limit.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -17,6 +19,10 @@ const ECHO: u32 = 1;
 const STREAM: u32 = 2;
 /// The same, with a sink that fails at the third chunk.
 const STREAM_FAIL: u32 = 3;
+/// Push the pattern into the bulk buffer at the depth the body names
+/// (u64), with the fill failing at the chunk the next u64 names (0:
+/// never); the body's third u64, if any, is how many bytes to push.
+const PUSH: u32 = 4;
 
 const CHUNK: usize = 1000;
 const LIMIT: Duration = Duration::from_secs(60);
@@ -45,8 +51,43 @@ fn handler(req: &mut Request<'_>) -> Result<Vec<u8>, HandlerError> {
             }
             Ok(got)
         }
+        PUSH => {
+            let body = req.body().to_vec();
+            let arg = |i: usize| {
+                body.get(i * 8..i * 8 + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes)
+            };
+            let (depth, fail_at) = (arg(0).unwrap_or(1), arg(1).unwrap_or(0));
+            let bulk = req.bulk().ok_or("no bulk buffer")?;
+            let len = arg(2).unwrap_or(bulk.len());
+            let mut chunks = 0u64;
+            let mut next = 0u64;
+            let n =
+                bulk.push_stream(len, depth as usize, |off, c| -> Result<(), HandlerError> {
+                    chunks += 1;
+                    if chunks == fail_at {
+                        return Err("fill failed".into());
+                    }
+                    if c.len() > CHUNK || off != next {
+                        return Err(
+                            format!("chunk of {} at {off}, expected {next}", c.len()).into()
+                        );
+                    }
+                    next += c.len() as u64;
+                    for (i, b) in c.iter_mut().enumerate() {
+                        *b = ((off as usize + i) % 251) as u8;
+                    }
+                    Ok(())
+                })?;
+            Ok(n.to_le_bytes().to_vec())
+        }
         op => Err(format!("unknown opcode {op}").into()),
     }
+}
+
+fn push_args(args: &[u64]) -> Vec<u8> {
+    args.iter().flat_map(|a| a.to_le_bytes()).collect()
 }
 
 /// Run `f` against a two-thread service on a fresh loopback network, on a
@@ -148,6 +189,72 @@ fn a_pipelined_pull_from_a_read_buffer_is_refused() {
         let mut into = vec![0u8; 4 * CHUNK];
         match c.call_read(STREAM, &[], &mut into) {
             Err(RpcError::Remote(m)) => assert!(m.contains("pull"), "{m}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_pipelined_push_fills_the_whole_buffer_at_depth_1_and_n() {
+    with_service(|c| {
+        for depth in [1, 3, 16, 100] {
+            // Several pipe-fulls with a short last chunk, whole chunks
+            // only, less than one chunk, and nothing.
+            for n in [10 * CHUNK + 7, 3 * CHUNK, CHUNK - 1, 0] {
+                let mut into = vec![0xeeu8; n];
+                let r = c
+                    .call_read(PUSH, &push_args(&[depth]), &mut into)
+                    .expect("push");
+                assert_eq!(r, (n as u64).to_le_bytes(), "depth {depth}, {n} bytes");
+                assert!(into == pattern(n), "depth {depth}, {n} bytes differ");
+            }
+        }
+    });
+}
+
+#[test]
+fn a_pipelined_push_of_part_of_the_buffer_leaves_the_rest_alone() {
+    with_service(|c| {
+        let mut into = vec![0xeeu8; 5 * CHUNK];
+        let part = 2 * CHUNK + 3;
+        c.call_read(PUSH, &push_args(&[4, 0, part as u64]), &mut into)
+            .expect("push");
+        assert!(into[..part] == pattern(part)[..]);
+        assert!(into[part..].iter().all(|&b| b == 0xee));
+        // More than the buffer holds is refused before anything moves.
+        let mut small = vec![0u8; CHUNK];
+        match c.call_read(PUSH, &push_args(&[4, 0, CHUNK as u64 + 1]), &mut small) {
+            Err(RpcError::Remote(_)) => {}
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_failing_fill_fails_the_call_and_the_service_goes_on() {
+    with_service(|c| {
+        let mut into = vec![0u8; 10 * CHUNK];
+        match c.call_read(PUSH, &push_args(&[4, 3]), &mut into) {
+            Err(RpcError::Remote(m)) => assert!(m.contains("fill failed"), "{m}"),
+            other => panic!("expected the fill's failure, got {other:?}"),
+        }
+        // The failed stream's puts and buffers are cleaned up: the same
+        // service threads push the next object whole.
+        for _ in 0..4 {
+            let mut into = vec![0u8; 10 * CHUNK];
+            c.call_read(PUSH, &push_args(&[4]), &mut into)
+                .expect("push");
+            assert!(into == pattern(10 * CHUNK));
+        }
+    });
+}
+
+#[test]
+fn a_pipelined_push_into_a_write_buffer_is_refused() {
+    with_service(|c| {
+        let from = vec![0u8; 4 * CHUNK];
+        match c.call_write(PUSH, &push_args(&[4]), &from) {
+            Err(RpcError::Remote(m)) => assert!(m.contains("push"), "{m}"),
             other => panic!("expected a refusal, got {other:?}"),
         }
     });

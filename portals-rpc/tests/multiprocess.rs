@@ -106,6 +106,31 @@ fn a_client_killed_mid_bulk_leaves_the_server_serving_others() {
     }
 }
 
+/// The same with the client killed in the middle of a 256 MiB bulk read
+/// that the server pushes from its own memory, chunks in flight
+/// (`Bulk::push_from`): the push fails with the client's failure, every
+/// descriptor over the handler's memory is released (the handler
+/// returns), and the other client is served before and after.
+#[test]
+fn a_client_killed_mid_pipelined_read_leaves_the_server_serving_others() {
+    let out = run(
+        "kill-read",
+        3,
+        options(NalKind::Tcp),
+        Duration::from_secs(120),
+    );
+    let lines = out.transcript();
+    assert_eq!(out.status, 128 + 9, "{:?}\n{}", out.reason, lines);
+    assert_eq!(out.failed_rank, Some(1), "{}", lines);
+    for r in [0, 2] {
+        assert!(
+            out.stdout_of(r).contains("OK kill-read"),
+            "rank {r}:\n{}",
+            lines
+        );
+    }
+}
+
 /// The server is killed while both clients wait in calls (one in a bulk
 /// read): both calls fail with `PeerFailed`, though their timeout is an
 /// hour.

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use objstore::rpc::server::{ObjectService, PULL_DEPTH};
-use objstore::rpc::{BULK_CHUNK, MAX_REQUEST};
+use objstore::rpc::server::{GetFrom, ObjectService, PULL_DEPTH, PUSH_DEPTH};
+use objstore::rpc::{BULK_CHUNK, CALL_CHUNK, MAX_REQUEST};
 use objstore::store::Store;
 use portals_rpc::{standalone, HandlerError, Request, Service, ServiceConfig};
 
@@ -36,6 +36,17 @@ struct Args {
     /// network with the file writes).
     #[arg(long, default_value_t = PULL_DEPTH)]
     pull_depth: usize,
+    /// Bulk chunks of a get in flight at once (1: each waits for the
+    /// previous one's acknowledgment).
+    #[arg(long, default_value_t = PUSH_DEPTH)]
+    push_depth: usize,
+    /// Bulk chunk size in KiB (the unit the server moves data in).
+    #[arg(long, default_value_t = BULK_CHUNK >> 10)]
+    chunk_kib: usize,
+    /// Read gets' data into buffers (one copy) instead of sending it
+    /// from the mapped file.
+    #[arg(long)]
+    read_gets: bool,
 }
 
 fn parse_key(s: &str) -> Result<u64, String> {
@@ -60,11 +71,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // Small objects travel inside the request.
         max_request: MAX_REQUEST,
         buffer_size: 128 << 10,
-        bulk_chunk: BULK_CHUNK,
+        bulk_chunk: args.chunk_kib.max(1).saturating_mul(1024).min(CALL_CHUNK),
         ..ServiceConfig::default()
     };
     let svc = Service::new(&ni, cfg)?;
-    let handler = ObjectService::new(store).with_pull_depth(args.pull_depth);
+    let handler = ObjectService::new(store)
+        .with_pull_depth(args.pull_depth)
+        .with_push_depth(args.push_depth)
+        .with_get_from(if args.read_gets {
+            GetFrom::Read
+        } else {
+            GetFrom::Map
+        });
     println!("listening on {addr}");
     use std::io::Write;
     std::io::stdout().flush()?;

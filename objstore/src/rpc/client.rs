@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use portals_rpc::{Client, RpcError};
 
 use super::PUT_SMALL;
-use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX, MAX_REQUEST};
+use super::{u64_at, Code, CALL_CHUNK, GET_SMALL_HEADER, INLINE_MAX, MAX_PART, MAX_REQUEST};
 use super::{DELETE, GET, GET_SMALL, LIST, PUT, PUT_ABORT, PUT_COMMIT, PUT_OPEN, PUT_WRITE, STAT};
 use crate::store::ObjectInfo;
 
@@ -88,6 +88,8 @@ pub struct ObjClient<'a> {
     rpc: Rpc<'a>,
     /// One call's worth of object data, reused across calls.
     buf: Vec<u8>,
+    /// Most bytes of an object in memory one put call moves.
+    part: usize,
 }
 
 impl<'a> ObjClient<'a> {
@@ -96,6 +98,7 @@ impl<'a> ObjClient<'a> {
         ObjClient {
             rpc: Rpc::Own(rpc),
             buf: Vec::new(),
+            part: MAX_PART,
         }
     }
 
@@ -105,7 +108,14 @@ impl<'a> ObjClient<'a> {
         ObjClient {
             rpc: Rpc::Shared(rpc),
             buf: Vec::new(),
+            part: MAX_PART,
         }
+    }
+
+    /// Put objects held in memory in calls of at most `part` bytes
+    /// (default and most [`MAX_PART`]; fewer bytes per call, more calls).
+    pub fn set_part(&mut self, part: usize) {
+        self.part = part.clamp(1, MAX_PART);
     }
 
     /// Whether the service takes small objects inline ([`PUT_SMALL`],
@@ -136,16 +146,19 @@ impl<'a> ObjClient<'a> {
         )
     }
 
-    /// Put an object held in memory (one call up to [`CALL_CHUNK`] bytes).
+    /// Put an object held in memory: one call up to [`MAX_PART`] bytes
+    /// (see [`ObjClient::set_part`]), the server pulling straight from
+    /// `data` (no copy).
     pub fn put_bytes(&mut self, name: &str, data: &[u8]) -> Result<u64> {
         if let Some(r) = self.put_small(name, data) {
             return r;
         }
-        if data.len() <= CALL_CHUNK {
+        if data.len() <= self.part {
             let r = self.rpc.call_write(PUT, name.as_bytes(), data)?;
             return u64_at(&r, 0).ok_or(ObjError::Protocol("put"));
         }
-        self.put_reader(name, &mut &data[..], |_| {})
+        let part = self.part;
+        self.put_parts(name, &mut Parts::Slices(data.chunks(part)), &|_| {})
     }
 
     /// Put everything `src` yields, a call chunk at a time; `progress` is
@@ -174,7 +187,14 @@ impl<'a> ObjClient<'a> {
                 progress(n as u64);
                 r
             }
-            Ok(n) => self.put_parts(name, src, &mut buf, n, &progress),
+            Ok(n) => {
+                let mut parts = Parts::Reader {
+                    src,
+                    buf: &mut buf,
+                    first: Some(n),
+                };
+                self.put_parts(name, &mut parts, &progress)
+            }
             Err(e) => Err(ObjError::Local {
                 what: "reading the data to put",
                 source: e,
@@ -184,36 +204,30 @@ impl<'a> ObjClient<'a> {
         r
     }
 
+    /// A multi-call put of the parts `parts` yields.
     fn put_parts(
         &mut self,
         name: &str,
-        src: &mut dyn Read,
-        buf: &mut [u8],
-        mut n: usize,
+        parts: &mut Parts<'_>,
         progress: &impl Fn(u64),
     ) -> Result<u64> {
         let r = self.rpc.call(PUT_OPEN, name.as_bytes())?;
         let h = u64_at(&r, 0).ok_or(ObjError::Protocol("put open"))?;
         let mut sent = 0u64;
         let result = loop {
+            let data = match parts.next() {
+                Ok(Some(d)) => d,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
             let mut args = [0u8; 16];
             args[..8].copy_from_slice(&h.to_le_bytes());
             args[8..].copy_from_slice(&sent.to_le_bytes());
-            if let Err(e) = self.rpc.call_write(PUT_WRITE, &args, &buf[..n]) {
+            if let Err(e) = self.rpc.call_write(PUT_WRITE, &args, data) {
                 break Err(e.into());
             }
-            sent += n as u64;
+            sent += data.len() as u64;
             progress(sent);
-            n = match read_full(src, buf) {
-                Ok(0) => break Ok(()),
-                Ok(n) => n,
-                Err(e) => {
-                    break Err(ObjError::Local {
-                        what: "reading the data to put",
-                        source: e,
-                    })
-                }
-            };
         };
         match result {
             Ok(()) => {
@@ -364,6 +378,38 @@ impl<'a> ObjClient<'a> {
     pub fn delete(&mut self, name: &str) -> Result<()> {
         self.rpc.call(DELETE, name.as_bytes())?;
         Ok(())
+    }
+}
+
+/// The parts of a multi-call put.
+enum Parts<'d> {
+    /// An object in memory, each part used in place.
+    Slices(std::slice::Chunks<'d, u8>),
+    /// A stream read into one call-sized buffer, part after part.
+    Reader {
+        src: &'d mut dyn Read,
+        buf: &'d mut Vec<u8>,
+        /// The bytes of the first part, read into `buf` already.
+        first: Option<usize>,
+    },
+}
+
+impl Parts<'_> {
+    /// The next part, `None` at the end.
+    fn next(&mut self) -> Result<Option<&[u8]>> {
+        match self {
+            Parts::Slices(c) => Ok(c.next()),
+            Parts::Reader { src, buf, first } => {
+                let n = match first.take() {
+                    Some(n) => n,
+                    None => read_full(*src, buf).map_err(|e| ObjError::Local {
+                        what: "reading the data to put",
+                        source: e,
+                    })?,
+                };
+                Ok((n > 0).then(|| &buf[..n]))
+            }
+        }
     }
 }
 

@@ -1,15 +1,16 @@
 //! The object store over `portals-rpc`: small requests name the object,
 //! object data moves one-sided through the client's exposed buffer (the
 //! server pulls a put's data from it, pushes a get's data into it), in
-//! calls of at most [`CALL_CHUNK`] bytes, each moved by the server in the
-//! service's bulk chunks. An object of any size streams through one
-//! call-sized buffer on each side.
+//! calls of at most [`CALL_CHUNK`] bytes (an object in memory: up to
+//! [`MAX_PART`] bytes), each moved by the server in the service's bulk
+//! chunks. An object of any size streams through one call-sized buffer on
+//! each side.
 //!
 //! Operations (the request body, little-endian; replies likewise):
 //!
 //! | opcode | body | bulk | reply |
 //! |---|---|---|---|
-//! | [`PUT`] | name | write: the whole object (≤ [`CALL_CHUNK`]) | size |
+//! | [`PUT`] | name | write: the whole object (≤ [`MAX_PART`]) | size |
 //! | [`PUT_OPEN`] | name | – | handle |
 //! | [`PUT_WRITE`] | handle, offset | write: the next part | – |
 //! | [`PUT_COMMIT`] | handle | – | size |
@@ -76,11 +77,19 @@ const _: () = assert!(portals_rpc::wire::REQUEST_HEADER + 2 + 255 + INLINE_MAX <
 /// Most object bytes one call moves (the client's buffer per call).
 pub const CALL_CHUNK: usize = 16 << 20;
 
+/// Most object bytes one put call moves from an object in memory
+/// ([`client::ObjClient::put_bytes`] exposes it whole, so a large object
+/// is one call, its chunks pulled back to back without a round trip per
+/// call). The server's memory stays its pull depth of bulk chunks
+/// whatever the part's size.
+pub const MAX_PART: usize = 1 << 30;
+
 /// The bulk chunk the service moves data in.
 pub const BULK_CHUNK: usize = 4 << 20;
 
 // A call's part is moved in whole bulk chunks or less.
 const _: () = assert!(BULK_CHUNK <= CALL_CHUNK);
+const _: () = assert!(CALL_CHUNK <= MAX_PART);
 
 /// Largest list reply (the clients' reply buffer).
 pub const MAX_REPLY: usize = 4 << 20;

@@ -25,6 +25,10 @@ const SOURCE: u32 = 10;
 /// A bulk read that pushes its first chunk and then never finishes: a call
 /// in the middle of a bulk read when the server dies, whatever the timing.
 const STALLED_READ: u32 = 11;
+/// A bulk read pushed from the handler's memory (`Bulk::push_from`, four
+/// chunks deep) a MiB at a time, 5 ms apart: slow enough that a client
+/// killed during it dies mid-transfer.
+const PACED_READ: u32 = 12;
 
 /// Bytes of the objects moved in bulk, and the chunk they stream in.
 const OBJECT: usize = 24 << 20;
@@ -185,12 +189,41 @@ impl Server {
             }
             GET_OBJ => {
                 let seed = seed_of(req.body());
+                // Chunks in flight at once; none named: one push at a time.
+                let depth = req
+                    .body()
+                    .get(4..12)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes);
+                // Pushed from the handler's own memory, not chunk buffers.
+                let borrowed = req.body().get(12) == Some(&1);
                 let bulk = req.bulk().ok_or("no bulk buffer")?;
                 let len = bulk.len();
+                let period = pattern_period(seed);
+                if let (Some(depth), true) = (depth, borrowed) {
+                    let n = usize::try_from(len)
+                        .ok()
+                        .filter(|&n| n <= OBJECT)
+                        .ok_or("object too large")?;
+                    let mut object = vec![0u8; n];
+                    fill_pattern(&period, 0, &mut object);
+                    bulk.push_from(0, &object, depth as usize)?;
+                    return Ok(Vec::new());
+                }
+                if let Some(depth) = depth {
+                    bulk.push_stream(
+                        len,
+                        depth as usize,
+                        |off, buf| -> Result<(), HandlerError> {
+                            fill_pattern(&period, off as usize, buf);
+                            Ok(())
+                        },
+                    )?;
+                    return Ok(Vec::new());
+                }
                 let chunk = bulk.chunk() as u64;
                 let mut buf = Vec::new();
                 let mut off = 0u64;
-                let period = pattern_period(seed);
                 while off < len {
                     let n = (len - off).min(chunk) as usize;
                     buf.resize(n, 0);
@@ -227,6 +260,26 @@ impl Server {
                     // Until the process dies (DIE, on another thread).
                     std::thread::sleep(Duration::from_secs(1));
                 }
+            }
+            PACED_READ => {
+                let bulk = req.bulk().ok_or("no bulk buffer")?;
+                let len = usize::try_from(bulk.len()).map_err(|_| "too large")?;
+                let mut part = vec![0u8; 1 << 20];
+                fill_pattern(&pattern_period(9), 0, &mut part);
+                let mut off = 0;
+                while off < len {
+                    let n = part.len().min(len - off);
+                    if let Err(e) = bulk.push_from(off as u64, &part[..n], 4) {
+                        if matches!(e, BulkError::PeerFailed(_)) {
+                            println!("paced read to {} failed: {e}", bulk.client());
+                            self.bulk_failed.store(true, Ordering::SeqCst);
+                        }
+                        return Err(e.into());
+                    }
+                    off += n;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(Vec::new())
             }
             BIG => Ok(vec![1; 1 << 20]),
             STATUS => Ok(vec![self.bulk_failed.load(Ordering::SeqCst) as u8]),
@@ -334,11 +387,28 @@ fn bulk_round_trip(c: &Client<'_>, seed: u32) -> R<()> {
     if r != h.to_le_bytes() {
         return Err("the server's checksum of the written object differs".into());
     }
-    let mut back = vec![0u8; OBJECT];
-    c.call_read(GET_OBJ, &(seed + 1).to_le_bytes(), &mut back)
-        .map_err(|e| format!("bulk read: {e}"))?;
-    if let Some(i) = pattern_mismatch(&pattern_period(seed + 1), 0, &back) {
-        return Err(format!("bulk read: byte {i} differs"));
+    // One chunk pushed at a time, then pipelined pushes (chunks landing
+    // in any order, lost ones resent over lossy UDP) at depth 1 and 4,
+    // from chunk buffers and from the handler's memory.
+    for (depth, borrowed) in [
+        (None, false),
+        (Some(1u64), false),
+        (Some(4), false),
+        (Some(4), true),
+    ] {
+        let mut back = vec![0u8; OBJECT];
+        let mut body = (seed + 1).to_le_bytes().to_vec();
+        if let Some(d) = depth {
+            body.extend_from_slice(&d.to_le_bytes());
+            body.push(borrowed as u8);
+        }
+        c.call_read(GET_OBJ, &body, &mut back)
+            .map_err(|e| format!("bulk read (depth {depth:?}, borrowed {borrowed}): {e}"))?;
+        if let Some(i) = pattern_mismatch(&pattern_period(seed + 1), 0, &back) {
+            return Err(format!(
+                "bulk read (depth {depth:?}, borrowed {borrowed}): byte {i} differs"
+            ));
+        }
     }
     Ok(())
 }
@@ -514,7 +584,10 @@ fn flood(job: &Job) -> R<()> {
 
 /// Rank 1 dies (SIGKILL) in the middle of a bulk write; the server frees
 /// its state and keeps serving rank 2.
-fn kill(job: &Job) -> R<()> {
+/// A client killed (SIGKILL) in the middle of a 256 MiB bulk write
+/// (`read` false: the server pulls) or read (`read` true: the server
+/// pushes from its own memory, `Bulk::push_from`).
+fn kill(job: &Job, read: bool) -> R<()> {
     // Survive the launcher's SIGTERM after rank 1's death long enough to
     // finish.
     // SAFETY: installing SIG_IGN is async-signal-safe and touches no Rust
@@ -547,6 +620,10 @@ fn kill(job: &Job) -> R<()> {
                 // SAFETY: raise has no memory-safety preconditions.
                 unsafe { libc::raise(libc::SIGKILL) };
             });
+            if read {
+                let r = c.call_read(PACED_READ, &[], &mut object);
+                return Err(format!("the 256 MiB read finished before the kill: {r:?}"));
+            }
             let r = c.call_write(PUT_OBJ, &5u32.to_le_bytes(), &object);
             Err(format!("the 256 MiB write finished before the kill: {r:?}"))
         }
@@ -792,7 +869,8 @@ fn main() {
         "basic" => basic(&job),
         "counter" => counter(&job),
         "flood" => flood(&job),
-        "kill" => kill(&job),
+        "kill" => kill(&job, false),
+        "kill-read" => kill(&job, true),
         "server-dies" => server_dies(&job),
         "perf" => perf(&job),
         "pingpong" => pingpong(&job),
