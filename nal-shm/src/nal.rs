@@ -9,7 +9,7 @@
 //! by the same thread once it holds no lock.
 
 use std::ffi::CString;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -37,6 +37,9 @@ const PT_SLEEP: Duration = Duration::from_millis(50);
 /// the hand-back delay: longer than the gap between two waits of a
 /// communication loop, shorter than a compute step worth overlapping.
 const DOZE_AFTER: Duration = Duration::from_micros(20);
+
+/// A pass looks at the clock for housekeeping once in this many.
+const HOUSEKEEPING_EVERY: u32 = 16;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -207,6 +210,8 @@ pub(crate) struct Inner {
     /// [`coarse_ns`] at start-up.
     epoch_ns: u64,
     pub(crate) next_housekeeping: AtomicU64,
+    /// Passes made (wrapping; see [`Inner::pass`]).
+    passes: AtomicU32,
     pub(crate) next_liveness: AtomicU64,
     /// Peers not attached or not probed yet: start-up is unfinished.
     pub(crate) unresolved: AtomicUsize,
@@ -328,6 +333,7 @@ impl ShmNal {
             probe_word: Box::new(u64::from(std::process::id()) << 32 | 0x5052_4f42),
             epoch_ns: coarse_ns(),
             next_housekeeping: AtomicU64::new(0),
+            passes: AtomicU32::new(0),
             next_liveness: AtomicU64::new(0),
             unresolved: AtomicUsize::new(2 * n),
             cma_active: AtomicUsize::new(0),
@@ -523,6 +529,9 @@ impl Nal for ShmNal {
         if let Some(b) = &i.bell {
             b.drain();
         }
+        // Its sleep may have run until housekeeping was due; passes look
+        // at the clock only now and then.
+        i.housekeeping(i.now_ns());
     }
 
     fn shutdown(&self) {
@@ -576,8 +585,18 @@ impl Inner {
     /// One non-blocking pass over every peer; true if anything moved.
     pub(crate) fn pass(&self) -> bool {
         // Triggered operations released by another thread's engine call.
-        self.core.send_triggered();
-        self.housekeeping(self.now_ns());
+        if self.core.triggered_pending() {
+            self.core.send_triggered();
+        }
+        // Timers of a millisecond and more: a look at the clock every
+        // `HOUSEKEEPING_EVERY` passes is plenty for a spinning waiter, and
+        // a thread that slept looks after waking (`progress_blocking`).
+        // Racy on purpose: a count lost between threads only shifts a look.
+        let n = self.passes.load(Ordering::Relaxed);
+        self.passes.store(n.wrapping_add(1), Ordering::Relaxed);
+        if n % HOUSEKEEPING_EVERY == 0 {
+            self.housekeeping(self.now_ns());
+        }
         let mut worked = false;
         for p in &self.peers {
             if p.failed.load(Ordering::Relaxed) {
@@ -591,8 +610,10 @@ impl Inner {
         }
         self.reap_failures();
         // Those this pass's deliveries released, now that no lock is held.
-        worked |= self.core.triggered_pending();
-        self.core.send_triggered();
+        if self.core.triggered_pending() {
+            worked = true;
+            self.core.send_triggered();
+        }
         worked
     }
 
@@ -619,6 +640,7 @@ impl Inner {
             }
         }
         h.sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.housekeeping(self.now_ns());
         self.pass();
     }
 
@@ -736,10 +758,15 @@ impl Inner {
     /// Carry out noted failures: abort the peer's receive in progress, fail
     /// its queued and outstanding sends, tell the engine. Call holding no
     /// lock.
+    #[inline]
     pub(crate) fn reap_failures(&self) {
-        if !self.has_failing.load(Ordering::SeqCst) {
-            return;
+        if self.has_failing.load(Ordering::SeqCst) {
+            self.reap_failures_now();
         }
+    }
+
+    #[cold]
+    fn reap_failures_now(&self) {
         let list = {
             let mut f = lock(&self.failing);
             self.has_failing.store(false, Ordering::SeqCst);
