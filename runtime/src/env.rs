@@ -26,7 +26,7 @@
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
 //! | `PTL_SHM_CMA` | shared memory only: `1` reads large payloads straight from the sender's memory (`process_vm_readv`) where the kernel allows, `0` copies them through the ring | `1` |
 //! | `PTL_SHM_RING` | shared memory only: bytes of each per-pair ring (same units as `PTL_SNDBUF`) | `256K` |
-//! | `PTL_SHM_CMA_CHUNK` | shared memory only: bytes one single-copy read moves per progress step (same units as `PTL_SNDBUF`; see [`nal_shm::ShmConfig::cma_chunk`]) | `256K` |
+//! | `PTL_SHM_CMA_CHUNK` | shared memory only: bytes one single-copy read moves per progress step (same units as `PTL_SNDBUF`; see [`nal_shm::ShmConfig::cma_chunk`]) | `4M` |
 //! | `PTL_HOST_ID` | the host identity compared to decide which ranks share memory (see [`crate::host`]) | host name + boot id |
 //! | `PTL_JOB_SECRET` | under a PMI or PMIx launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
 //! | `PTL_PMIX_LIBRARY` | under a PMIx launcher: the PMIx client library to load (see [`crate::pmix`]) | `libpmix.so.2` |
