@@ -12,7 +12,7 @@ const CAP: usize = 4096;
 /// come from `input`, as another process could write them: rounds of
 /// `[tail: u64 LE][n: u16 LE][n bytes written at data offset (tail % cap)]`.
 /// After each round the consumer reads until the ring is empty or refuses
-/// it. Panics only if the consumer hands out a record outside the data
+/// it (and is not used again once it has refused it). Panics only if the consumer hands out a record outside the data
 /// area or past the published bytes (a bug); errors are the expected
 /// answer to garbage.
 pub fn hostile_ring(input: &[u8]) {
@@ -55,7 +55,10 @@ pub fn hostile_ring(input: &[u8]) {
                     );
                     consumer.consume(rec);
                 }
-                Ok(None) | Err(_) => break,
+                Ok(None) => break,
+                // The transport fails a peer at its first violation and
+                // never reads its ring again; neither does this.
+                Err(_) => return,
             }
         }
     }

@@ -8,9 +8,8 @@
 //! *noted* (`note_failure`); the failure is carried out (`reap_failures`)
 //! by the same thread once it holds no lock.
 
-use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -38,6 +37,9 @@ const PT_SLEEP: Duration = Duration::from_millis(50);
 /// the hand-back delay: longer than the gap between two waits of a
 /// communication loop, shorter than a compute step worth overlapping.
 const DOZE_AFTER: Duration = Duration::from_micros(20);
+
+/// A pass looks at the clock for housekeeping once in this many.
+const HOUSEKEEPING_EVERY: u32 = 16;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -188,7 +190,8 @@ pub(crate) struct Inner {
     pub(crate) cfg: ShmConfig,
     pub(crate) me: ProcessId,
     pub(crate) job_key: u64,
-    /// Declared before `inbox`, so dropped before the mapping its
+    /// Sorted by id (see [`Inner::peer`]); peer i reads ring i of our
+    /// inbox. Declared before `inbox`, so dropped before the mapping its
     /// consumers point into.
     pub(crate) peers: Vec<Peer>,
     /// Our inbox: one ring per peer, in `peers` order.
@@ -198,7 +201,6 @@ pub(crate) struct Inner {
     /// transport and others at once (`Nal::wait_fd`); `None` if it could
     /// not be bound (then this transport cannot be composed).
     bell: Option<doorbell::Bell>,
-    by_id: HashMap<ProcessId, usize>,
     gate: nal_sys::gate::ProgressGate,
     pub(crate) stopped: AtomicBool,
     /// A sticky [`Nal::wake`] not consumed by a blocking call yet.
@@ -208,6 +210,8 @@ pub(crate) struct Inner {
     /// [`coarse_ns`] at start-up.
     epoch_ns: u64,
     pub(crate) next_housekeeping: AtomicU64,
+    /// Passes made (wrapping; see [`Inner::pass`]).
+    passes: AtomicU32,
     pub(crate) next_liveness: AtomicU64,
     /// Peers not attached or not probed yet: start-up is unfinished.
     pub(crate) unresolved: AtomicUsize,
@@ -272,11 +276,9 @@ impl ShmNal {
                 what: "creating the inbox",
                 source,
             })?;
-        let mut by_id = HashMap::new();
         let mut list = Vec::new();
         let mut gone = Vec::new();
         for (i, (id, addr)) in others.into_iter().enumerate() {
-            by_id.insert(id, i);
             let watch = if addr.pid == ep.addr.pid {
                 None
             } else {
@@ -325,13 +327,13 @@ impl ShmNal {
             },
             inbox,
             inbox_linked: AtomicBool::new(true),
-            by_id,
             gate: nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback),
             stopped: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             probe_word: Box::new(u64::from(std::process::id()) << 32 | 0x5052_4f42),
             epoch_ns: coarse_ns(),
             next_housekeeping: AtomicU64::new(0),
+            passes: AtomicU32::new(0),
             next_liveness: AtomicU64::new(0),
             unresolved: AtomicUsize::new(2 * n),
             cma_active: AtomicUsize::new(0),
@@ -527,6 +529,9 @@ impl Nal for ShmNal {
         if let Some(b) = &i.bell {
             b.drain();
         }
+        // Its sleep may have run until housekeeping was due; passes look
+        // at the clock only now and then.
+        i.housekeeping(i.now_ns());
     }
 
     fn shutdown(&self) {
@@ -545,7 +550,13 @@ impl Nal for ShmNal {
 
 impl Inner {
     pub(crate) fn peer(&self, id: ProcessId) -> Option<&Peer> {
-        self.by_id.get(&id).map(|&i| &self.peers[i])
+        // `peers` is sorted by id: every send looks its destination up, and
+        // a binary search over a host's ranks costs a few comparisons where
+        // the SipHash of a map lookup cost about 130 instructions.
+        self.peers
+            .binary_search_by(|p| p.id.cmp(&id))
+            .ok()
+            .map(|i| &self.peers[i])
     }
 
     pub(crate) fn now_ns(&self) -> u64 {
@@ -574,8 +585,18 @@ impl Inner {
     /// One non-blocking pass over every peer; true if anything moved.
     pub(crate) fn pass(&self) -> bool {
         // Triggered operations released by another thread's engine call.
-        self.core.send_triggered();
-        self.housekeeping(self.now_ns());
+        if self.core.triggered_pending() {
+            self.core.send_triggered();
+        }
+        // Timers of a millisecond and more: a look at the clock every
+        // `HOUSEKEEPING_EVERY` passes is plenty for a spinning waiter, and
+        // a thread that slept looks after waking (`progress_blocking`).
+        // Racy on purpose: a count lost between threads only shifts a look.
+        let n = self.passes.load(Ordering::Relaxed);
+        self.passes.store(n.wrapping_add(1), Ordering::Relaxed);
+        if n % HOUSEKEEPING_EVERY == 0 {
+            self.housekeeping(self.now_ns());
+        }
         let mut worked = false;
         for p in &self.peers {
             if p.failed.load(Ordering::Relaxed) {
@@ -589,8 +610,10 @@ impl Inner {
         }
         self.reap_failures();
         // Those this pass's deliveries released, now that no lock is held.
-        worked |= self.core.triggered_pending();
-        self.core.send_triggered();
+        if self.core.triggered_pending() {
+            worked = true;
+            self.core.send_triggered();
+        }
         worked
     }
 
@@ -617,6 +640,7 @@ impl Inner {
             }
         }
         h.sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.housekeeping(self.now_ns());
         self.pass();
     }
 
@@ -726,7 +750,7 @@ impl Inner {
                 tracing::warn!(peer = %p.id, error = %e, "declaring the peer failed")
             }
         }
-        let i = self.by_id.get(&p.id).copied().unwrap_or(p.ring_in);
+        let i = p.ring_in;
         lock(&self.failing).push((i, why));
         self.has_failing.store(true, Ordering::SeqCst);
     }
@@ -734,10 +758,15 @@ impl Inner {
     /// Carry out noted failures: abort the peer's receive in progress, fail
     /// its queued and outstanding sends, tell the engine. Call holding no
     /// lock.
+    #[inline]
     pub(crate) fn reap_failures(&self) {
-        if !self.has_failing.load(Ordering::SeqCst) {
-            return;
+        if self.has_failing.load(Ordering::SeqCst) {
+            self.reap_failures_now();
         }
+    }
+
+    #[cold]
+    fn reap_failures_now(&self) {
         let list = {
             let mut f = lock(&self.failing);
             self.has_failing.store(false, Ordering::SeqCst);

@@ -124,6 +124,13 @@ impl Inner {
         if p.failed.load(Ordering::Relaxed) || p.is_held(&self.core) {
             return false;
         }
+        // Nothing published and no single-copy read under way: nothing to
+        // do, found with two loads instead of the lock's two atomic
+        // read-modify-writes (a spinning waiter makes this look at every
+        // peer on every pass).
+        if self.cma_active.load(Ordering::SeqCst) == 0 && !self.inbox.ring(p.ring_in).pending() {
+            return false;
+        }
         let mut rx = match p.rx.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(g)) => g.into_inner(),
@@ -159,7 +166,11 @@ impl Inner {
         let mut budget = RX_BUDGET;
         // Read before any header is offered (see `NiCore::intake_epoch`).
         let epoch = self.core.intake_epoch();
-        p.held.store(NOT_HELD, Ordering::SeqCst);
+        // A SeqCst store is a full barrier: skip it when there is nothing
+        // to clear (nearly always).
+        if p.held.load(Ordering::Relaxed) != NOT_HELD {
+            p.held.store(NOT_HELD, Ordering::SeqCst);
+        }
         let Rx { ring, phase } = rx;
         loop {
             if let Phase::Cma { .. } = phase {

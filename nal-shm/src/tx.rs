@@ -277,13 +277,13 @@ impl Inner {
             OutMsg::Portals(m) => m,
         };
         let plen = m.payload.len();
-        let addr = payload_addr(&m.payload);
-        if let (0, Some(addr), true, true) = (
-            m.records,
-            addr,
-            plen >= self.cfg.cma_min && self.cfg.cma,
-            self.single_copy_to(p, *ring),
-        ) {
+        // Short-circuits: a small message does not look at the peer's
+        // single-copy verdict (a load from its inbox) at all.
+        let single_copy = m.records == 0
+            && plen >= self.cfg.cma_min
+            && self.cfg.cma
+            && self.single_copy_to(p, *ring);
+        if let (true, Some(addr)) = (single_copy, payload_addr(&m.payload)) {
             let cookie = *next_cookie;
             let hdr = &m.hdr;
             if !prod.push(Kind::Cma, HEADER_LEN + CMA_TRAILER, |b| {

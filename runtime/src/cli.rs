@@ -319,6 +319,7 @@ pub fn main() -> ExitCode {
         recv_buffer: args.rcvbuf,
         shm_cma: !args.shm_no_cma,
         shm_ring: args.shm_ring,
+        shm_cma_chunk: None,
     };
     let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
     spec.args = command.collect();

@@ -28,6 +28,7 @@
 //! | `PTL_RCVBUF` | socket receive buffer (`SO_RCVBUF`) of each connection, same units | (unset: the kernel's autotuning) |
 //! | `PTL_SHM_CMA` | shared memory only: `1` reads large payloads straight from the sender's memory (`process_vm_readv`) where the kernel allows, `0` copies them through the ring | `1` |
 //! | `PTL_SHM_RING` | shared memory only: bytes of each per-pair ring (same units as `PTL_SNDBUF`) | `256K` |
+//! | `PTL_SHM_CMA_CHUNK` | shared memory only: bytes one single-copy read moves per progress step (same units as `PTL_SNDBUF`; see [`nal_shm::ShmConfig::cma_chunk`]) | `4M` |
 //! | `PTL_HOST_ID` | the host identity compared to decide which ranks share memory (see [`crate::host`]) | host name + boot id |
 //! | `PTL_JOB_SECRET` | under a PMI or PMIx launcher: a secret mixed into the job key (see [`crate::pmi_job_key`]) | (unset: the key separates jobs but does not authenticate) |
 //! | `PTL_PMIX_LIBRARY` | under a PMIx launcher: the PMIx client library to load (see [`crate::pmix`]) | `libpmix.so.2` |
@@ -66,6 +67,8 @@ pub const WAIT_YIELD: &str = "PTL_WAIT_YIELD";
 pub const SHM_CMA: &str = "PTL_SHM_CMA";
 /// Shared memory: bytes of each per-pair ring.
 pub const SHM_RING: &str = "PTL_SHM_RING";
+/// Shared memory: bytes one single-copy read moves per progress step.
+pub const SHM_CMA_CHUNK: &str = "PTL_SHM_CMA_CHUNK";
 /// Progress mode.
 pub const PROGRESS: &str = "PTL_PROGRESS";
 /// Poller back end of the progress thread.
@@ -202,6 +205,9 @@ pub struct JobOptions {
     /// Shared memory: bytes of each per-pair ring (`None`: the transport's
     /// default).
     pub shm_ring: Option<usize>,
+    /// Shared memory: bytes one single-copy read moves per progress step
+    /// (`None`: the transport's default, [`nal_shm::ShmConfig::cma_chunk`]).
+    pub shm_cma_chunk: Option<usize>,
 }
 
 impl Default for JobOptions {
@@ -227,6 +233,7 @@ impl Default for JobOptions {
             wait_yield: None,
             shm_cma: true,
             shm_ring: None,
+            shm_cma_chunk: None,
         }
     }
 }
@@ -306,6 +313,9 @@ impl JobOptions {
         }
         if let Some(n) = self.shm_ring {
             env.push((SHM_RING, n.to_string()));
+        }
+        if let Some(n) = self.shm_cma_chunk {
+            env.push((SHM_CMA_CHUNK, n.to_string()));
         }
         env
     }
@@ -451,6 +461,17 @@ impl JobOptions {
                 })?;
             o.shm_ring = Some(n);
         }
+        if let Some(v) = var(get, SHM_CMA_CHUNK)? {
+            let n = parse_bytes(&v)
+                .filter(|n| (4 << 10..=1 << 30).contains(n))
+                .ok_or_else(|| {
+                    bad(
+                        SHM_CMA_CHUNK,
+                        "expected bytes from 4K to 1G (K, M, G suffixes)",
+                    )
+                })?;
+            o.shm_cma_chunk = Some(n);
+        }
         if let Some(v) = var(get, SNDBUF)? {
             o.send_buffer = Some(parse_bytes(&v).ok_or_else(|| bad(SNDBUF, BYTES))?);
         }
@@ -580,6 +601,31 @@ mod tests {
         let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
         assert_eq!((d.send_buffer, d.recv_buffer), (None, None));
         assert!(d.to_env().iter().all(|(k, _)| *k != SNDBUF && *k != RCVBUF));
+    }
+
+    #[test]
+    fn the_shm_cma_chunk_round_trips_and_bad_values_are_named_errors() {
+        let o = JobOptions::from_lookup(&lookup(&[(SHM_CMA_CHUNK, "4M")])).unwrap();
+        assert_eq!(o.shm_cma_chunk, Some(4 << 20));
+        let env: Vec<(String, String)> = o
+            .to_env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let back = JobOptions::from_lookup(&|k| {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| OsString::from(v))
+        })
+        .unwrap();
+        assert_eq!(back, o);
+        for bad in ["0", "1K", "2G", "lots"] {
+            let e = JobOptions::from_lookup(&lookup(&[(SHM_CMA_CHUNK, bad)])).unwrap_err();
+            assert!(e.to_string().contains(SHM_CMA_CHUNK), "{bad}: {e}");
+        }
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(d.shm_cma_chunk, None);
+        assert!(d.to_env().iter().all(|(k, _)| *k != SHM_CMA_CHUNK));
     }
 
     #[test]

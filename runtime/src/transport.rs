@@ -189,6 +189,9 @@ fn bind_endpoints(
             if let Some(n) = o.shm_ring {
                 cfg.ring_bytes = n;
             }
+            if let Some(n) = o.shm_cma_chunk {
+                cfg.cma_chunk = n;
+            }
             Some(ShmEndpoint::bind(cfg)?)
         }
         NalKind::Tcp | NalKind::Udp => None,
