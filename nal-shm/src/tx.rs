@@ -309,11 +309,7 @@ impl Inner {
             bump(&self.stats.single_copy_sent, 1);
             return Ok(true);
         }
-        if let (0, true, true) = (
-            m.records,
-            plen >= self.cfg.cma_min && self.cfg.cma,
-            self.single_copy_to(p, *ring),
-        ) {
+        if single_copy {
             if let Some(n) = scattered_ranges(&m.payload, self.max_body) {
                 let (cookie, hdr, payload) = (*next_cookie, &m.hdr, &m.payload);
                 if !prod.push(Kind::CmaV, scatter::record_len(n), |b| {
