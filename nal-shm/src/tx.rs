@@ -283,57 +283,49 @@ impl Inner {
             && plen >= self.cfg.cma_min
             && self.cfg.cma
             && self.single_copy_to(p, *ring);
-        if let (true, Some(addr)) = (single_copy, payload_addr(&m.payload)) {
-            let cookie = *next_cookie;
-            let hdr = &m.hdr;
-            if !prod.push(Kind::Cma, HEADER_LEN + CMA_TRAILER, |b| {
-                b[..HEADER_LEN].copy_from_slice(hdr);
-                b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&addr.to_le_bytes());
-                b[HEADER_LEN + 8..HEADER_LEN + 16].copy_from_slice(&(plen as u64).to_le_bytes());
-                b[HEADER_LEN + 16..].copy_from_slice(&cookie.to_le_bytes());
-            })? {
-                return Ok(false);
-            }
-            *next_cookie += 1;
-            if let Some(OutMsg::Portals(m)) = queue.pop_front() {
-                awaiting.push_back((
-                    cookie,
-                    Held {
-                        _payload: m.payload,
-                        token: m.token,
-                    },
-                ));
-            }
-            bump(&self.stats.messages_sent, 1);
-            bump(&self.stats.bytes_sent, plen as u64);
-            bump(&self.stats.single_copy_sent, 1);
-            return Ok(true);
-        }
         if single_copy {
-            if let Some(n) = scattered_ranges(&m.payload, self.max_body) {
-                let (cookie, hdr, payload) = (*next_cookie, &m.hdr, &m.payload);
-                if !prod.push(Kind::CmaV, scatter::record_len(n), |b| {
+            // One range (a contiguous payload), or the ranges of a
+            // scattered one if a record can name them all.
+            let cookie = *next_cookie;
+            let (hdr, payload) = (&m.hdr, &m.payload);
+            let pushed = if let Some(addr) = payload_addr(payload) {
+                Some(prod.push(Kind::Cma, HEADER_LEN + CMA_TRAILER, |b| {
+                    b[..HEADER_LEN].copy_from_slice(hdr);
+                    b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&addr.to_le_bytes());
+                    b[HEADER_LEN + 8..HEADER_LEN + 16]
+                        .copy_from_slice(&(plen as u64).to_le_bytes());
+                    b[HEADER_LEN + 16..].copy_from_slice(&cookie.to_le_bytes());
+                })?)
+            } else if let Some(n) = scattered_ranges(payload, self.max_body) {
+                Some(prod.push(Kind::CmaV, scatter::record_len(n), |b| {
                     // SAFETY: the token is still open (the payload is held
                     // until the receiver's Done).
                     let pieces = unsafe { region_ranges(payload) };
                     scatter::encode(b, hdr, cookie, n, pieces);
-                })? {
-                    return Ok(false);
+                })?)
+            } else {
+                None
+            };
+            match pushed {
+                Some(false) => return Ok(false),
+                Some(true) => {
+                    *next_cookie += 1;
+                    if let Some(OutMsg::Portals(m)) = queue.pop_front() {
+                        awaiting.push_back((
+                            cookie,
+                            Held {
+                                _payload: m.payload,
+                                token: m.token,
+                            },
+                        ));
+                    }
+                    bump(&self.stats.messages_sent, 1);
+                    bump(&self.stats.bytes_sent, plen as u64);
+                    bump(&self.stats.single_copy_sent, 1);
+                    return Ok(true);
                 }
-                *next_cookie += 1;
-                if let Some(OutMsg::Portals(m)) = queue.pop_front() {
-                    awaiting.push_back((
-                        cookie,
-                        Held {
-                            _payload: m.payload,
-                            token: m.token,
-                        },
-                    ));
-                }
-                bump(&self.stats.messages_sent, 1);
-                bump(&self.stats.bytes_sent, plen as u64);
-                bump(&self.stats.single_copy_sent, 1);
-                return Ok(true);
+                // Too many pieces: through the ring.
+                None => {}
             }
         }
         let room = prod.room()?;
