@@ -578,6 +578,32 @@ mod tests {
         move |k| m.get(k).cloned()
     }
 
+    /// What a rank reads back from the environment `ptlrun` exports for `o`.
+    fn through_env(o: &JobOptions) -> JobOptions {
+        let env: Vec<(String, String)> = o
+            .to_env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        JobOptions::from_lookup(&|k| {
+            env.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| OsString::from(v))
+        })
+        .unwrap()
+    }
+
+    /// Each of `values` for `var` is refused with an error naming `var`.
+    fn refused_naming(var: &'static str, values: &[&str]) {
+        for v in values {
+            let err = JobOptions::from_lookup(&lookup(&[(var, v)])).unwrap_err();
+            assert!(
+                matches!(err, RuntimeError::Env { var: got, .. } if got == var),
+                "{var}={v:?}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn socket_buffer_sizes_parse_and_round_trip_through_the_environment() {
         let get = lookup(&[(SNDBUF, "4M"), (RCVBUF, "262144")]);
@@ -585,18 +611,7 @@ mod tests {
         assert_eq!(o.send_buffer, Some(4 << 20));
         assert_eq!(o.recv_buffer, Some(256 << 10));
         // What ptlrun exports is what the rank reads back.
-        let env: Vec<(String, String)> = o
-            .to_env()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        let back = JobOptions::from_lookup(&|k| {
-            env.iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| OsString::from(v))
-        })
-        .unwrap();
-        assert_eq!(back, o);
+        assert_eq!(through_env(&o), o);
         // Unset: the kernel decides, and nothing is exported.
         let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
         assert_eq!((d.send_buffer, d.recv_buffer), (None, None));
@@ -607,22 +622,8 @@ mod tests {
     fn the_shm_cma_chunk_round_trips_and_bad_values_are_named_errors() {
         let o = JobOptions::from_lookup(&lookup(&[(SHM_CMA_CHUNK, "4M")])).unwrap();
         assert_eq!(o.shm_cma_chunk, Some(4 << 20));
-        let env: Vec<(String, String)> = o
-            .to_env()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        let back = JobOptions::from_lookup(&|k| {
-            env.iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| OsString::from(v))
-        })
-        .unwrap();
-        assert_eq!(back, o);
-        for bad in ["0", "1K", "2G", "lots"] {
-            let e = JobOptions::from_lookup(&lookup(&[(SHM_CMA_CHUNK, bad)])).unwrap_err();
-            assert!(e.to_string().contains(SHM_CMA_CHUNK), "{bad}: {e}");
-        }
+        assert_eq!(through_env(&o), o);
+        refused_naming(SHM_CMA_CHUNK, &["0", "1K", "2G", "lots"]);
         let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
         assert_eq!(d.shm_cma_chunk, None);
         assert!(d.to_env().iter().all(|(k, _)| *k != SHM_CMA_CHUNK));
@@ -637,19 +638,7 @@ mod tests {
         let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
         assert_eq!(d.handback, None, "unset: the transport's default");
         assert!(d.to_env().iter().all(|(k, _)| *k != HANDBACK_US));
-        for v in ["", "-5", "1.5", "200us"] {
-            let err = JobOptions::from_lookup(&lookup(&[(HANDBACK_US, v)])).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    RuntimeError::Env {
-                        var: HANDBACK_US,
-                        ..
-                    }
-                ),
-                "{v:?}: {err}"
-            );
-        }
+        refused_naming(HANDBACK_US, &["", "-5", "1.5", "200us"]);
     }
 
     #[test]
@@ -661,19 +650,7 @@ mod tests {
         assert!(!off.tcp_wake_per_message);
         let env = off.to_env();
         assert!(env.contains(&(TCP_RCVLOWAT, "0".to_string())), "{env:?}");
-        for v in ["", "on", "2"] {
-            let err = JobOptions::from_lookup(&lookup(&[(TCP_RCVLOWAT, v)])).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    RuntimeError::Env {
-                        var: TCP_RCVLOWAT,
-                        ..
-                    }
-                ),
-                "{v:?}: {err}"
-            );
-        }
+        refused_naming(TCP_RCVLOWAT, &["", "on", "2"]);
     }
 
     #[test]
@@ -689,17 +666,7 @@ mod tests {
             let env = o.to_env();
             assert!(env.contains(&(TCP_TAKEOVER, v.to_string())), "{env:?}");
         }
-        let err = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "yes")])).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                RuntimeError::Env {
-                    var: TCP_TAKEOVER,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        refused_naming(TCP_TAKEOVER, &["yes"]);
     }
 
     #[test]
@@ -713,19 +680,7 @@ mod tests {
         assert!(env.contains(&(UDP_CONNECTED, "0".to_string())), "{env:?}");
         let on = JobOptions::from_lookup(&lookup(&[(UDP_CONNECTED, "1")])).unwrap();
         assert!(on.udp_connected_sends);
-        for v in ["", "yes", "2"] {
-            let err = JobOptions::from_lookup(&lookup(&[(UDP_CONNECTED, v)])).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    RuntimeError::Env {
-                        var: UDP_CONNECTED,
-                        ..
-                    }
-                ),
-                "{v:?}: {err}"
-            );
-        }
+        refused_naming(UDP_CONNECTED, &["", "yes", "2"]);
     }
 
     #[test]
@@ -741,19 +696,7 @@ mod tests {
             let again = env.iter().find(|(k, _)| *k == UDP_PEER_TIMEOUT);
             assert_eq!(again.map(|(_, v)| v.as_str()), Some(v));
         }
-        for v in ["", "x", "-5", "15"] {
-            let err = JobOptions::from_lookup(&lookup(&[(UDP_PEER_TIMEOUT, v)])).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    RuntimeError::Env {
-                        var: UDP_PEER_TIMEOUT,
-                        ..
-                    }
-                ),
-                "{v:?}: {err}"
-            );
-        }
+        refused_naming(UDP_PEER_TIMEOUT, &["", "x", "-5", "15"]);
     }
 
     #[test]
@@ -771,19 +714,7 @@ mod tests {
             let again = env.iter().find(|(k, _)| *k == UDP_COPY_ABOVE);
             assert_eq!(again.map(|(_, v)| v.as_str()), Some(v));
         }
-        for v in ["", "x", "0", "-5", "100.5", "NaN", "inf"] {
-            let err = JobOptions::from_lookup(&lookup(&[(UDP_COPY_ABOVE, v)])).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    RuntimeError::Env {
-                        var: UDP_COPY_ABOVE,
-                        ..
-                    }
-                ),
-                "{v:?}: {err}"
-            );
-        }
+        refused_naming(UDP_COPY_ABOVE, &["", "x", "0", "-5", "100.5", "NaN", "inf"]);
     }
 
     #[test]
