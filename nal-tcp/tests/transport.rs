@@ -6,6 +6,9 @@
 //! progress, puts to self) is the conformance suite of `portals-tests`
 //! (`tests/tests/conformance.rs`), which runs it for TCP too.
 
+mod common;
+use common::*;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::panic::{self, AssertUnwindSafe};
@@ -19,22 +22,6 @@ use portals_tests::conformance::{
     job, job_tuned, job_with, pattern, ping_pong, progress_until, put_header, variants, Death, PT,
     WAIT,
 };
-
-type Node = portals_tests::conformance::Node<TcpConfig>;
-
-/// The Hello a process `src` of job `key` opens its connection to `dst` with.
-fn hello(key: u64, src: ProcessId, dst: ProcessId) -> [u8; 32] {
-    let mut b = [0u8; 32];
-    b[0..4].copy_from_slice(b"PTLH");
-    b[4..6].copy_from_slice(&1u16.to_le_bytes());
-    b[6] = 1;
-    b[8..16].copy_from_slice(&key.to_le_bytes());
-    b[16..20].copy_from_slice(&src.nid.to_le_bytes());
-    b[20..24].copy_from_slice(&src.pid.to_le_bytes());
-    b[24..28].copy_from_slice(&dst.nid.to_le_bytes());
-    b[28..32].copy_from_slice(&dst.pid.to_le_bytes());
-    b
-}
 
 /// A put frame: the wire header, then `data`.
 fn put_frame(key: u64, src: ProcessId, dst: ProcessId, data: &[u8]) -> Vec<u8> {
@@ -299,19 +286,6 @@ fn a_replaced_connection_never_continues_a_partly_written_message() {
             assert_eq!(a.nal.established(), 1, "{cfg:?}");
         });
     }
-}
-
-/// A raw TCP client that passes `node`'s handshake as process `me` (and
-/// says nothing of answering liveness probes, so it is never probed).
-/// `node` must make progress meanwhile: see [`raw_peer`].
-fn raw_handshake(node: &Node, me: ProcessId) -> TcpStream {
-    let mut c = TcpStream::connect(node.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    c.write_all(&hello(node.key, me, node.ni.id())).unwrap();
-    let mut acc = [0u8; 32];
-    c.read_exact(&mut acc).unwrap();
-    assert_eq!(acc[6], 2, "accepted");
-    c
 }
 
 /// [`raw_handshake`], driving `node`'s progress meanwhile, which polling

@@ -6,45 +6,20 @@
 //! take the message, and the transport's own counters say how often it
 //! woke to do so.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+use common::*;
+
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use nal_tcp::{Backend, ProgressMode, TcpConfig, TcpStats};
 use portals::*;
 use portals_tests::conformance::{attach, catch_all, id, job, pattern, put_header};
 
-type Node = portals_tests::conformance::Node<TcpConfig>;
-
 const MSG: usize = 1 << 20;
 /// Written at a time by the raw sender, with a pause after each.
 const PIECE: usize = 16 << 10;
 const PAUSE: Duration = Duration::from_micros(300);
-
-/// The Hello a process `src` of job `key` opens its connection to `dst` with.
-fn hello(key: u64, src: ProcessId, dst: ProcessId) -> [u8; 32] {
-    let mut b = [0u8; 32];
-    b[0..4].copy_from_slice(b"PTLH");
-    b[4..6].copy_from_slice(&1u16.to_le_bytes());
-    b[6] = 1;
-    b[8..16].copy_from_slice(&key.to_le_bytes());
-    b[16..20].copy_from_slice(&src.nid.to_le_bytes());
-    b[20..24].copy_from_slice(&src.pid.to_le_bytes());
-    b[24..28].copy_from_slice(&dst.nid.to_le_bytes());
-    b[28..32].copy_from_slice(&dst.pid.to_le_bytes());
-    b
-}
-
-/// A raw peer `me` past `node`'s handshake (taken by its progress thread).
-fn raw_peer(node: &Node, me: ProcessId) -> TcpStream {
-    let mut c = TcpStream::connect(node.addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    c.write_all(&hello(node.key, me, node.ni.id())).unwrap();
-    let mut acc = [0u8; 32];
-    c.read_exact(&mut acc).unwrap();
-    assert_eq!(acc[6], 2, "accepted");
-    c
-}
 
 /// Send one 1 MB put in pieces to a rank that never drives its transport;
 /// return its counters' growth over the message and whether the message
@@ -55,7 +30,7 @@ fn trickle_one_message(cfg: &TcpConfig) -> (TcpStats, TcpStats) {
     let eq = a.ni.eq_alloc(8).unwrap();
     let md = catch_all(&a.ni, eq, MSG);
     let b = id(1);
-    let mut s = raw_peer(a, b);
+    let mut s = raw_handshake(a, b);
     let mut frame = put_header(a.key, b, id(0), MSG as u64).to_vec();
     frame.extend_from_slice(&pattern(MSG, 7));
     // Let the progress thread settle after the handshake.
@@ -130,7 +105,7 @@ fn a_small_message_after_a_large_one_is_taken_at_once() {
     let desc = MdDesc::new(MdOptions::OP_PUT | MdOptions::MANAGE_REMOTE).eq(eq);
     attach(&a.ni, ProcessId::ANY, 0, u64::MAX, &desc, MSG);
     let b = id(1);
-    let mut s = raw_peer(a, b);
+    let mut s = raw_handshake(a, b);
     let mut frame = put_header(a.key, b, id(0), MSG as u64).to_vec();
     frame.extend_from_slice(&pattern(MSG, 1));
     for piece in frame.chunks(PIECE) {
