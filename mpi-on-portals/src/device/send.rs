@@ -87,8 +87,8 @@ impl Device {
 
     /// A blocking standard, synchronous or ready send (`MPI_Send` and
     /// kin): [`Device::isend`] and a wait, except that a short message sent
-    /// from an eager copy returns at once, with no request for the caller
-    /// to make, drain and take apart.
+    /// from an eager copy returns after one transport pass, with no
+    /// request for the caller to make, drain and take apart.
     ///
     /// # Safety
     /// `data..data+len` must be readable for the duration of the call.
@@ -112,7 +112,14 @@ impl Device {
         };
         match started {
             Started::Request(id) => self.wait(id).map(|_| ()),
-            Started::Copied(_) => Ok(()),
+            Started::Copied(_) => {
+                // The pass over the transport the wait made, kept: in
+                // polling mode a loop of blocking sends must still serve
+                // a peer's get of an earlier message (its events wait for
+                // the next call's drain, as after a non-blocking send).
+                self.poll();
+                Ok(())
+            }
         }
     }
 
