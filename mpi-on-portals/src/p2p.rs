@@ -75,9 +75,21 @@ impl Process<'_> {
     }
 
     fn blocking_send(&self, bytes: &[u8], tag: Tag, mode: Mode) -> Result<()> {
-        // SAFETY: we wait for completion before `bytes` goes out of scope.
-        let id = unsafe { self.start_send(bytes, tag, mode)? };
-        self.dev().wait(id).map(|_| ())
+        let dst = self.comm.world_rank(self.rank)?;
+        let tag = check_tag(tag)?;
+        // SAFETY: the call waits for completion (or sends a copy) before
+        // `bytes` goes out of scope.
+        unsafe {
+            self.dev().send_blocking(
+                self.comm.ctx,
+                self.comm.me,
+                dst,
+                tag,
+                bytes.as_ptr(),
+                bytes.len(),
+                mode,
+            )
+        }
     }
 
     fn recv_source(&self) -> Result<Option<(u32, u32)>> {

@@ -81,6 +81,13 @@ fn probe_cancel_and_truncation() {
 }
 
 #[test]
+fn a_blocking_short_send_buffer_is_free_once_the_send_returns() {
+    for p in MODES {
+        assert_ok(&run(2, &["reuse"], p), 2, &format!("reuse {p:?}"));
+    }
+}
+
+#[test]
 fn synchronous_ring_of_four() {
     assert_ok(&run(4, &["ring"], ProgressMode::Thread), 4, "ring");
 }

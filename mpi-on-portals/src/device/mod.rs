@@ -344,7 +344,9 @@ struct State {
     /// pairs (point-to-point, collective); the world's pair is 0/1.
     free_ctx: [u64; CTX_WORDS],
     /// Requests with a result whose engine objects could not be unlinked yet
-    /// (a transfer was still using them): retried at every drain.
+    /// (a transfer was still using them): retried at every drain. Also
+    /// receives that got their result in the current drain, finished at
+    /// its end (see `on_request`).
     releasing: Vec<ReqId>,
     /// World ranks the transport gave up on.
     dead: HashSet<u32>,
@@ -697,9 +699,13 @@ impl Device {
             }
         }
         if !st.releasing.is_empty() {
-            for id in std::mem::take(&mut st.releasing) {
+            let mut ids = std::mem::take(&mut st.releasing);
+            for id in ids.drain(..) {
                 self.finish(st, id);
             }
+            // Keep the buffer: every receive passes through here.
+            ids.append(&mut st.releasing);
+            st.releasing = ids;
         }
         if st.windows.has_ready() {
             self.pump_windows(st);
@@ -736,6 +742,12 @@ impl Device {
         if ev.kind == EventKind::Unlink {
             if r.md == Some(ev.md_handle) {
                 r.md = None;
+                if matches!(r.kind, Kind::Recv | Kind::SendShort | Kind::SendLong) {
+                    // Their descriptor is attached to `me`, which unlinks
+                    // with it (both `Unlink::Unlink`), in the engine call
+                    // that posted this: nothing is left to unlink.
+                    r.me = None;
+                }
             }
             if r.ack_md == Some(ev.md_handle) {
                 r.ack_md = None;
@@ -754,12 +766,22 @@ impl Device {
                 r.result.get_or_insert(Err(e));
             }
         }
-        if st
-            .reqs
-            .get(id.idx as usize)
-            .is_some_and(|r| r.result.is_some())
-        {
+        let Some(r) = st.reqs.get(id.idx as usize) else {
+            return;
+        };
+        if r.result.is_none() {
+            return;
+        }
+        if r.kind != Kind::Recv {
             self.finish(st, id);
+            return;
+        }
+        // A receive's descriptor unlink event is next in the queue (the
+        // deposit used it up): finish at the end of this drain, after that
+        // event said there is nothing left to unlink, instead of now with
+        // an engine call that finds nothing.
+        if !st.releasing.contains(&id) {
+            st.releasing.push(id);
         }
     }
 

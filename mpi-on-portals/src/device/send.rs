@@ -14,6 +14,15 @@ use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
 use crate::status::Status;
 
+/// How a send started: see [`Device::start_send`].
+enum Started {
+    /// The caller's request, to wait for.
+    Request(ReqId),
+    /// A short standard send of this many bytes went from an eager copy
+    /// under an internal request: complete for its caller already.
+    Copied(usize),
+}
+
 impl Device {
     /// Start a send of `len` bytes at `data` from `src_rank` (in the
     /// communicator with context `ctx`) to world rank `dst`.
@@ -59,13 +68,86 @@ impl Device {
         owned: Option<Box<dyn std::any::Any + Send>>,
         detached: bool,
     ) -> Result<ReqId> {
-        let len = mem.len();
         let mut st = self.lock();
-        self.check(&st)?;
+        // SAFETY: forwarded from our caller.
+        match unsafe {
+            self.start_send(&mut st, ctx, src_rank, dst, tag, mem, mode, owned, detached)
+        }? {
+            Started::Request(id) => Ok(id),
+            Started::Copied(len) => {
+                // The caller still wants a request: one complete already.
+                let id = self.new_req(&mut st, Kind::SendShort, dst);
+                if let Some(rq) = st.reqs.get_mut(id.idx as usize) {
+                    rq.result = Some(Ok(Status::new(-1, -1, len, len)));
+                }
+                Ok(id)
+            }
+        }
+    }
+
+    /// A blocking standard, synchronous or ready send (`MPI_Send` and
+    /// kin): [`Device::isend`] and a wait, except that a short message sent
+    /// from an eager copy returns after one transport pass, with no
+    /// request for the caller to make, drain and take apart.
+    ///
+    /// # Safety
+    /// `data..data+len` must be readable for the duration of the call.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn send_blocking(
+        &self,
+        ctx: u16,
+        src_rank: u32,
+        dst: u32,
+        tag: u32,
+        data: *const u8,
+        len: usize,
+        mode: Mode,
+    ) -> Result<()> {
+        let mem = Mem::Flat(data.cast_mut(), len);
+        let started = {
+            let mut st = self.lock();
+            // SAFETY: forwarded from our caller; the wait below keeps the
+            // memory in use only until the request completes.
+            unsafe { self.start_send(&mut st, ctx, src_rank, dst, tag, mem, mode, None, false) }?
+        };
+        match started {
+            Started::Request(id) => self.wait(id).map(|_| ()),
+            Started::Copied(_) => {
+                // The pass over the transport the wait made, kept: in
+                // polling mode a loop of blocking sends must still serve
+                // a peer's get of an earlier message (its events wait for
+                // the next call's drain, as after a non-blocking send).
+                self.poll();
+                Ok(())
+            }
+        }
+    }
+
+    /// The body of a send, under the state lock: `Copied` when a short
+    /// standard send went from an eager copy (its request is internal and
+    /// nobody needs to wait), else the request to wait for.
+    ///
+    /// # Safety
+    /// As for [`Device::isend_mem`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn start_send(
+        &self,
+        st: &mut State,
+        ctx: u16,
+        src_rank: u32,
+        dst: u32,
+        tag: u32,
+        mem: Mem<'_>,
+        mode: Mode,
+        owned: Option<Box<dyn std::any::Any + Send>>,
+        detached: bool,
+    ) -> Result<Started> {
+        let len = mem.len();
+        self.check(st)?;
         // Take the events of earlier sends: a loop of sends that never
         // waits must not overflow the request event queue.
-        self.drain(&mut st);
-        if let Some(e) = gone(&st, dst) {
+        self.drain(st);
+        if let Some(e) = gone(st, dst) {
             return Err(e);
         }
         let ni = self.ni();
@@ -83,7 +165,7 @@ impl Device {
         // caller a request that is complete already.
         let (mut detached, mut mem, mut copy_len) = (detached, mem, 0);
         let mut copy = Vec::new();
-        let mut done_for_caller = None;
+        let mut copied = None;
         if kind == Kind::SendShort
             && owned.is_none()
             && !detached
@@ -100,13 +182,9 @@ impl Device {
             detached = true;
             copy_len = len;
             st.copy_used += len;
-            let caller = self.new_req(&mut st, kind, dst);
-            if let Some(rq) = st.reqs.get_mut(caller.idx as usize) {
-                rq.result = Some(Ok(Status::new(-1, -1, len, len)));
-            }
-            done_for_caller = Some(caller);
+            copied = Some(len);
         }
-        let id = self.new_req(&mut st, kind, dst);
+        let id = self.new_req(st, kind, dst);
         // The request owns the memory from now on, so that it lives as long
         // as anything in the engine may read it.
         if let Some(rq) = st.reqs.get_mut(id.idx as usize) {
@@ -137,7 +215,7 @@ impl Device {
                     }
                     .map_err(ptl)?;
                     st.reqs[id.idx as usize].md = Some(md);
-                    self.start_put(&mut st, id, dst, ctx, md, AckReq::NoAck, &remote, 0)
+                    self.start_put(st, id, dst, ctx, md, AckReq::NoAck, &remote, 0)
                 }
                 Kind::SendShort | Kind::SendLong => {
                     // The data stays on the read portal until the receiver's
@@ -150,7 +228,7 @@ impl Device {
                     // message says so in its header data (`HDR_READ`): its
                     // receiver tells it from one sent with no exposure.
                     let flag = if kind == Kind::SendShort { HDR_READ } else { 0 };
-                    let read_bits = Self::unique_bits(&mut st) | flag;
+                    let read_bits = Self::unique_bits(st) | flag;
                     let desc = MdDesc::new(MdOptions::OP_GET)
                         .threshold(Threshold::Count(3))
                         .eq(self.req_eq)
@@ -162,7 +240,7 @@ impl Device {
                     // in one engine call: every short message pays each
                     // call's engine lock.
                     let unexp_eq = self.unexp_eq;
-                    let st_: &mut State = &mut st;
+                    let st_: &mut State = st;
                     let out = self.core().with_engine(|e| -> Result<Option<Outbound>> {
                         let me = e
                             .me_attach(
@@ -213,7 +291,7 @@ impl Device {
                     // the data, completes the send; the put's own
                     // acknowledgment (on deposit) only frees the send
                     // window (`window.rs`), which must not wait for a match.
-                    let ack_bits = Self::unique_bits(&mut st) | HDR_SYNC | HDR_READ;
+                    let ack_bits = Self::unique_bits(st) | HDR_SYNC | HDR_READ;
                     // As above: the acknowledgment may queue behind
                     // messages held at our envelope cap.
                     let me = self
@@ -255,16 +333,13 @@ impl Device {
                     }
                     .map_err(ptl)?;
                     st.reqs[id.idx as usize].md = Some(md);
-                    self.start_put(&mut st, id, dst, ctx, md, AckReq::Ack, &remote, ack_bits)
+                    self.start_put(st, id, dst, ctx, md, AckReq::Ack, &remote, ack_bits)
                 }
                 _ => Err(MpiError::InvalidBuffer("not a send")),
             }
         })();
         if let Err(e) = r {
-            if let Some(caller) = done_for_caller {
-                st.reqs.remove(caller.idx as usize);
-            }
-            return self.fail_started(&mut st, id, e);
+            return self.fail_started(st, id, e).map(Started::Request);
         }
         if detached
             && st
@@ -272,9 +347,9 @@ impl Device {
                 .get(id.idx as usize)
                 .is_some_and(|r| r.result.is_some())
         {
-            self.finish(&mut st, id);
+            self.finish(st, id);
         }
-        Ok(done_for_caller.unwrap_or(id))
+        Ok(copied.map_or(Started::Request(id), Started::Copied))
     }
 
     /// Put send `id`'s message to world rank `dst` now, or queue it behind

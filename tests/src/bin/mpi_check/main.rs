@@ -119,6 +119,7 @@ fn main() {
         "order" => order(&u, arg(2, 2000) as usize, arg(3, 1)),
         "flood" => flood(&u, arg(2, 10) as usize),
         "misc" => misc(&u),
+        "reuse" => reuse(&u),
         "progress" => progress(&u, args.get(2).map(String::as_str) != Some("poll")),
         "ring" => ring(&u),
         "spin" => spin(&u),

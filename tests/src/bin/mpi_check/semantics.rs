@@ -243,6 +243,37 @@ pub(crate) fn order(u: &Universe, count: usize, seed: u64) -> R<()> {
 }
 
 /// Probe before receive, cancel, and truncation.
+/// A blocking standard send of a short message may return before any
+/// receive is posted (it sends a copy): rewriting its buffer at once must
+/// not change what arrives, for every short size, in both progress modes.
+pub(crate) fn reuse(u: &Universe) -> R<()> {
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    let eager = u.config().eager_limit;
+    let sizes = [1usize, 8, 100, eager];
+    if me == 0 {
+        let mut buf = vec![0u8; eager];
+        for (i, &len) in sizes.iter().enumerate() {
+            buf[..len].copy_from_slice(&pattern(len, i as u64 + 1));
+            p.send_with_tag(&buf[..len], 60).map_err(e)?;
+            buf.fill(0xEE);
+        }
+        // Only now may the receiver post its receives.
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+    } else {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        for (i, &len) in sizes.iter().enumerate() {
+            let (v, _) = p.receive_vec_with_tag::<u8>(60).map_err(e)?;
+            ensure(v == pattern(len, i as u64 + 1), || {
+                format!("message {i} ({len} B) changed after its send returned")
+            })?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn misc(u: &Universe) -> R<()> {
     let w = u.world();
     let Some((me, p)) = pair(&w) else {
