@@ -107,10 +107,12 @@ pub struct TcpConfig {
     /// computes), the progress thread sleeps in its poller instead of on
     /// the gate, and takes what arrives at once instead of after the delay;
     /// the end of a wait it found under way wakes it to start that watch.
-    /// On by default here; the runtime turns it off on a host running more
-    /// ranks than it has cores (`PTL_TCP_TAKEOVER=auto`), where the early
-    /// wake-ups made 4 ranks on 2 cores 40–50 % slower in the `halo` and
-    /// `coll` kernels.
+    /// On by default here; the runtime turns it on only where each rank's
+    /// progress thread has a core to itself (`PTL_TCP_TAKEOVER=auto`: twice
+    /// as many cores as ranks on the host, ranks not bound to one CPU).
+    /// Elsewhere each arrival during a compute step preempts the
+    /// application: on 2 cores the `cg`, `halo` and `coll` kernels ran
+    /// 27–52 % slower with it on 2 bound ranks, 40–50 % on 4.
     pub early_takeover: bool,
     /// Bytes read from one connection before moving on to others.
     pub read_budget: usize,

@@ -789,7 +789,8 @@ mod tests {
     }
 
     /// `PTL_TCP_TAKEOVER`: forced off, it reaches the transport; left to
-    /// `auto`, a job of one rank (never more ranks than cores) gets it.
+    /// `auto`, a job of one unbound rank on a host of two cores or more
+    /// gets it.
     #[test]
     fn the_takeover_option_reaches_the_tcp_transport() {
         within(20, || {

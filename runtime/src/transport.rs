@@ -254,7 +254,8 @@ pub(crate) fn bring_up(
     ni_cfg.wait_yield = o.wait_yield.unwrap_or(crowded);
     let mut net = net;
     if let Some(NetEndpoint::Tcp(ep)) = &mut net {
-        ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(!crowded));
+        let spare = spare_core_per_rank(neighbours, online_cores(), allowed_cpus());
+        ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(spare));
     }
     let mut transport = None;
     let ni = match (choose(o, &me, &contacts)?, net, shm) {
@@ -326,6 +327,34 @@ pub(crate) fn bring_up(
 /// (`None`: unknown, assume not).
 fn oversubscribed(ranks: usize, cores: Option<usize>) -> bool {
     cores.is_some_and(|c| ranks > c)
+}
+
+/// Whether the progress thread of each of `ranks` processes of the job on
+/// this host has a core its application thread does not need: twice as
+/// many `cores` as ranks, and this process not bound to a single CPU
+/// (`allowed`; a bound rank's progress thread shares its core whatever the
+/// host has). TCP's early take-over pays only then: on 2 cores, 2 bound
+/// ranks ran cg, halo and a collective loop 27–52 % slower with it (every
+/// arrival during a compute step preempting the application), and 4 ranks
+/// 40–50 % slower, while it lifted overlap at 256–512 KB from 0 to 76–97 %
+/// (PERFORMANCE.md, "The state after stop 32"). `None`: unknown, assume
+/// not.
+fn spare_core_per_rank(ranks: usize, cores: Option<usize>, allowed: Option<usize>) -> bool {
+    cores.is_some_and(|c| ranks.saturating_mul(2) <= c) && allowed.is_none_or(|a| a >= 2)
+}
+
+/// How many CPUs this process may run on (its affinity), if the kernel
+/// says.
+fn allowed_cpus() -> Option<usize> {
+    // SAFETY: all-zero is a valid cpu_set_t; the kernel writes at most
+    // `size_of::<cpu_set_t>()` bytes into it, and CPU_COUNT only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
+            return None;
+        }
+        usize::try_from(libc::CPU_COUNT(&set)).ok()
+    }
 }
 
 /// The cores of this host that are online, if the kernel says. Not this
@@ -419,6 +448,16 @@ mod tests {
         assert!(!oversubscribed(1, Some(8)));
         assert!(!oversubscribed(64, None), "unknown cores: spin as before");
         assert!(online_cores().is_some_and(|n| n >= 1));
+    }
+
+    #[test]
+    fn the_early_takeover_needs_a_spare_core_per_rank_and_an_unbound_rank() {
+        assert!(spare_core_per_rank(1, Some(2), Some(2)));
+        assert!(spare_core_per_rank(4, Some(8), None));
+        assert!(!spare_core_per_rank(2, Some(2), Some(2)), "2 ranks on 2 cores");
+        assert!(!spare_core_per_rank(1, Some(16), Some(1)), "bound to one CPU");
+        assert!(!spare_core_per_rank(1, None, Some(4)), "unknown cores");
+        assert!(allowed_cpus().is_some_and(|n| n >= 1));
     }
 
     /// Four ranks on this host against the cores it has: the job's
