@@ -454,8 +454,14 @@ mod tests {
     fn the_early_takeover_needs_a_spare_core_per_rank_and_an_unbound_rank() {
         assert!(spare_core_per_rank(1, Some(2), Some(2)));
         assert!(spare_core_per_rank(4, Some(8), None));
-        assert!(!spare_core_per_rank(2, Some(2), Some(2)), "2 ranks on 2 cores");
-        assert!(!spare_core_per_rank(1, Some(16), Some(1)), "bound to one CPU");
+        assert!(
+            !spare_core_per_rank(2, Some(2), Some(2)),
+            "2 ranks on 2 cores"
+        );
+        assert!(
+            !spare_core_per_rank(1, Some(16), Some(1)),
+            "bound to one CPU"
+        );
         assert!(!spare_core_per_rank(1, None, Some(4)), "unknown cores");
         assert!(allowed_cpus().is_some_and(|n| n >= 1));
     }
