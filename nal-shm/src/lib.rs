@@ -103,6 +103,15 @@ pub struct ShmConfig {
     /// How often peers are checked for death (and for having shut down): a
     /// dead peer is noticed within about this long.
     pub liveness_interval: Duration,
+    /// While the progress thread stands aside in the hand-back delay and
+    /// the application has been away from the library for a moment (it
+    /// computes), the progress thread sleeps on the doorbell instead of the
+    /// gate and moves what arrives at once (a single-copy read carried
+    /// while the application computes). On by default here; the runtime
+    /// turns it on only where each rank's progress thread has a core to
+    /// itself (`PTL_SHM_TAKEOVER=auto`, as TCP's take-over): elsewhere each
+    /// arrival during a compute step preempts the application.
+    pub early_takeover: bool,
 }
 
 impl Default for ShmConfig {
@@ -116,6 +125,7 @@ impl Default for ShmConfig {
             cma_chunk: 4 << 20,
             connect_timeout: Duration::from_secs(10),
             liveness_interval: Duration::from_millis(100),
+            early_takeover: true,
         }
     }
 }

@@ -104,6 +104,12 @@ impl ShmEndpoint {
         Ok(ShmEndpoint { cfg, addr })
     }
 
+    /// Set [`ShmConfig::early_takeover`] before starting: a launcher knows
+    /// how many ranks share the host only after the address exchange.
+    pub fn set_early_takeover(&mut self, on: bool) {
+        self.cfg.early_takeover = on;
+    }
+
     /// What the other processes need to reach this endpoint.
     pub fn addr(&self) -> ShmAddr {
         self.addr
@@ -680,7 +686,7 @@ impl Inner {
         while !self.gate.is_stopped() {
             if self.gate.stand_aside() {
                 let gone = Duration::from_nanos(self.gate.since_leave());
-                if self.gate.app_waiting() {
+                if self.gate.app_waiting() || !self.cfg.early_takeover {
                     self.gate.park();
                 } else if gone < DOZE_AFTER {
                     // Between two waits of a loop, most likely: back in

@@ -320,6 +320,7 @@ pub fn main() -> ExitCode {
         shm_cma: !args.shm_no_cma,
         shm_ring: args.shm_ring,
         shm_cma_chunk: None,
+        shm_early_takeover: None,
     };
     let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
     spec.args = command.collect();

@@ -19,6 +19,7 @@
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_TCP_RCVLOWAT` | TCP only: `1` wakes a sleeping thread once per large message (the socket's receive low-water mark set to the rest of a payload being read), `0` at every arriving segment, for comparison (see [`nal_tcp::TcpConfig::wake_per_message`]) | `1` |
 //! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out; `auto`: `1` only where each rank's progress thread has a spare core (at least twice as many cores online as ranks of the job on this host, and the rank not bound to one CPU); elsewhere the early wake-ups preempt the computing application and measured slower (see [`nal_tcp::TcpConfig::early_takeover`]) | `auto` |
+//! | `PTL_SHM_TAKEOVER` | shared memory, progress thread only: the same choice for the shared-memory progress thread, which otherwise sleeps on its doorbell and moves arrivals (single-copy reads) at once once the application has been away 20 µs (see [`nal_shm::ShmConfig::early_takeover`]) | `auto` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
 //! | `PTL_UDP_PEER_TIMEOUT` | UDP only: a peer silent this long while a thread waits in the library (probed meanwhile) is declared failed, ms; `0` turns the watch off (see [`nal_udp::UdpConfig::protocol`]) | `10000` |
@@ -102,6 +103,9 @@ pub const TCP_RCVLOWAT: &str = "PTL_TCP_RCVLOWAT";
 /// TCP's progress thread takes over early while the application computes
 /// (`1`) or after the whole hand-back delay (`0`).
 pub const TCP_TAKEOVER: &str = "PTL_TCP_TAKEOVER";
+/// Shared memory's progress thread takes over early while the application
+/// computes (`1`) or after the whole hand-back delay (`0`).
+pub const SHM_TAKEOVER: &str = "PTL_SHM_TAKEOVER";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 /// Socket send buffer of each connection, in bytes.
@@ -188,6 +192,11 @@ pub struct JobOptions {
     /// cores online (4 ranks on 2 cores ran the `halo` and `coll` kernels
     /// 40–50 % slower with it, 2 bound ranks faster).
     pub tcp_early_takeover: Option<bool>,
+    /// Shared memory only: the progress thread takes over early while the
+    /// application computes ([`nal_shm::ShmConfig::early_takeover`]);
+    /// `None`: as TCP's, only where each rank's progress thread has a
+    /// core to itself.
+    pub shm_early_takeover: Option<bool>,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -234,6 +243,7 @@ impl Default for JobOptions {
             shm_cma: true,
             shm_ring: None,
             shm_cma_chunk: None,
+            shm_early_takeover: None,
         }
     }
 }
@@ -298,6 +308,9 @@ impl JobOptions {
         }
         if let Some(t) = self.tcp_early_takeover {
             env.push((TCP_TAKEOVER, if t { "1" } else { "0" }.into()));
+        }
+        if let Some(t) = self.shm_early_takeover {
+            env.push((SHM_TAKEOVER, if t { "1" } else { "0" }.into()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -433,6 +446,14 @@ impl JobOptions {
                 "0" => Some(false),
                 "auto" => None,
                 _ => return Err(bad(TCP_TAKEOVER, "expected 1, 0 or auto")),
+            };
+        }
+        if let Some(v) = var(get, SHM_TAKEOVER)? {
+            o.shm_early_takeover = match v.as_str() {
+                "1" => Some(true),
+                "0" => Some(false),
+                "auto" => None,
+                _ => return Err(bad(SHM_TAKEOVER, "expected 1, 0 or auto")),
             };
         }
         if let Some(v) = var(get, WAIT_YIELD)? {
@@ -667,6 +688,21 @@ mod tests {
             assert!(env.contains(&(TCP_TAKEOVER, v.to_string())), "{env:?}");
         }
         refused_naming(TCP_TAKEOVER, &["yes"]);
+    }
+
+    #[test]
+    fn shm_early_takeover_defaults_to_auto_and_round_trips() {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(d.shm_early_takeover, None);
+        assert!(d.to_env().iter().all(|(k, _)| *k != SHM_TAKEOVER));
+        let auto = JobOptions::from_lookup(&lookup(&[(SHM_TAKEOVER, "auto")])).unwrap();
+        assert_eq!(auto.shm_early_takeover, None);
+        for (v, want) in [("0", false), ("1", true)] {
+            let o = JobOptions::from_lookup(&lookup(&[(SHM_TAKEOVER, v)])).unwrap();
+            assert_eq!(o.shm_early_takeover, Some(want));
+            assert_eq!(through_env(&o), o);
+        }
+        refused_naming(SHM_TAKEOVER, &["", "yes", "2"]);
     }
 
     #[test]

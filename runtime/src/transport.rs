@@ -252,10 +252,14 @@ pub(crate) fn bring_up(
     let neighbours = contacts.iter().filter(|(_, c)| c.host == me.host).count();
     let crowded = oversubscribed(neighbours, online_cores());
     ni_cfg.wait_yield = o.wait_yield.unwrap_or(crowded);
+    let spare = spare_core_per_rank(neighbours, online_cores(), allowed_cpus());
     let mut net = net;
     if let Some(NetEndpoint::Tcp(ep)) = &mut net {
-        let spare = spare_core_per_rank(neighbours, online_cores(), allowed_cpus());
         ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(spare));
+    }
+    let mut shm = shm;
+    if let Some(ep) = &mut shm {
+        ep.set_early_takeover(o.shm_early_takeover.unwrap_or(spare));
     }
     let mut transport = None;
     let ni = match (choose(o, &me, &contacts)?, net, shm) {

@@ -1,0 +1,89 @@
+//! Issue 22: `ShmConfig::early_takeover`. With it, a rank that leaves a
+//! wait and goes off to compute gets a large transfer carried by its
+//! progress thread at once (it sleeps on the doorbell); without it, the
+//! progress thread sleeps the hand-back delay out, so the transfer waits.
+//! The hand-back here is far longer than the test may take, so the two
+//! behaviours cannot be confused.
+
+use std::time::{Duration, Instant};
+
+use nal_shm::{ProgressMode, ShmConfig};
+use portals::*;
+use portals_tests::conformance::{attach, bind_md, id, job_with, pattern, PT};
+
+const BIG: usize = 1 << 20;
+const HANDBACK: Duration = Duration::from_secs(30);
+
+/// Rank 0 waits for a go message, then "computes" (looks at its event
+/// queue without waiting in the library) for up to `compute` while rank 1
+/// puts 1 MiB (single-copy) to it; returns whether the put completed.
+fn completes_while_computing(early_takeover: bool, compute: Duration) -> bool {
+    let rx = ShmConfig {
+        progress: ProgressMode::Thread,
+        handback: HANDBACK,
+        early_takeover,
+        ..ShmConfig::default()
+    };
+    let tx = ShmConfig {
+        progress: ProgressMode::Thread,
+        ..ShmConfig::default()
+    };
+    let nodes = job_with(&[rx, tx]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let aeq = a.ni.eq_alloc(8).unwrap();
+    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
+    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
+    let big_md = attach(&a.ni, id(1), 2, 0, &desc, BIG);
+    let beq = b.ni.eq_alloc(8).unwrap();
+    let go = bind_md(&b.ni, beq, vec![1; 8]);
+    let big = bind_md(&b.ni, beq, pattern(BIG, 5));
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(150));
+            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
+                .unwrap();
+            // Well after the go: the rank has left its wait by then.
+            std::thread::sleep(Duration::from_millis(50));
+            b.ni.put(big, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
+                .unwrap();
+        });
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+        let t0 = Instant::now();
+        let done = loop {
+            if let Some(ev) = a.ni.eq_get(aeq).unwrap() {
+                assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
+                break true;
+            }
+            if t0.elapsed() > compute {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if !done {
+            // Back in the library: the wait moves it.
+            let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+            assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
+        }
+        let mut got = vec![0u8; BIG];
+        a.ni.md_read(big_md, 0, &mut got).unwrap();
+        assert!(got == pattern(BIG, 5), "payload corrupted");
+        done
+    })
+}
+
+#[test]
+fn with_the_early_takeover_a_transfer_completes_while_the_rank_computes() {
+    assert!(
+        completes_while_computing(true, Duration::from_secs(10)),
+        "the transfer waited for the hand-back"
+    );
+}
+
+#[test]
+fn without_it_the_transfer_waits_for_the_next_wait() {
+    assert!(
+        !completes_while_computing(false, Duration::from_secs(1)),
+        "the progress thread took over during the hand-back"
+    );
+}
