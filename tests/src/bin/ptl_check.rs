@@ -263,11 +263,16 @@ fn sleepy_target(job: &Job, expect_progress: bool) -> R<()> {
                 .md_bind(&MdDesc::default().eq(eq), data, Unlink::Retain)
                 .map_err(|e| e.to_string())?;
             job.barrier().map_err(|e| e.to_string())?;
+            // Let the target leave the barrier first: a target still waiting
+            // in it when the put arrives moves the put (a whole 4 MiB
+            // single-copy read is one progress step), and polling mode
+            // would seem to progress without calls.
+            std::thread::sleep(NAP / 8);
             let t0 = Instant::now();
             ni.put(src, AckReq::Ack, &Remote::new(job.id(1), PT, 1), 0)
                 .map_err(|e| e.to_string())?;
             let acked = loop {
-                match ni.eq_wait(eq, Some(NAP.mul_f32(0.75).saturating_sub(t0.elapsed()))) {
+                match ni.eq_wait(eq, Some(NAP.mul_f32(0.6).saturating_sub(t0.elapsed()))) {
                     Ok(ev) if ev.kind == EventKind::Ack => break Some(t0.elapsed()),
                     Ok(_) => continue,
                     Err(PtlError::Timeout) => break None,
