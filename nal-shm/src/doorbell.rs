@@ -17,6 +17,19 @@
 //! sees the record (the two fences are ordered one way or the other); a
 //! bump between the sleeper's read and its wait makes the wait return at
 //! once (the value changed).
+//!
+//! A progress thread that *dozes* while its application computes (the
+//! hand-back delay, `Inner::doze`) announces itself in `dozers` instead,
+//! and only an [`Urgency::Work`] ring wakes it: a record it has work to do
+//! for (a single-copy read, a pipelined payload, a request to answer),
+//! where moving the data now is the overlap. A small message waits in the
+//! ring for the application's next call, or for the end of the delay: on a
+//! rank whose progress thread shares the application's core, waking for it
+//! would preempt the computation (two context switches) to do what the
+//! next call does anyway (issue 22). The protocol is the same with
+//! `dozers` for `sleepers`; the dozer's re-check looks only for urgent
+//! work ([`Urgency`] is the producer's classification, recorded nowhere
+//! else), so it sleeps past small messages already in the ring.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -27,14 +40,27 @@ use std::time::Duration;
 
 use crate::segment::Segment;
 
+/// How much what a producer published needs its consumer's attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Urgency {
+    /// Small messages complete in the ring: any later pass takes them.
+    Message,
+    /// Work only the consumer can do, and someone waits for: a single-copy
+    /// payload to read, a payload pipelined through the ring, a request to
+    /// answer, ring space freed for a waiting producer, a shutdown.
+    Work,
+}
+
 /// Wake every thread of `seg`'s owner sleeping on its doorbell, if any
 /// announced itself: on the futex, or in `poll(2)` on its doorbell socket
-/// ([`Bell`]). Call after publishing what they should see. Returns true if
-/// it made a system call.
-pub fn ring(seg: &Segment) -> bool {
+/// ([`Bell`]); a dozing progress thread only for [`Urgency::Work`]. Call
+/// after publishing what they should see. Returns true if it made a system
+/// call.
+pub fn ring(seg: &Segment, urgency: Urgency) -> bool {
     let h = seg.header();
     fence(Ordering::SeqCst);
-    let futex = h.sleepers.load(Ordering::Relaxed) != 0;
+    let futex = h.sleepers.load(Ordering::Relaxed) != 0
+        || (urgency == Urgency::Work && h.dozers.load(Ordering::Relaxed) != 0);
     let socket = h.fd_sleepers.load(Ordering::Relaxed) != 0;
     if futex {
         h.doorbell.fetch_add(1, Ordering::SeqCst);
@@ -170,15 +196,35 @@ mod tests {
             unsafe { libc::poll(&mut p, 1, 0) == 1 }
         };
         // Nobody sleeps: no system call, nothing to read.
-        assert!(!ring(&seg));
+        assert!(!ring(&seg, Urgency::Work));
         assert!(!readable(&bell));
         // A socket sleeper: the ring reaches the socket.
         seg.header().fd_sleepers.fetch_add(1, Ordering::SeqCst);
-        assert!(ring(&seg));
+        assert!(ring(&seg, Urgency::Message));
         assert!(readable(&bell));
         bell.drain();
         assert!(!readable(&bell));
         seg.header().fd_sleepers.fetch_sub(1, Ordering::SeqCst);
+        crate::segment::unlink(&seg.name);
+    }
+
+    #[test]
+    fn a_dozer_is_woken_by_work_not_by_a_small_message() {
+        let name =
+            std::ffi::CString::new(format!("/ptl-doze-test-{}", std::process::id())).expect("name");
+        let seg = Segment::create(name, 7, 4096, &[]).expect("segment");
+        let h = seg.header();
+        h.dozers.fetch_add(1, Ordering::SeqCst);
+        let before = h.doorbell.load(Ordering::SeqCst);
+        assert!(!ring(&seg, Urgency::Message), "a message woke a dozer");
+        assert_eq!(h.doorbell.load(Ordering::SeqCst), before);
+        assert!(ring(&seg, Urgency::Work), "work did not wake the dozer");
+        assert_ne!(h.doorbell.load(Ordering::SeqCst), before);
+        // A sleeper proper is woken by anything.
+        h.dozers.fetch_sub(1, Ordering::SeqCst);
+        h.sleepers.fetch_add(1, Ordering::SeqCst);
+        assert!(ring(&seg, Urgency::Message));
+        h.sleepers.fetch_sub(1, Ordering::SeqCst);
         crate::segment::unlink(&seg.name);
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use portals::{Nal, NiCore, Outbound, ProcessId, PtlError};
 
 use crate::addr::{random_nonce, ShmAddr};
-use crate::doorbell::{self, Woke};
+use crate::doorbell::{self, Urgency, Woke};
 use crate::liveness::Watch;
 use crate::ring::Consumer;
 use crate::rx::{Phase, Rx};
@@ -32,11 +32,11 @@ pub(crate) const PROGRESS_THREAD_PREFIX: &str = "ptl-shm-";
 /// often while it drives progress.
 const PT_SLEEP: Duration = Duration::from_millis(50);
 
-/// How long the application must have been away from the library (no
-/// thread waiting in it) before the progress thread moves arrivals during
-/// the hand-back delay: longer than the gap between two waits of a
-/// communication loop, shorter than a compute step worth overlapping.
-const DOZE_AFTER: Duration = Duration::from_micros(20);
+/// A gap between two waits at least this long is a compute step (see
+/// `ProgressGate::waking_after_compute`): longer than the gap between two
+/// waits of a communication loop, shorter than a compute step worth
+/// overlapping.
+const COMPUTE_GAP: Duration = Duration::from_micros(20);
 
 /// A pass looks at the clock for housekeeping once in this many.
 const HOUSEKEEPING_EVERY: u32 = 16;
@@ -333,7 +333,12 @@ impl ShmNal {
             },
             inbox,
             inbox_linked: AtomicBool::new(true),
-            gate: nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback),
+            gate: if ep.cfg.early_takeover {
+                nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback)
+                    .waking_after_compute(COMPUTE_GAP)
+            } else {
+                nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback)
+            },
             stopped: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             probe_word: Box::new(u64::from(std::process::id()) << 32 | 0x5052_4f42),
@@ -448,7 +453,7 @@ impl ShmNal {
         if let (Some(t), Some(seg)) = (tail, p.outbox.get()) {
             if let Some((_, i)) = &lock(&p.tx).ring {
                 seg.ctl(*i).tail.store(t, Ordering::Release);
-                doorbell::ring(seg);
+                doorbell::ring(seg, Urgency::Work);
             }
         }
         if let Some(h) = head {
@@ -575,7 +580,7 @@ impl Inner {
 
     fn wake(&self) {
         self.wake_pending.store(true, Ordering::SeqCst);
-        if doorbell::ring(&self.inbox) {
+        if doorbell::ring(&self.inbox, Urgency::Work) {
             bump(&self.stats.futex_wakes_sent, 1);
         }
     }
@@ -685,15 +690,14 @@ impl Inner {
         let nap = PT_SLEEP.min(self.cfg.liveness_interval);
         while !self.gate.is_stopped() {
             if self.gate.stand_aside() {
-                let gone = Duration::from_nanos(self.gate.since_leave());
                 if self.gate.app_waiting() || !self.cfg.early_takeover {
                     self.gate.park();
-                } else if gone < DOZE_AFTER {
-                    // Between two waits of a loop, most likely: back in
-                    // a moment. Look again when it has been gone long
-                    // enough to be computing.
-                    self.gate.park_for(DOZE_AFTER - gone);
                 } else {
+                    // Away from the library, if only between two waits:
+                    // only work a small message does not bring (see
+                    // `doorbell`) wakes a dozer, so dozing at once costs a
+                    // loop of small messages nothing, and a single-copy
+                    // read starts as soon as it arrives.
                     self.doze(self.gate.aside_for().min(nap));
                 }
                 continue;
@@ -703,21 +707,26 @@ impl Inner {
     }
 
     /// The rest of the hand-back delay, with no application thread waiting
-    /// in the library for [`DOZE_AFTER`] (it computes): sleep on the
-    /// doorbell rather than the gate, and move whatever arrives at once.
+    /// in the library: sleep on the doorbell rather than the gate, as a
+    /// *dozer*, and move what needs moving at once.
     ///
     /// Over sockets the kernel moves data while nobody looks; here nothing
     /// moves unless a thread of ours copies it, so sleeping out the
     /// hand-back left a transfer posted before a compute step of less than
     /// the hand-back delay (200 µs) untouched until the next wait: no
-    /// overlap at all for 256 KB (`ptl-bench overlap`). The cost: a sender
-    /// that rings while this thread dozes makes the wake-up system call.
-    /// Dozing as soon as the application was found between two waits did
-    /// that on a ping-pong's critical path (8 B latency 0.5 → 1.0 µs); an
-    /// application gone for [`DOZE_AFTER`] is computing, not sending.
+    /// overlap at all for 256 KB (`ptl-bench overlap`). A dozer is woken
+    /// only by work (a single-copy read, a pipelined payload, a request to
+    /// answer: `doorbell::Urgency`), never by a small message: an earlier
+    /// doze that every arrival woke put the wake-up system call on a
+    /// ping-pong's critical path (8 B latency 0.5 → 1.0 µs) and, on a rank
+    /// bound to one core, preempted the computation for messages the next
+    /// call takes anyway. Small messages found here are taken, since the
+    /// thread is awake.
     fn doze(&self, t: Duration) {
         let h = self.inbox.header();
-        h.sleepers.fetch_add(1, Ordering::SeqCst);
+        // A dozer, not a sleeper: small messages do not wake it (see
+        // `doorbell`); they wait for the application or the delay's end.
+        h.dozers.fetch_add(1, Ordering::SeqCst);
         // SeqCst: the announcement before the check (see `doorbell`).
         fence(Ordering::SeqCst);
         let seen = h.doorbell.load(Ordering::SeqCst);
@@ -727,7 +736,7 @@ impl Inner {
                 bump(&self.stats.progress_thread_wakes, 1);
             }
         }
-        h.sleepers.fetch_sub(1, Ordering::SeqCst);
+        h.dozers.fetch_sub(1, Ordering::SeqCst);
         if !self.gate.app_waiting() && !self.gate.is_stopped() && self.work_pending() {
             self.pass();
         }
@@ -801,7 +810,7 @@ impl Inner {
             self.abort_rx(p, true);
             drop(lock(&p.tx).take_all());
             if let Some(s) = p.outbox.get() {
-                doorbell::ring(s);
+                doorbell::ring(s, Urgency::Work);
             }
         }
         self.unlink_inbox();

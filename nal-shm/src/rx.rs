@@ -12,7 +12,7 @@ use portals::wire::{Header, HEADER_LEN};
 use portals::{Outbound, RecvAction, RecvToken, Region};
 
 use crate::cma;
-use crate::doorbell;
+use crate::doorbell::{self, Urgency};
 use crate::nal::{bump, Failure, Inner, Peer, NOT_HELD};
 use crate::ring::{Consumer, Kind};
 use crate::scatter::RemoteRanges;
@@ -148,7 +148,7 @@ impl Inner {
                 && ctl.producer_waiting.swap(0, Ordering::SeqCst) != 0
             {
                 if let Some(seg) = p.outbox.get() {
-                    if doorbell::ring(seg) {
+                    if doorbell::ring(seg, Urgency::Work) {
                         bump(&self.stats.futex_wakes_sent, 1);
                     }
                 }

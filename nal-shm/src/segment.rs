@@ -27,7 +27,7 @@ use crate::ring::RingPtrs;
 /// `"PTLSHM\0\x01"`, little-endian: the first word of a valid inbox.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PTLSHM\x00\x01");
 /// The layout version this crate writes and accepts.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Bytes of the segment header.
 pub const HEADER_BYTES: u64 = 256;
 /// Bytes of a ring's control block.
@@ -73,7 +73,11 @@ pub struct SegHeader {
     /// doorbell socket ([`crate::doorbell::Bell`]) instead: a thread that
     /// waits for this transport and others at once.
     pub fd_sleepers: AtomicU32,
-    _r3: [u32; 14],
+    /// Progress threads dozing on the doorbell while their application
+    /// computes: woken only by records that need their work (see
+    /// `doorbell::ring`), not by every message.
+    pub dozers: AtomicU32,
+    _r3: [u32; 13],
     /// Peers that mapped the segment; the last one unlinks its name.
     pub attached: AtomicU32,
     /// Set by the owner when it shuts down.

@@ -4,10 +4,11 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
 
+use portals::wire::Op;
 use portals::wire::HEADER_LEN;
 use portals::{FailType, Outbound, Payload, SendToken};
 
-use crate::doorbell;
+use crate::doorbell::{self, Urgency};
 use crate::nal::{bump, lock, Failure, Inner, Peer};
 use crate::ring::{Kind, Producer, RingError};
 use crate::scatter;
@@ -26,6 +27,9 @@ pub(crate) struct Pending {
     sent: usize,
     /// Records written so far (0: not started).
     records: u32,
+    /// The target answers it with a reply its initiator waits for (get,
+    /// swap, fetching atomic): a dozing progress thread must take it.
+    answered: bool,
 }
 
 /// What a send queue holds.
@@ -44,6 +48,7 @@ impl OutMsg {
             token: m.token,
             sent: 0,
             records: 0,
+            answered: matches!(m.header.op, Op::Get | Op::GetPut | Op::FetchAtomic),
         })
     }
 }
@@ -217,11 +222,12 @@ impl Inner {
         };
         let mut pushed = 0;
         let mut asked = false;
+        let mut urgency = Urgency::Message;
         let result = loop {
             if tx.queue.is_empty() {
                 break Ok(());
             }
-            match self.push_front(p, tx) {
+            match self.push_front(p, tx, &mut urgency) {
                 Ok(true) => pushed += 1,
                 Ok(false) if !asked => {
                     // Full: ask to be rung when space frees, then look once
@@ -241,7 +247,7 @@ impl Inner {
             }
         };
         p.has_queue.store(!tx.queue.is_empty(), Ordering::SeqCst);
-        if pushed > 0 && doorbell::ring(seg) {
+        if pushed > 0 && doorbell::ring(seg, urgency) {
             bump(&self.stats.futex_wakes_sent, 1);
         }
         if let Err(e) = result {
@@ -251,8 +257,10 @@ impl Inner {
     }
 
     /// Write one record of the queue's front message; Ok(false) if the
-    /// ring has no room for it now.
-    fn push_front(&self, p: &Peer, tx: &mut Tx) -> Result<bool, RingError> {
+    /// ring has no room for it now. Raises `urgency` to
+    /// [`Urgency::Work`] for a record the receiver must act on (see
+    /// `doorbell`): single-copy, pipelined, or a request it answers.
+    fn push_front(&self, p: &Peer, tx: &mut Tx, urgency: &mut Urgency) -> Result<bool, RingError> {
         let Tx {
             ring: Some((prod, ring)),
             queue,
@@ -309,6 +317,7 @@ impl Inner {
             match pushed {
                 Some(false) => return Ok(false),
                 Some(true) => {
+                    *urgency = Urgency::Work;
                     *next_cookie += 1;
                     if let Some(OutMsg::Portals(m)) = queue.pop_front() {
                         awaiting.push_back((
@@ -358,6 +367,9 @@ impl Inner {
             m.sent += n;
         }
         m.records += 1;
+        if m.answered || m.records > 1 || m.sent < plen {
+            *urgency = Urgency::Work;
+        }
         if m.sent == plen {
             let records = m.records;
             if let Some(OutMsg::Portals(m)) = queue.pop_front() {

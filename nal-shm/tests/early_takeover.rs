@@ -3,7 +3,8 @@
 //! progress thread at once (it sleeps on the doorbell); without it, the
 //! progress thread sleeps the hand-back delay out, so the transfer waits.
 //! The hand-back here is far longer than the test may take, so the two
-//! behaviours cannot be confused.
+//! behaviours cannot be confused. A dozing progress thread is woken by
+//! work (a single-copy read), never by a small message.
 
 use std::time::{Duration, Instant};
 
@@ -86,4 +87,95 @@ fn without_it_the_transfer_waits_for_the_next_wait() {
         !completes_while_computing(false, Duration::from_secs(1)),
         "the progress thread took over during the hand-back"
     );
+}
+
+/// Rank 0 leaves its wait and computes (takes events without waiting) while
+/// rank 1 puts `SMALL` inline messages to it, then 1 MiB. The small ones
+/// make neither a wake-up system call at the sender nor a wake of rank 0's
+/// dozing progress thread; the large one does both and completes while
+/// rank 0 computes.
+#[test]
+fn a_dozing_progress_thread_sleeps_through_small_messages_and_wakes_for_a_transfer() {
+    const SMALL: usize = 50;
+    let rx = ShmConfig {
+        progress: ProgressMode::Thread,
+        handback: HANDBACK,
+        early_takeover: true,
+        ..ShmConfig::default()
+    };
+    let tx = ShmConfig {
+        progress: ProgressMode::Thread,
+        ..ShmConfig::default()
+    };
+    let nodes = job_with(&[rx, tx]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let aeq = a.ni.eq_alloc(4 * SMALL).unwrap();
+    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
+    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
+    let small_desc = MdDesc::new(MdOptions::OP_PUT)
+        .eq(aeq)
+        .threshold(Threshold::Infinite);
+    let small_md = attach(&a.ni, id(1), 3, 0, &small_desc, 8 * SMALL);
+    let big_md = attach(&a.ni, id(1), 2, 0, &desc, BIG);
+    let beq = b.ni.eq_alloc(8).unwrap();
+    let go = bind_md(&b.ni, beq, vec![1; 8]);
+    let small = bind_md(&b.ni, beq, vec![7; 8]);
+    let big = bind_md(&b.ni, beq, pattern(BIG, 9));
+    let (wakes_small, sent_small) = std::thread::scope(|sc| {
+        let sender = sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(150));
+            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
+                .unwrap();
+            // Well after the go: rank 0 has left its wait and dozes.
+            std::thread::sleep(Duration::from_millis(50));
+            let (w0, s0) = (
+                a.nal.stats().progress_thread_wakes,
+                b.nal.stats().futex_wakes_sent,
+            );
+            for _ in 0..SMALL {
+                b.ni.put(small, AckReq::NoAck, &Remote::new(id(0), PT, 3), 0)
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let got = (
+                a.nal.stats().progress_thread_wakes - w0,
+                b.nal.stats().futex_wakes_sent - s0,
+            );
+            b.ni.put(big, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
+                .unwrap();
+            got
+        });
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+        // Compute: take events without waiting in the library.
+        let t0 = Instant::now();
+        let mut smalls = 0;
+        loop {
+            match a.ni.eq_get(aeq).unwrap() {
+                Some(ev) if ev.md_handle == small_md => smalls += 1,
+                Some(ev) => {
+                    assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
+                    break;
+                }
+                None => {
+                    assert!(
+                        t0.elapsed() < Duration::from_secs(20),
+                        "the transfer waited for the hand-back"
+                    );
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+        // The small messages arrived before the transfer, in order.
+        assert_eq!(smalls, SMALL, "small messages missing");
+        let mut got = vec![0u8; BIG];
+        a.ni.md_read(big_md, 0, &mut got).unwrap();
+        assert!(got == pattern(BIG, 9), "payload corrupted");
+        sender.join().unwrap()
+    });
+    assert_eq!(
+        wakes_small, 0,
+        "small messages woke the dozing progress thread"
+    );
+    assert_eq!(sent_small, 0, "small messages made wake-up system calls");
 }
