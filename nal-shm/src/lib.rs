@@ -189,6 +189,9 @@ pub struct ShmStats {
     pub single_copy_sent: u64,
     /// Messages whose payload streamed through the ring in several records.
     pub pipelined_sent: u64,
+    /// Single-copy reads begun (a read under way counts here, and in
+    /// `single_copy_received` once it is complete).
+    pub single_copy_started: u64,
     /// Single-copy payloads read from a peer.
     pub single_copy_received: u64,
     /// Bytes read single-copy from peers so far (grows during a transfer).
@@ -210,4 +213,8 @@ pub struct ShmStats {
     pub corrupt_ring_errors: u64,
     /// Pairs where single-copy from the peer was found not to work.
     pub cma_unavailable: u64,
+    /// Times a waiting application thread, finding nothing to do while
+    /// another thread of ours made a single-copy read, gave its core away
+    /// (`sched_yield`) instead of spinning beside it.
+    pub waiter_yields: u64,
 }

@@ -184,6 +184,8 @@ pub(crate) struct Stats {
     pub(crate) ring_full: AtomicU64,
     pub(crate) optimistic_sends: AtomicU64,
     pub(crate) progress_thread_wakes: AtomicU64,
+    pub(crate) waiter_yields: AtomicU64,
+    pub(crate) single_copy_started: AtomicU64,
     pub(crate) futex_wakes_sent: AtomicU64,
     pub(crate) futex_waits: AtomicU64,
     pub(crate) peers_failed: AtomicU64,
@@ -407,6 +409,8 @@ impl ShmNal {
             ring_full: g(&s.ring_full),
             optimistic_sends: g(&s.optimistic_sends),
             progress_thread_wakes: g(&s.progress_thread_wakes),
+            waiter_yields: g(&s.waiter_yields),
+            single_copy_started: g(&s.single_copy_started),
             futex_wakes_sent: g(&s.futex_wakes_sent),
             futex_waits: g(&s.futex_waits),
             peers_failed: g(&s.peers_failed),
@@ -482,7 +486,16 @@ impl Nal for ShmNal {
         }
         match timeout {
             None => {
-                self.inner.pass();
+                // Found nothing to do while a single-copy read is under
+                // way: another thread of ours holds it. On a rank bound to
+                // one core that is the progress thread, on this core, and
+                // spinning here only takes its time (1 MB bandwidth in
+                // thread mode halved while a waiter spun beside the
+                // progress thread's copy); give it the core.
+                if !self.inner.pass() && self.inner.cma_active.load(Ordering::Relaxed) > 0 {
+                    bump(&self.inner.stats.waiter_yields, 1);
+                    std::thread::yield_now();
+                }
             }
             Some(t) => self.inner.progress_blocking(t, false),
         }

@@ -385,6 +385,7 @@ impl Inner {
                     return Err(corrupt("engine region longer than the payload"));
                 }
                 self.cma_active.fetch_add(1, Ordering::SeqCst);
+                bump(&self.stats.single_copy_started, 1);
                 *phase = Phase::Cma {
                     region,
                     done: 0,

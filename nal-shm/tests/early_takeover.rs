@@ -179,3 +179,64 @@ fn a_dozing_progress_thread_sleeps_through_small_messages_and_wakes_for_a_transf
     );
     assert_eq!(sent_small, 0, "small messages made wake-up system calls");
 }
+
+/// The progress thread reads a large payload in one single-copy step while
+/// the application comes back to wait for it: the waiter, with nothing of
+/// its own to do, gives the core away on every look instead of spinning
+/// (on a rank bound to one core it would take the copying thread's time).
+#[test]
+fn a_waiter_yields_to_the_progress_threads_single_copy_read() {
+    const HUGE: usize = 64 << 20;
+    let rx = ShmConfig {
+        progress: ProgressMode::Thread,
+        handback: HANDBACK,
+        early_takeover: true,
+        // One step for the whole payload: the progress thread holds it.
+        cma_chunk: HUGE,
+        ..ShmConfig::default()
+    };
+    let tx = ShmConfig {
+        progress: ProgressMode::Thread,
+        ..ShmConfig::default()
+    };
+    let nodes = job_with(&[rx, tx]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let aeq = a.ni.eq_alloc(8).unwrap();
+    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
+    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
+    let huge_md = attach(&a.ni, id(1), 2, 0, &desc, HUGE);
+    let beq = b.ni.eq_alloc(8).unwrap();
+    let go = bind_md(&b.ni, beq, vec![1; 8]);
+    let huge = bind_md(&b.ni, beq, pattern(HUGE, 3));
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(150));
+            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            b.ni.put(huge, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
+                .unwrap();
+        });
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+        // Away from the library until the dozing progress thread is woken
+        // by the transfer and starts reading it (in one step, holding the
+        // peer's receive side until the whole payload is in).
+        let t0 = Instant::now();
+        while a.nal.stats().single_copy_started == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(20), "never started");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, huge_md));
+    });
+    let s = a.nal.stats();
+    assert_eq!(s.single_copy_received, 1);
+    assert!(
+        s.waiter_yields > 0,
+        "the waiter never yielded to the copying progress thread"
+    );
+    let mut got = vec![0u8; HUGE];
+    a.ni.md_read(huge_md, 0, &mut got).unwrap();
+    assert!(got == pattern(HUGE, 3), "payload corrupted");
+}
