@@ -29,7 +29,17 @@
 //! next call does anyway (issue 22). The protocol is the same with
 //! `dozers` for `sleepers`; the dozer's re-check looks only for urgent
 //! work ([`Urgency`] is the producer's classification, recorded nowhere
-//! else), so it sleeps past small messages already in the ring.
+//! else), so it sleeps past small messages already in the ring. Dozers
+//! wait on a futex word of their own (`doze_bell`): a wake for a sleeping
+//! application thread does not reach them.
+//!
+//! Nor is a dozer woken while an application thread of its process waits
+//! in the library (`app_inside`): that thread drives the rings itself.
+//! The owner's last waiter to leave clears `app_inside`, then (SeqCst)
+//! looks for work in its rings and rings its own doorbell if there is
+//! some: either the producer saw the waiter gone, or the leaving waiter
+//! sees the record. So the end of a wait needs no system call to hand a
+//! transfer that arrives afterwards to the progress thread.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -59,17 +69,37 @@ pub enum Urgency {
 pub fn ring(seg: &Segment, urgency: Urgency) -> bool {
     let h = seg.header();
     fence(Ordering::SeqCst);
-    let futex = h.sleepers.load(Ordering::Relaxed) != 0
-        || (urgency == Urgency::Work && h.dozers.load(Ordering::Relaxed) != 0);
+    let futex = h.sleepers.load(Ordering::Relaxed) != 0;
+    let doze = urgency == Urgency::Work
+        && h.dozers.load(Ordering::Relaxed) != 0
+        && h.app_inside.load(Ordering::Relaxed) == 0;
     let socket = h.fd_sleepers.load(Ordering::Relaxed) != 0;
     if futex {
         h.doorbell.fetch_add(1, Ordering::SeqCst);
         wake_all(&h.doorbell);
     }
+    if doze {
+        h.doze_bell.fetch_add(1, Ordering::SeqCst);
+        wake_all(&h.doze_bell);
+    }
     if socket {
         ring_socket(seg);
     }
-    futex || socket
+    futex || doze || socket
+}
+
+/// Wake every thread of our own that sleeps or dozes on `seg` (our inbox),
+/// whatever it waits for: a wake-up the interface asked for, a shutdown.
+/// Returns true if it made a system call.
+pub fn wake_own(seg: &Segment) -> bool {
+    let h = seg.header();
+    fence(Ordering::SeqCst);
+    let doze = h.dozers.load(Ordering::Relaxed) != 0;
+    if doze {
+        h.doze_bell.fetch_add(1, Ordering::SeqCst);
+        wake_all(&h.doze_bell);
+    }
+    ring(seg, Urgency::Work) || doze
 }
 
 /// One datagram to the owner's doorbell socket. Failures are fine: a full
@@ -215,12 +245,21 @@ mod tests {
         let seg = Segment::create(name, 7, 4096, &[]).expect("segment");
         let h = seg.header();
         h.dozers.fetch_add(1, Ordering::SeqCst);
-        let before = h.doorbell.load(Ordering::SeqCst);
+        let before = h.doze_bell.load(Ordering::SeqCst);
         assert!(!ring(&seg, Urgency::Message), "a message woke a dozer");
-        assert_eq!(h.doorbell.load(Ordering::SeqCst), before);
+        assert_eq!(h.doze_bell.load(Ordering::SeqCst), before);
         assert!(ring(&seg, Urgency::Work), "work did not wake the dozer");
-        assert_ne!(h.doorbell.load(Ordering::SeqCst), before);
+        assert_ne!(h.doze_bell.load(Ordering::SeqCst), before);
+        // The sleepers' word is left alone.
+        assert_eq!(h.doorbell.load(Ordering::SeqCst), 0);
         // A sleeper proper is woken by anything.
+        // Nor while an application thread waits in the library.
+        h.app_inside.fetch_add(1, Ordering::SeqCst);
+        assert!(
+            !ring(&seg, Urgency::Work),
+            "work woke a dozer beside a waiter"
+        );
+        h.app_inside.fetch_sub(1, Ordering::SeqCst);
         h.dozers.fetch_sub(1, Ordering::SeqCst);
         h.sleepers.fetch_add(1, Ordering::SeqCst);
         assert!(ring(&seg, Urgency::Message));

@@ -32,12 +32,6 @@ pub(crate) const PROGRESS_THREAD_PREFIX: &str = "ptl-shm-";
 /// often while it drives progress.
 const PT_SLEEP: Duration = Duration::from_millis(50);
 
-/// A gap between two waits at least this long is a compute step (see
-/// `ProgressGate::waking_after_compute`): longer than the gap between two
-/// waits of a communication loop, shorter than a compute step worth
-/// overlapping.
-const COMPUTE_GAP: Duration = Duration::from_micros(20);
-
 /// A pass looks at the clock for housekeeping once in this many.
 const HOUSEKEEPING_EVERY: u32 = 16;
 
@@ -335,9 +329,12 @@ impl ShmNal {
             },
             inbox,
             inbox_linked: AtomicBool::new(true),
-            gate: if ep.cfg.early_takeover {
-                nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback)
-                    .waking_after_compute(COMPUTE_GAP)
+            // With the take-over the progress thread dozes on the doorbell
+            // instead of parking on the gate, so no leave needs to wake it
+            // (see `doorbell`); without, the end of a wait found under way
+            // wakes it, to resume one hand-back delay later.
+            gate: if ep.cfg.early_takeover && ep.cfg.progress == nal_sys::ProgressMode::Thread {
+                nal_sys::gate::ProgressGate::new(ep.cfg.handback)
             } else {
                 nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback)
             },
@@ -508,10 +505,20 @@ impl Nal for ShmNal {
 
     fn waiter_enter(&self) {
         self.inner.gate.enter();
+        if self.inner.dozing() {
+            self.inner
+                .inbox
+                .header()
+                .app_inside
+                .fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     fn waiter_leave(&self) {
         self.inner.gate.leave();
+        if self.inner.dozing() {
+            self.inner.app_left();
+        }
     }
 
     fn progresses_alone(&self) -> bool {
@@ -565,6 +572,8 @@ impl Nal for ShmNal {
         let h = i.inbox.header();
         h.doorbell.fetch_add(1, Ordering::SeqCst);
         doorbell::wake_all(&h.doorbell);
+        h.doze_bell.fetch_add(1, Ordering::SeqCst);
+        doorbell::wake_all(&h.doze_bell);
         if let Some(t) = lock(&self.thread).take() {
             let _ = t.join();
         }
@@ -593,7 +602,7 @@ impl Inner {
 
     fn wake(&self) {
         self.wake_pending.store(true, Ordering::SeqCst);
-        if doorbell::ring(&self.inbox, Urgency::Work) {
+        if doorbell::wake_own(&self.inbox) {
             bump(&self.stats.futex_wakes_sent, 1);
         }
     }
@@ -668,6 +677,30 @@ impl Inner {
         self.pass();
     }
 
+    /// Whether the progress thread dozes on the doorbell through the
+    /// hand-back delay (`ShmConfig::early_takeover`, thread mode), so that
+    /// waiters publish themselves in the inbox header.
+    pub(crate) fn dozing(&self) -> bool {
+        self.cfg.early_takeover && self.cfg.progress == nal_sys::ProgressMode::Thread
+    }
+
+    /// The end of an application thread's wait: the last one out clears
+    /// `app_inside`, then hands work already in the rings to the dozing
+    /// progress thread (a producer that saw a waiter inside did not ring
+    /// for it; see `doorbell`).
+    fn app_left(&self) {
+        let h = self.inbox.header();
+        // SeqCst: the clearing before the look, against the producer's
+        // publish-then-load.
+        if h.app_inside.fetch_sub(1, Ordering::SeqCst) == 1
+            && h.dozers.load(Ordering::SeqCst) != 0
+            && self.work_pending()
+            && doorbell::ring(&self.inbox, Urgency::Work)
+        {
+            bump(&self.stats.futex_wakes_sent, 1);
+        }
+    }
+
     /// Whether a pass would find work, looked at without locks: records in
     /// a ring, a single-copy read under way, a failure to carry out, or a
     /// queue whose ring had space freed since it filled up.
@@ -703,15 +736,17 @@ impl Inner {
         let nap = PT_SLEEP.min(self.cfg.liveness_interval);
         while !self.gate.is_stopped() {
             if self.gate.stand_aside() {
-                if self.gate.app_waiting() || !self.cfg.early_takeover {
-                    self.gate.park();
-                } else {
-                    // Away from the library, if only between two waits:
-                    // only work a small message does not bring (see
-                    // `doorbell`) wakes a dozer, so dozing at once costs a
-                    // loop of small messages nothing, and a single-copy
-                    // read starts as soon as it arrives.
+                if self.cfg.early_takeover {
+                    // Only work a small message does not bring wakes a
+                    // dozer, and none while the application waits (see
+                    // `doorbell`): dozing through a loop of small messages
+                    // or a long wait costs nothing but a timer wake-up per
+                    // hand-back delay, and a single-copy read that arrives
+                    // once the application went off to compute starts at
+                    // once.
                     self.doze(self.gate.aside_for().min(nap));
+                } else {
+                    self.gate.park();
                 }
                 continue;
             }
@@ -742,15 +777,18 @@ impl Inner {
         h.dozers.fetch_add(1, Ordering::SeqCst);
         // SeqCst: the announcement before the check (see `doorbell`).
         fence(Ordering::SeqCst);
-        let seen = h.doorbell.load(Ordering::SeqCst);
-        if !self.work_pending() && !t.is_zero() {
+        let seen = h.doze_bell.load(Ordering::SeqCst);
+        if !self.wake_pending.load(Ordering::SeqCst) && !self.work_pending() && !t.is_zero() {
             bump(&self.stats.futex_waits, 1);
-            if doorbell::wait(&h.doorbell, seen, t) == Woke::Rung {
+            if doorbell::wait(&h.doze_bell, seen, t) == Woke::Rung {
                 bump(&self.stats.progress_thread_wakes, 1);
             }
         }
         h.dozers.fetch_sub(1, Ordering::SeqCst);
-        if !self.gate.app_waiting() && !self.gate.is_stopped() && self.work_pending() {
+        if !self.gate.app_waiting()
+            && !self.gate.is_stopped()
+            && (self.wake_pending.swap(false, Ordering::SeqCst) || self.work_pending())
+        {
             self.pass();
         }
     }

@@ -77,7 +77,14 @@ pub struct SegHeader {
     /// computes: woken only by records that need their work (see
     /// `doorbell::ring`), not by every message.
     pub dozers: AtomicU32,
-    _r3: [u32; 13],
+    /// Application threads of the owner waiting in the library (published
+    /// only with `ShmConfig::early_takeover`): they drive the rings
+    /// themselves, so a producer does not wake a dozer for them.
+    pub app_inside: AtomicU32,
+    /// The futex word dozers wait on (apart from `doorbell`, so that a
+    /// wake for a sleeping application thread does not wake them too).
+    pub doze_bell: AtomicU32,
+    _r3: [u32; 11],
     /// Peers that mapped the segment; the last one unlinks its name.
     pub attached: AtomicU32,
     /// Set by the owner when it shuts down.

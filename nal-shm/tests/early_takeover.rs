@@ -240,3 +240,53 @@ fn a_waiter_yields_to_the_progress_threads_single_copy_read() {
     a.ni.md_read(huge_md, 0, &mut got).unwrap();
     assert!(got == pattern(HUGE, 3), "payload corrupted");
 }
+
+/// Rank 0 leaves a wait and at once waits again, for 1 MiB: the transfer
+/// arrives while the application waits in the library, so it does not
+/// wake the dozing progress thread: the waiter takes it itself.
+#[test]
+fn a_transfer_the_application_waits_for_leaves_the_dozing_progress_thread_asleep() {
+    let rx = ShmConfig {
+        progress: ProgressMode::Thread,
+        handback: HANDBACK,
+        early_takeover: true,
+        ..ShmConfig::default()
+    };
+    let tx = ShmConfig {
+        progress: ProgressMode::Thread,
+        ..ShmConfig::default()
+    };
+    let nodes = job_with(&[rx, tx]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let aeq = a.ni.eq_alloc(8).unwrap();
+    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
+    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
+    let big_md = attach(&a.ni, id(1), 2, 0, &desc, BIG);
+    let beq = b.ni.eq_alloc(8).unwrap();
+    let go = bind_md(&b.ni, beq, vec![1; 8]);
+    let big = bind_md(&b.ni, beq, pattern(BIG, 7));
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(150));
+            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            b.ni.put(big, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
+                .unwrap();
+        });
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+        let before = a.nal.stats();
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
+        let after = a.nal.stats();
+        assert_eq!(after.single_copy_received, 1);
+        assert_eq!(
+            after.progress_thread_wakes, before.progress_thread_wakes,
+            "the transfer woke the dozing progress thread beside a waiter"
+        );
+    });
+    let mut got = vec![0u8; BIG];
+    a.ni.md_read(big_md, 0, &mut got).unwrap();
+    assert!(got == pattern(BIG, 7), "payload corrupted");
+}
