@@ -774,17 +774,26 @@ impl Inner {
         let h = self.inbox.header();
         // A dozer, not a sleeper: small messages do not wake it (see
         // `doorbell`); they wait for the application or the delay's end.
-        h.dozers.fetch_add(1, Ordering::SeqCst);
+        // Except while triggered operations are armed (non-blocking
+        // collectives): any small message may be the one that fires the
+        // next step, which nobody else would send while the application
+        // computes.
+        let (count, bell) = if self.core.with_engine(|e| e.triggered_pending()) > 0 {
+            (&h.sleepers, &h.doorbell)
+        } else {
+            (&h.dozers, &h.doze_bell)
+        };
+        count.fetch_add(1, Ordering::SeqCst);
         // SeqCst: the announcement before the check (see `doorbell`).
         fence(Ordering::SeqCst);
-        let seen = h.doze_bell.load(Ordering::SeqCst);
+        let seen = bell.load(Ordering::SeqCst);
         if !self.wake_pending.load(Ordering::SeqCst) && !self.work_pending() && !t.is_zero() {
             bump(&self.stats.futex_waits, 1);
-            if doorbell::wait(&h.doze_bell, seen, t) == Woke::Rung {
+            if doorbell::wait(bell, seen, t) == Woke::Rung {
                 bump(&self.stats.progress_thread_wakes, 1);
             }
         }
-        h.dozers.fetch_sub(1, Ordering::SeqCst);
+        count.fetch_sub(1, Ordering::SeqCst);
         if !self.gate.app_waiting()
             && !self.gate.is_stopped()
             && (self.wake_pending.swap(false, Ordering::SeqCst) || self.work_pending())

@@ -290,3 +290,106 @@ fn a_transfer_the_application_waits_for_leaves_the_dozing_progress_thread_asleep
     a.ni.md_read(big_md, 0, &mut got).unwrap();
     assert!(got == pattern(BIG, 7), "payload corrupted");
 }
+
+/// A triggered operation armed on a counter, the application off computing
+/// (no library calls), a small message that fires it: the progress thread,
+/// which dozes through small messages otherwise, takes this one at once,
+/// and the triggered put reaches rank 1 while rank 0 still computes.
+#[test]
+fn with_a_triggered_operation_armed_a_small_message_wakes_the_progress_thread() {
+    let rx = ShmConfig {
+        progress: ProgressMode::Thread,
+        handback: HANDBACK,
+        early_takeover: true,
+        ..ShmConfig::default()
+    };
+    let tx = ShmConfig {
+        progress: ProgressMode::Thread,
+        ..ShmConfig::default()
+    };
+    let nodes = job_with(&[rx, tx]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let aeq = a.ni.eq_alloc(8).unwrap();
+    let ct = a.ni.ct_alloc().unwrap();
+    let go_md = attach(
+        &a.ni,
+        id(1),
+        1,
+        0,
+        &MdDesc::new(MdOptions::OP_PUT).eq(aeq),
+        8,
+    );
+    // The trigger: a put to match bits 3 counts on `ct`.
+    attach(
+        &a.ni,
+        id(1),
+        3,
+        0,
+        &MdDesc::new(MdOptions::OP_PUT | MdOptions::CT_COMM).ct(ct),
+        8,
+    );
+    let echo = bind_md(&a.ni, aeq, vec![9; 8]);
+    a.ni.triggered_put(
+        echo,
+        0,
+        8,
+        AckReq::NoAck,
+        &Remote::new(id(1), PT, 4),
+        0,
+        Trigger::new(ct, 1),
+    )
+    .unwrap();
+    let beq = b.ni.eq_alloc(8).unwrap();
+    let echo_md = attach(
+        &b.ni,
+        id(0),
+        4,
+        0,
+        &MdDesc::new(MdOptions::OP_PUT).eq(beq),
+        8,
+    );
+    let go = bind_md(&b.ni, beq, vec![1; 8]);
+    let fire = bind_md(&b.ni, beq, vec![2; 8]);
+    let computing = std::sync::atomic::AtomicBool::new(true);
+    let echoed = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(150));
+            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
+                .unwrap();
+            // Well after the go: rank 0 computes by then.
+            std::thread::sleep(Duration::from_millis(50));
+            let wakes = a.nal.stats().progress_thread_wakes;
+            b.ni.put(fire, AckReq::NoAck, &Remote::new(id(0), PT, 3), 0)
+                .unwrap();
+            loop {
+                let ev = b.ni.eq_wait(beq, Some(Duration::from_secs(20))).unwrap();
+                if ev.kind == EventKind::Put {
+                    assert_eq!(ev.md_handle, echo_md);
+                    break;
+                }
+            }
+            assert!(
+                computing.load(std::sync::atomic::Ordering::SeqCst),
+                "the triggered put waited for rank 0's next call"
+            );
+            // Woken by the message, not found at its next timed look.
+            assert!(
+                a.nal.stats().progress_thread_wakes > wakes,
+                "the small message did not wake the progress thread"
+            );
+            echoed.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+        // Compute, without a library call, until rank 1 has the echo (or
+        // long past any reasonable wait).
+        let t0 = Instant::now();
+        while !echoed.load(std::sync::atomic::Ordering::SeqCst)
+            && t0.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        computing.store(false, std::sync::atomic::Ordering::SeqCst);
+    });
+}
