@@ -787,7 +787,13 @@ impl Inner {
         // SeqCst: the announcement before the check (see `doorbell`).
         fence(Ordering::SeqCst);
         let seen = bell.load(Ordering::SeqCst);
-        if !self.wake_pending.load(Ordering::SeqCst) && !self.work_pending() && !t.is_zero() {
+        // Work in the rings keeps a dozer awake only while nobody else
+        // takes it: a waiter inside drives the rings itself (and the last
+        // one out hands what is left to us; see `app_left`). Re-checking
+        // it beside a waiter made this a busy loop on the waiter's core.
+        let busy = !self.gate.app_waiting()
+            && (self.wake_pending.load(Ordering::SeqCst) || self.work_pending());
+        if !busy && !t.is_zero() {
             bump(&self.stats.futex_waits, 1);
             if doorbell::wait(bell, seen, t) == Woke::Rung {
                 bump(&self.stats.progress_thread_wakes, 1);
