@@ -1,76 +1,141 @@
 //! Issue 22: `ShmConfig::early_takeover`. With it, a rank that leaves a
 //! wait and goes off to compute gets a large transfer carried by its
-//! progress thread at once (it sleeps on the doorbell); without it, the
+//! progress thread at once (it dozes on the doorbell); without it, the
 //! progress thread sleeps the hand-back delay out, so the transfer waits.
 //! The hand-back here is far longer than the test may take, so the two
 //! behaviours cannot be confused. A dozing progress thread is woken by
-//! work (a single-copy read), never by a small message.
+//! work (a single-copy read), never by a small message, and not while the
+//! application waits in the library.
 
 use std::time::{Duration, Instant};
 
 use nal_shm::{ProgressMode, ShmConfig};
 use portals::*;
-use portals_tests::conformance::{attach, bind_md, id, job_with, pattern, PT};
+use portals_tests::conformance::{attach, bind_md, id, job_with, pattern, Node, PT};
 
 const BIG: usize = 1 << 20;
 const HANDBACK: Duration = Duration::from_secs(30);
+
+/// Two ranks in thread mode: rank 0 (`a`, the one under test) with a
+/// hand-back far longer than the test and the take-over as asked, rank 1
+/// (`b`) with defaults. Rank 0 has a go entry (match bits 1) on `aeq`;
+/// rank 1 a go message.
+struct Scene {
+    nodes: Vec<Node<ShmConfig>>,
+    aeq: EqHandle,
+    go_md: MdHandle,
+    beq: EqHandle,
+    go: MdHandle,
+}
+
+impl Scene {
+    fn new(early_takeover: bool, tweak: impl FnOnce(&mut ShmConfig)) -> Scene {
+        let mut rx = ShmConfig {
+            progress: ProgressMode::Thread,
+            handback: HANDBACK,
+            early_takeover,
+            ..ShmConfig::default()
+        };
+        tweak(&mut rx);
+        let tx = ShmConfig {
+            progress: ProgressMode::Thread,
+            ..ShmConfig::default()
+        };
+        let nodes = job_with(&[rx, tx]);
+        let aeq = nodes[0].ni.eq_alloc(256).unwrap();
+        let go_md = attach(&nodes[0].ni, id(1), 1, 0, &Self::put_desc(aeq), 8);
+        let beq = nodes[1].ni.eq_alloc(8).unwrap();
+        let go = bind_md(&nodes[1].ni, beq, vec![1; 8]);
+        Scene {
+            nodes,
+            aeq,
+            go_md,
+            beq,
+            go,
+        }
+    }
+
+    fn put_desc(eq: EqHandle) -> MdDesc {
+        MdDesc::new(MdOptions::OP_PUT).eq(eq)
+    }
+
+    fn a(&self) -> &Node<ShmConfig> {
+        &self.nodes[0]
+    }
+
+    fn b(&self) -> &Node<ShmConfig> {
+        &self.nodes[1]
+    }
+
+    /// Rank 1: the go after 150 ms, then, 50 ms later (rank 0 has left its
+    /// wait for the go by then), `then`.
+    fn go_then<R>(&self, then: impl FnOnce() -> R) -> R {
+        std::thread::sleep(Duration::from_millis(150));
+        self.b()
+            .ni
+            .put(self.go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        then()
+    }
+
+    /// Rank 1 puts all of `md` to rank 0's entry `bits`.
+    fn put(&self, md: MdHandle, bits: u64) {
+        self.b()
+            .ni
+            .put(md, AckReq::NoAck, &Remote::new(id(0), PT, bits), 0)
+            .unwrap();
+    }
+
+    /// Rank 0 waits for the go.
+    fn wait_go(&self) {
+        let ev = self.wait();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, self.go_md));
+    }
+
+    /// Rank 0 waits in the library for its next event.
+    fn wait(&self) -> Event {
+        self.a()
+            .ni
+            .eq_wait(self.aeq, Some(Duration::from_secs(20)))
+            .unwrap()
+    }
+
+    /// Rank 0 reads back entry `md` and checks it holds `pattern(len, seed)`.
+    fn check(&self, md: MdHandle, len: usize, seed: u8) {
+        let mut got = vec![0u8; len];
+        self.a().ni.md_read(md, 0, &mut got).unwrap();
+        assert!(got == pattern(len, seed), "payload corrupted");
+    }
+}
 
 /// Rank 0 waits for a go message, then "computes" (looks at its event
 /// queue without waiting in the library) for up to `compute` while rank 1
 /// puts 1 MiB (single-copy) to it; returns whether the put completed.
 fn completes_while_computing(early_takeover: bool, compute: Duration) -> bool {
-    let rx = ShmConfig {
-        progress: ProgressMode::Thread,
-        handback: HANDBACK,
-        early_takeover,
-        ..ShmConfig::default()
-    };
-    let tx = ShmConfig {
-        progress: ProgressMode::Thread,
-        ..ShmConfig::default()
-    };
-    let nodes = job_with(&[rx, tx]);
-    let (a, b) = (&nodes[0], &nodes[1]);
-    let aeq = a.ni.eq_alloc(8).unwrap();
-    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
-    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
-    let big_md = attach(&a.ni, id(1), 2, 0, &desc, BIG);
-    let beq = b.ni.eq_alloc(8).unwrap();
-    let go = bind_md(&b.ni, beq, vec![1; 8]);
-    let big = bind_md(&b.ni, beq, pattern(BIG, 5));
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(150));
-            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
-                .unwrap();
-            // Well after the go: the rank has left its wait by then.
-            std::thread::sleep(Duration::from_millis(50));
-            b.ni.put(big, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
-                .unwrap();
-        });
-        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
-        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+    let sc = Scene::new(early_takeover, |_| {});
+    let big_md = attach(&sc.a().ni, id(1), 2, 0, &Scene::put_desc(sc.aeq), BIG);
+    let big = bind_md(&sc.b().ni, sc.beq, pattern(BIG, 5));
+    let done = std::thread::scope(|s| {
+        s.spawn(|| sc.go_then(|| sc.put(big, 2)));
+        sc.wait_go();
         let t0 = Instant::now();
-        let done = loop {
-            if let Some(ev) = a.ni.eq_get(aeq).unwrap() {
+        loop {
+            if let Some(ev) = sc.a().ni.eq_get(sc.aeq).unwrap() {
                 assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
                 break true;
             }
             if t0.elapsed() > compute {
+                // Back in the library: the wait moves it.
+                let ev = sc.wait();
+                assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
                 break false;
             }
             std::thread::sleep(Duration::from_millis(1));
-        };
-        if !done {
-            // Back in the library: the wait moves it.
-            let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
-            assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
         }
-        let mut got = vec![0u8; BIG];
-        a.ni.md_read(big_md, 0, &mut got).unwrap();
-        assert!(got == pattern(BIG, 5), "payload corrupted");
-        done
-    })
+    });
+    sc.check(big_md, BIG, 5);
+    done
 }
 
 #[test]
@@ -89,69 +154,42 @@ fn without_it_the_transfer_waits_for_the_next_wait() {
     );
 }
 
-/// Rank 0 leaves its wait and computes (takes events without waiting) while
-/// rank 1 puts `SMALL` inline messages to it, then 1 MiB. The small ones
-/// make neither a wake-up system call at the sender nor a wake of rank 0's
-/// dozing progress thread; the large one does both and completes while
-/// rank 0 computes.
+/// Rank 0 leaves its wait and computes (takes events without waiting)
+/// while rank 1 puts `SMALL` inline messages to it, then 1 MiB. The small
+/// ones make neither a wake-up system call at the sender nor a wake of
+/// rank 0's dozing progress thread; the large one does both and completes
+/// while rank 0 computes.
 #[test]
 fn a_dozing_progress_thread_sleeps_through_small_messages_and_wakes_for_a_transfer() {
     const SMALL: usize = 50;
-    let rx = ShmConfig {
-        progress: ProgressMode::Thread,
-        handback: HANDBACK,
-        early_takeover: true,
-        ..ShmConfig::default()
-    };
-    let tx = ShmConfig {
-        progress: ProgressMode::Thread,
-        ..ShmConfig::default()
-    };
-    let nodes = job_with(&[rx, tx]);
-    let (a, b) = (&nodes[0], &nodes[1]);
-    let aeq = a.ni.eq_alloc(4 * SMALL).unwrap();
-    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
-    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
-    let small_desc = MdDesc::new(MdOptions::OP_PUT)
-        .eq(aeq)
-        .threshold(Threshold::Infinite);
-    let small_md = attach(&a.ni, id(1), 3, 0, &small_desc, 8 * SMALL);
-    let big_md = attach(&a.ni, id(1), 2, 0, &desc, BIG);
-    let beq = b.ni.eq_alloc(8).unwrap();
-    let go = bind_md(&b.ni, beq, vec![1; 8]);
-    let small = bind_md(&b.ni, beq, vec![7; 8]);
-    let big = bind_md(&b.ni, beq, pattern(BIG, 9));
-    let (wakes_small, sent_small) = std::thread::scope(|sc| {
-        let sender = sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(150));
-            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
-                .unwrap();
-            // Well after the go: rank 0 has left its wait and dozes.
-            std::thread::sleep(Duration::from_millis(50));
-            let (w0, s0) = (
-                a.nal.stats().progress_thread_wakes,
-                b.nal.stats().futex_wakes_sent,
-            );
-            for _ in 0..SMALL {
-                b.ni.put(small, AckReq::NoAck, &Remote::new(id(0), PT, 3), 0)
-                    .unwrap();
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            let got = (
-                a.nal.stats().progress_thread_wakes - w0,
-                b.nal.stats().futex_wakes_sent - s0,
-            );
-            b.ni.put(big, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
-                .unwrap();
-            got
+    let sc = Scene::new(true, |_| {});
+    let small_desc = Scene::put_desc(sc.aeq).threshold(Threshold::Infinite);
+    let small_md = attach(&sc.a().ni, id(1), 3, 0, &small_desc, 8 * SMALL);
+    let big_md = attach(&sc.a().ni, id(1), 2, 0, &Scene::put_desc(sc.aeq), BIG);
+    let small = bind_md(&sc.b().ni, sc.beq, vec![7; 8]);
+    let big = bind_md(&sc.b().ni, sc.beq, pattern(BIG, 9));
+    let (wakes_small, sent_small) = std::thread::scope(|s| {
+        let sender = s.spawn(|| {
+            sc.go_then(|| {
+                let (a, b) = (sc.a().nal.stats(), sc.b().nal.stats());
+                for _ in 0..SMALL {
+                    sc.put(small, 3);
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                let got = (
+                    sc.a().nal.stats().progress_thread_wakes - a.progress_thread_wakes,
+                    sc.b().nal.stats().futex_wakes_sent - b.futex_wakes_sent,
+                );
+                sc.put(big, 2);
+                got
+            })
         });
-        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
-        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+        sc.wait_go();
         // Compute: take events without waiting in the library.
         let t0 = Instant::now();
         let mut smalls = 0;
         loop {
-            match a.ni.eq_get(aeq).unwrap() {
+            match sc.a().ni.eq_get(sc.aeq).unwrap() {
                 Some(ev) if ev.md_handle == small_md => smalls += 1,
                 Some(ev) => {
                     assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
@@ -168,11 +206,9 @@ fn a_dozing_progress_thread_sleeps_through_small_messages_and_wakes_for_a_transf
         }
         // The small messages arrived before the transfer, in order.
         assert_eq!(smalls, SMALL, "small messages missing");
-        let mut got = vec![0u8; BIG];
-        a.ni.md_read(big_md, 0, &mut got).unwrap();
-        assert!(got == pattern(BIG, 9), "payload corrupted");
         sender.join().unwrap()
     });
+    sc.check(big_md, BIG, 9);
     assert_eq!(
         wakes_small, 0,
         "small messages woke the dozing progress thread"
@@ -187,58 +223,31 @@ fn a_dozing_progress_thread_sleeps_through_small_messages_and_wakes_for_a_transf
 #[test]
 fn a_waiter_yields_to_the_progress_threads_single_copy_read() {
     const HUGE: usize = 64 << 20;
-    let rx = ShmConfig {
-        progress: ProgressMode::Thread,
-        handback: HANDBACK,
-        early_takeover: true,
-        // One step for the whole payload: the progress thread holds it.
-        cma_chunk: HUGE,
-        ..ShmConfig::default()
-    };
-    let tx = ShmConfig {
-        progress: ProgressMode::Thread,
-        ..ShmConfig::default()
-    };
-    let nodes = job_with(&[rx, tx]);
-    let (a, b) = (&nodes[0], &nodes[1]);
-    let aeq = a.ni.eq_alloc(8).unwrap();
-    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
-    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
-    let huge_md = attach(&a.ni, id(1), 2, 0, &desc, HUGE);
-    let beq = b.ni.eq_alloc(8).unwrap();
-    let go = bind_md(&b.ni, beq, vec![1; 8]);
-    let huge = bind_md(&b.ni, beq, pattern(HUGE, 3));
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(150));
-            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(50));
-            b.ni.put(huge, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
-                .unwrap();
-        });
-        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
-        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+    // One step for the whole payload: the progress thread holds it.
+    let sc = Scene::new(true, |c| c.cma_chunk = HUGE);
+    let huge_md = attach(&sc.a().ni, id(1), 2, 0, &Scene::put_desc(sc.aeq), HUGE);
+    let huge = bind_md(&sc.b().ni, sc.beq, pattern(HUGE, 3));
+    std::thread::scope(|s| {
+        s.spawn(|| sc.go_then(|| sc.put(huge, 2)));
+        sc.wait_go();
         // Away from the library until the dozing progress thread is woken
         // by the transfer and starts reading it (in one step, holding the
         // peer's receive side until the whole payload is in).
         let t0 = Instant::now();
-        while a.nal.stats().single_copy_started == 0 {
+        while sc.a().nal.stats().single_copy_started == 0 {
             assert!(t0.elapsed() < Duration::from_secs(20), "never started");
             std::thread::sleep(Duration::from_micros(100));
         }
-        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        let ev = sc.wait();
         assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, huge_md));
     });
-    let s = a.nal.stats();
+    let s = sc.a().nal.stats();
     assert_eq!(s.single_copy_received, 1);
     assert!(
         s.waiter_yields > 0,
         "the waiter never yielded to the copying progress thread"
     );
-    let mut got = vec![0u8; HUGE];
-    a.ni.md_read(huge_md, 0, &mut got).unwrap();
-    assert!(got == pattern(HUGE, 3), "payload corrupted");
+    sc.check(huge_md, HUGE, 3);
 }
 
 /// Rank 0 leaves a wait and at once waits again, for 1 MiB: the transfer
@@ -246,49 +255,23 @@ fn a_waiter_yields_to_the_progress_threads_single_copy_read() {
 /// wake the dozing progress thread: the waiter takes it itself.
 #[test]
 fn a_transfer_the_application_waits_for_leaves_the_dozing_progress_thread_asleep() {
-    let rx = ShmConfig {
-        progress: ProgressMode::Thread,
-        handback: HANDBACK,
-        early_takeover: true,
-        ..ShmConfig::default()
-    };
-    let tx = ShmConfig {
-        progress: ProgressMode::Thread,
-        ..ShmConfig::default()
-    };
-    let nodes = job_with(&[rx, tx]);
-    let (a, b) = (&nodes[0], &nodes[1]);
-    let aeq = a.ni.eq_alloc(8).unwrap();
-    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
-    let go_md = attach(&a.ni, id(1), 1, 0, &desc, 8);
-    let big_md = attach(&a.ni, id(1), 2, 0, &desc, BIG);
-    let beq = b.ni.eq_alloc(8).unwrap();
-    let go = bind_md(&b.ni, beq, vec![1; 8]);
-    let big = bind_md(&b.ni, beq, pattern(BIG, 7));
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(150));
-            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(50));
-            b.ni.put(big, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
-                .unwrap();
-        });
-        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
-        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
-        let before = a.nal.stats();
-        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+    let sc = Scene::new(true, |_| {});
+    let big_md = attach(&sc.a().ni, id(1), 2, 0, &Scene::put_desc(sc.aeq), BIG);
+    let big = bind_md(&sc.b().ni, sc.beq, pattern(BIG, 7));
+    std::thread::scope(|s| {
+        s.spawn(|| sc.go_then(|| sc.put(big, 2)));
+        sc.wait_go();
+        let before = sc.a().nal.stats();
+        let ev = sc.wait();
         assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, big_md));
-        let after = a.nal.stats();
+        let after = sc.a().nal.stats();
         assert_eq!(after.single_copy_received, 1);
         assert_eq!(
             after.progress_thread_wakes, before.progress_thread_wakes,
             "the transfer woke the dozing progress thread beside a waiter"
         );
     });
-    let mut got = vec![0u8; BIG];
-    a.ni.md_read(big_md, 0, &mut got).unwrap();
-    assert!(got == pattern(BIG, 7), "payload corrupted");
+    sc.check(big_md, BIG, 7);
 }
 
 /// A triggered operation armed on a counter, the application off computing
@@ -297,99 +280,51 @@ fn a_transfer_the_application_waits_for_leaves_the_dozing_progress_thread_asleep
 /// and the triggered put reaches rank 1 while rank 0 still computes.
 #[test]
 fn with_a_triggered_operation_armed_a_small_message_wakes_the_progress_thread() {
-    let rx = ShmConfig {
-        progress: ProgressMode::Thread,
-        handback: HANDBACK,
-        early_takeover: true,
-        ..ShmConfig::default()
-    };
-    let tx = ShmConfig {
-        progress: ProgressMode::Thread,
-        ..ShmConfig::default()
-    };
-    let nodes = job_with(&[rx, tx]);
-    let (a, b) = (&nodes[0], &nodes[1]);
-    let aeq = a.ni.eq_alloc(8).unwrap();
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let sc = Scene::new(true, |_| {});
+    let (a, b) = (sc.a(), sc.b());
     let ct = a.ni.ct_alloc().unwrap();
-    let go_md = attach(
-        &a.ni,
-        id(1),
-        1,
-        0,
-        &MdDesc::new(MdOptions::OP_PUT).eq(aeq),
-        8,
-    );
     // The trigger: a put to match bits 3 counts on `ct`.
-    attach(
-        &a.ni,
-        id(1),
-        3,
-        0,
-        &MdDesc::new(MdOptions::OP_PUT | MdOptions::CT_COMM).ct(ct),
-        8,
-    );
-    let echo = bind_md(&a.ni, aeq, vec![9; 8]);
-    a.ni.triggered_put(
-        echo,
-        0,
-        8,
-        AckReq::NoAck,
-        &Remote::new(id(1), PT, 4),
-        0,
-        Trigger::new(ct, 1),
-    )
-    .unwrap();
-    let beq = b.ni.eq_alloc(8).unwrap();
-    let echo_md = attach(
-        &b.ni,
-        id(0),
-        4,
-        0,
-        &MdDesc::new(MdOptions::OP_PUT).eq(beq),
-        8,
-    );
-    let go = bind_md(&b.ni, beq, vec![1; 8]);
-    let fire = bind_md(&b.ni, beq, vec![2; 8]);
-    let computing = std::sync::atomic::AtomicBool::new(true);
-    let echoed = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(150));
-            b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
-                .unwrap();
-            // Well after the go: rank 0 computes by then.
-            std::thread::sleep(Duration::from_millis(50));
-            let wakes = a.nal.stats().progress_thread_wakes;
-            b.ni.put(fire, AckReq::NoAck, &Remote::new(id(0), PT, 3), 0)
-                .unwrap();
-            loop {
-                let ev = b.ni.eq_wait(beq, Some(Duration::from_secs(20))).unwrap();
-                if ev.kind == EventKind::Put {
-                    assert_eq!(ev.md_handle, echo_md);
-                    break;
+    let count = MdDesc::new(MdOptions::OP_PUT | MdOptions::CT_COMM).ct(ct);
+    attach(&a.ni, id(1), 3, 0, &count, 8);
+    let echo = bind_md(&a.ni, sc.aeq, vec![9; 8]);
+    let to_b = Remote::new(id(1), PT, 4);
+    a.ni.triggered_put(echo, 0, 8, AckReq::NoAck, &to_b, 0, Trigger::new(ct, 1))
+        .unwrap();
+    let echo_md = attach(&b.ni, id(0), 4, 0, &Scene::put_desc(sc.beq), 8);
+    let fire = bind_md(&b.ni, sc.beq, vec![2; 8]);
+    let (computing, echoed) = (AtomicBool::new(true), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            sc.go_then(|| {
+                let wakes = a.nal.stats().progress_thread_wakes;
+                sc.put(fire, 3);
+                loop {
+                    let ev = b.ni.eq_wait(sc.beq, Some(Duration::from_secs(20))).unwrap();
+                    if ev.kind == EventKind::Put {
+                        assert_eq!(ev.md_handle, echo_md);
+                        break;
+                    }
                 }
-            }
-            assert!(
-                computing.load(std::sync::atomic::Ordering::SeqCst),
-                "the triggered put waited for rank 0's next call"
-            );
-            // Woken by the message, not found at its next timed look.
-            assert!(
-                a.nal.stats().progress_thread_wakes > wakes,
-                "the small message did not wake the progress thread"
-            );
-            echoed.store(true, std::sync::atomic::Ordering::SeqCst);
+                assert!(
+                    computing.load(SeqCst),
+                    "the triggered put waited for rank 0's next call"
+                );
+                // Woken by the message, not found at its next timed look.
+                assert!(
+                    a.nal.stats().progress_thread_wakes > wakes,
+                    "the small message did not wake the progress thread"
+                );
+                echoed.store(true, SeqCst);
+            })
         });
-        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
-        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md));
+        sc.wait_go();
         // Compute, without a library call, until rank 1 has the echo (or
         // long past any reasonable wait).
         let t0 = Instant::now();
-        while !echoed.load(std::sync::atomic::Ordering::SeqCst)
-            && t0.elapsed() < Duration::from_secs(10)
-        {
+        while !echoed.load(SeqCst) && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(1));
         }
-        computing.store(false, std::sync::atomic::Ordering::SeqCst);
+        computing.store(false, SeqCst);
     });
 }
