@@ -66,7 +66,13 @@ pub struct SegHeader {
     _r1: [u64; 2],
     /// The futex word sleepers wait on; producers bump it to wake them.
     pub doorbell: AtomicU32,
-    _r2: [u32; 15],
+    /// Application threads of the owner waiting in the library (published
+    /// only with `ShmConfig::early_takeover`): they drive the rings
+    /// themselves, so a producer does not wake a dozer for them. Written at
+    /// every wait, so kept off the line producers read at every message
+    /// (`sleepers`), and read only when a dozer may need waking.
+    pub app_inside: AtomicU32,
+    _r2: [u32; 14],
     /// Threads of the owner about to sleep or sleeping on the doorbell.
     pub sleepers: AtomicU32,
     /// Threads of the owner about to sleep or sleeping in `poll(2)` on its
@@ -77,14 +83,10 @@ pub struct SegHeader {
     /// computes: woken only by records that need their work (see
     /// `doorbell::ring`), not by every message.
     pub dozers: AtomicU32,
-    /// Application threads of the owner waiting in the library (published
-    /// only with `ShmConfig::early_takeover`): they drive the rings
-    /// themselves, so a producer does not wake a dozer for them.
-    pub app_inside: AtomicU32,
     /// The futex word dozers wait on (apart from `doorbell`, so that a
     /// wake for a sleeping application thread does not wake them too).
     pub doze_bell: AtomicU32,
-    _r3: [u32; 11],
+    _r3: [u32; 12],
     /// Peers that mapped the segment; the last one unlinks its name.
     pub attached: AtomicU32,
     /// Set by the owner when it shuts down.
