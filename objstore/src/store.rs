@@ -14,6 +14,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Longest object name, in bytes (a common file-name limit).
 pub const MAX_NAME_LEN: usize = 255;
@@ -115,6 +116,11 @@ pub struct ObjectInfo {
 #[derive(Debug)]
 pub struct Store {
     root: PathBuf,
+    /// The directory, open for its fsyncs (opening it for each put cost
+    /// two system calls and a path walk of every put).
+    dir: Arc<File>,
+    /// This process's id, for temporary names (`getpid` is a system call).
+    pid: u32,
     /// Makes temporary names unique among this process's concurrent puts.
     seq: AtomicU64,
 }
@@ -133,8 +139,12 @@ impl Store {
                 let _ = fs::remove_file(entry.path());
             }
         }
+        let dir = File::open(&root)
+            .map_err(|e| StoreError::io(format!("opening {}", root.display()), e))?;
         Ok(Store {
             root,
+            dir: Arc::new(dir),
+            pid: std::process::id(),
             seq: AtomicU64::new(0),
         })
     }
@@ -158,7 +168,7 @@ impl Store {
         // the temporary name too long for the file system).
         let tmp = self.root.join(format!(
             "{TMP_PREFIX}{}-{seq}-{}",
-            std::process::id(),
+            self.pid,
             name.as_str().get(..64).unwrap_or(name.as_str())
         ));
         let file = OpenOptions::new()
@@ -170,7 +180,7 @@ impl Store {
             file: Some(file),
             tmp,
             dest: self.path_of(name),
-            root: self.root.clone(),
+            dir: Arc::clone(&self.dir),
             written: 0,
         })
     }
@@ -241,7 +251,7 @@ impl Store {
     /// Remove `name` (durably: the directory is fsynced).
     pub fn delete(&self, name: &ObjectName) -> Result<()> {
         fs::remove_file(self.path_of(name)).map_err(|e| self.not_found_or(name, "removing", e))?;
-        sync_dir(&self.root)
+        sync_dir(&self.dir, &self.root)
     }
 
     fn not_found_or(&self, name: &ObjectName, what: &str, e: io::Error) -> StoreError {
@@ -253,10 +263,9 @@ impl Store {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(format!("fsync of {}", dir.display()), e))
+fn sync_dir(dir: &File, path: &Path) -> Result<()> {
+    dir.sync_all()
+        .map_err(|e| StoreError::io(format!("fsync of {}", path.display()), e))
 }
 
 /// A put in progress: data goes to a temporary file until [`commit`](Self::commit).
@@ -266,7 +275,8 @@ pub struct PutWriter {
     file: Option<File>,
     tmp: PathBuf,
     dest: PathBuf,
-    root: PathBuf,
+    /// The store's directory, fsynced after the rename.
+    dir: Arc<File>,
     written: u64,
 }
 
@@ -308,7 +318,8 @@ impl PutWriter {
             let _ = fs::remove_file(&self.tmp);
             return Err(e);
         }
-        sync_dir(&self.root)?;
+        let root = self.dest.parent().unwrap_or(Path::new("."));
+        sync_dir(&self.dir, root)?;
         Ok(self.written)
     }
 }

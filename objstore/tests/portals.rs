@@ -1,8 +1,8 @@
 //! The object store over portals-rpc end to end, against the real
 //! `objstore-server` process (standalone, TCP): random files (an empty one,
 //! and ones spanning several 16 MiB calls) round trip, errors come back
-//! typed, a 2 GiB sparse file streams both ways, and the `objstore` CLI
-//! works. Every process and every client session has a time limit.
+//! typed (a file write failing mid-put among them), a 2 GiB sparse file
+//! streams both ways, and the `objstore` CLI works. Every process and every client session has a time limit.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -34,11 +34,41 @@ impl Server {
 
     /// A server with these extra arguments.
     fn start_with(args: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_objstore-server"));
+        cmd.args(args);
+        Server::spawn(cmd)
+    }
+
+    /// A server whose writes fail past `bytes` of any one file (the
+    /// file-size limit: `EFBIG`, its signal ignored), as a full disk
+    /// would fail them.
+    fn start_with_file_limit(bytes: u64) -> Server {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_objstore-server"));
+        // SAFETY: between fork and exec the closure only makes two
+        // async-signal-safe system calls on plain values; an ignored
+        // signal and the limit carry over the exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit {
+                    rlim_cur: bytes,
+                    rlim_max: bytes,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Server::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_objstore-server"))
+        let mut child = cmd
             .arg("--dir")
             .arg(dir.path())
-            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn server");
@@ -201,6 +231,30 @@ fn pipelined_gets_and_in_memory_puts_are_byte_exact_at_depth_1_and_n() {
         });
         assert_eq!(server.files().len(), 4, "no temp files left");
     }
+}
+
+/// A put whose file write fails part of the way through (chunks pulled
+/// and in flight) fails with the server's typed error and leaves no object
+/// and no temporary file behind; the server goes on serving puts.
+#[test]
+fn a_put_whose_file_write_fails_midway_fails_typed_and_leaves_nothing() {
+    let server = Server::start_with_file_limit(3 << 20);
+    server.with_client(Duration::from_secs(120), |c| {
+        let data: Vec<u8> = (0..8 << 20).map(|i| (i % 253) as u8).collect();
+        let e = c.put_bytes("big", &data).expect_err("a put past the limit");
+        assert_eq!(e.code(), Some(Code::Internal), "{e}");
+        let e = c.stat("big").expect_err("no object");
+        assert_eq!(e.code(), Some(Code::NotFound), "{e}");
+        let small = &data[..2 << 20];
+        assert_eq!(
+            c.put_bytes("small", small).expect("put"),
+            small.len() as u64
+        );
+        let mut back = Vec::new();
+        c.get_to("small", &mut back, |_| {}).expect("get");
+        assert!(back == small, "the next put's object differs");
+    });
+    assert_eq!(server.files(), vec!["small".to_string()]);
 }
 
 #[test]

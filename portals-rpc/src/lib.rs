@@ -105,6 +105,7 @@ pub mod cache;
 mod client;
 mod config;
 mod error;
+mod idle;
 mod service;
 pub mod standalone;
 mod stream;

@@ -24,6 +24,7 @@ use crate::bulk::Bulk;
 use crate::cache::{Arrival, Lookup, ReplyCache};
 use crate::config::ServiceConfig;
 use crate::error::{HandlerError, ServiceError};
+use crate::idle::Idle;
 use crate::transfer::Link;
 use crate::wire::{
     BulkKind, RequestHeader, ServiceInfo, Status, FLAG_CONNECT, HDR_MAYBE_RESENT, REQUEST_HEADER,
@@ -175,6 +176,7 @@ pub struct Service<'a> {
     cfg: ServiceConfig,
     eq: EqHandle,
     st: Mutex<State>,
+    idle: Idle,
     stop: Stopper,
     n: Counters,
 }
@@ -224,6 +226,7 @@ impl<'a> Service<'a> {
                 failed_seen: 0,
             }),
             cfg,
+            idle: Idle::default(),
             stop: Stopper::default(),
             n: Counters::default(),
         };
@@ -334,17 +337,25 @@ impl<'a> Service<'a> {
     fn work<H: Handler>(&self, handler: &H, out: EqHandle) -> Result<(), ServiceError> {
         // This thread's bulk chunk buffers, kept across requests.
         let mut pool = Vec::new();
+        // This thread just finished a request (see `Idle::wait`).
+        let mut hot = false;
         while !self.stop.is_stopped() {
             let work = {
                 let mut st = self.state();
                 self.forget_failed(&mut st);
                 self.take(&mut st)?
             };
+            if work.is_some() {
+                self.idle.took_work();
+                hot = true;
+            }
             match work {
-                None => match self.ni.eq_block(&[self.eq], Some(IDLE)) {
-                    Ok(_) | Err(PtlError::Timeout) => {}
-                    Err(e) => return Err(e.into()),
-                },
+                None => self.idle.wait(std::mem::take(&mut hot), IDLE, || {
+                    match self.ni.eq_block(&[self.eq], Some(IDLE)) {
+                        Ok(_) | Err(PtlError::Timeout) => Ok(()),
+                        Err(e) => Err(ServiceError::from(e)),
+                    }
+                })?,
                 Some(Work::Reply {
                     client,
                     xid,

@@ -4,8 +4,8 @@
 //! ([`portals_rpc::Bulk::pull_stream`]) hands the handler every chunk, in
 //! order, and cleans up after a failing sink; a pipelined push
 //! ([`portals_rpc::Bulk::push_stream`]) fills the client's buffer exactly,
-//! at any depth, and cleans up after a failing fill. Each test runs under
-//! a time limit.
+//! at any depth, and cleans up after a failing fill; concurrent requests
+//! run on every service thread at once. Each test runs under a time limit.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -23,6 +23,12 @@ const STREAM_FAIL: u32 = 3;
 /// (u64), with the fill failing at the chunk the next u64 names (0:
 /// never); the body's third u64, if any, is how many bytes to push.
 const PUSH: u32 = 4;
+/// Wait inside the handler until as many requests as the service has
+/// threads are inside it too.
+const MEET: u32 = 5;
+/// The service's threads (`ServiceConfig::default`).
+const THREADS: usize = 2;
+static MEET_ALL: std::sync::Barrier = std::sync::Barrier::new(THREADS);
 
 const CHUNK: usize = 1000;
 const LIMIT: Duration = Duration::from_secs(60);
@@ -31,6 +37,10 @@ const SERVER: ProcessId = ProcessId::new(0, 0);
 fn handler(req: &mut Request<'_>) -> Result<Vec<u8>, HandlerError> {
     match req.opcode() {
         ECHO => Ok(req.body().to_vec()),
+        MEET => {
+            MEET_ALL.wait();
+            Ok(req.body().to_vec())
+        }
         op @ (STREAM | STREAM_FAIL) => {
             let bulk = req.bulk().ok_or("no bulk buffer")?;
             let mut got = Vec::new();
@@ -152,6 +162,27 @@ fn concurrent_calls_keep_at_most_one_slot_per_caller() {
         });
         let n = c.pooled_calls();
         assert!((1..=4).contains(&n), "{n} slots kept for 4 callers");
+    });
+}
+
+#[test]
+fn concurrent_requests_run_on_every_service_thread_at_once() {
+    // Idle threads park outside the interface while one waits in it: the
+    // one that takes a request must hand the wait over, or the second
+    // request would not run beside the first (each handler waits for the
+    // other: the calls would never finish and the limit would fail).
+    with_service(|c| {
+        assert_eq!(ServiceConfig::default().threads, THREADS);
+        for round in 0..20u8 {
+            std::thread::scope(|s| {
+                for t in 0..THREADS as u8 {
+                    s.spawn(move || {
+                        let body = [round, t];
+                        assert_eq!(c.call(MEET, &body).expect("meet"), body);
+                    });
+                }
+            });
+        }
     });
 }
 

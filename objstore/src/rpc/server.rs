@@ -18,8 +18,8 @@ use crate::store::{ObjectName, PutWriter, Store, StoreError};
 const MAX_OPEN_PUTS: usize = 256;
 
 /// Bulk chunks of a put in flight at once by default: the network fills
-/// the next ones while a chunk is written to the file.
-pub const PULL_DEPTH: usize = 3;
+/// the next ones while a chunk is written to the file (4 of 1 MiB).
+pub const PULL_DEPTH: usize = 4;
 
 /// Bulk chunks of a get in flight (unacknowledged) at once by default:
 /// the next one leaves while the previous one's acknowledgment is on its
