@@ -35,11 +35,13 @@
 //!
 //! Nor is a dozer woken while an application thread of its process waits
 //! in the library (`app_inside`): that thread drives the rings itself.
-//! The owner's last waiter to leave clears `app_inside`, then (SeqCst)
-//! looks for work in its rings and rings its own doorbell if there is
-//! some: either the producer saw the waiter gone, or the leaving waiter
-//! sees the record. So the end of a wait needs no system call to hand a
-//! transfer that arrives afterwards to the progress thread.
+//! A producer with work for a dozer flags it (`work_unrung`) before it
+//! looks for a waiter; the owner's last waiter to leave clears
+//! `app_inside`, then (SeqCst) looks at the flag and wakes the dozer if it
+//! is set: either the producer saw the waiter gone and rang, or the
+//! leaving waiter sees the flag. So the end of a wait makes a system call
+//! only when work was left unrung, and a transfer that arrives afterwards
+//! goes to the progress thread at once.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -70,9 +72,13 @@ pub fn ring(seg: &Segment, urgency: Urgency) -> bool {
     let h = seg.header();
     fence(Ordering::SeqCst);
     let futex = h.sleepers.load(Ordering::Relaxed) != 0;
-    let doze = urgency == Urgency::Work
-        && h.dozers.load(Ordering::Relaxed) != 0
-        && h.app_inside.load(Ordering::Relaxed) == 0;
+    // Flag, then look (SeqCst, against the leaving waiter's clear-then-
+    // look in `Inner::app_left`): either we see no waiter and ring, or the
+    // last waiter out sees the flag and wakes the dozer.
+    let doze = urgency == Urgency::Work && h.dozers.load(Ordering::Relaxed) != 0 && {
+        h.work_unrung.store(1, Ordering::SeqCst);
+        h.app_inside.load(Ordering::SeqCst) == 0
+    };
     let socket = h.fd_sleepers.load(Ordering::Relaxed) != 0;
     if futex {
         h.doorbell.fetch_add(1, Ordering::SeqCst);
@@ -88,18 +94,25 @@ pub fn ring(seg: &Segment, urgency: Urgency) -> bool {
     futex || doze || socket
 }
 
-/// Wake every thread of our own that sleeps or dozes on `seg` (our inbox),
-/// whatever it waits for: a wake-up the interface asked for, a shutdown.
-/// Returns true if it made a system call.
-pub fn wake_own(seg: &Segment) -> bool {
+/// Wake the dozing progress thread of `seg`'s owner, if it dozes. Returns
+/// true if it made a system call.
+pub fn wake_dozers(seg: &Segment) -> bool {
     let h = seg.header();
     fence(Ordering::SeqCst);
-    let doze = h.dozers.load(Ordering::Relaxed) != 0;
-    if doze {
-        h.doze_bell.fetch_add(1, Ordering::SeqCst);
-        wake_all(&h.doze_bell);
+    if h.dozers.load(Ordering::Relaxed) == 0 {
+        return false;
     }
-    ring(seg, Urgency::Work) || doze
+    h.doze_bell.fetch_add(1, Ordering::SeqCst);
+    wake_all(&h.doze_bell);
+    true
+}
+
+/// Wake every thread of our own that sleeps on `seg` (our inbox), and with
+/// `dozers` the dozing ones too: a wake-up the interface asked for.
+/// Returns true if it made a system call.
+pub fn wake_own(seg: &Segment, dozers: bool) -> bool {
+    let doze = dozers && wake_dozers(seg);
+    ring(seg, Urgency::Message) || doze
 }
 
 /// One datagram to the owner's doorbell socket. Failures are fine: a full

@@ -32,6 +32,14 @@ pub(crate) const PROGRESS_THREAD_PREFIX: &str = "ptl-shm-";
 /// often while it drives progress.
 const PT_SLEEP: Duration = Duration::from_millis(50);
 
+/// An application gone from the library for less than this is between
+/// two waits of a communication loop, not computing.
+const LOOP_GAP: Duration = Duration::from_micros(20);
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// A pass looks at the clock for housekeeping once in this many.
 const HOUSEKEEPING_EVERY: u32 = 16;
 
@@ -602,7 +610,17 @@ impl Inner {
 
     fn wake(&self) {
         self.wake_pending.store(true, Ordering::SeqCst);
-        if doorbell::wake_own(&self.inbox) {
+        // A dozer only for work a pass must do now: messages the engine
+        // held back (its intake resumed), triggered operations to send.
+        // The interface calls this for every change of admission too (an
+        // MPI short send admits its target), and waking a dozer for those
+        // put a context switch on a bound rank's core at every send.
+        let work = self.core.triggered_pending()
+            || self
+                .peers
+                .iter()
+                .any(|p| p.held.load(Ordering::SeqCst) != NOT_HELD);
+        if doorbell::wake_own(&self.inbox, work) {
             bump(&self.stats.futex_wakes_sent, 1);
         }
     }
@@ -685,17 +703,21 @@ impl Inner {
     }
 
     /// The end of an application thread's wait: the last one out clears
-    /// `app_inside`, then hands work already in the rings to the dozing
-    /// progress thread (a producer that saw a waiter inside did not ring
-    /// for it; see `doorbell`).
+    /// `app_inside`, then wakes the dozing progress thread if a producer
+    /// left work unrung for it because a waiter was inside (see
+    /// `doorbell`) and the rings still hold some (the waiter may have
+    /// taken it). Work in the rings alone is not enough: the leaving
+    /// thread is most often between two waits of a loop and takes it
+    /// itself (handing every such leave over cost a context switch per
+    /// message in a ping-pong).
     fn app_left(&self) {
         let h = self.inbox.header();
         // SeqCst: the clearing before the look, against the producer's
-        // publish-then-load.
+        // flag-then-load.
         if h.app_inside.fetch_sub(1, Ordering::SeqCst) == 1
-            && h.dozers.load(Ordering::SeqCst) != 0
+            && h.work_unrung.swap(0, Ordering::SeqCst) != 0
             && self.work_pending()
-            && doorbell::ring(&self.inbox, Urgency::Work)
+            && doorbell::wake_dozers(&self.inbox)
         {
             bump(&self.stats.futex_wakes_sent, 1);
         }
@@ -740,11 +762,22 @@ impl Inner {
                     // Only work a small message does not bring wakes a
                     // dozer, and none while the application waits (see
                     // `doorbell`): dozing through a loop of small messages
-                    // or a long wait costs nothing but a timer wake-up per
-                    // hand-back delay, and a single-copy read that arrives
-                    // once the application went off to compute starts at
-                    // once.
-                    self.doze(self.gate.aside_for().min(nap));
+                    // or a long wait costs nothing but timed looks, and a
+                    // single-copy read that arrives once the application
+                    // went off to compute starts at once. Beside a
+                    // waiter, or between two waits of a loop, look only as
+                    // seldom as the gate's longest back-off: each timed
+                    // look is a context switch on a bound rank's shared
+                    // core (a ping-pong is between waits a third of the
+                    // time), and the waiter drives the rings meanwhile.
+                    let t = if self.gate.app_waiting()
+                        || self.gate.since_leave() < duration_ns(LOOP_GAP)
+                    {
+                        self.cfg.handback.saturating_mul(nal_sys::gate::MAX_BACKOFF)
+                    } else {
+                        self.gate.aside_for()
+                    };
+                    self.doze(t.min(nap));
                 } else {
                     self.gate.park();
                 }
@@ -800,6 +833,10 @@ impl Inner {
             }
         }
         count.fetch_sub(1, Ordering::SeqCst);
+        if !self.gate.app_waiting() {
+            // Whatever a producer left unrung, this pass takes.
+            h.work_unrung.store(0, Ordering::SeqCst);
+        }
         if !self.gate.app_waiting()
             && !self.gate.is_stopped()
             && (self.wake_pending.swap(false, Ordering::SeqCst) || self.work_pending())

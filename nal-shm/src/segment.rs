@@ -72,7 +72,10 @@ pub struct SegHeader {
     /// every wait, so kept off the line producers read at every message
     /// (`sleepers`), and read only when a dozer may need waking.
     pub app_inside: AtomicU32,
-    _r2: [u32; 14],
+    /// Set by a producer that had work for a dozer (see `doorbell::ring`):
+    /// the waiter that leaves last wakes the dozer for it if nobody did.
+    pub work_unrung: AtomicU32,
+    _r2: [u32; 13],
     /// Threads of the owner about to sleep or sleeping on the doorbell.
     pub sleepers: AtomicU32,
     /// Threads of the owner about to sleep or sleeping in `poll(2)` on its
