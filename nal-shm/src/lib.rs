@@ -103,14 +103,20 @@ pub struct ShmConfig {
     /// How often peers are checked for death (and for having shut down): a
     /// dead peer is noticed within about this long.
     pub liveness_interval: Duration,
-    /// While the progress thread stands aside in the hand-back delay and
-    /// the application has been away from the library for a moment (it
-    /// computes), the progress thread sleeps on the doorbell instead of the
-    /// gate and moves what arrives at once (a single-copy read carried
-    /// while the application computes). On by default here; the runtime
-    /// turns it on only where each rank's progress thread has a core to
-    /// itself (`PTL_SHM_TAKEOVER=auto`, as TCP's take-over): elsewhere each
-    /// arrival during a compute step preempts the application.
+    /// Through the hand-back delay (while the application waits in the
+    /// library, and for the delay after it leaves) the progress thread
+    /// *dozes* on the inbox doorbell instead of parking on the gate: it is
+    /// woken only by work that needs it (a single-copy payload to read, a
+    /// payload pipelined through the ring, a request to answer), never by
+    /// a small message and never while an application thread waits, and
+    /// moves that work at once, so a transfer that arrives while the
+    /// application computes overlaps the computation. Small messages wait
+    /// for the application's next call or the dozer's next timed look.
+    /// While triggered operations are armed it sleeps as an ordinary
+    /// sleeper instead (any message may fire one). On by default, also in
+    /// the runtime (`PTL_SHM_TAKEOVER=auto`); off, the thread sleeps the
+    /// delay out and a transfer that arrives during a compute step shorter
+    /// than the delay waits for the next call.
     pub early_takeover: bool,
 }
 

@@ -829,6 +829,41 @@ mod tests {
         });
     }
 
+    /// `PTL_SHM_TAKEOVER`: `auto` turns the shared-memory take-over on
+    /// whatever the host, also for a rank bound to one CPU, where TCP's
+    /// stays off (its doze costs nothing for small messages); forced off,
+    /// it reaches the transport off.
+    #[test]
+    fn the_shared_memory_takeover_is_on_unless_turned_off() {
+        within(20, || {
+            // Bound to one CPU, as `ptlrun --bind` does (this thread only:
+            // the rule reads the calling thread's affinity).
+            // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it
+            // and sched_setaffinity only reads it.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                assert_eq!(
+                    libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set),
+                    0
+                );
+            }
+            let shm_job = |shm_early_takeover| {
+                singleton(JobOptions {
+                    shm_early_takeover,
+                    timeout: Duration::from_secs(5),
+                    ..JobOptions::default()
+                })
+                .expect("job")
+            };
+            let job = shm_job(None);
+            assert!(job.shm().expect("shm").config().early_takeover);
+            drop(job);
+            let job = shm_job(Some(false));
+            assert!(!job.shm().expect("shm").config().early_takeover);
+        });
+    }
+
     #[test]
     fn the_job_key_mixes_kvs_name_and_secret_and_is_stable() {
         within(5, || {

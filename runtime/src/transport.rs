@@ -259,7 +259,11 @@ pub(crate) fn bring_up(
     }
     let mut shm = shm;
     if let Some(ep) = &mut shm {
-        ep.set_early_takeover(o.shm_early_takeover.unwrap_or(spare));
+        // On by default: a dozing shared-memory progress thread is woken
+        // only for work (a single-copy read, a request to answer), never
+        // for a small message nor beside a waiter, so it does not preempt
+        // a bound rank's computation for what its next call does anyway.
+        ep.set_early_takeover(o.shm_early_takeover.unwrap_or(true));
     }
     let mut transport = None;
     let ni = match (choose(o, &me, &contacts)?, net, shm) {
