@@ -227,6 +227,9 @@ pub(crate) struct Inner {
     pub(crate) unresolved: AtomicUsize,
     /// Receive sides in the middle of a single-copy read.
     pub(crate) cma_active: AtomicUsize,
+    /// Triggered operations were armed when the progress thread last
+    /// looked (it sleeps as an ordinary sleeper then; see `doze`).
+    triggers_armed: AtomicBool,
     failing: Mutex<Vec<(usize, Failure)>>,
     has_failing: AtomicBool,
     /// Largest record body written, and smallest piece a message is split
@@ -355,6 +358,7 @@ impl ShmNal {
             next_liveness: AtomicU64::new(0),
             unresolved: AtomicUsize::new(2 * n),
             cma_active: AtomicUsize::new(0),
+            triggers_armed: AtomicBool::new(false),
             failing: Mutex::new(Vec::new()),
             has_failing: AtomicBool::new(false),
             max_body,
@@ -709,14 +713,16 @@ impl Inner {
     /// taken it). Work in the rings alone is not enough: the leaving
     /// thread is most often between two waits of a loop and takes it
     /// itself (handing every such leave over cost a context switch per
-    /// message in a ping-pong).
+    /// message in a ping-pong). While triggered operations are armed the
+    /// leave always wakes it, to sleep as an ordinary sleeper (any small
+    /// message may fire the next step of a non-blocking collective).
     fn app_left(&self) {
         let h = self.inbox.header();
         // SeqCst: the clearing before the look, against the producer's
         // flag-then-load.
         if h.app_inside.fetch_sub(1, Ordering::SeqCst) == 1
-            && h.work_unrung.swap(0, Ordering::SeqCst) != 0
-            && self.work_pending()
+            && ((h.work_unrung.swap(0, Ordering::SeqCst) != 0 && self.work_pending())
+                || self.triggers_armed.load(Ordering::SeqCst))
             && doorbell::wake_dozers(&self.inbox)
         {
             bump(&self.stats.futex_wakes_sent, 1);
@@ -811,7 +817,12 @@ impl Inner {
         // collectives): any small message may be the one that fires the
         // next step, which nobody else would send while the application
         // computes.
-        let (count, bell) = if self.core.with_engine(|e| e.triggered_pending()) > 0 {
+        // Beside a waiter it dozes anyway (the waiter drives the chain), and
+        // the waiter's leave wakes it while operations are armed (see
+        // `app_left`).
+        let armed = self.core.with_engine(|e| e.triggered_pending()) > 0;
+        self.triggers_armed.store(armed, Ordering::SeqCst);
+        let (count, bell) = if armed && !self.gate.app_waiting() {
             (&h.sleepers, &h.doorbell)
         } else {
             (&h.dozers, &h.doze_bell)
