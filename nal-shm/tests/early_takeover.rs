@@ -70,12 +70,17 @@ impl Scene {
     /// Rank 1: the go after 150 ms, then, 50 ms later (rank 0 has left its
     /// wait for the go by then), `then`.
     fn go_then<R>(&self, then: impl FnOnce() -> R) -> R {
+        self.go_then_after(Duration::from_millis(50), then)
+    }
+
+    /// [`Scene::go_then`] with `then` `after` the go.
+    fn go_then_after<R>(&self, after: Duration, then: impl FnOnce() -> R) -> R {
         std::thread::sleep(Duration::from_millis(150));
         self.b()
             .ni
             .put(self.go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
             .unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(after);
         then()
     }
 
@@ -296,7 +301,10 @@ fn with_a_triggered_operation_armed_a_small_message_wakes_the_progress_thread() 
     let (computing, echoed) = (AtomicBool::new(true), AtomicBool::new(false));
     std::thread::scope(|s| {
         s.spawn(|| {
-            sc.go_then(|| {
+            // Midway through the progress thread's timed sleeps (50 ms from
+            // the go's leave): at a timed look it would find the message
+            // without being woken for it (seen once in CI with 50 ms).
+            sc.go_then_after(Duration::from_millis(25), || {
                 let wakes = a.nal.stats().progress_thread_wakes;
                 sc.put(fire, 3);
                 loop {
