@@ -107,11 +107,12 @@ pub fn wake_dozers(seg: &Segment) -> bool {
     true
 }
 
-/// Wake every thread of our own that sleeps on `seg` (our inbox), and with
-/// `dozers` the dozing ones too: a wake-up the interface asked for.
-/// Returns true if it made a system call.
-pub fn wake_own(seg: &Segment, dozers: bool) -> bool {
-    let doze = dozers && wake_dozers(seg);
+/// Wake every thread of our own that sleeps on `seg` (our inbox), and the
+/// dozing ones too if `dozers` says so (asked only when one dozes): a
+/// wake-up the interface asked for. Returns true if it made a system call.
+pub fn wake_own(seg: &Segment, dozers: impl FnOnce() -> bool) -> bool {
+    let dozing = seg.header().dozers.load(Ordering::SeqCst) != 0;
+    let doze = dozing && dozers() && wake_dozers(seg);
     ring(seg, Urgency::Message) || doze
 }
 
@@ -265,7 +266,6 @@ mod tests {
         assert_ne!(h.doze_bell.load(Ordering::SeqCst), before);
         // The sleepers' word is left alone.
         assert_eq!(h.doorbell.load(Ordering::SeqCst), 0);
-        // A sleeper proper is woken by anything.
         // Nor while an application thread waits in the library.
         h.app_inside.fetch_add(1, Ordering::SeqCst);
         assert!(
@@ -274,6 +274,7 @@ mod tests {
         );
         h.app_inside.fetch_sub(1, Ordering::SeqCst);
         h.dozers.fetch_sub(1, Ordering::SeqCst);
+        // A sleeper proper is woken by anything.
         h.sleepers.fetch_add(1, Ordering::SeqCst);
         assert!(ring(&seg, Urgency::Message));
         h.sleepers.fetch_sub(1, Ordering::SeqCst);

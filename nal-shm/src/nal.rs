@@ -36,6 +36,12 @@ const PT_SLEEP: Duration = Duration::from_millis(50);
 /// two waits of a communication loop, not computing.
 const LOOP_GAP: Duration = Duration::from_micros(20);
 
+/// Whether a transport so configured has a progress thread that dozes
+/// through the hand-back delay (see `Inner::doze`).
+fn dozes(cfg: &ShmConfig) -> bool {
+    cfg.early_takeover && cfg.progress == nal_sys::ProgressMode::Thread
+}
+
 fn duration_ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -344,7 +350,7 @@ impl ShmNal {
             // instead of parking on the gate, so no leave needs to wake it
             // (see `doorbell`); without, the end of a wait found under way
             // wakes it, to resume one hand-back delay later.
-            gate: if ep.cfg.early_takeover && ep.cfg.progress == nal_sys::ProgressMode::Thread {
+            gate: if dozes(&ep.cfg) {
                 nal_sys::gate::ProgressGate::new(ep.cfg.handback)
             } else {
                 nal_sys::gate::ProgressGate::with_wake_on_leave(ep.cfg.handback)
@@ -619,11 +625,14 @@ impl Inner {
         // The interface calls this for every change of admission too (an
         // MPI short send admits its target), and waking a dozer for those
         // put a context switch on a bound rank's core at every send.
-        let work = self.core.triggered_pending()
-            || self
-                .peers
-                .iter()
-                .any(|p| p.held.load(Ordering::SeqCst) != NOT_HELD);
+        // Looked at only when a dozer is there to wake.
+        let work = || {
+            self.core.triggered_pending()
+                || self
+                    .peers
+                    .iter()
+                    .any(|p| p.held.load(Ordering::SeqCst) != NOT_HELD)
+        };
         if doorbell::wake_own(&self.inbox, work) {
             bump(&self.stats.futex_wakes_sent, 1);
         }
@@ -703,7 +712,7 @@ impl Inner {
     /// hand-back delay (`ShmConfig::early_takeover`, thread mode), so that
     /// waiters publish themselves in the inbox header.
     pub(crate) fn dozing(&self) -> bool {
-        self.cfg.early_takeover && self.cfg.progress == nal_sys::ProgressMode::Thread
+        dozes(&self.cfg)
     }
 
     /// The end of an application thread's wait: the last one out clears

@@ -306,20 +306,20 @@ impl JobOptions {
         if !self.tcp_wake_per_message {
             env.push((TCP_RCVLOWAT, "0".into()));
         }
-        if let Some(t) = self.tcp_early_takeover {
-            env.push((TCP_TAKEOVER, if t { "1" } else { "0" }.into()));
-        }
-        if let Some(t) = self.shm_early_takeover {
-            env.push((SHM_TAKEOVER, if t { "1" } else { "0" }.into()));
+        for (name, v) in [
+            (TCP_TAKEOVER, self.tcp_early_takeover),
+            (SHM_TAKEOVER, self.shm_early_takeover),
+            (WAIT_YIELD, self.wait_yield),
+        ] {
+            if let Some(t) = v {
+                env.push((name, if t { "1" } else { "0" }.into()));
+            }
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
         }
         if let Some(n) = self.recv_buffer {
             env.push((RCVBUF, n.to_string()));
-        }
-        if let Some(y) = self.wait_yield {
-            env.push((WAIT_YIELD, if y { "1" } else { "0" }.into()));
         }
         if !self.shm_cma {
             env.push((SHM_CMA, "0".into()));
@@ -440,29 +440,14 @@ impl JobOptions {
                 _ => return Err(bad(TCP_RCVLOWAT, "expected 1 or 0")),
             };
         }
-        if let Some(v) = var(get, TCP_TAKEOVER)? {
-            o.tcp_early_takeover = match v.as_str() {
-                "1" => Some(true),
-                "0" => Some(false),
-                "auto" => None,
-                _ => return Err(bad(TCP_TAKEOVER, "expected 1, 0 or auto")),
-            };
+        if let Some(v) = on_off_auto(get, TCP_TAKEOVER)? {
+            o.tcp_early_takeover = v;
         }
-        if let Some(v) = var(get, SHM_TAKEOVER)? {
-            o.shm_early_takeover = match v.as_str() {
-                "1" => Some(true),
-                "0" => Some(false),
-                "auto" => None,
-                _ => return Err(bad(SHM_TAKEOVER, "expected 1, 0 or auto")),
-            };
+        if let Some(v) = on_off_auto(get, SHM_TAKEOVER)? {
+            o.shm_early_takeover = v;
         }
-        if let Some(v) = var(get, WAIT_YIELD)? {
-            o.wait_yield = match v.as_str() {
-                "auto" => None,
-                "1" => Some(true),
-                "0" => Some(false),
-                _ => return Err(bad(WAIT_YIELD, "expected auto, 1 or 0")),
-            };
+        if let Some(v) = on_off_auto(get, WAIT_YIELD)? {
+            o.wait_yield = v;
         }
         if let Some(v) = var(get, SHM_CMA)? {
             o.shm_cma = match v.as_str() {
@@ -574,6 +559,19 @@ fn var(get: Lookup<'_>, name: &'static str) -> Result<Option<String>, RuntimeErr
         .transpose()
 }
 
+/// A variable of `1`, `0` or `auto` (`Some(None)`: auto, decided at
+/// start-up); `None` if unset.
+fn on_off_auto(get: Lookup<'_>, name: &'static str) -> Result<Option<Option<bool>>, RuntimeError> {
+    var(get, name)?
+        .map(|v| match v.as_str() {
+            "1" => Ok(Some(true)),
+            "0" => Ok(Some(false)),
+            "auto" => Ok(None),
+            _ => Err(bad(name, "expected 1, 0 or auto")),
+        })
+        .transpose()
+}
+
 fn required(get: Lookup<'_>, name: &'static str) -> Result<String, RuntimeError> {
     var(get, name)?.ok_or_else(|| bad(name, "missing (set by ptlrun)"))
 }
@@ -674,35 +672,33 @@ mod tests {
         refused_naming(TCP_RCVLOWAT, &["", "on", "2"]);
     }
 
+    /// A `1`/`0`/`auto` option: unset and `auto` leave it to start-up (and
+    /// out of the environment), `1` and `0` force it and go through the
+    /// environment, anything else is refused naming the variable.
+    fn on_off_auto_option(name: &'static str, field: fn(&JobOptions) -> Option<bool>) {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(field(&d), None);
+        assert!(d.to_env().iter().all(|(k, _)| *k != name));
+        let auto = JobOptions::from_lookup(&lookup(&[(name, "auto")])).unwrap();
+        assert_eq!(field(&auto), None);
+        for (v, want) in [("0", false), ("1", true)] {
+            let o = JobOptions::from_lookup(&lookup(&[(name, v)])).unwrap();
+            assert_eq!(field(&o), Some(want));
+            let env = o.to_env();
+            assert!(env.contains(&(name, v.to_string())), "{env:?}");
+            assert_eq!(through_env(&o), o);
+        }
+        refused_naming(name, &["", "yes", "2"]);
+    }
+
     #[test]
     fn tcp_early_takeover_defaults_to_auto_and_round_trips() {
-        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
-        assert_eq!(d.tcp_early_takeover, None);
-        assert!(d.to_env().iter().all(|(k, _)| *k != TCP_TAKEOVER));
-        let auto = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, "auto")])).unwrap();
-        assert_eq!(auto.tcp_early_takeover, None);
-        for (v, want) in [("0", false), ("1", true)] {
-            let o = JobOptions::from_lookup(&lookup(&[(TCP_TAKEOVER, v)])).unwrap();
-            assert_eq!(o.tcp_early_takeover, Some(want));
-            let env = o.to_env();
-            assert!(env.contains(&(TCP_TAKEOVER, v.to_string())), "{env:?}");
-        }
-        refused_naming(TCP_TAKEOVER, &["yes"]);
+        on_off_auto_option(TCP_TAKEOVER, |o| o.tcp_early_takeover);
     }
 
     #[test]
     fn shm_early_takeover_defaults_to_auto_and_round_trips() {
-        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
-        assert_eq!(d.shm_early_takeover, None);
-        assert!(d.to_env().iter().all(|(k, _)| *k != SHM_TAKEOVER));
-        let auto = JobOptions::from_lookup(&lookup(&[(SHM_TAKEOVER, "auto")])).unwrap();
-        assert_eq!(auto.shm_early_takeover, None);
-        for (v, want) in [("0", false), ("1", true)] {
-            let o = JobOptions::from_lookup(&lookup(&[(SHM_TAKEOVER, v)])).unwrap();
-            assert_eq!(o.shm_early_takeover, Some(want));
-            assert_eq!(through_env(&o), o);
-        }
-        refused_naming(SHM_TAKEOVER, &["", "yes", "2"]);
+        on_off_auto_option(SHM_TAKEOVER, |o| o.shm_early_takeover);
     }
 
     #[test]
