@@ -47,6 +47,7 @@ pub use endpoint::TcpEndpoint;
 use peer::{OutMsg, Peer, Tx};
 pub use stats::TcpStats;
 use stats::{bump, Stats};
+use tx::Answer;
 
 const LISTENER: u64 = 0;
 /// Size of each connection's receive buffer.
@@ -330,6 +331,7 @@ impl Inner {
                         retry_at: None,
                         lazy_only: false,
                     }),
+                    staged: Mutex::new(Vec::new()),
                 })
             })
             .clone();

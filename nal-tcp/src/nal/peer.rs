@@ -15,13 +15,20 @@ pub(super) struct OutMsg {
     /// 0` is bound to the connection it started on: its rest must never go
     /// out on another one (the peer would read payload bytes as a header).
     pub(super) written: usize,
+    /// An acknowledgment (counted when it leaves with another message).
+    pub(super) ack: bool,
 }
 
 impl OutMsg {
+    pub(super) fn is_ack(&self) -> bool {
+        self.ack
+    }
+
     pub(super) fn portals(msg: Outbound) -> OutMsg {
         OutMsg {
             hdr: msg.header.encode(),
             head_len: HEADER_LEN,
+            ack: msg.header.op == Op::Ack,
             payload: msg.payload,
             token: msg.token,
             written: 0,
@@ -37,6 +44,7 @@ impl OutMsg {
             payload: Payload::None,
             token: None,
             written: 0,
+            ack: false,
         }
     }
 
@@ -96,4 +104,8 @@ pub(super) struct Peer {
     pub(super) id: ProcessId,
     pub(super) addr: Mutex<Option<SocketAddr>>,
     pub(super) tx: Mutex<Tx>,
+    /// Answers to this peer staged under the engine lock, ahead of
+    /// anything sent after it (see `Inner::stage`). A leaf lock, taken
+    /// under `tx` or the engine lock.
+    pub(super) staged: Mutex<Vec<Outbound>>,
 }

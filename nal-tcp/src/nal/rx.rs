@@ -298,15 +298,34 @@ impl Inner {
                         unreachable!("matched above");
                     };
                     self.reset_lowat(conn, rx);
-                    let mut out = respond;
                     if let Some(t) = token {
-                        out = self.core.with_engine(|e| e.recv_complete(t));
-                    }
-                    if let Some(m) = out {
+                        let a = self.core.with_engine(|e| self.stage(e.recv_complete(t)));
+                        self.send_answer(a);
+                    } else if let Some(m) = respond {
+                        // No event at this end: nothing the application
+                        // sends can have been caused by this message.
                         self.answer(m);
                     }
                 }
             }
+        }
+    }
+
+    /// Let a write to `peer` in progress on another thread complete its
+    /// messages' send tokens before an acknowledgment from that peer goes
+    /// to the engine.
+    ///
+    /// The put it acknowledges was written whole by a flush, which holds the
+    /// peer's send lock from the `sendmsg` to its token's completion; the
+    /// acknowledgment can come back inside that window (the writer
+    /// preempted after its system call). The engine then holds it until the
+    /// send completes (a put's `Sent` comes before its `Ack`), while a
+    /// message the peer sent after it, read next, posts its event at once:
+    /// the initiator would see the target's reply before the
+    /// acknowledgment of the put that caused it.
+    fn await_send_completion(&self, peer: ProcessId) {
+        if let Some(p) = self.peer(peer) {
+            drop(lock(&p.tx));
         }
     }
 
@@ -330,27 +349,29 @@ impl Inner {
             };
             return true;
         }
+        if h.op == Op::Ack {
+            self.await_send_completion(h.src);
+        }
         let plen = h.payload_len();
         if plen <= (rx.buf.len() - HEADER_LEN) as u64 {
             let data = &rx.buf.bytes()[HEADER_LEN..HEADER_LEN + plen as usize];
+            // Answers are staged under the engine lock (see `Inner::stage`).
             let out = self.core.with_engine(|e| match e.recv_header(h) {
                 RecvAction::Deposit { region, token, .. } => {
                     // SAFETY: lent region, sole writer; `data` is our own
                     // buffer, distinct from descriptor memory.
                     unsafe { region.write_at(0, &data[..region.len()]) };
-                    Some(e.recv_complete(token))
+                    Some(self.stage(e.recv_complete(token)))
                 }
-                RecvAction::Discard(_) => Some(None),
-                RecvAction::Respond { response, .. } => Some(Some(response)),
+                RecvAction::Discard(_) => Some(Answer::Nothing),
+                RecvAction::Respond { response, .. } => Some(self.stage(Some(response))),
                 RecvAction::Defer => None,
             });
-            let Some(out) = out else {
+            let Some(a) = out else {
                 return false;
             };
             rx.buf.consume(HEADER_LEN + plen as usize);
-            if let Some(m) = out {
-                self.answer(m);
-            }
+            self.send_answer(a);
             return true;
         }
         let action = self.core.with_engine(|e| e.recv_header(h));

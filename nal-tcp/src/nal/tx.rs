@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// What became of the engine's answer to an incoming message.
+pub(super) enum Answer {
+    Nothing,
+    /// Staged on this peer.
+    Staged(ProcessId),
+    /// To be sent as it is (no peer to stage it on).
+    Unstaged(Outbound),
+}
+
 impl Inner {
     pub(super) fn send(&self, msg: Outbound) {
         let dst = msg.header.dst;
@@ -18,64 +27,137 @@ impl Inner {
             return;
         };
         let mut tx = lock(&peer.tx);
-        // Held-back acknowledgments leave with this message.
-        let lazy = std::mem::take(&mut tx.lazy_only);
+        // Nothing ahead of this message but acknowledgments held back (or
+        // nothing at all): write now, and they leave with it.
+        let idle = std::mem::take(&mut tx.lazy_only) || tx.queue.is_empty();
+        self.queue_staged(&peer, &mut tx);
         tx.queue.push_back(OutMsg::portals(msg));
         tracing::trace!(%dst, queued = tx.queue.len(), conn = tx.conn.is_some(), pending = tx.pending.is_some(), "queued");
+        self.write_or_connect(&peer, &mut tx, idle);
+    }
+
+    /// Queue the answers staged for `peer` (see [`Inner::stage`]): they
+    /// go ahead of whatever is queued next. Returns how many, and whether
+    /// all were acknowledgments.
+    fn queue_staged(&self, peer: &Peer, tx: &mut Tx) -> (usize, bool) {
+        let staged = std::mem::take(&mut *lock(&peer.staged));
+        let acks = staged.iter().all(|m| m.header.op == Op::Ack);
+        let n = staged.len();
+        tx.queue.extend(staged.into_iter().map(OutMsg::portals));
+        (n, acks)
+    }
+
+    /// After messages were queued: write them at once if the queue was
+    /// `idle` before (otherwise a write is already pending: the socket was
+    /// full, or the connection is not up yet); connect if unconnected.
+    fn write_or_connect(&self, peer: &Peer, tx: &mut Tx, idle: bool) {
         match tx.conn.clone() {
-            Some(conn) if tx.queue.len() == 1 || lazy => {
+            Some(conn) if idle => {
                 let before = tx.queue.len();
-                self.flush(&peer, &mut tx, &conn);
+                // Acknowledgments riding with the last message queued.
+                let carried = tx
+                    .queue
+                    .iter()
+                    .take(before.saturating_sub(1))
+                    .filter(|m| m.is_ack())
+                    .count();
+                self.flush(peer, tx, &conn);
                 if tx.queue.len() < before {
                     bump(&self.stats.optimistic_sends, 1);
-                    if lazy && tx.queue.is_empty() {
-                        bump(&self.stats.acks_coalesced, before as u64 - 1);
+                    if tx.queue.is_empty() {
+                        bump(&self.stats.acks_coalesced, carried as u64);
                     }
                 }
             }
             Some(_) => {}
             None => {
                 if tx.pending.is_none() {
-                    self.start_connect(&peer, &mut tx);
+                    self.start_connect(peer, tx);
                 }
             }
         }
     }
 
-    /// Send what the engine answered an incoming message with. An
-    /// acknowledgment is held back to share a write with the next message
-    /// to the same peer — in a round trip, the reply the application is
-    /// about to send (one `sendmsg` and one segment instead of two: the
-    /// extra write cost a TCP 8-byte ping-pong 5.7 → 12.8 µs once every
-    /// short MPI send asked for one) — or goes out on the next progress
-    /// pass, whoever makes it: the waiting thread's next call, or the
-    /// progress thread once the application has left the library. Only
-    /// with a progress thread: in polling mode the next pass may never
-    /// come (the call that read the message may be the application's
-    /// last), so the acknowledgment goes out at once.
-    pub(super) fn answer(&self, msg: Outbound) {
-        if msg.header.op != Op::Ack
-            || msg.header.dst == self.me
-            || self.cfg.progress == ProgressMode::Poll
-        {
-            return self.send(msg);
+    /// Stage the answer the engine produced under its lock, if any (an
+    /// acknowledgment, a get's reply), on its peer, from inside that lock;
+    /// [`Inner::send_answer`] it after the lock.
+    ///
+    /// The event of the message it answers becomes visible to the
+    /// application when the engine lock is released, and the application
+    /// may react at once with a message of its own to the same peer (in a
+    /// round trip, the reply). Queued after the lock, the answer could be
+    /// overtaken by that reply: the initiator would see the reply's event
+    /// before its acknowledgment, and a program waiting for the
+    /// acknowledgment first would skip the reply. Staged here, the reply's
+    /// [`Inner::send`] queues it first.
+    pub(super) fn stage(&self, out: Option<Outbound>) -> Answer {
+        let Some(msg) = out else {
+            return Answer::Nothing;
+        };
+        let dst = msg.header.dst;
+        match self.peer(dst) {
+            Some(peer) if dst != self.me => {
+                lock(&peer.staged).push(msg);
+                Answer::Staged(dst)
+            }
+            _ => Answer::Unstaged(msg),
         }
-        let Some(peer) = self.peer(msg.header.dst) else {
-            return self.send(msg);
+    }
+
+    /// Send what [`Inner::stage`] staged, or could not stage.
+    pub(super) fn send_answer(&self, a: Answer) {
+        match a {
+            Answer::Nothing => {}
+            Answer::Staged(dst) => self.release_staged(dst),
+            Answer::Unstaged(m) => self.send(m),
+        }
+    }
+
+    /// Queue what was staged for `dst` while the engine lock was held,
+    /// unless a send already took it, and write it: an acknowledgment is
+    /// held back to share a write with the next message to the same peer
+    /// — in a round trip, the reply the application is about to send (one
+    /// `sendmsg` and one segment instead of two: the extra write cost a
+    /// TCP 8-byte ping-pong 5.7 → 12.8 µs once every short MPI send asked
+    /// for one) — or goes out on the next progress pass, whoever makes it:
+    /// the waiting thread's next call, or the progress thread once the
+    /// application has left the library. Only with a progress thread: in
+    /// polling mode the next pass may never come (the call that read the
+    /// message may be the application's last), so the acknowledgment goes
+    /// out at once, as does any other answer.
+    pub(super) fn release_staged(&self, dst: ProcessId) {
+        let Some(peer) = self.peer(dst) else {
+            return;
         };
         let mut tx = lock(&peer.tx);
-        let Some(conn) = tx.conn.clone() else {
-            drop(tx);
-            return self.send(msg);
-        };
-        if tx.queue.is_empty() {
-            tx.lazy_only = true;
+        let was_empty = tx.queue.is_empty();
+        let lazy = tx.lazy_only;
+        let (n, only_acks) = self.queue_staged(&peer, &mut tx);
+        if n == 0 {
+            return;
         }
-        tx.queue.push_back(OutMsg::portals(msg));
-        // No wake-up: the pass that follows this one picks it up.
-        if !conn.flush_deferred.swap(true, Ordering::SeqCst) {
-            lock(&self.flush_later).push(conn.token);
+        match tx.conn.clone() {
+            Some(conn) if only_acks && self.cfg.progress == ProgressMode::Thread => {
+                if was_empty {
+                    tx.lazy_only = true;
+                }
+                // No wake-up: the pass that follows this one picks it up.
+                if !conn.flush_deferred.swap(true, Ordering::SeqCst) {
+                    lock(&self.flush_later).push(conn.token);
+                }
+            }
+            _ => {
+                tx.lazy_only = false;
+                self.write_or_connect(&peer, &mut tx, was_empty || lazy);
+            }
         }
+    }
+
+    /// Send what the engine answered an incoming message with, outside
+    /// its lock (when no event came with it).
+    pub(super) fn answer(&self, msg: Outbound) {
+        let a = self.stage(Some(msg));
+        self.send_answer(a);
     }
 
     pub(super) fn fail_msg(&self, token: Option<SendToken>) {
