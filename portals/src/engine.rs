@@ -624,6 +624,9 @@ impl Engine {
             | EventKind::ReplyStart
             | EventKind::SendStart => opts.contains(MdOptions::EVENT_START),
             EventKind::Unlink => true,
+            EventKind::Sent => {
+                !opts.intersects(MdOptions::EVENT_END_DISABLE | MdOptions::EVENT_SEND_DISABLE)
+            }
             _ => !opts.contains(MdOptions::EVENT_END_DISABLE),
         };
         if !wanted {

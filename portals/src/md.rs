@@ -71,6 +71,15 @@ bitflags::bitflags! {
         /// to read `rlength` from, learns this way that a sender sent more
         /// than it was given room for, instead of losing the rest silently.
         const CT_TRUNCATED_FAILS = 1 << 13;
+        /// Do not generate `Sent` events (`PTL_MD_EVENT_SEND_DISABLE`,
+        /// Portals 4). For a put that asks for an acknowledgment the `Ack`
+        /// says everything the `Sent` would have: the engine posts it only
+        /// after the send completed (and gave the source bytes back), and
+        /// a send that fails posts the awaited `Ack` with the failure. A
+        /// layer that waits for the acknowledgment anyway (MPI's short and
+        /// long sends) saves an event per message this way. Counting
+        /// ([`MdOptions::CT_SEND`]) is not affected.
+        const EVENT_SEND_DISABLE = 1 << 14;
         /// Every counting option except [`MdOptions::CT_BYTES`]: count all
         /// the completion events of this descriptor, one per event.
         const CT_ALL = Self::CT_COMM.bits() | Self::CT_SEND.bits()

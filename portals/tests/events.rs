@@ -65,6 +65,59 @@ fn start_events_are_opt_in_and_end_events_can_be_disabled() {
 }
 
 #[test]
+fn send_events_can_be_disabled_and_the_ack_still_says_it_all() {
+    let p = pair();
+    p.post(1, 0, put_desc(), 8, Unlink::Retain);
+    let ct = p.init.ct_alloc().unwrap();
+    let quiet = MdDesc::new(MdOptions::EVENT_SEND_DISABLE | MdOptions::CT_SEND)
+        .eq(p.ieq)
+        .ct(ct);
+    let md = p
+        .init
+        .md_bind(&quiet, b"abc".to_vec(), Unlink::Retain)
+        .unwrap();
+    p.init
+        .put(md, AckReq::Ack, &Remote::new(p.target.id(), PT, 1), 0)
+        .unwrap();
+    let ack = p.iev().expect("the acknowledgment");
+    assert_eq!(
+        (ack.kind, ack.fail, ack.mlength),
+        (EventKind::Ack, FailType::Ok, 3)
+    );
+    assert!(p.iev().is_none(), "no Sent event, before or after the Ack");
+    assert_eq!(
+        p.init.ct_get(ct).unwrap().success,
+        1,
+        "the send is still counted"
+    );
+    assert_eq!(p.tev().unwrap().kind, EventKind::Put);
+
+    // A send that fails: no Sent, and the awaited Ack carries the failure.
+    let init = ProcessId::new(2, 2);
+    let mut e = Engine::new(init, KEY, NiLimits::default()).unwrap();
+    let eq = e.eq_alloc(8).unwrap();
+    let md = e
+        .md_bind(
+            &MdDesc::new(MdOptions::EVENT_SEND_DISABLE).eq(eq),
+            b"lost".to_vec(),
+            Unlink::Retain,
+        )
+        .unwrap();
+    let out = e
+        .put(
+            md,
+            AckReq::Ack,
+            &Remote::new(ProcessId::new(1, 1), PT, 1),
+            0,
+        )
+        .unwrap();
+    e.send_complete(out.token.unwrap(), FailType::Unreachable);
+    let ev = e.eq_get(eq).unwrap().expect("the failed Ack");
+    assert_eq!((ev.kind, ev.fail), (EventKind::Ack, FailType::Unreachable));
+    assert!(e.eq_get(eq).unwrap().is_none());
+}
+
+#[test]
 fn eq_wait_sleeps_until_another_thread_delivers() {
     let p = std::sync::Arc::new(pair());
     let (_, md) = p.post(1, 0, put_desc(), 8, Unlink::Retain);

@@ -229,10 +229,16 @@ impl Device {
                     // receiver tells it from one sent with no exposure.
                     let flag = if kind == Kind::SendShort { HDR_READ } else { 0 };
                     let read_bits = Self::unique_bits(st) | flag;
-                    let desc = MdDesc::new(MdOptions::OP_GET)
+                    // No `Sent` event: the acknowledgment, which the send
+                    // waits for anyway, comes only after the send completed
+                    // (and carries its failure if it failed), so the request
+                    // counts as sent from the start (one event less per
+                    // message to post and to drain).
+                    let desc = MdDesc::new(MdOptions::OP_GET | MdOptions::EVENT_SEND_DISABLE)
                         .threshold(Threshold::Count(3))
                         .eq(self.req_eq)
                         .user_ptr(up);
+                    st.reqs[id.idx as usize].sent = true;
                     // Its acknowledgment or get comes in the target's
                     // ordered stream to us, maybe behind messages held at
                     // our envelope cap: the entry admits the target while
