@@ -304,3 +304,82 @@ fn server_and_cli_binaries_work_together() {
     result.expect("CLI session");
     assert!(status.success(), "server exit: {status}");
 }
+
+/// Run `bin --connect addr args`; its success and stderr.
+fn run_cli(bin: &str, addr: &str, args: &[&str]) -> (bool, String) {
+    let mut child = Command::new(bin)
+        .arg("--connect")
+        .arg(addr)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    let status = wait_or_kill(&mut child, Duration::from_secs(60));
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read");
+    (status.success(), err)
+}
+
+/// A client pointed at the other kind of server says so, instead of a
+/// bare transport error: the gRPC client and CLI at a portals-rpc
+/// `objstore-server`, the portals-rpc CLI at this gRPC server.
+#[test]
+fn a_client_pointed_at_the_other_kind_of_server_says_so() {
+    let store = tempfile::tempdir().expect("tempdir");
+    let mut portals = Command::new(env!("CARGO_BIN_EXE_objstore-server"))
+        .arg("--dir")
+        .arg(store.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut stdout = portals.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while stdout.read(&mut b).map(|n| n == 1).unwrap_or(false) && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
+    });
+    let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let check = || -> Result<(), String> {
+        let portals_addr = line
+            .strip_prefix("listening on ")
+            .ok_or(format!("server said {line:?}"))?
+            .to_string();
+        let grpc = Server::start();
+        let r = grpc.rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(60), GrpcClient::connect(&portals_addr)).await
+        });
+        match r {
+            Ok(Err(ClientError::NotAnObjectStore { addr, .. })) if addr == portals_addr => {}
+            other => return Err(format!("gRPC client at objstore-server: {other:?}")),
+        }
+        let (ok, err) = run_cli(
+            env!("CARGO_BIN_EXE_objstore-grpc"),
+            &portals_addr,
+            &["list"],
+        );
+        if ok || !err.contains("use the `objstore` client") {
+            return Err(format!("objstore-grpc at objstore-server: {ok} {err}"));
+        }
+        let (ok, err) = run_cli(env!("CARGO_BIN_EXE_objstore"), &grpc.addr, &["list"]);
+        if ok || !err.contains("not a portals-rpc server") {
+            return Err(format!("objstore at objstore-grpc-server: {ok} {err}"));
+        }
+        Ok(())
+    };
+    let result = check();
+    let _ = portals.kill();
+    let _ = portals.wait();
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

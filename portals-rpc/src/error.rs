@@ -31,8 +31,12 @@ pub enum RpcError {
         /// How many sends it refused.
         refusals: u32,
     },
-    /// The transport gave up on the server.
-    #[error("server {0} failed")]
+    /// The transport gave up on the server: its connection closed or
+    /// never completed the handshake.
+    #[error(
+        "server {0} failed: its connection closed or never completed the handshake \
+         (the server died, runs under another job key, or is not a portals-rpc server)"
+    )]
     PeerFailed(ProcessId),
     /// The handler returned an error; its message.
     #[error("the handler failed: {0}")]

@@ -23,6 +23,19 @@ pub enum ClientError {
         /// Why.
         source: tonic::transport::Error,
     },
+    /// The connection opened, but the first call failed below the service
+    /// (the server closed it, or spoke something other than gRPC): most
+    /// likely not an `objstore-grpc-server` at that address.
+    #[error(
+        "{addr} does not answer as a gRPC object store ({why}); an objstore-server speaks \
+         portals-rpc: use the `objstore` client (objstore-load: --rpc portals)"
+    )]
+    NotAnObjectStore {
+        /// The address.
+        addr: String,
+        /// The first call's failure.
+        why: String,
+    },
     /// The server answered with an error (bad name, no such object, ...).
     #[error("{}: {}", .0.code(), .0.message())]
     Status(#[from] tonic::Status),
@@ -34,6 +47,19 @@ pub enum ClientError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+/// Codes with which tonic reports a failure below the service (a closed
+/// or garbled connection, no such service): the object store itself never
+/// answers with them.
+fn below_the_service(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::Unknown
+            | tonic::Code::Cancelled
+            | tonic::Code::Unavailable
+            | tonic::Code::Unimplemented
+    )
 }
 
 /// Result of client calls.
@@ -58,11 +84,25 @@ impl GrpcClient {
             .connect()
             .await
             .map_err(err)?;
-        Ok(GrpcClient {
+        let mut c = GrpcClient {
             inner: ObjectStoreClient::new(channel)
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
-        })
+        };
+        // One call, so that a server of another kind is named as such now
+        // rather than as a bare transport error on the first real call. Any
+        // answer of the service (the object, "no such object", "bad name")
+        // will do.
+        let probe = NameRequest {
+            name: "objstore-connect-probe".into(),
+        };
+        match c.inner.stat(probe).await {
+            Err(s) if below_the_service(s.code()) => Err(ClientError::NotAnObjectStore {
+                addr: addr.to_string(),
+                why: format!("{}: {}", s.code(), s.message()),
+            }),
+            _ => Ok(c),
+        }
     }
 
     /// Put an object held in memory (sent in [`CHUNK`]-byte slices, no copy).
