@@ -213,38 +213,16 @@ fn wait_or_kill(child: &mut std::process::Child, limit: Duration) -> std::proces
     }
 }
 
-fn cli(addr: &str, args: &[&str]) -> (bool, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_objstore-grpc"))
-        .arg("--connect")
-        .arg(addr)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn client");
-    let status = wait_or_kill(&mut child, Duration::from_secs(60));
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("read");
-    (status.success(), out)
-}
-
-#[test]
-fn server_and_cli_binaries_work_together() {
-    let store = tempfile::tempdir().expect("tempdir");
-    let local = tempfile::tempdir().expect("tempdir");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_objstore-grpc-server"))
+/// Start server binary `exe` on store `dir`; the process and the address
+/// its first line names (read on a thread, so that a silent server
+/// cannot hang the test: killed after 30 s).
+fn spawn_server(exe: &str, dir: &std::path::Path) -> (std::process::Child, String) {
+    let mut server = Command::new(exe)
         .arg("--dir")
-        .arg(store.path())
+        .arg(dir)
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn server");
-    // The first line names the address; read it on a thread so a silent
-    // server cannot hang the test.
     let mut stdout = server.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -255,18 +233,56 @@ fn server_and_cli_binaries_work_together() {
         }
         let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
     });
-    let line = match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(l) => l,
-        Err(_) => {
+    let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    match line.strip_prefix("listening on ") {
+        Some(addr) => (server, addr.to_string()),
+        None => {
             let _ = server.kill();
             let _ = server.wait();
-            panic!("server did not start");
+            panic!("{exe} did not start: {line:?}");
         }
-    };
-    let addr = line
-        .strip_prefix("listening on ")
-        .expect("address line")
-        .to_string();
+    }
+}
+
+/// The gRPC CLI at `addr`: its success and stdout.
+fn cli(addr: &str, args: &[&str]) -> (bool, String) {
+    let (ok, out, _) = run_cli(env!("CARGO_BIN_EXE_objstore-grpc"), addr, args);
+    (ok, out)
+}
+
+/// Run `bin --connect addr args` (killed after 60 s); its success, stdout
+/// and stderr.
+fn run_cli(bin: &str, addr: &str, args: &[&str]) -> (bool, String, String) {
+    let mut child = Command::new(bin)
+        .arg("--connect")
+        .arg(addr)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn client");
+    let status = wait_or_kill(&mut child, Duration::from_secs(60));
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read");
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("read");
+    (status.success(), out, err)
+}
+
+#[test]
+fn server_and_cli_binaries_work_together() {
+    let store = tempfile::tempdir().expect("tempdir");
+    let local = tempfile::tempdir().expect("tempdir");
+    let (mut server, addr) = spawn_server(env!("CARGO_BIN_EXE_objstore-grpc-server"), store.path());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     let input = random_file(local.path(), "in", 2 * CHUNK + 3, &mut rng);
     let output = local.path().join("out");
@@ -305,55 +321,15 @@ fn server_and_cli_binaries_work_together() {
     assert!(status.success(), "server exit: {status}");
 }
 
-/// Run `bin --connect addr args`; its success and stderr.
-fn run_cli(bin: &str, addr: &str, args: &[&str]) -> (bool, String) {
-    let mut child = Command::new(bin)
-        .arg("--connect")
-        .arg(addr)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn client");
-    let status = wait_or_kill(&mut child, Duration::from_secs(60));
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut err)
-        .expect("read");
-    (status.success(), err)
-}
-
 /// A client pointed at the other kind of server says so, instead of a
 /// bare transport error: the gRPC client and CLI at a portals-rpc
 /// `objstore-server`, the portals-rpc CLI at this gRPC server.
 #[test]
 fn a_client_pointed_at_the_other_kind_of_server_says_so() {
     let store = tempfile::tempdir().expect("tempdir");
-    let mut portals = Command::new(env!("CARGO_BIN_EXE_objstore-server"))
-        .arg("--dir")
-        .arg(store.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let mut stdout = portals.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = Vec::new();
-        let mut b = [0u8; 1];
-        while stdout.read(&mut b).map(|n| n == 1).unwrap_or(false) && b[0] != b'\n' {
-            line.push(b[0]);
-        }
-        let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
-    });
-    let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let (mut portals, portals_addr) =
+        spawn_server(env!("CARGO_BIN_EXE_objstore-server"), store.path());
     let check = || -> Result<(), String> {
-        let portals_addr = line
-            .strip_prefix("listening on ")
-            .ok_or(format!("server said {line:?}"))?
-            .to_string();
         let grpc = Server::start();
         let r = grpc.rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(60), GrpcClient::connect(&portals_addr)).await
@@ -362,7 +338,7 @@ fn a_client_pointed_at_the_other_kind_of_server_says_so() {
             Ok(Err(ClientError::NotAnObjectStore { addr, .. })) if addr == portals_addr => {}
             other => return Err(format!("gRPC client at objstore-server: {other:?}")),
         }
-        let (ok, err) = run_cli(
+        let (ok, _, err) = run_cli(
             env!("CARGO_BIN_EXE_objstore-grpc"),
             &portals_addr,
             &["list"],
@@ -370,7 +346,7 @@ fn a_client_pointed_at_the_other_kind_of_server_says_so() {
         if ok || !err.contains("use the `objstore` client") {
             return Err(format!("objstore-grpc at objstore-server: {ok} {err}"));
         }
-        let (ok, err) = run_cli(env!("CARGO_BIN_EXE_objstore"), &grpc.addr, &["list"]);
+        let (ok, _, err) = run_cli(env!("CARGO_BIN_EXE_objstore"), &grpc.addr, &["list"]);
         if ok || !err.contains("not a portals-rpc server") {
             return Err(format!("objstore at objstore-grpc-server: {ok} {err}"));
         }
