@@ -407,7 +407,7 @@ impl Engine {
         };
         if x.kind == OpKind::FetchAtomic && fail == FailType::Ok {
             // The old values left in the buffer go back in the reply; the
-            // transfer ends when the reply has left (`reply_sent`).
+            // transfer ends when the reply has left (`xfer_done`).
             let ptr = rest.as_mut_ptr();
             let x = &self.xfers[xk];
             return Some(Outbound {
