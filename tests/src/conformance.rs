@@ -34,7 +34,10 @@ use portals_runtime::mux::{MuxNal, MuxWake};
 mod atomics;
 pub use atomics::*;
 mod ordering;
-pub use ordering::a_response_stays_ahead_of_a_send_after_fence_responses;
+pub use ordering::{
+    a_response_stays_ahead_of_a_send_after_fence_responses,
+    an_acknowledgment_comes_before_the_reply_its_put_caused,
+};
 
 /// The portal table entry the tests use.
 pub const PT: PortalIndex = PortalIndex(5);

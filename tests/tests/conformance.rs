@@ -78,6 +78,27 @@ mod progress_threads {
         };
     }
 
+    /// TCP only: shared memory and UDP do not promise this order (see
+    /// docs/ARCHITECTURE.md, "An answer is never overtaken").
+    macro_rules! answer_order_suite {
+        ($($variant:ident = $cfg:expr;)*) => {
+            $(
+                suite!($variant = $cfg;
+                    an_acknowledgment_comes_before_the_reply_its_put_caused,
+                );
+            )*
+        };
+    }
+
+    mod answer_order {
+        use super::*;
+
+        answer_order_suite! {
+            tcp_epoll = TcpConfig::variant(Backend::Epoll, ProgressMode::Thread);
+            tcp_io_uring = TcpConfig::variant(Backend::IoUring, ProgressMode::Thread);
+        }
+    }
+
     thread_suite! {
         tcp_epoll = TcpConfig::variant(Backend::Epoll, ProgressMode::Thread);
         tcp_io_uring = TcpConfig::variant(Backend::IoUring, ProgressMode::Thread);

@@ -332,6 +332,7 @@ impl Inner {
                         lazy_only: false,
                     }),
                     staged: Mutex::new(Vec::new()),
+                    has_staged: AtomicBool::new(false),
                 })
             })
             .clone();

@@ -108,4 +108,8 @@ pub(super) struct Peer {
     /// anything sent after it (see `Inner::stage`). A leaf lock, taken
     /// under `tx` or the engine lock.
     pub(super) staged: Mutex<Vec<Outbound>>,
+    /// `staged` may be non-empty: a send looks at it only then. Set under
+    /// the engine lock, so a send that follows the event of the message it
+    /// answers sees it set.
+    pub(super) has_staged: AtomicBool,
 }

@@ -40,7 +40,14 @@ impl Inner {
     /// go ahead of whatever is queued next. Returns how many, and whether
     /// all were acknowledgments.
     fn queue_staged(&self, peer: &Peer, tx: &mut Tx) -> (usize, bool) {
-        let staged = std::mem::take(&mut *lock(&peer.staged));
+        if !peer.has_staged.load(Ordering::Acquire) {
+            return (0, true);
+        }
+        let staged = {
+            let mut g = lock(&peer.staged);
+            peer.has_staged.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *g)
+        };
         let acks = staged.iter().all(|m| m.header.op == Op::Ack);
         let n = staged.len();
         tx.queue.extend(staged.into_iter().map(OutMsg::portals));
@@ -97,7 +104,9 @@ impl Inner {
         let dst = msg.header.dst;
         match self.peer(dst) {
             Some(peer) if dst != self.me => {
-                lock(&peer.staged).push(msg);
+                let mut staged = lock(&peer.staged);
+                staged.push(msg);
+                peer.has_staged.store(true, Ordering::Release);
                 Answer::Staged(dst)
             }
             _ => Answer::Unstaged(msg),
