@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use nal_tcp::{ConnectMode, ProgressMode, TcpConfig, TcpEndpoint};
 use portals::*;
 use portals_tests::conformance::{
-    a_dead_peer_fails_pending_operations, attach, bind_md, catch_all, each_process, expect, id,
-    job, job_tuned, job_with, pattern, ping_pong, progress_until, put_header, variants, Death, PT,
-    WAIT,
+    a_dead_peer_fails_pending_operations, acknowledged_ping_pong, attach, bind_md, catch_all,
+    each_process, expect, id, job, job_tuned, job_with, pattern, ping_pong, progress_until,
+    put_header, variants, Death, PT, WAIT,
 };
 
 /// A put frame: the wire header, then `data`.
@@ -728,42 +728,10 @@ fn an_acknowledgment_leaves_with_the_next_message_to_its_peer() {
         .filter(|c| c.progress == ProgressMode::Thread)
     {
         let nodes = job(2, &cfg);
-        let (a, b) = (&nodes[0], &nodes[1]);
-        let aeq = a.ni.eq_alloc(16).unwrap();
-        let beq = b.ni.eq_alloc(16).unwrap();
-        catch_all(&a.ni, aeq, 1024);
-        catch_all(&b.ni, beq, 1024);
-        let asrc = bind_md(&a.ni, aeq, b"ping".to_vec());
-        let bsrc = bind_md(&b.ni, beq, b"pong".to_vec());
         const ROUNDS: u64 = 20;
-        std::thread::scope(|sc| {
-            sc.spawn(|| {
-                for _ in 0..ROUNDS {
-                    expect(&b.ni, beq, EventKind::Put);
-                    b.ni.put(bsrc, AckReq::NoAck, &Remote::new(id(0), PT, 0), 0)
-                        .unwrap();
-                }
-            });
-            for round in 0..ROUNDS {
-                a.ni.put(asrc, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
-                    .unwrap();
-                // The acknowledgment comes before the reply its put caused
-                // (the target stages it before the put's event is seen).
-                let ack = loop {
-                    let ev = a.ni.eq_wait(aeq, WAIT).unwrap();
-                    if ev.kind != EventKind::Sent {
-                        break ev;
-                    }
-                };
-                assert_eq!(
-                    (ack.kind, ack.fail),
-                    (EventKind::Ack, FailType::Ok),
-                    "{cfg:?}: round {round}: the reply overtook the acknowledgment"
-                );
-                expect(&a.ni, aeq, EventKind::Put);
-            }
-        });
-        let st = b.nal.stats();
+        // Asserts the acknowledgment first, every round.
+        acknowledged_ping_pong(&nodes, ROUNDS as usize);
+        let st = nodes[1].nal.stats();
         assert!(
             // At least one: on a loaded machine the progress thread may
             // read some puts while the application is descheduled, and

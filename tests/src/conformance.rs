@@ -35,7 +35,7 @@ mod atomics;
 pub use atomics::*;
 mod ordering;
 pub use ordering::{
-    a_response_stays_ahead_of_a_send_after_fence_responses,
+    a_response_stays_ahead_of_a_send_after_fence_responses, acknowledged_ping_pong,
     an_acknowledgment_comes_before_the_reply_its_put_caused,
 };
 

@@ -20,10 +20,6 @@ pub(super) struct OutMsg {
 }
 
 impl OutMsg {
-    pub(super) fn is_ack(&self) -> bool {
-        self.ack
-    }
-
     pub(super) fn portals(msg: Outbound) -> OutMsg {
         OutMsg {
             hdr: msg.header.encode(),

@@ -7,7 +7,7 @@ use super::*;
 pub(super) enum Answer {
     Nothing,
     /// Staged on this peer.
-    Staged(ProcessId),
+    Staged(Arc<Peer>),
     /// To be sent as it is (no peer to stage it on).
     Unstaged(Outbound),
 }
@@ -66,7 +66,7 @@ impl Inner {
                     .queue
                     .iter()
                     .take(before.saturating_sub(1))
-                    .filter(|m| m.is_ack())
+                    .filter(|m| m.ack)
                     .count();
                 self.flush(peer, tx, &conn);
                 if tx.queue.len() < before {
@@ -107,7 +107,8 @@ impl Inner {
                 let mut staged = lock(&peer.staged);
                 staged.push(msg);
                 peer.has_staged.store(true, Ordering::Release);
-                Answer::Staged(dst)
+                drop(staged);
+                Answer::Staged(peer)
             }
             _ => Answer::Unstaged(msg),
         }
@@ -117,12 +118,12 @@ impl Inner {
     pub(super) fn send_answer(&self, a: Answer) {
         match a {
             Answer::Nothing => {}
-            Answer::Staged(dst) => self.release_staged(dst),
+            Answer::Staged(peer) => self.release_staged(&peer),
             Answer::Unstaged(m) => self.send(m),
         }
     }
 
-    /// Queue what was staged for `dst` while the engine lock was held,
+    /// Queue what was staged for `peer` while the engine lock was held,
     /// unless a send already took it, and write it: an acknowledgment is
     /// held back to share a write with the next message to the same peer
     /// — in a round trip, the reply the application is about to send (one
@@ -134,14 +135,11 @@ impl Inner {
     /// polling mode the next pass may never come (the call that read the
     /// message may be the application's last), so the acknowledgment goes
     /// out at once, as does any other answer.
-    pub(super) fn release_staged(&self, dst: ProcessId) {
-        let Some(peer) = self.peer(dst) else {
-            return;
-        };
+    pub(super) fn release_staged(&self, peer: &Peer) {
         let mut tx = lock(&peer.tx);
         let was_empty = tx.queue.is_empty();
         let lazy = tx.lazy_only;
-        let (n, only_acks) = self.queue_staged(&peer, &mut tx);
+        let (n, only_acks) = self.queue_staged(peer, &mut tx);
         if n == 0 {
             return;
         }
@@ -157,7 +155,7 @@ impl Inner {
             }
             _ => {
                 tx.lazy_only = false;
-                self.write_or_connect(&peer, &mut tx, was_empty || lazy);
+                self.write_or_connect(peer, &mut tx, was_empty || lazy);
             }
         }
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use portals::*;
 
-use super::{bind_md, catch_all, expect, id, job, Transport, PT, WAIT};
+use super::{bind_md, catch_all, expect, id, job, Node, Transport, PT, WAIT};
 
 /// How long the thread that took the put is held between posting its
 /// event and queueing the acknowledgment: time for the other thread's
@@ -96,25 +96,30 @@ pub fn a_response_stays_ahead_of_a_send_after_fence_responses<C: Transport>(cfg:
 /// promises this; shared memory and UDP do not. Needs progress threads
 /// (the race is between the thread that reads and the one that waits).
 pub fn an_acknowledgment_comes_before_the_reply_its_put_caused<C: Transport>(cfg: &C) {
-    let nodes = job(2, cfg);
+    acknowledged_ping_pong(&job(2, cfg), 200);
+}
+
+/// `rounds` of: process 0 puts to process 1 asking for an acknowledgment,
+/// and process 1's application puts a reply back as soon as it sees the
+/// put; process 0 asserts that the acknowledgment comes first.
+pub fn acknowledged_ping_pong<C: Transport>(nodes: &[Node<C>], rounds: usize) {
     let (a, b) = (&nodes[0], &nodes[1]);
     let aeq = a.ni.eq_alloc(64).unwrap();
     let beq = b.ni.eq_alloc(64).unwrap();
-    const ROUNDS: usize = 200;
     // Room for every round's 4 bytes (the entries fill up, they do not wrap).
-    catch_all(&a.ni, aeq, 4 * ROUNDS);
-    catch_all(&b.ni, beq, 4 * ROUNDS);
+    catch_all(&a.ni, aeq, 4 * rounds);
+    catch_all(&b.ni, beq, 4 * rounds);
     let ping = bind_md(&a.ni, aeq, b"ping".to_vec());
     let pong = bind_md(&b.ni, beq, b"pong".to_vec());
     std::thread::scope(|s| {
         s.spawn(|| {
-            for _ in 0..ROUNDS {
+            for _ in 0..rounds {
                 expect(&b.ni, beq, EventKind::Put);
                 b.ni.put(pong, AckReq::NoAck, &Remote::new(id(0), PT, 0), 0)
                     .unwrap();
             }
         });
-        for round in 0..ROUNDS {
+        for round in 0..rounds {
             a.ni.put(ping, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
                 .unwrap();
             let first = loop {
