@@ -405,7 +405,8 @@ impl SimpleCommunicator {
         // The members agree on a context free at all of them: the first
         // member ANDs everyone's free set and hands the result back, on
         // the parent's collective context under a tag no collective uses.
-        let c = crate::collective::algos::Coll { c: &self.inner };
+        use crate::collective::algos::{Coll, Exchange};
+        let c = Coll { c: &self.inner };
         let tag = CREATE_GROUP_TAG | tag;
         let mut all = self.inner.dev.free_contexts();
         let (leader, rest) = (members[0], &members[1..]);
@@ -434,8 +435,9 @@ impl SimpleCommunicator {
             .dev
             .nbc_create(ctx, &comm.inner.ranks, comm.inner.me)?;
         // Nobody uses the new communicator before every member has set it
-        // up.
-        comm.barrier()?;
+        // up. On point-to-point messages: a put to a member's collective
+        // slots before it made them would be dropped (`device/slots.rs`).
+        crate::collective::barrier_point_to_point(comm.data())?;
         Ok(Some(comm))
     }
 }

@@ -75,3 +75,20 @@ fn context_ids_run_out_cleanly_are_reused_and_never_match_stale_messages() {
         "contexts poll n=2",
     );
 }
+
+/// Short all-reduces and barriers on the communicators' slots (`coll_check
+/// slots`): back-to-back instances with late members, on the world and a
+/// split, right results and no point-to-point message, on 2 (with a
+/// length mismatch reported to both), 3 and 4 ranks, both progress modes.
+#[test]
+fn short_all_reduces_and_barriers_run_on_slots_without_point_to_point_messages() {
+    for n in [2, 3, 4] {
+        assert_ok(
+            &run(CHECK, n, &["slots"]),
+            n,
+            "OK slots",
+            &format!("slots n={n}"),
+        );
+    }
+    assert_ok(&run_poll(3, &["slots"]), 3, "OK slots", "slots poll n=3");
+}

@@ -319,6 +319,22 @@ fn a_nonblocking_all_gather_fails_when_a_member_dies_over_tcp() {
     }
 }
 
+/// A short all-reduce (on the communicator's slots, `device/slots.rs`)
+/// entered after its only peer decided to die fails with `PeerFailed`
+/// naming it, in both modes, instead of waiting for a put that will never
+/// come. A regression hangs: the job is bounded well below the default.
+#[test]
+fn a_short_all_reduce_fails_when_a_member_dies_over_tcp() {
+    for p in MODES {
+        let out = run_tcp(2, &["death", "allreduce"], p, Duration::from_secs(90));
+        assert_ok(&out, 2, &format!("death allreduce tcp {p:?}"));
+        assert!(
+            out.stdout_of(1).contains("PeerFailed after"),
+            "death allreduce tcp {p:?}: the survivor did not report the failure"
+        );
+    }
+}
+
 /// A receive from any source, posted before the only other member dies,
 /// fails with `PeerFailed` over TCP (the transport's connection loss), and
 /// so do later any-source receives and probes. A regression hangs: the job

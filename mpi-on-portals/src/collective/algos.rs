@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use crate::comm::CommData;
 use crate::datatype::Equivalence;
-use crate::device::Mode;
+use crate::device::{Mode, SlotOp};
 use crate::error::{MpiError, Result};
 
 use super::op::Operation;
@@ -50,20 +50,22 @@ fn bytes_mut<T: Equivalence>(s: &mut [T]) -> &mut [u8] {
 }
 
 impl Coll<'_> {
-    pub(crate) fn n(&self) -> usize {
-        self.c.ranks.len()
-    }
-
-    pub(crate) fn me(&self) -> usize {
-        self.c.me as usize
-    }
-
     fn world(&self, r: usize) -> u32 {
         self.c.ranks[r]
     }
+}
+
+impl Exchange for Coll<'_> {
+    fn n(&self) -> usize {
+        self.c.ranks.len()
+    }
+
+    fn me(&self) -> usize {
+        self.c.me as usize
+    }
 
     /// Send `data` to communicator rank `dst`, blocking.
-    pub(crate) fn send<T: Equivalence>(&self, dst: usize, tag: u32, data: &[T]) -> Result<()> {
+    fn send<T: Equivalence>(&self, dst: usize, tag: u32, data: &[T]) -> Result<()> {
         let b = bytes(data);
         // SAFETY: we wait for completion while `data` is borrowed.
         let id = unsafe {
@@ -83,7 +85,7 @@ impl Coll<'_> {
     }
 
     /// Receive exactly `buf.len()` elements from `src`, blocking.
-    pub(crate) fn recv<T: Equivalence>(&self, src: usize, tag: u32, buf: &mut [T]) -> Result<()> {
+    fn recv<T: Equivalence>(&self, src: usize, tag: u32, buf: &mut [T]) -> Result<()> {
         let want = std::mem::size_of_val(buf);
         let b = bytes_mut(buf);
         // SAFETY: we wait for completion while `buf` is borrowed.
@@ -107,7 +109,7 @@ impl Coll<'_> {
 
     /// Send to `dst` and receive from `src` at the same time (no deadlock
     /// whatever the order the peers call in).
-    pub(crate) fn sendrecv<T: Equivalence>(
+    fn sendrecv<T: Equivalence>(
         &self,
         dst: usize,
         out: &[T],
@@ -160,6 +162,83 @@ impl Coll<'_> {
     }
 }
 
+/// The messages of the algorithms that run on point-to-point messages and
+/// on slots alike (see [`on_slots`]).
+pub(crate) trait Exchange {
+    /// Members.
+    fn n(&self) -> usize;
+    /// This process's rank.
+    fn me(&self) -> usize;
+    /// Send `data` to `dst`.
+    fn send<T: Equivalence>(&self, dst: usize, tag: u32, data: &[T]) -> Result<()>;
+    /// Receive exactly `buf.len()` elements from `src`.
+    fn recv<T: Equivalence>(&self, src: usize, tag: u32, buf: &mut [T]) -> Result<()>;
+    /// Send to `dst` and receive from `src`, whatever order the peers call
+    /// in.
+    fn sendrecv<T: Equivalence>(
+        &self,
+        dst: usize,
+        out: &[T],
+        src: usize,
+        inc: &mut [T],
+        tag: u32,
+    ) -> Result<()>;
+}
+
+/// One instance of a collective on the communicator's slots
+/// (`device/slots.rs`): each message is a put into the receiver's slot for
+/// its sender. At most one message per ordered pair of members per
+/// instance, which is what the algorithms run here send; tags are not
+/// needed.
+pub(crate) struct SlotColl<'a> {
+    c: &'a CommData,
+    op: SlotOp,
+}
+
+impl Exchange for SlotColl<'_> {
+    fn n(&self) -> usize {
+        self.c.ranks.len()
+    }
+    fn me(&self) -> usize {
+        self.c.me as usize
+    }
+    fn send<T: Equivalence>(&self, dst: usize, _tag: u32, data: &[T]) -> Result<()> {
+        self.c.dev.slots_send(self.op, dst, bytes(data))
+    }
+    fn recv<T: Equivalence>(&self, src: usize, _tag: u32, buf: &mut [T]) -> Result<()> {
+        self.c.dev.slots_recv(self.op, src, bytes_mut(buf))
+    }
+    fn sendrecv<T: Equivalence>(
+        &self,
+        dst: usize,
+        out: &[T],
+        src: usize,
+        inc: &mut [T],
+        tag: u32,
+    ) -> Result<()> {
+        // A slot put never waits for its receiver, so sending first
+        // cannot deadlock.
+        self.send(dst, tag, out)?;
+        self.recv(src, tag, inc)
+    }
+}
+
+/// Run `f` as an instance on the slots of `c`'s communicator if they carry
+/// messages of `bytes` bytes (`None` otherwise: the caller runs the
+/// point-to-point version). Every member decides alike.
+fn on_slots<R>(
+    c: &Coll,
+    bytes: usize,
+    f: impl FnOnce(&SlotColl) -> Result<R>,
+) -> Result<Option<R>> {
+    let Some(op) = c.c.dev.slots_begin(c.c.ctx, bytes)? else {
+        return Ok(None);
+    };
+    let r = f(&SlotColl { c: c.c, op });
+    c.c.dev.slots_end(op);
+    r.map(Some)
+}
+
 /// Two disjoint ranges of one slice, one to read and one to write.
 fn split<T>(buf: &mut [T], read: Range<usize>, write: Range<usize>) -> (&[T], &mut [T]) {
     if read.is_empty() {
@@ -191,6 +270,13 @@ fn largest_pow2_le(n: usize) -> usize {
 /// Dissemination barrier: ⌈log₂ n⌉ rounds of one zero-byte exchange.
 /// Cost ⌈log₂ n⌉ α.
 pub(crate) fn barrier(c: &Coll) -> Result<()> {
+    if let Some(()) = on_slots(c, 0, |s| dissemination(s))? {
+        return Ok(());
+    }
+    dissemination(c)
+}
+
+pub(crate) fn dissemination<X: Exchange>(c: &X) -> Result<()> {
     let (n, me) = (c.n(), c.me());
     let mut k = 1;
     while k < n {
@@ -414,8 +500,8 @@ fn reduce_scatter_gather<T: Equivalence, O: Operation<T> + ?Sized>(
 /// `pof2 ≤ n`: among the first `2·rem` ranks, even ranks hand their data to
 /// the next odd rank and sit out. Returns this rank's index among the `pof2`
 /// survivors (None if it sits out), keeping rank order.
-fn fold<T: Equivalence, O: Operation<T> + ?Sized>(
-    c: &Coll,
+fn fold<X: Exchange, T: Equivalence, O: Operation<T> + ?Sized>(
+    c: &X,
     acc: &mut [T],
     op: &O,
     tag: u32,
@@ -461,30 +547,50 @@ pub(crate) fn all_reduce<T: Equivalence, O: Operation<T> + ?Sized>(
     if n == 1 {
         return Ok(());
     }
-    let long = std::mem::size_of_val(acc) >= ALLREDUCE_LONG
-        && op.is_commutative()
-        && acc.len() >= largest_pow2_le(n);
+    let size = std::mem::size_of_val(acc);
+    if let Some(()) = on_slots(c, size, |s| all_reduce_short(s, acc, op))? {
+        return Ok(());
+    }
+    let long = size >= ALLREDUCE_LONG && op.is_commutative() && acc.len() >= largest_pow2_le(n);
+    if !long {
+        return all_reduce_short(c, acc, op);
+    }
     let (pof2, rem, newrank) = fold(c, acc, op, TAG_ALLREDUCE)?;
     if let Some(nr) = newrank {
-        if long {
-            rabenseifner(c, acc, op, pof2, rem, nr)?;
-        } else {
-            let mut tmp = vec![T::zeroed(); acc.len()];
-            let mut mask = 1;
-            while mask < pof2 {
-                let dst = unfold_rank(nr ^ mask, rem);
-                c.sendrecv(dst, acc, dst, &mut tmp, TAG_ALLREDUCE)?;
-                if dst < c.me() {
-                    op.apply(&tmp, acc);
-                } else {
-                    op.apply(acc, &mut tmp);
-                    acc.copy_from_slice(&tmp);
-                }
-                mask <<= 1;
+        rabenseifner(c, acc, op, pof2, rem, nr)?;
+    }
+    hand_back(c, acc)
+}
+
+/// Recursive doubling after the fold, then the hand-back.
+fn all_reduce_short<X: Exchange, T: Equivalence, O: Operation<T> + ?Sized>(
+    c: &X,
+    acc: &mut [T],
+    op: &O,
+) -> Result<()> {
+    let (pof2, rem, newrank) = fold(c, acc, op, TAG_ALLREDUCE)?;
+    if let Some(nr) = newrank {
+        let mut tmp = vec![T::zeroed(); acc.len()];
+        let mut mask = 1;
+        while mask < pof2 {
+            let dst = unfold_rank(nr ^ mask, rem);
+            c.sendrecv(dst, acc, dst, &mut tmp, TAG_ALLREDUCE)?;
+            if dst < c.me() {
+                op.apply(&tmp, acc);
+            } else {
+                op.apply(acc, &mut tmp);
+                acc.copy_from_slice(&tmp);
             }
+            mask <<= 1;
         }
     }
-    // Hand the result back to the ranks that sat out.
+    hand_back(c, acc)
+}
+
+/// Hand the result back to the ranks that sat out of the fold.
+fn hand_back<X: Exchange, T: Equivalence>(c: &X, acc: &mut [T]) -> Result<()> {
+    let pof2 = largest_pow2_le(c.n());
+    let rem = c.n() - pof2;
     let me = c.me();
     if me < 2 * rem {
         if me % 2 == 1 {

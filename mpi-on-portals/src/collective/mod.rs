@@ -216,6 +216,12 @@ fn coll(c: &CommData) -> Coll<'_> {
     Coll { c }
 }
 
+/// A barrier on point-to-point messages only: the one that publishes a new
+/// communicator's entries, which its slots cannot carry yet.
+pub(crate) fn barrier_point_to_point(c: &CommData) -> Result<()> {
+    algos::dissemination(&coll(c))
+}
+
 fn check_blocks(n: usize, counts: &[usize], what: &'static str) -> Result<()> {
     if counts.len() != n {
         return Err(MpiError::InvalidBuffer(what));

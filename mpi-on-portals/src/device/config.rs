@@ -169,6 +169,9 @@ pub struct MpiStats {
     /// Point-to-point sends that waited in this process for room in their
     /// target's window ([`MpiConfig::send_window`]).
     pub window_waits: u64,
+    /// Blocking collectives (short all-reduces, barriers) that ran on their
+    /// communicator's slots instead of point-to-point messages.
+    pub slot_collectives: u64,
 }
 
 #[cfg(test)]

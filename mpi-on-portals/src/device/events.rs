@@ -65,6 +65,10 @@ impl Device {
             self.on_flow(st, ev.kind, ev.fail, ev.initiator, ev.match_bits);
             return;
         }
+        if ev.md.user_ptr == slots::SLOTS {
+            Self::on_slot(st, ev);
+            return;
+        }
         if ev.md.user_ptr == nbc::NBC_DONE {
             if ev.kind == EventKind::Put {
                 self.on_nbc_done(st, ev.hdr_data);

@@ -115,6 +115,7 @@ mod probe;
 mod recv;
 mod saved;
 mod send;
+mod slots;
 mod throttle;
 mod window;
 
@@ -125,6 +126,7 @@ pub(crate) use mem::Mem;
 pub(crate) use nbc::FlatPlan;
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
+pub(crate) use slots::SlotOp;
 use window::SendWindows;
 
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};

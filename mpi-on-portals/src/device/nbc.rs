@@ -38,7 +38,7 @@ use portals::{
     PortalIndex, Position, ProcessId, Remote, Trigger, Unlink,
 };
 
-use super::{ptl, Device, Kind, ReqId, State};
+use super::{ptl, slots, Device, Kind, ReqId, State};
 use crate::bits;
 use crate::error::{MpiError, Result};
 use crate::status::Status;
@@ -95,6 +95,9 @@ pub(super) struct NbcComm {
     flat_expected: u64,
     /// Instances started and not finished: the pair's release waits for them.
     pending: usize,
+    /// The short blocking collectives' slots (`slots.rs`), if the
+    /// communicator's size suits them.
+    pub(super) slots: Option<super::slots::Slots>,
     /// The communicator was freed while instances were pending.
     closing: bool,
 }
@@ -102,7 +105,14 @@ pub(super) struct NbcComm {
 /// A communicator's barrier fan-in and fan-out counters, its ready
 /// counters, its all-reduce ready counter and its flat collectives' one
 /// (see [`NbcComm`]).
-type Counters = (CtHandle, CtHandle, Vec<(CtHandle, u64)>, CtHandle, CtHandle);
+type Counters = (
+    CtHandle,
+    CtHandle,
+    Vec<(CtHandle, u64)>,
+    CtHandle,
+    CtHandle,
+    Option<super::slots::Slots>,
+);
 
 /// The lowest set bit of virtual rank `v`, or for the root (0) the first
 /// power of two at or above `n`: a node's children are at `v + m` for the
@@ -125,7 +135,7 @@ fn child_offsets(v: u32, n: u32) -> impl Iterator<Item = u32> {
         .take_while(move |&m| m < lb && v.checked_add(m).is_some_and(|c| c < n))
 }
 
-fn nbc_bits(kind: u64, ctx: u16, src: u32, tag: u32) -> u64 {
+pub(super) fn nbc_bits(kind: u64, ctx: u16, src: u32, tag: u32) -> u64 {
     bits::encode(kind, ctx, src, tag)
 }
 
@@ -155,6 +165,9 @@ fn counting_sink(ni: &NetworkInterface, bits: u64, ct: CtHandle) -> Result<MeHan
 
 impl NbcComm {
     fn teardown(&self, ni: &NetworkInterface) {
+        if let Some(s) = &self.slots {
+            s.teardown(ni);
+        }
         for &me in &self.entries {
             if let Err(e) = ni.me_unlink(me) {
                 tracing::warn!(error = %e, "could not unlink a collective entry");
@@ -208,6 +221,7 @@ impl Device {
     pub(crate) fn nbc_create(&self, ctx: u16, ranks: &[u32], me: u32) -> Result<()> {
         let ni = self.ni();
         let n = ranks.len() as u32;
+        let members: Arc<[u32]> = ranks.into();
         let mut entries = Vec::new();
         let mut cts = Vec::new();
         let made = (|| -> Result<Counters> {
@@ -228,10 +242,17 @@ impl Device {
             }
             let up_ready = counted(nbc_bits(K_UP_READY, ctx, 0, 0))?;
             let flat_ready = counted(flat::ready_bits(ctx))?;
-            Ok((bar_in, bar_out, ready, up_ready, flat_ready))
+            let slots = match slots::create(ni, self.req_eq, ctx, &members, me)? {
+                Some((entry, s)) => {
+                    entries.push(entry);
+                    Some(s)
+                }
+                None => None,
+            };
+            Ok((bar_in, bar_out, ready, up_ready, flat_ready, slots))
         })();
-        let mut comm = |(bar_in, bar_out, ready, up_ready, flat_ready)| NbcComm {
-            ranks: ranks.into(),
+        let mut comm = |(bar_in, bar_out, ready, up_ready, flat_ready, slots)| NbcComm {
+            ranks: members.clone(),
             me,
             entries: std::mem::take(&mut entries),
             cts: std::mem::take(&mut cts),
@@ -247,6 +268,7 @@ impl Device {
             flat_expected: 0,
             pending: 0,
             closing: false,
+            slots,
         };
         match made {
             Ok(parts) => {

@@ -118,6 +118,7 @@ impl GrpcClient {
                     String::new()
                 },
                 data: data.slice(off..end),
+                last: end == data.len(),
             });
             off = end;
             if off >= data.len() {
@@ -155,20 +156,20 @@ impl GrpcClient {
                     }
                 };
                 buf.truncate(n);
-                let first = !name.is_empty();
-                if n == 0 && !first {
-                    return; // end of data: dropping `tx` ends the stream
-                }
+                // `read_full` returns a short chunk only at the end of the
+                // data; the message that carries it (maybe empty) is the
+                // last, and only it lets the server commit.
                 let msg = PutChunk {
                     name: std::mem::take(&mut name),
                     data: Bytes::from(buf),
+                    last: n < CHUNK,
                 };
                 if tx.blocking_send(msg).is_err() {
                     return; // the call ended (failed on the server)
                 }
                 sent += n as u64;
                 progress(sent);
-                if n == 0 {
+                if n < CHUNK {
                     return;
                 }
             }

@@ -85,6 +85,7 @@ impl ObjectStore for GrpcStore {
             Ok::<_, StoreError>(w)
         });
         let mut failed: Option<Status> = None;
+        let mut last = first.last;
         let mut pending = Some(first.data);
         loop {
             if let Some(data) = pending.take() {
@@ -92,9 +93,23 @@ impl ObjectStore for GrpcStore {
                     break; // the writer failed: its error is reported below
                 }
             }
+            if last {
+                break;
+            }
             match stream.next().await {
-                None => break,
-                Some(Ok(m)) => pending = Some(m.data),
+                None => {
+                    // A client whose source failed drops its stream, which
+                    // may reach us as a clean end: without the last
+                    // message, the object is not complete.
+                    failed = Some(Status::aborted(
+                        "the put stream ended before its last message: nothing stored",
+                    ));
+                    break;
+                }
+                Some(Ok(m)) => {
+                    last = m.last;
+                    pending = Some(m.data);
+                }
                 Some(Err(e)) => {
                     failed = Some(e);
                     break;

@@ -107,6 +107,21 @@ pub(crate) fn death(u: &Universe, case: &str) -> R<()> {
             let t = Instant::now();
             expect_failure(p.receive_into_with_tag(&mut buf[..], 6).map(|_| ()), t)
         }
+        ("allreduce", 0) => {
+            p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+            die("after the peer entered a short all-reduce");
+        }
+        ("allreduce", _) => {
+            // A short all-reduce runs on the communicator's slots: its wait
+            // for the dead rank's put must end with the death, not hang.
+            signal_the_dying(&p)?;
+            let mut sum = 0u64;
+            let t = Instant::now();
+            expect_failure(
+                w.all_reduce_into(&1u64, &mut sum, SystemOperation::sum()),
+                t,
+            )
+        }
         ("long" | "sync", 1) => {
             // Let the message arrive unexpected, then die without matching.
             p.probe_with_tag(5).map_err(e)?;
