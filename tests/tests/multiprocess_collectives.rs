@@ -2,8 +2,11 @@
 //! 4 and 7 ranks (the last oversubscribes the machine and exercises the
 //! non-power-of-two paths), results checked against local computation.
 
+use std::time::Duration;
+
 use nal_tcp::{Backend, ProgressMode};
-use portals_tests::{assert_job_ok as assert_ok, run_job, LaunchOutcome};
+use portals_runtime::{JobOptions, NalKind};
+use portals_tests::{assert_job_ok as assert_ok, run_job, run_job_limited, LaunchOutcome};
 
 fn run(program: &str, ranks: u32, args: &[&str]) -> LaunchOutcome {
     run_job(program, ranks, args, ProgressMode::Thread, Backend::Epoll)
@@ -79,7 +82,8 @@ fn context_ids_run_out_cleanly_are_reused_and_never_match_stale_messages() {
 /// Short all-reduces and barriers on the communicators' slots (`coll_check
 /// slots`): back-to-back instances with late members, on the world and a
 /// split, right results and no point-to-point message, on 2 (with a
-/// length mismatch reported to both), 3 and 4 ranks, both progress modes.
+/// length mismatch reported to both), 3 and 4 ranks, both progress modes,
+/// over TCP, and on 3 ranks over shared memory and UDP.
 #[test]
 fn short_all_reduces_and_barriers_run_on_slots_without_point_to_point_messages() {
     for n in [2, 3, 4] {
@@ -91,4 +95,13 @@ fn short_all_reduces_and_barriers_run_on_slots_without_point_to_point_messages()
         );
     }
     assert_ok(&run_poll(3, &["slots"]), 3, "OK slots", "slots poll n=3");
+    for nal in [NalKind::Shm, NalKind::Udp] {
+        let options = JobOptions {
+            nal,
+            progress: ProgressMode::Thread,
+            ..JobOptions::default()
+        };
+        let out = run_job_limited(CHECK, 3, &["slots"], options, Duration::from_secs(120));
+        assert_ok(&out, 3, "OK slots", &format!("slots {nal:?} n=3"));
+    }
 }

@@ -56,12 +56,8 @@ impl Coll<'_> {
 }
 
 impl Exchange for Coll<'_> {
-    fn n(&self) -> usize {
-        self.c.ranks.len()
-    }
-
-    fn me(&self) -> usize {
-        self.c.me as usize
+    fn comm(&self) -> &CommData {
+        self.c
     }
 
     /// Send `data` to communicator rank `dst`, blocking.
@@ -165,10 +161,16 @@ impl Exchange for Coll<'_> {
 /// The messages of the algorithms that run on point-to-point messages and
 /// on slots alike (see [`on_slots`]).
 pub(crate) trait Exchange {
+    /// The communicator.
+    fn comm(&self) -> &CommData;
     /// Members.
-    fn n(&self) -> usize;
+    fn n(&self) -> usize {
+        self.comm().ranks.len()
+    }
     /// This process's rank.
-    fn me(&self) -> usize;
+    fn me(&self) -> usize {
+        self.comm().me as usize
+    }
     /// Send `data` to `dst`.
     fn send<T: Equivalence>(&self, dst: usize, tag: u32, data: &[T]) -> Result<()>;
     /// Receive exactly `buf.len()` elements from `src`.
@@ -196,11 +198,8 @@ pub(crate) struct SlotColl<'a> {
 }
 
 impl Exchange for SlotColl<'_> {
-    fn n(&self) -> usize {
-        self.c.ranks.len()
-    }
-    fn me(&self) -> usize {
-        self.c.me as usize
+    fn comm(&self) -> &CommData {
+        self.c
     }
     fn send<T: Equivalence>(&self, dst: usize, _tag: u32, data: &[T]) -> Result<()> {
         self.c.dev.slots_send(self.op, dst, bytes(data))
