@@ -151,5 +151,10 @@ pub enum MpiError {
     Portals(#[from] portals::PtlError),
 }
 
+/// A collective message longer or shorter than the receiver's room: the
+/// members called the collective with different lengths.
+pub(crate) const COLLECTIVE_WRONG_SIZE: MpiError =
+    MpiError::InvalidBuffer("collective message of the wrong size (mismatched calls?)");
+
 /// Result alias.
 pub type Result<T, E = MpiError> = std::result::Result<T, E>;

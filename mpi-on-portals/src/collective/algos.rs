@@ -7,7 +7,7 @@ use std::ops::Range;
 use crate::comm::CommData;
 use crate::datatype::Equivalence;
 use crate::device::{Mode, SlotOp};
-use crate::error::{MpiError, Result};
+use crate::error::{MpiError, Result, COLLECTIVE_WRONG_SIZE};
 
 use super::op::Operation;
 
@@ -96,9 +96,7 @@ impl Exchange for Coll<'_> {
         };
         let s = self.c.dev.wait(id)?;
         if s.count_bytes() != want {
-            return Err(MpiError::InvalidBuffer(
-                "collective message of the wrong size (mismatched calls?)",
-            ));
+            return Err(COLLECTIVE_WRONG_SIZE);
         }
         Ok(())
     }
@@ -149,9 +147,7 @@ impl Exchange for Coll<'_> {
             let st = rs?;
             ss?;
             if st.count_bytes() != want {
-                return Err(MpiError::InvalidBuffer(
-                    "collective message of the wrong size (mismatched calls?)",
-                ));
+                return Err(COLLECTIVE_WRONG_SIZE);
             }
         }
         Ok(())
@@ -815,9 +811,7 @@ impl<'a> Reqs<'a> {
             match self.dev.wait(id) {
                 Ok(s) if !is_recv || s.count_bytes() == len => {}
                 Ok(_) => {
-                    first.get_or_insert(MpiError::InvalidBuffer(
-                        "collective message of the wrong size (mismatched calls?)",
-                    ));
+                    first.get_or_insert(COLLECTIVE_WRONG_SIZE);
                 }
                 Err(e) => {
                     first.get_or_insert(e);

@@ -70,8 +70,8 @@ pub(crate) use flat::FlatPlan;
 /// numbers.
 pub(super) struct NbcComm {
     /// World ranks of the members, by communicator rank.
-    ranks: Arc<[u32]>,
-    me: u32,
+    pub(super) ranks: Arc<[u32]>,
+    pub(super) me: u32,
     entries: Vec<MeHandle>,
     cts: Vec<CtHandle>,
     bar_in: CtHandle,
@@ -103,8 +103,8 @@ pub(super) struct NbcComm {
 }
 
 /// A communicator's barrier fan-in and fan-out counters, its ready
-/// counters, its all-reduce ready counter and its flat collectives' one
-/// (see [`NbcComm`]).
+/// counters, its all-reduce ready counter, its flat collectives' one, and
+/// its slots if it has them (see [`NbcComm`]).
 type Counters = (
     CtHandle,
     CtHandle,
@@ -221,7 +221,6 @@ impl Device {
     pub(crate) fn nbc_create(&self, ctx: u16, ranks: &[u32], me: u32) -> Result<()> {
         let ni = self.ni();
         let n = ranks.len() as u32;
-        let members: Arc<[u32]> = ranks.into();
         let mut entries = Vec::new();
         let mut cts = Vec::new();
         let made = (|| -> Result<Counters> {
@@ -242,7 +241,7 @@ impl Device {
             }
             let up_ready = counted(nbc_bits(K_UP_READY, ctx, 0, 0))?;
             let flat_ready = counted(flat::ready_bits(ctx))?;
-            let slots = match slots::create(ni, self.req_eq, ctx, &members, me)? {
+            let slots = match slots::create(ni, self.req_eq, ctx, ranks.len())? {
                 Some((entry, s)) => {
                     entries.push(entry);
                     Some(s)
@@ -252,7 +251,7 @@ impl Device {
             Ok((bar_in, bar_out, ready, up_ready, flat_ready, slots))
         })();
         let mut comm = |(bar_in, bar_out, ready, up_ready, flat_ready, slots)| NbcComm {
-            ranks: members.clone(),
+            ranks: ranks.into(),
             me,
             entries: std::mem::take(&mut entries),
             cts: std::mem::take(&mut cts),

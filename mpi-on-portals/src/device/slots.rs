@@ -38,17 +38,15 @@
 //! cap once the saved envelopes reach a quarter of the cap, as a wait for
 //! a collective receive does.
 
-use std::sync::Arc;
-
 use portals::{
     AckReq, EqHandle, Event, EventKind, FailType, MdDesc, MdHandle, MdOptions, MeHandle,
     NetworkInterface, Position, ProcessId, PtlError, Remote, Threshold, Unlink,
 };
 
-use super::nbc::{nbc_bits, NBC_PT};
+use super::nbc::{nbc_bits, NbcComms, NBC_PT};
 use super::{dead_peer, gone, ptl, Device, State};
 use crate::bits;
-use crate::error::{MpiError, Result};
+use crate::error::{MpiError, Result, COLLECTIVE_WRONG_SIZE};
 
 /// Match-bit kind of the slot entries on [`NBC_PT`] (the context field
 /// names the communicator).
@@ -65,15 +63,12 @@ pub(crate) const SLOT_MAX_RANKS: usize = 128;
 /// from the match bits, the slot from the offset).
 pub(super) const SLOTS: u64 = u64::MAX - 5;
 
-/// One communicator's slots.
+/// One communicator's slots (its members are its `NbcComm`'s).
 pub(super) struct Slots {
-    /// Members' world ranks, by communicator rank.
-    ranks: Arc<[u32]>,
-    me: usize,
     inbox: MdHandle,
     outbox: MdHandle,
-    /// Per inbox slot: 1 + the length that arrived there, 0 if nothing.
-    arrived: Vec<u16>,
+    /// Per inbox slot (2·n): the length that arrived there, if anything.
+    arrived: Vec<Option<u16>>,
     /// Instances started on the slots.
     instances: u64,
     /// An instance runs.
@@ -82,7 +77,7 @@ pub(super) struct Slots {
 
 impl Slots {
     fn slot(&self, parity: usize, peer: usize) -> usize {
-        parity * self.ranks.len() + peer
+        parity * (self.arrived.len() / 2) + peer
     }
 }
 
@@ -94,18 +89,15 @@ pub(crate) struct SlotOp {
     parity: usize,
 }
 
-/// Create the slots of a communicator of members `ranks` with this process
-/// at `me`, unless it is too small or too large for them. The entry is
-/// returned for the communicator's teardown; the outbox is unlinked by
-/// [`Slots::teardown`].
+/// Create the slots of a communicator of `n` members, unless it is too
+/// small or too large for them. The entry is returned for the
+/// communicator's teardown; the outbox is unlinked by [`Slots::teardown`].
 pub(super) fn create(
     ni: &NetworkInterface,
     req_eq: EqHandle,
     ctx: u16,
-    ranks: &Arc<[u32]>,
-    me: u32,
+    n: usize,
 ) -> Result<Option<(MeHandle, Slots)>> {
-    let n = ranks.len();
     if !(2..=SLOT_MAX_RANKS).contains(&n) {
         return Ok(None);
     }
@@ -146,11 +138,9 @@ pub(super) fn create(
         Ok((inbox, outbox)) => Ok(Some((
             entry,
             Slots {
-                ranks: ranks.clone(),
-                me: me as usize,
                 inbox,
                 outbox,
-                arrived: vec![0; 2 * n],
+                arrived: vec![None; 2 * n],
                 instances: 0,
                 busy: false,
             },
@@ -224,11 +214,9 @@ impl Device {
             {
                 let mut st = self.lock();
                 self.check(&st)?;
-                let s = slots(&mut st, op.ctx)?;
-                let to = *s.ranks.get(dst).ok_or(MpiError::InvalidBuffer(
-                    "collective peer outside the communicator",
-                ))?;
-                let (out, inbox_slot) = (s.slot(op.parity, dst), s.slot(op.parity, s.me));
+                let (ranks, me, s) = slots(&mut st.nbc, op.ctx)?;
+                let to = *ranks.get(dst).ok_or(OUTSIDE)?;
+                let (out, inbox_slot) = (s.slot(op.parity, dst), s.slot(op.parity, me));
                 let outbox = s.outbox;
                 if let Some(e) = gone(&st, to) {
                     return Err(e);
@@ -283,8 +271,8 @@ impl Device {
                     done => break done,
                 }
                 if st.saved.len() >= self.cfg.envelopes / 4 && admitted.is_none() {
-                    let s = slots(&mut st, op.ctx)?;
-                    let who = portals_runtime::process_id(s.ranks[src]);
+                    let (ranks, _, _) = slots(&mut st.nbc, op.ctx)?;
+                    let who = portals_runtime::process_id(*ranks.get(src).ok_or(OUTSIDE)?);
                     self.ni().eq_admit(self.unexp_eq, who).map_err(ptl)?;
                     admitted = Some(who);
                 }
@@ -302,27 +290,18 @@ impl Device {
     /// Copy out `src`'s slot of `op` if its message arrived (true); an
     /// error if it never can (a member died or finalized, a fatal error).
     fn slot_taken(&self, st: &mut State, op: SlotOp, src: usize, buf: &mut [u8]) -> Result<bool> {
-        let s = slots(st, op.ctx)?;
+        let (ranks, _, s) = slots(&mut st.nbc, op.ctx)?;
+        let from = *ranks.get(src).ok_or(OUTSIDE)?;
         let slot = s.slot(op.parity, src);
-        let Some(&mark) = s.arrived.get(slot) else {
-            return Err(MpiError::InvalidBuffer(
-                "collective peer outside the communicator",
-            ));
-        };
-        if let Some(len) = (mark as usize).checked_sub(1) {
-            s.arrived[slot] = 0;
-            if len != buf.len() {
-                return Err(MpiError::InvalidBuffer(
-                    "collective message of the wrong size (mismatched calls?)",
-                ));
+        if let Some(len) = s.arrived[slot].take() {
+            if usize::from(len) != buf.len() {
+                return Err(COLLECTIVE_WRONG_SIZE);
             }
-            let inbox = s.inbox;
             self.ni()
-                .md_read(inbox, (slot * SLOT_BYTES) as u64, buf)
+                .md_read(s.inbox, (slot * SLOT_BYTES) as u64, buf)
                 .map_err(ptl)?;
             return Ok(true);
         }
-        let (from, ranks) = (s.ranks[src], s.ranks.clone());
         if !st.dead.is_empty() {
             // A dead member stops the instance everywhere: the others
             // would wait for it, directly or through someone who does.
@@ -345,22 +324,33 @@ impl Device {
             return;
         }
         let ctx = bits::decode(ev.match_bits).ctx;
-        let Some(s) = st.nbc.get_mut(&ctx).and_then(|c| c.slots.as_mut()) else {
+        let Ok((_, _, s)) = slots(&mut st.nbc, ctx) else {
             return;
         };
         let slot = ev.offset as usize / SLOT_BYTES;
         // The inbox takes nothing past its end, and a slot's put is at most
         // SLOT_BYTES: a length that says otherwise is a peer's bug, kept as
-        // an impossible length so the wait reports a size mismatch.
+        // an impossible length (SLOT_BYTES + 1) so the wait reports a size
+        // mismatch.
         if let Some(a) = s.arrived.get_mut(slot) {
-            *a = u16::try_from(ev.mlength.min(SLOT_BYTES as u64 + 1) + 1).unwrap_or(u16::MAX);
+            *a = Some(ev.mlength.min(SLOT_BYTES as u64 + 1) as u16);
         }
     }
 }
 
-fn slots(st: &mut State, ctx: u16) -> Result<&mut Slots> {
-    st.nbc
+/// Communicator `ctx`'s members (world ranks), this process's rank there,
+/// and its slots. Only the communicators map is borrowed, so the caller can
+/// read the rest of the state beside them.
+fn slots(nbc: &mut NbcComms, ctx: u16) -> Result<(&[u32], usize, &mut Slots)> {
+    let c = nbc
         .get_mut(&ctx)
-        .and_then(|c| c.slots.as_mut())
-        .ok_or(MpiError::InvalidBuffer("the communicator was freed"))
+        .ok_or(MpiError::InvalidBuffer("the communicator was freed"))?;
+    let s = c
+        .slots
+        .as_mut()
+        .ok_or(MpiError::InvalidBuffer("the communicator has no slots"))?;
+    Ok((&c.ranks, c.me as usize, s))
 }
+
+/// A collective peer's rank past the communicator's size.
+const OUTSIDE: MpiError = MpiError::InvalidBuffer("collective peer outside the communicator");
