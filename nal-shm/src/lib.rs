@@ -12,7 +12,10 @@
 //!   running [`ShmNal`]. Peers' inboxes are mapped as they appear (start-up
 //!   order does not matter) and validated as untrusted input; the last
 //!   peer to map an inbox unlinks its name, so after start-up nothing of
-//!   the job remains in `/dev/shm`, even if processes are killed.
+//!   the job remains in `/dev/shm`, even if processes are killed. Before
+//!   then, a process that exits (`exit`, returning from `main`) removes
+//!   the names it still has, and a launcher removes those of ranks killed
+//!   by a signal ([`remove_inbox_name`]; `ptlrun` does).
 //! * **Messages.** A header and a short payload travel inline in one ring
 //!   record. A payload of at least [`ShmConfig::cma_min`] bytes is announced
 //!   with its address (or, scattered over an iovec descriptor's segments,
@@ -47,6 +50,7 @@ pub mod fuzzing;
 mod liveness;
 mod mapping;
 mod nal;
+mod names;
 pub mod ring;
 mod rx;
 mod scatter;
@@ -60,6 +64,15 @@ pub use mapping::{mapping_name, random_nonce, unlink_mapping, ShmMapping, MAPPIN
 pub use nal::{ShmEndpoint, ShmNal};
 pub use nal_sys::{Backend, ProgressMode};
 pub use segment::SegmentError;
+
+/// Remove the `/dev/shm` name of the inbox of endpoint `addr` in job
+/// `job_key`, if it is still there. For a launcher, once its ranks on this
+/// host have exited: a rank killed by a signal during start-up, before
+/// every peer mapped its inbox, cannot unlink the name itself. Removing a
+/// name only stops further opens; processes that mapped it keep the memory.
+pub fn remove_inbox_name(job_key: u64, addr: &ShmAddr) {
+    segment::unlink(&segment::inbox_name(job_key, addr.pid, addr.nonce));
+}
 
 /// Test knob: the environment variable that makes the progress thread
 /// wait this many milliseconds between taking a message that asks for a

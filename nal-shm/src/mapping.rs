@@ -73,6 +73,7 @@ impl ShmMapping {
                 0o600,
             )
         })?);
+        crate::names::track(name);
         // SAFETY: our own descriptor.
         let made = check(unsafe { libc::ftruncate(fd.0, off) }).and_then(|_| map(&fd, mapped));
         match made {

@@ -407,6 +407,13 @@ impl ShmNal {
         }))
     }
 
+    /// The name of this process's inbox (`/ptl-shm.<pid>.<nonce>.<job>`,
+    /// a file in `/dev/shm` until every peer has mapped it), for tools and
+    /// tests that check nothing of a job is left behind.
+    pub fn inbox_name(&self) -> &std::ffi::CStr {
+        &self.inner.inbox.name
+    }
+
     /// The counters.
     pub fn stats(&self) -> ShmStats {
         let s = &self.inner.stats;

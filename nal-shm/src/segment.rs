@@ -334,6 +334,7 @@ fn bell_addr(name: &CString) -> io::Result<std::os::unix::net::SocketAddr> {
 pub fn unlink(name: &CString) {
     // SAFETY: a NUL-terminated name.
     unsafe { libc::shm_unlink(name.as_ptr()) };
+    crate::names::forget(name);
 }
 
 impl Segment {
@@ -361,6 +362,7 @@ impl Segment {
                 0o600,
             )
         })?);
+        crate::names::track(&name);
         let made = (|| {
             // SAFETY: our own descriptor.
             check(unsafe { libc::ftruncate(fd.0, len as libc::off_t) })?;

@@ -171,16 +171,16 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
     )?;
     let size = env.size;
     let (ni, transport) = bring_up(env.rank, env.job_key, &env.options, |local| {
-        kvs.put(&format!("addr.{}", env.rank), local)?;
+        kvs.put(&crate::transport::contact_key(env.rank), local)?;
         let all = kvs.fence()?;
         let mut peers = Vec::with_capacity(size as usize);
         for r in 0..size {
-            let a = all
-                .get(&format!("addr.{r}"))
-                .ok_or_else(|| RuntimeError::Rendezvous {
+            let a = all.get(&crate::transport::contact_key(r)).ok_or_else(|| {
+                RuntimeError::Rendezvous {
                     server: env.bootstrap.clone(),
                     why: format!("rank {r} published no address"),
-                })?;
+                }
+            })?;
             peers.push((r, a.clone()));
         }
         Ok(peers)

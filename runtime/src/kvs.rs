@@ -180,6 +180,16 @@ impl KvsServer {
         }
     }
 
+    /// The value a rank put under `key`, if any.
+    pub fn published(&self, key: &str) -> Option<String> {
+        let (m, _) = &*self.state;
+        m.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .kv
+            .get(key)
+            .cloned()
+    }
+
     /// Whether `rank` said it saw a peer fail (`PEERFAILED`): if it fails
     /// too, that is a consequence of another rank's failure.
     pub fn saw_peer_fail(&self, rank: u32) -> bool {

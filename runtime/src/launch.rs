@@ -585,6 +585,9 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     for t in io_threads {
         let _ = t.join();
     }
+    if let Meeting::Local(server) = &meeting {
+        remove_inbox_names(server, key, first, &pids);
+    }
     // Ranks on other hosts still use our rendezvous (for their last
     // fences): serve them until they are done.
     if let Meeting::Local(server) = &meeting {
@@ -602,6 +605,25 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
         reason,
         output,
     })
+}
+
+/// Every local rank has exited: remove the shared-memory inbox names
+/// they published, which a rank killed during start-up (before its peers
+/// mapped its inbox) leaves in `/dev/shm`. Only names whose pid is the
+/// rank's own process are touched, and removing one that is already gone
+/// does nothing.
+fn remove_inbox_names(server: &KvsServer, job_key: u64, first: u32, pids: &[u32]) {
+    for (i, &pid) in pids.iter().enumerate() {
+        let rank = first + i as u32;
+        let Some(text) = server.published(&crate::transport::contact_key(rank)) else {
+            continue;
+        };
+        if let Some(addr) = crate::transport::published_shm_addr(rank, &text) {
+            if addr.pid == pid {
+                nal_shm::remove_inbox_name(job_key, &addr);
+            }
+        }
+    }
 }
 
 fn forward(

@@ -51,6 +51,18 @@ pub enum Transport {
     },
 }
 
+/// The key under which `rank` publishes its [`Contact`] at the rendezvous.
+pub(crate) fn contact_key(rank: u32) -> String {
+    format!("addr.{rank}")
+}
+
+/// The name of the shared-memory inbox `rank` created, from the contact it
+/// published, if it offered one: what its launcher removes from `/dev/shm`
+/// after it exited (see [`nal_shm::remove_inbox_name`]).
+pub(crate) fn published_shm_addr(rank: u32, text: &str) -> Option<ShmAddr> {
+    Contact::decode(rank, text).ok()?.shm?.parse().ok()
+}
+
 /// What a rank publishes: where it runs and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Contact {

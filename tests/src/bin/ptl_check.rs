@@ -303,8 +303,8 @@ fn sleepy_target(job: &Job, expect_progress: bool) -> R<()> {
 fn die_mid_transfer(job: &Job) -> R<()> {
     const LEN: usize = 32 << 20;
     let ni = job.ni();
-    // The test looks for what a shared-memory transport of these processes
-    // could have left in /dev/shm (names carry the pid).
+    // The test checks that the ranks share memory (and then that their
+    // inbox names, printed by `main`, are gone).
     println!("pid {} on {}", std::process::id(), ni.nal_name());
     match job.rank() {
         1 => {
@@ -395,12 +395,22 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // Tests look for what the job could have left in /dev/shm.
+    if let Some(shm) = job.shm() {
+        println!("inbox {}", shm.inbox_name().to_string_lossy());
+    }
     let arg = |i: usize, d: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let r = match scenario.as_str() {
         "putget" => putget(&job, arg(2, 16 << 20)),
         "storm" => storm(&job, arg(2, 2000)),
         "sleepy-target" => sleepy_target(&job, args.get(2).map(String::as_str) != Some("poll")),
         "die-mid-transfer" => die_mid_transfer(&job),
+        "killed-at-start" => {
+            // Before any peer had a reason to map this rank's inbox.
+            // SAFETY: raise has no memory-safety preconditions.
+            unsafe { libc::raise(libc::SIGKILL) };
+            Err("still alive after SIGKILL".into())
+        }
         "sockbuf" => sockbuf(&job, arg(2, 0), arg(3, 0)),
         other => Err(format!("unknown scenario {other:?}")),
     };

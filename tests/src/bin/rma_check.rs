@@ -731,8 +731,22 @@ fn latency(w: &SimpleCommunicator, iters: usize) -> R<()> {
 /// and through engine gets, word for word; an engine put is seen by a
 /// direct load; the parts are contiguous in rank order in this process's
 /// mapping; the object's name is gone while the window lives.
+/// Names of shared-window objects in /dev/shm that carry this process's
+/// pid (a name from an earlier process with the same pid carries it too:
+/// compare before and after).
+fn own_window_objects() -> R<Vec<String>> {
+    let prefix = format!("ptl-win.{}.", std::process::id());
+    Ok(std::fs::read_dir("/dev/shm")
+        .map_err(|x| x.to_string())?
+        .flatten()
+        .map(|d| d.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect())
+}
+
 fn shared(w: &SimpleCommunicator) -> R<()> {
     let (me, n) = (w.rank(), w.size());
+    let before = own_window_objects()?;
     let len_of = |r: i32| if r == 2 { 0 } else { 8 + r as usize };
     let win = w.allocate_shared_window::<u64>(len_of(me)).map_err(e)?;
     ensure(win.len() == len_of(me), || "own length".into())?;
@@ -751,13 +765,7 @@ fn shared(w: &SimpleCommunicator) -> R<()> {
     }
     // Checked after the window is freed: a rank failing with a live
     // window would wait in its collective teardown.
-    let name_left = me == 0 && {
-        let prefix = format!("ptl-win.{}.", std::process::id());
-        std::fs::read_dir("/dev/shm")
-            .map_err(|x| x.to_string())?
-            .flatten()
-            .any(|d| d.file_name().to_string_lossy().starts_with(&prefix))
-    };
+    let name_left = me == 0 && own_window_objects()?.iter().any(|n| !before.contains(n));
     let next = (me + 1) % n;
     let prev = |r: i32| (r + n - 1) % n;
     let own = win.shared_query(me).map_err(e)?;
