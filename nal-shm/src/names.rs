@@ -13,7 +13,10 @@
 use std::ffi::{CStr, CString};
 use std::sync::{Mutex, Once, TryLockError};
 
-static LINKED: Mutex<Vec<CString>> = Mutex::new(Vec::new());
+/// The names, each with the pid of the process that created it: a child
+/// made by `fork` inherits the list and the handler, and must not remove
+/// its parent's names when it exits.
+static LINKED: Mutex<Vec<(u32, CString)>> = Mutex::new(Vec::new());
 static HOOK: Once = Once::new();
 
 /// Remember `name`, just created by this process, until [`forget`].
@@ -26,7 +29,7 @@ pub(crate) fn track(name: &CStr) {
     LINKED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push(name.to_owned());
+        .push((std::process::id(), name.to_owned()));
 }
 
 /// `name` was unlinked (by us or by a peer: a name is only ever unlinked
@@ -35,7 +38,7 @@ pub(crate) fn forget(name: &CStr) {
     LINKED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .retain(|n| n.as_c_str() != name);
+        .retain(|(_, n)| n.as_c_str() != name);
 }
 
 /// Whether `name` is still listed (tests).
@@ -45,7 +48,7 @@ pub(crate) fn tracked(name: &CStr) -> bool {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .any(|n| n.as_c_str() == name)
+        .any(|(_, n)| n.as_c_str() == name)
 }
 
 extern "C" fn unlink_at_exit() {
@@ -56,9 +59,12 @@ extern "C" fn unlink_at_exit() {
         Err(TryLockError::Poisoned(p)) => p.into_inner(),
         Err(TryLockError::WouldBlock) => return,
     };
-    for n in names.drain(..) {
-        // SAFETY: a NUL-terminated name.
-        unsafe { libc::shm_unlink(n.as_ptr()) };
+    let me = std::process::id();
+    for (pid, n) in names.drain(..) {
+        if pid == me {
+            // SAFETY: a NUL-terminated name.
+            unsafe { libc::shm_unlink(n.as_ptr()) };
+        }
     }
 }
 
@@ -83,12 +89,28 @@ mod tests {
             }
         };
         println!("created {}", name.to_string_lossy());
+        // A forked child that exits must leave its parent's name alone.
+        // SAFETY: the child calls only `exit`, which runs the handler.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: ends the forked child.
+            unsafe { libc::exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just made; a valid out-pointer.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let path = std::path::Path::new("/dev/shm").join(&name.to_string_lossy()[1..]);
+        println!(
+            "after the forked child: {}",
+            if path.exists() { "present" } else { "gone" }
+        );
         std::mem::forget(seg);
         std::process::exit(0)
     }
 
     #[test]
-    fn a_process_that_exits_without_dropping_its_inbox_leaves_no_name() {
+    fn a_process_that_exits_without_dropping_its_inbox_leaves_no_name_but_its_forked_child_does_not_remove_it(
+    ) {
         if std::env::var_os(CHILD).is_some() {
             child();
         }
@@ -96,7 +118,7 @@ mod tests {
         let out = Command::new(exe)
             .args([
                 "--exact",
-                "names::tests::a_process_that_exits_without_dropping_its_inbox_leaves_no_name",
+                "names::tests::a_process_that_exits_without_dropping_its_inbox_leaves_no_name_but_its_forked_child_does_not_remove_it",
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -114,6 +136,10 @@ mod tests {
             .lines()
             .find_map(|l| l.split_once("created /").map(|(_, n)| n.trim()))
             .expect("the child names its inbox");
+        assert!(
+            stdout.contains("after the forked child: present"),
+            "a forked child's exit removed its parent's name: {stdout}"
+        );
         let path = std::path::Path::new("/dev/shm").join(name);
         let left = path.exists();
         if left {
