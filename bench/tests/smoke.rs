@@ -404,3 +404,39 @@ fn compare_and_report_smoke() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// ptl-bench hands the transport settings of its own environment to its
+/// ranks, as ptlrun does (it used to write the defaults over them, so
+/// `PTL_WAIT_SPIN_US=1000 ptl-bench ...` measured the default): a
+/// malformed one is refused naming the variable, never silently replaced,
+/// and a valid one runs.
+#[test]
+fn transport_settings_in_the_environment_are_read_not_overwritten() {
+    let args = ["latency", "--smoke", "--impls", "mpi-tcp-poll"];
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ptl-bench"))
+        .args(args)
+        .env("PTL_WAIT_SPIN_US", "soon")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ptl-bench");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success(), "a malformed PTL_WAIT_SPIN_US ran");
+    assert!(err.contains("PTL_WAIT_SPIN_US"), "{err}");
+    let good = std::process::Command::new(env!("CARGO_BIN_EXE_ptl-bench"))
+        .args(args)
+        .env("PTL_WAIT_SPIN_US", "0")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run ptl-bench");
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let recs = records(
+        &String::from_utf8_lossy(&good.stdout),
+        "latency",
+        &["mpi-tcp-poll"],
+    );
+    covers(&recs, &["mpi-tcp-poll"], &[0, 1024], 1);
+}
