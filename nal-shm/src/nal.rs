@@ -233,6 +233,9 @@ pub(crate) struct Inner {
     pub(crate) unresolved: AtomicUsize,
     /// Receive sides in the middle of a single-copy read.
     pub(crate) cma_active: AtomicUsize,
+    /// Single-copy payloads of ours announced to peers and not done yet:
+    /// their receivers are reading our memory (or about to).
+    pub(crate) lent: AtomicUsize,
     /// Triggered operations were armed when the progress thread last
     /// looked (it sleeps as an ordinary sleeper then; see `doze`).
     triggers_armed: AtomicBool,
@@ -364,6 +367,7 @@ impl ShmNal {
             next_liveness: AtomicU64::new(0),
             unresolved: AtomicUsize::new(2 * n),
             cma_active: AtomicUsize::new(0),
+            lent: AtomicUsize::new(0),
             triggers_armed: AtomicBool::new(false),
             failing: Mutex::new(Vec::new()),
             has_failing: AtomicBool::new(false),
@@ -588,6 +592,10 @@ impl Nal for ShmNal {
         // Its sleep may have run until housekeeping was due; passes look
         // at the clock only now and then.
         i.housekeeping(i.now_ns());
+    }
+
+    fn peer_moving_our_data(&self) -> bool {
+        self.inner.lent.load(Ordering::Relaxed) > 0
     }
 
     fn shutdown(&self) {
@@ -920,7 +928,7 @@ impl Inner {
         for (i, _why) in list {
             let p = &self.peers[i];
             self.abort_rx(p, false);
-            let tokens = lock(&p.tx).take_all();
+            let tokens = lock(&p.tx).take_all(&self.lent);
             p.has_queue.store(false, Ordering::SeqCst);
             for t in tokens {
                 self.fail_token(t);
@@ -938,7 +946,7 @@ impl Inner {
         self.inbox.header().closed.store(1, Ordering::SeqCst);
         for p in &self.peers {
             self.abort_rx(p, true);
-            drop(lock(&p.tx).take_all());
+            drop(lock(&p.tx).take_all(&self.lent));
             if let Some(s) = p.outbox.get() {
                 doorbell::ring(s, Urgency::Work);
             }

@@ -2,7 +2,7 @@
 //! ring as inline, pipelined or single-copy records.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
 use portals::wire::Op;
 use portals::wire::HEADER_LEN;
@@ -83,8 +83,10 @@ impl Tx {
         }
     }
 
-    /// Take everything queued or awaiting, to fail or abandon.
-    pub(crate) fn take_all(&mut self) -> Vec<Option<SendToken>> {
+    /// Take everything queued or awaiting, to fail or abandon; `lent` (the
+    /// interface's count of awaited payloads) loses the awaited ones.
+    pub(crate) fn take_all(&mut self, lent: &AtomicUsize) -> Vec<Option<SendToken>> {
+        lent.fetch_sub(self.awaiting.len(), Ordering::Relaxed);
         let mut out = Vec::new();
         for m in self.queue.drain(..) {
             if let OutMsg::Portals(p) = m {
@@ -320,6 +322,7 @@ impl Inner {
                     *urgency = Urgency::Work;
                     *next_cookie += 1;
                     if let Some(OutMsg::Portals(m)) = queue.pop_front() {
+                        self.lent.fetch_add(1, Ordering::Relaxed);
                         awaiting.push_back((
                             cookie,
                             Held {
@@ -403,7 +406,10 @@ impl Inner {
         let held = {
             let mut tx = lock(&p.tx);
             match tx.awaiting.front() {
-                Some((c, _)) if *c == cookie => tx.awaiting.pop_front().map(|(_, h)| h),
+                Some((c, _)) if *c == cookie => {
+                    self.lent.fetch_sub(1, Ordering::Relaxed);
+                    tx.awaiting.pop_front().map(|(_, h)| h)
+                }
                 _ => None,
             }
         };

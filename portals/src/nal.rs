@@ -105,6 +105,18 @@ pub trait Nal: Send + Sync + 'static {
     /// default does nothing: right for a transport that queues responses
     /// under the lock its sends take.
     fn fence_responses(&self) {}
+
+    /// Whether a peer is moving a payload of this process right now, so
+    /// that a completion will come within about the time of that copy
+    /// without this process doing anything (shared memory: a receiver
+    /// reading our memory with a single copy). A waiter then keeps polling
+    /// past its spin window, up to `NiConfig::wait_spin_busy`, instead of
+    /// sleeping: the completion would otherwise cost the peer a wake-up
+    /// system call and this thread a trip through the scheduler, per
+    /// message. The default, `false`, is always correct.
+    fn peer_moving_our_data(&self) -> bool {
+        false
+    }
 }
 
 thread_local! {

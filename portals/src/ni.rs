@@ -44,11 +44,20 @@ pub struct NiConfig {
     /// 8-byte `all_reduce` took 100 µs spinning, 12–16 µs yielding), while
     /// with a core each, yielding only adds a system call per pass.
     pub wait_yield: bool,
+    /// How long past [`wait_spin`](Self::wait_spin) a waiter keeps
+    /// polling while the transport says a peer is moving this process's
+    /// data ([`Nal::peer_moving_our_data`]: a shared-memory receiver
+    /// copying a large payload out of our memory), so that the completion
+    /// does not have to wake it. A 1 MiB single-copy read takes 90–200 µs,
+    /// longer than the spin window: sleeping through each cost 10–20 % of
+    /// 1 MiB shared-memory bandwidth (`ptl-bench bandwidth`). Zero turns
+    /// this off.
+    pub wait_spin_busy: Duration,
 }
 
 impl NiConfig {
     /// Defaults for process `id` in job `job_key`: default limits, 50 µs
-    /// spin window.
+    /// spin window, 2 ms more while a peer moves our data.
     pub fn new(id: ProcessId, job_key: u64) -> Self {
         NiConfig {
             id,
@@ -56,6 +65,7 @@ impl NiConfig {
             limits: NiLimits::default(),
             wait_spin: Duration::from_micros(50),
             wait_yield: false,
+            wait_spin_busy: Duration::from_millis(2),
         }
     }
 }
@@ -72,6 +82,7 @@ pub struct NetworkInterface {
     nal: Arc<dyn Nal>,
     wait_spin: Duration,
     wait_yield: bool,
+    wait_spin_busy: Duration,
 }
 
 impl std::fmt::Debug for NetworkInterface {
@@ -111,6 +122,7 @@ impl NetworkInterface {
             nal,
             wait_spin: config.wait_spin,
             wait_yield: config.wait_yield,
+            wait_spin_busy: config.wait_spin_busy,
         })
     }
 
@@ -317,10 +329,21 @@ impl NetworkInterface {
         let deadline = timeout.map(|t| start + t);
         // A deadline inside the spin window ends the spin (and the wait)
         // there: a short timeout is honoured whatever the window.
-        let spin_until = match deadline {
-            Some(d) => d.min(start + self.wait_spin),
-            None => start + self.wait_spin,
+        let window_from = |t: Instant| match deadline {
+            Some(d) => d.min(t + self.wait_spin),
+            None => t + self.wait_spin,
         };
+        let mut spin_until = window_from(start);
+        // Past the window, polling goes on while a peer moves our data
+        // (its completion comes within about one copy's time), and for a
+        // fresh window once the move is over: the transport's "done" and
+        // the completion it releases (an acknowledgment, a reply) are
+        // separate messages, and the second may trail the first.
+        let busy_until = match deadline {
+            Some(d) => d.min(spin_until + self.wait_spin_busy),
+            None => spin_until + self.wait_spin_busy,
+        };
+        let mut moving = false;
         self.nal.waiter_enter();
         let _guard = WaiterGuard(&*self.nal);
         // Spinning reads the clock once every few passes: a pass over a
@@ -333,7 +356,17 @@ impl NetworkInterface {
             if spins % SPINS_PER_CLOCK == 0 {
                 now = Instant::now();
             }
-            if now < spin_until {
+            let mut poll = now < spin_until;
+            if !poll && now < busy_until {
+                if self.nal.peer_moving_our_data() {
+                    (poll, moving) = (true, true);
+                } else if moving {
+                    moving = false;
+                    spin_until = window_from(now);
+                    poll = now < spin_until;
+                }
+            }
+            if poll {
                 spins = spins.wrapping_add(1);
                 self.nal.progress(None)?;
                 if let Some(hit) = self.core.with_engine(&check)? {

@@ -88,7 +88,9 @@ enum ConnectArg {
 /// the options below). Variables with no option here reach the ranks
 /// unchanged from ptlrun's own environment, among them
 /// PTL_PROGRESS_SLICE_US (the progress thread's scheduler slice, µs,
-/// default 100, 0 for none), PTL_FINALIZE_TIMEOUT, PTL_HOST_ID and the
+/// default 100, 0 for none), PTL_WAIT_SPIN_BUSY_US (how much longer a
+/// waiting thread polls while a peer copies its data, µs, default 2000),
+/// PTL_FINALIZE_TIMEOUT, PTL_HOST_ID and the
 /// PTL_UDP_* settings; the full table is in the portals-runtime docs
 /// (module `env`).
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
@@ -302,6 +304,9 @@ pub fn main() -> ExitCode {
         bind: args.bind,
         timeout: Duration::from_secs(args.bootstrap_timeout.max(1)),
         wait_spin: Duration::from_micros(args.wait_spin),
+        // No option: PTL_WAIT_SPIN_BUSY_US reaches the ranks from ptlrun's
+        // own environment.
+        wait_spin_busy: None,
         wait_yield: match args.wait_yield {
             YieldArg::Auto => None,
             YieldArg::On => Some(true),

@@ -14,6 +14,7 @@
 //! | `PTL_BOOTSTRAP_TIMEOUT` | seconds to wait for the rendezvous and for every rank (a rank that cannot reach the rendezvous says so after 3 s) | `60` |
 //! | `PTL_FINALIZE_TIMEOUT` | MPI: seconds finalize may take before it aborts the job, naming the ranks that never reached it (see `mpi_on_portals::Universe`) | no limit |
 //! | `PTL_WAIT_SPIN_US` | spin window of a waiting thread, µs | `50` |
+//! | `PTL_WAIT_SPIN_BUSY_US` | how much longer than the spin window a waiting thread keeps polling while a peer moves this process's data (shared memory: a receiver reading our payload with a single copy), µs; `0` sleeps after the spin window as for any wait (see `portals::NiConfig::wait_spin_busy`) | `2000` |
 //! | `PTL_WAIT_YIELD` | `1`: a waiting thread yields the core between polls of its spin window; `0`: it spins; `auto`: yield when this host runs more ranks of the job than it has cores online | `auto` |
 //! | `PTL_PROGRESS_SLICE_US` | progress thread only: the time slice it asks the scheduler for (Linux ≥ 6.12, EEVDF), so that when woken it preempts the computing application at once instead of after the application's slice; `0` asks for none (see `nal_sys::sched`) | `100` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
@@ -62,6 +63,8 @@ pub const JOB_KEY: &str = "PTL_JOB_KEY";
 pub const BOOTSTRAP: &str = "PTL_BOOTSTRAP";
 /// Transport.
 pub const NAL: &str = "PTL_NAL";
+/// Extra polling while a peer moves our data, µs.
+pub const WAIT_SPIN_BUSY_US: &str = "PTL_WAIT_SPIN_BUSY_US";
 /// Waiting threads yield the core between polls (`auto`/`1`/`0`).
 pub const WAIT_YIELD: &str = "PTL_WAIT_YIELD";
 /// Shared memory: single-copy large payloads (`1`/`0`).
@@ -161,6 +164,10 @@ pub struct JobOptions {
     pub timeout: Duration,
     /// Spin window of a thread waiting in the library.
     pub wait_spin: Duration,
+    /// How much longer a waiting thread polls while a peer moves this
+    /// process's data (`None`: the interface's default, 2 ms; see
+    /// `portals::NiConfig::wait_spin_busy`).
+    pub wait_spin_busy: Option<Duration>,
     /// How long after the last thread waiting in the library left the
     /// progress thread takes the sockets back (`None`: the transport's
     /// default, 200 µs). Longer suits applications that call the library in
@@ -229,6 +236,7 @@ impl Default for JobOptions {
             bind: IpAddr::from([127, 0, 0, 1]),
             timeout: Duration::from_secs(60),
             wait_spin: Duration::from_micros(50),
+            wait_spin_busy: None,
             handback: None,
             udp_fault: None,
             udp_peer_timeout: None,
@@ -283,6 +291,9 @@ impl JobOptions {
         ];
         if let Some(d) = self.handback {
             env.push((HANDBACK_US, d.as_micros().to_string()));
+        }
+        if let Some(d) = self.wait_spin_busy {
+            env.push((WAIT_SPIN_BUSY_US, d.as_micros().to_string()));
         }
         if let Some(f) = &self.udp_fault {
             env.push((UDP_FAULT, f.to_string()));
@@ -387,6 +398,12 @@ impl JobOptions {
                 .parse()
                 .map_err(|_| bad(WAIT_SPIN_US, "expected microseconds"))?;
             o.wait_spin = Duration::from_micros(us);
+        }
+        if let Some(v) = var(get, WAIT_SPIN_BUSY_US)? {
+            let us: u64 = v
+                .parse()
+                .map_err(|_| bad(WAIT_SPIN_BUSY_US, "expected microseconds"))?;
+            o.wait_spin_busy = Some(Duration::from_micros(us));
         }
         if let Some(v) = var(get, HANDBACK_US)? {
             let us: u64 = v
@@ -646,6 +663,21 @@ mod tests {
         let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
         assert_eq!(d.shm_cma_chunk, None);
         assert!(d.to_env().iter().all(|(k, _)| *k != SHM_CMA_CHUNK));
+    }
+
+    #[test]
+    fn the_busy_spin_parses_and_round_trips_through_the_environment() {
+        let o = JobOptions::from_lookup(&lookup(&[(WAIT_SPIN_BUSY_US, "0")])).unwrap();
+        assert_eq!(o.wait_spin_busy, Some(Duration::ZERO));
+        let env = o.to_env();
+        assert!(
+            env.contains(&(WAIT_SPIN_BUSY_US, "0".to_string())),
+            "{env:?}"
+        );
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(d.wait_spin_busy, None, "unset: the interface's default");
+        assert!(d.to_env().iter().all(|(k, _)| *k != WAIT_SPIN_BUSY_US));
+        refused_naming(WAIT_SPIN_BUSY_US, &["", "-5", "2ms"]);
     }
 
     #[test]

@@ -231,6 +231,10 @@ impl Nal for MuxNal {
             n.fence_responses();
         }
     }
+
+    fn peer_moving_our_data(&self) -> bool {
+        self.local.peer_moving_our_data() || self.remote.peer_moving_our_data()
+    }
 }
 
 #[cfg(test)]

@@ -248,6 +248,9 @@ pub(crate) fn bring_up(
 ) -> Result<(NetworkInterface, Transport), RuntimeError> {
     let mut ni_cfg = NiConfig::new(process_id(rank), job_key);
     ni_cfg.wait_spin = o.wait_spin;
+    if let Some(d) = o.wait_spin_busy {
+        ni_cfg.wait_spin_busy = d;
+    }
     let (net, shm) = bind_endpoints(o)?;
     let me = Contact {
         host: crate::host::host_id(),
