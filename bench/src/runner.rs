@@ -115,11 +115,11 @@ impl Runner {
             .map_err(|_| BenchError::Invalid(format!("{} ranks", p.ranks)))?;
         let mut spec = LaunchSpec::new(ranks, &self.exe);
         spec.args = vec![OsString::from(RANK_SUBCOMMAND), OsString::from(arg)];
-        // The transport settings of ptl-bench's own environment
-        // (`PTL_WAIT_SPIN_US`, `PTL_HANDBACK_US`, `PTL_SHM_CMA_CHUNK`, ...)
-        // reach the ranks, as under ptlrun: the launcher writes every
-        // option into the ranks' environment, so defaults here would
-        // silently undo them. Progress and back end are the variant's.
+        // The transport settings of ptl-bench's own environment reach
+        // the ranks, as under ptlrun: the launcher writes the options that
+        // always have a value (`PTL_WAIT_SPIN_US`, ...) into the ranks'
+        // environment, so defaults here would silently undo them.
+        // Progress and back end are the variant's.
         spec.options = JobOptions {
             progress: match progress {
                 Progress::Thread => nal_tcp::ProgressMode::Thread,
