@@ -30,7 +30,6 @@
 
 mod flat;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use portals::{
@@ -777,7 +776,7 @@ pub(super) fn free_cts(ni: &NetworkInterface, cts: &mut Vec<CtHandle>) -> bool {
 }
 
 /// Communicators' persistent state, by context pair.
-pub(super) type NbcComms = HashMap<u16, NbcComm>;
+pub(super) type NbcComms = rustc_hash::FxHashMap<u16, NbcComm>;
 
 #[cfg(test)]
 mod tests {
