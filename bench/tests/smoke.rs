@@ -412,22 +412,19 @@ fn compare_and_report_smoke() {
 /// and a valid one runs.
 #[test]
 fn transport_settings_in_the_environment_are_read_not_overwritten() {
-    let args = ["latency", "--smoke", "--impls", "mpi-tcp-poll"];
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ptl-bench"))
-        .args(args)
-        .env("PTL_WAIT_SPIN_US", "soon")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run ptl-bench");
+    let with_spin = |us: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ptl-bench"))
+            .args(["latency", "--smoke", "--impls", "mpi-tcp-poll"])
+            .env("PTL_WAIT_SPIN_US", us)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run ptl-bench")
+    };
+    let bad = with_spin("soon");
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success(), "a malformed PTL_WAIT_SPIN_US ran");
     assert!(err.contains("PTL_WAIT_SPIN_US"), "{err}");
-    let good = std::process::Command::new(env!("CARGO_BIN_EXE_ptl-bench"))
-        .args(args)
-        .env("PTL_WAIT_SPIN_US", "0")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run ptl-bench");
+    let good = with_spin("0");
     assert!(
         good.status.success(),
         "{}",
