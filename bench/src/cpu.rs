@@ -4,48 +4,9 @@
 
 use std::io;
 
-/// A set holding only `cpu`.
-pub(crate) fn single_cpu(cpu: usize) -> libc::cpu_set_t {
-    // SAFETY: cpu_set_t is a plain bit array for which all-zero is valid;
-    // CPU_SET only writes inside it (it ignores out-of-range CPUs).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        set
-    }
-}
-
-/// The calling thread's affinity.
-pub(crate) fn current_affinity() -> io::Result<libc::cpu_set_t> {
-    // SAFETY: all-zero is a valid cpu_set_t; the kernel writes at most
-    // `size_of::<cpu_set_t>()` bytes into it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(set)
-    }
-}
-
-/// Set the calling thread's affinity.
-pub(crate) fn set_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
-    // SAFETY: `set` is a valid, initialised cpu_set_t.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(set), set) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// The CPUs the calling thread may run on, in increasing order.
-pub fn allowed_cpus() -> io::Result<Vec<usize>> {
-    let allowed = current_affinity()?;
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: CPU_ISSET only reads inside the set for i < max.
-    Ok((0..max)
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &allowed) })
-        .collect())
-}
+pub(crate) use nal_sys::affinity::{
+    allowed_cpus, current as current_affinity, set as set_affinity, single_cpu,
+};
 
 /// Pin the calling thread to the `index`-th allowed CPU (modulo their
 /// number); threads it starts later inherit the placement. Returns the CPU,

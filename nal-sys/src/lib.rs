@@ -4,7 +4,8 @@
 //! an eventfd, an edge-triggered readiness poller with two back ends
 //! (epoll, io_uring multishot poll), and batched datagram I/O
 //! ([`batch`]: `recvmmsg`/`sendmmsg`), and the hand-over of the sockets
-//! between a progress thread and waiting application threads ([`gate`]).
+//! between a progress thread and waiting application threads ([`gate`]),
+//! and CPU placement ([`affinity`]).
 //!
 //! Both back ends report *edges* (new readiness), so the caller must read or
 //! write until `EAGAIN`, or remember that it stopped early. One `Poller` is
@@ -13,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod affinity;
 pub mod batch;
 pub mod gate;
 pub mod sched;

@@ -13,7 +13,8 @@ use clap::{Parser, ValueEnum};
 use nal_tcp::{Backend, ConnectMode, ProgressMode};
 
 use crate::launch::{
-    end_jobs_on_termination_signals, fresh_job_key, launch, serve, LaunchSpec, Output, Rendezvous,
+    end_jobs_on_termination_signals, fresh_job_key, launch, serve, CpuBind, LaunchSpec, Output,
+    Rendezvous,
 };
 use crate::{JobOptions, NalKind};
 
@@ -56,6 +57,15 @@ enum YieldArg {
     On,
     /// Always spin.
     Off,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum CpuBindArg {
+    /// Leave placement to the scheduler.
+    None,
+    /// Pin the i-th rank started here to the i-th CPU ptlrun may use,
+    /// round-robin when there are more ranks than CPUs.
+    Core,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -222,6 +232,15 @@ struct Args {
     /// default: the kernel's autotuning (sets PTL_RCVBUF).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes_arg)]
     rcvbuf: Option<usize>,
+    /// CPU placement of the ranks started here: `core` pins the i-th to the
+    /// i-th CPU ptlrun may use (its affinity; round-robin when there are
+    /// more ranks than CPUs, as `mpirun --bind-to core:overload-allowed`),
+    /// with its threads (the progress thread among them) on the same CPU;
+    /// `none` leaves placement to the scheduler, which moves ranks as it
+    /// sees fit (on an oversubscribed host their pairings then change
+    /// over time, and so do collective timings).
+    #[arg(long, value_enum, default_value = "none")]
+    cpu_bind: CpuBindArg,
     /// Do not prefix output lines with the rank.
     #[arg(long)]
     no_prefix: bool,
@@ -352,6 +371,10 @@ pub fn main() -> ExitCode {
         Output::Forward
     };
     spec.timeout = args.timeout.map(Duration::from_secs);
+    spec.cpu_bind = match args.cpu_bind {
+        CpuBindArg::None => CpuBind::None,
+        CpuBindArg::Core => CpuBind::Core,
+    };
     if let Err(e) = end_jobs_on_termination_signals() {
         eprintln!("ptlrun: {e}");
         return ExitCode::from(1);

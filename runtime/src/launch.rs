@@ -70,6 +70,22 @@ pub enum Rendezvous {
     Join(String),
 }
 
+/// Where the launcher places its ranks on the host's CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuBind {
+    /// Nowhere in particular: the scheduler places and moves them.
+    #[default]
+    None,
+    /// The `i`-th rank started here on the `i`-th CPU the launcher may use,
+    /// round-robin when there are more ranks than CPUs (as `mpirun
+    /// --bind-to core:overload-allowed`); a rank's threads, its progress
+    /// thread among them, share its CPU. Unbound, four ranks on two CPUs
+    /// pair up differently as the scheduler moves them, and an 8-byte
+    /// all-reduce alternated between about 5.5 and 8.5 µs per call; bound,
+    /// it stayed at 5.7–6.9 (docs/PERFORMANCE.md, stop 36).
+    Core,
+}
+
 /// A job to launch.
 #[derive(Clone, Debug)]
 pub struct LaunchSpec {
@@ -99,6 +115,8 @@ pub struct LaunchSpec {
     pub grace: Duration,
     /// Extra environment variables for every rank.
     pub env: Vec<(String, String)>,
+    /// CPU placement of the ranks.
+    pub cpu_bind: CpuBind,
 }
 
 impl LaunchSpec {
@@ -117,6 +135,7 @@ impl LaunchSpec {
             timeout: None,
             grace: Duration::from_secs(2),
             env: Vec::new(),
+            cpu_bind: CpuBind::None,
         }
     }
 }
@@ -274,6 +293,17 @@ fn die_with_launcher(cmd: &mut Command) {
     }
 }
 
+/// Pin the rank about to start to `cpu` (it and every thread it starts).
+fn pin_to(cmd: &mut Command, cpu: usize) {
+    let set = nal_sys::affinity::single_cpu(cpu);
+    // SAFETY: the closure runs in the forked child before exec; it makes
+    // one system call on a set built before the fork, and allocates
+    // nothing (raw OS errors carry no heap data).
+    unsafe {
+        cmd.pre_exec(move || nal_sys::affinity::set(&set));
+    }
+}
+
 /// Signal a rank and every process of its group (each rank leads its
 /// own). A group outlives its leader while anything in it runs, and the
 /// kernel does not reuse the number of a live group, so this never
@@ -415,6 +445,17 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
     let (done_tx, done_rx) = mpsc::channel::<(u32, ExitStatus)>();
     let mut pids = Vec::new();
     let mut io_threads = Vec::new();
+    let bind_cpus = match spec.cpu_bind {
+        CpuBind::None => None,
+        CpuBind::Core => Some(
+            nal_sys::affinity::allowed_cpus()
+                .ok()
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| {
+                    RuntimeError::Launch("cannot read the CPUs this launcher may use".into())
+                })?,
+        ),
+    };
     for rank in spec.first_rank..spec.first_rank + spec.ranks {
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
@@ -432,6 +473,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<LaunchOutcome, RuntimeError> {
             cmd.env(k, v);
         }
         die_with_launcher(&mut cmd);
+        if let Some(cpus) = &bind_cpus {
+            let i = (rank - spec.first_rank) as usize % cpus.len();
+            pin_to(&mut cmd, cpus[i]);
+        }
         // Its own process group, so that terminating the rank reaches
         // what it started too (a wrapper script's program, a tool such as
         // `valgrind` or `perf` in front of it), as `mpirun` does.

@@ -369,15 +369,7 @@ fn spare_core_per_rank(ranks: usize, cores: Option<usize>, allowed: Option<usize
 /// How many CPUs this process may run on (its affinity), if the kernel
 /// says.
 fn allowed_cpus() -> Option<usize> {
-    // SAFETY: all-zero is a valid cpu_set_t; the kernel writes at most
-    // `size_of::<cpu_set_t>()` bytes into it, and CPU_COUNT only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
-            return None;
-        }
-        usize::try_from(libc::CPU_COUNT(&set)).ok()
-    }
+    nal_sys::affinity::allowed_cpus().ok().map(|c| c.len())
 }
 
 /// The cores of this host that are online, if the kernel says. Not this

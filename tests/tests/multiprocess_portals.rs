@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use nal_tcp::{Backend, ProgressMode};
+use portals_runtime::launch::{launch, CpuBind, LaunchSpec, Output};
 use portals_runtime::{JobOptions, NalKind};
 use portals_tests::{assert_job_ok, run_job, run_job_with, LaunchOutcome};
 
@@ -128,6 +129,42 @@ fn ranks_killed_during_start_up_leave_nothing_in_dev_shm() {
     assert_eq!(out.status, 128 + 9, "{:?}", out.reason);
     let left = inboxes_left(&out, 3);
     assert!(left.is_empty(), "left in /dev/shm: {left:?}");
+}
+
+/// The CPUs each rank of a 3-rank job says it may use, by rank.
+fn cpus_of_ranks(bind: CpuBind) -> Vec<Vec<usize>> {
+    let mut spec = LaunchSpec::new(3, env!("CARGO_BIN_EXE_ptl_check"));
+    spec.args = vec!["affinity".into()];
+    spec.output = Output::Capture;
+    spec.timeout = Some(Duration::from_secs(120));
+    spec.cpu_bind = bind;
+    let out = launch(&spec).expect("launch");
+    assert_ok(&out, 3, &format!("affinity {bind:?}"));
+    (0..3)
+        .map(|r| {
+            let line = out.stdout_of(r);
+            let list = line
+                .lines()
+                .find_map(|l| l.strip_prefix("cpus "))
+                .unwrap_or_else(|| panic!("rank {r} printed no CPUs: {line:?}"));
+            list.split(',').map(|c| c.parse().expect("a CPU")).collect()
+        })
+        .collect()
+}
+
+/// `--cpu-bind core` pins rank i to the i-th CPU the launcher may use,
+/// round-robin (three ranks: on two CPUs the third shares the first's);
+/// without it every rank may use them all.
+#[test]
+fn the_launcher_binds_rank_i_to_the_i_th_cpu_when_asked() {
+    let allowed = nal_sys::affinity::allowed_cpus().expect("affinity");
+    let bound = cpus_of_ranks(CpuBind::Core);
+    for (r, cpus) in bound.iter().enumerate() {
+        assert_eq!(cpus, &vec![allowed[r % allowed.len()]], "rank {r}");
+    }
+    for (r, cpus) in cpus_of_ranks(CpuBind::None).iter().enumerate() {
+        assert_eq!(cpus, &allowed, "rank {r} unbound");
+    }
 }
 
 #[test]

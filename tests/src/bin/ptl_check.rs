@@ -405,6 +405,12 @@ fn main() {
         "storm" => storm(&job, arg(2, 2000)),
         "sleepy-target" => sleepy_target(&job, args.get(2).map(String::as_str) != Some("poll")),
         "die-mid-transfer" => die_mid_transfer(&job),
+        "affinity" => nal_sys::affinity::allowed_cpus()
+            .map(|c| {
+                let list: Vec<String> = c.iter().map(ToString::to_string).collect();
+                println!("cpus {}", list.join(","));
+            })
+            .map_err(|e| e.to_string()),
         "killed-at-start" => {
             // Before any peer had a reason to map this rank's inbox.
             // SAFETY: raise has no memory-safety preconditions.
