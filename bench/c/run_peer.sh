@@ -23,12 +23,13 @@
 # -n RANKS (or NP in the environment): number of ranks, default 2.
 # Environment: PEER_TIMEOUT (seconds, default 300), PEER_BIND (core|none;
 # default core, each rank bound to one core, or none when there are more
-# ranks than CPUs: oversubscribed ranks share the CPUs).
+# ranks than CPUs: oversubscribed ranks share the CPUs; core with more
+# ranks than CPUs binds round-robin).
 # Output: JSON lines on stdout, each tagged with "impl".
 set -euo pipefail
 
 usage() {
-    sed -n '2,24p' "$0" >&2
+    sed -n '2,28p' "$0" >&2
     exit 2
 }
 np=${NP:-2}
@@ -53,6 +54,10 @@ else
     bind=core
 fi
 
+# Open MPI refuses to bind more ranks than CPUs unless told to overload.
+ompi_bind=$bind
+[ "$bind" = core ] && ompi_bind=core:overload-allowed
+
 case $impl in
 openmpi*) exe=$here/build/openmpi/$bench ;;
 mpich* | capi*) exe=$here/build/mpich/$bench ;;
@@ -67,7 +72,7 @@ export PTL_BENCH_IMPL=$impl
 # exec: the caller's signal reaches `timeout`, which passes it on to the job.
 ompi() {
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        exec timeout "$tmo" mpiexec.openmpi --oversubscribe -n "$np" --bind-to "$bind" \
+        exec timeout "$tmo" mpiexec.openmpi --oversubscribe -n "$np" --bind-to "$ompi_bind" \
         --mca pml ob1 "$@" "$exe" "${args[@]}"
 }
 mpich() {
@@ -81,10 +86,8 @@ capi() {
     done
     mkdir -p "$target/mpich-abi"
     ln -sf ../libmpich.so "$target/mpich-abi/libmpich.so.12"
-    local pin=()
-    [ "$bind" = core ] && pin=(sh -c 'exec taskset -c "$PTL_RANK" "$0" "$@"')
     exec timeout "$tmo" env LD_LIBRARY_PATH="$target/mpich-abi" "$target/ptlrun" --nal "$1" -n "$np" \
-        "${pin[@]}" "$exe" "${args[@]}"
+        --cpu-bind "$bind" "$exe" "${args[@]}"
 }
 args=("$@")
 

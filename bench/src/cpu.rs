@@ -43,16 +43,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn binding_a_thread() {
-        let before = allowed_cpus().expect("affinity");
-        assert!(!before.is_empty());
-        std::thread::spawn(move || {
-            if let Some(cpu) = bind_to_nth(1).expect("bind") {
-                assert_eq!(allowed_cpus().expect("affinity"), vec![cpu]);
-                assert!(before.contains(&cpu));
-            }
-        })
-        .join()
-        .expect("thread");
+    fn the_index_wraps_round_the_allowed_cpus() {
+        let allowed = allowed_cpus().expect("affinity");
+        // A thread of its own: the binding stays with it.
+        std::thread::scope(|s| {
+            s.spawn(|| match bind_to_nth(allowed.len()).expect("bind") {
+                Some(cpu) => {
+                    assert_eq!(cpu, allowed[0], "index len is index 0 again");
+                    assert_eq!(allowed_cpus().expect("affinity"), vec![cpu]);
+                }
+                None => assert!(allowed.len() < 2, "unbound with {allowed:?}"),
+            });
+        });
     }
 }

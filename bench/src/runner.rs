@@ -50,6 +50,12 @@ pub struct Runner {
     /// Bind each rank to its own CPU (`--bind-to core`), as the peers do;
     /// only when there are no more ranks than CPUs (see [`Runner::binds`]).
     pub bind: bool,
+    /// With [`bind`](Self::bind): bind also when there are more ranks than
+    /// CPUs, round-robin, the project's ranks and the peers' alike (Open
+    /// MPI: `--bind-to core:overload-allowed`). Unbound, oversubscribed
+    /// ranks pair up differently as the scheduler moves them, and short
+    /// collectives' timings change with the pairing.
+    pub bind_oversubscribed: bool,
 }
 
 impl Runner {
@@ -63,6 +69,7 @@ impl Runner {
             peer_dir: default_peer_dir(),
             timeout: Duration::from_secs(900),
             bind: true,
+            bind_oversubscribed: false,
         })
     }
 
@@ -72,7 +79,9 @@ impl Runner {
     /// none` does, so that the scheduler can move a rank off a CPU whose
     /// other rank is busy.
     pub fn binds(&self, ranks: usize) -> bool {
-        self.bind && crate::cpu::allowed_cpus().is_ok_and(|c| ranks <= c.len())
+        self.bind
+            && crate::cpu::allowed_cpus()
+                .is_ok_and(|c| self.bind_oversubscribed || ranks <= c.len())
     }
 
     /// Run `p` on `imp`; the records it printed (rank 0 for jobs).
@@ -569,4 +578,31 @@ pub fn on_path(prog: &str) -> bool {
             })
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runner(bind: bool, bind_oversubscribed: bool) -> Runner {
+        Runner {
+            exe: PathBuf::from("ptl-bench"),
+            peer_dir: PathBuf::from("bench/c"),
+            timeout: Duration::from_secs(1),
+            bind,
+            bind_oversubscribed,
+        }
+    }
+
+    #[test]
+    fn oversubscribed_runs_are_bound_only_when_asked() {
+        let cpus = crate::cpu::allowed_cpus().expect("affinity").len();
+        let (fits, over) = (cpus, cpus + 1);
+        assert!(runner(true, false).binds(fits));
+        assert!(!runner(true, false).binds(over));
+        assert!(runner(true, true).binds(over));
+        assert_eq!(runner(true, true).bind_value(over), "core");
+        assert!(!runner(false, true).binds(fits), "--no-bind wins");
+        assert_eq!(runner(false, false).bind_value(fits), "none");
+    }
 }

@@ -278,6 +278,11 @@ struct Knobs {
     /// Do not bind ranks to cores (default: bound, like mpiexec --bind-to core).
     #[arg(long)]
     no_bind: bool,
+    /// Bind ranks also when there are more of them than CPUs (round-robin,
+    /// the project's and the peers' alike; default: such runs are unbound,
+    /// like mpiexec --bind-to none).
+    #[arg(long, conflicts_with = "no_bind")]
+    bind_oversubscribed: bool,
     /// Give up on one run (one implementation, one benchmark) after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
@@ -332,6 +337,7 @@ impl Knobs {
     fn runner(&self) -> Result<Runner> {
         let mut r = Runner::new()?;
         r.bind = !self.no_bind;
+        r.bind_oversubscribed = self.bind_oversubscribed;
         r.timeout = Duration::from_secs(self.timeout.max(1));
         if let Some(d) = &self.peer_dir {
             r.peer_dir = d.clone();
@@ -473,6 +479,10 @@ struct CompareArgs {
     /// Do not bind ranks to cores.
     #[arg(long)]
     no_bind: bool,
+    /// Bind ranks also when there are more of them than CPUs (round-robin,
+    /// the project's and the peers' alike).
+    #[arg(long, conflicts_with = "no_bind")]
+    bind_oversubscribed: bool,
     /// Give up on one run after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
@@ -753,6 +763,7 @@ fn compare_cmd(a: &CompareArgs) -> Result<()> {
     };
     let mut runner = Runner::new()?;
     runner.bind = !a.no_bind;
+    runner.bind_oversubscribed = a.bind_oversubscribed;
     runner.timeout = Duration::from_secs(a.timeout.max(1));
     if let Some(d) = &a.peer_dir {
         runner.peer_dir = d.clone();
