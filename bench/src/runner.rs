@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use portals_runtime::launch::{launch, LaunchSpec, Output};
+use portals_runtime::launch::{launch, CpuBind, LaunchSpec, Output};
 use portals_runtime::JobOptions;
 use serde::{Deserialize, Serialize};
 
@@ -24,8 +24,6 @@ use crate::tool_peers::ToolPeer;
 
 /// Name of the hidden subcommand a project rank runs.
 pub const RANK_SUBCOMMAND: &str = "rank";
-/// Environment variable that tells a rank to bind itself to a CPU.
-pub const BIND_ENV: &str = "PTL_BENCH_BIND";
 
 /// What a project rank is asked to run (the JSON argument of `ptl-bench rank`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,10 +142,14 @@ impl Runner {
         };
         // After the options' variables, so it overrides their PTL_NAL: a NAL
         // this build's runtime does not know is passed through untouched.
-        spec.env = vec![
-            (portals_runtime::env::NAL.to_string(), nal.to_string()),
-            (BIND_ENV.to_string(), self.bind_value(p.ranks).to_string()),
-        ];
+        spec.env = vec![(portals_runtime::env::NAL.to_string(), nal.to_string())];
+        // The launcher pins rank i to the i-th CPU before it starts, so
+        // every thread of the rank shares that CPU.
+        spec.cpu_bind = if self.binds(p.ranks) {
+            CpuBind::Core
+        } else {
+            CpuBind::None
+        };
         spec.output = Output::Capture;
         spec.timeout = Some(self.timeout);
         let out = launch(&spec)?;
@@ -207,7 +209,7 @@ impl Runner {
         })
     }
 
-    /// `core` or `none`: the value of [`BIND_ENV`] and `PEER_BIND`.
+    /// `core` or `none`: the value of `PEER_BIND` for the C peers.
     fn bind_value(&self, ranks: usize) -> &'static str {
         if self.binds(ranks) {
             "core"
@@ -460,14 +462,6 @@ pub fn rank_main(job_json: &str) -> Result<()> {
         why: e.to_string(),
     })?;
     job.params.validate().map_err(BenchError::Invalid)?;
-    if std::env::var(BIND_ENV).as_deref() == Ok("core") {
-        let rank: usize = std::env::var(portals_runtime::env::RANK)
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(0);
-        // Before the library starts any thread, so its threads inherit it.
-        crate::cpu::bind_to_nth(rank).map_err(|e| BenchError::io("binding to a CPU", e))?;
-    }
     let mut emit = |r: Record| -> Result<()> {
         use std::io::Write;
         let mut o = std::io::stdout().lock();

@@ -56,8 +56,8 @@ pub(crate) fn contact_key(rank: u32) -> String {
     format!("addr.{rank}")
 }
 
-/// The name of the shared-memory inbox `rank` created, from the contact it
-/// published, if it offered one: what its launcher removes from `/dev/shm`
+/// The shared-memory address in the contact `rank` published, if it
+/// offered one: it names the inbox its launcher removes from `/dev/shm`
 /// after it exited (see [`nal_shm::remove_inbox_name`]).
 pub(crate) fn published_shm_addr(rank: u32, text: &str) -> Option<ShmAddr> {
     Contact::decode(rank, text).ok()?.shm?.parse().ok()
