@@ -229,7 +229,7 @@ fn on_slots<R>(
     let Some(op) = c.c.dev.slots_begin(c.c.ctx, bytes)? else {
         return Ok(None);
     };
-    let r = f(&SlotColl { c: c.c, op });
+    let r = f(&SlotColl { c: c.c, op }).and_then(|r| c.c.dev.slots_flush(op).map(|()| r));
     c.c.dev.slots_end(op);
     r.map(Some)
 }

@@ -191,6 +191,43 @@ impl Device {
         Ok(Some(SlotOp { ctx, parity }))
     }
 
+    /// Before a blocking slot collective returns, without a progress
+    /// thread: wait until this process's puts of instance `op` have left
+    /// it. A put that the transport queued (its ring or socket momentarily
+    /// unavailable) would otherwise move only at this process's next
+    /// library call, and a member still waiting for it could wait forever
+    /// while this one computes (test `the_departure_notice_never_overtakes_an_acknowledgment`
+    /// hung this way: rank 0 left a barrier, its put to rank 1 still
+    /// queued, and polled a file). A put the transport took at once costs
+    /// one engine look here.
+    pub(crate) fn slots_flush(&self, op: SlotOp) -> Result<()> {
+        if self.ni().nal().progresses_alone() {
+            return Ok(());
+        }
+        let mut tries = 0u32;
+        loop {
+            let outbox = {
+                let mut st = self.lock();
+                self.check(&st)?;
+                slots(&mut st.nbc, op.ctx)?.2.outbox
+            };
+            if !self
+                .core()
+                .with_engine(|e| e.md_busy(outbox))
+                .map_err(ptl)?
+            {
+                return Ok(());
+            }
+            self.poll();
+            tries += 1;
+            if tries < 64 {
+                std::thread::yield_now();
+            } else {
+                self.block();
+            }
+        }
+    }
+
     /// The instance `op` is over (successfully or not).
     pub(crate) fn slots_end(&self, op: SlotOp) {
         let mut st = self.lock();
