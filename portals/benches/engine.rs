@@ -119,6 +119,7 @@ fn match_cost(c: &mut Criterion) {
         let h = Header {
             op: Op::Put,
             ack_req: false,
+            ack_lazy: false,
             fail: FailType::Ok,
             job_key: 9,
             src: ProcessId::new(2, 2),

@@ -331,6 +331,8 @@ struct Xfer {
     offset: u64,
     cookie: u64,
     ack: bool,
+    /// The acknowledgment may be held back ([`crate::AckReq::Lazy`]).
+    ack_lazy: bool,
     /// Get-put only: the new bytes, staged so the swap happens atomically at
     /// completion.
     staging: Vec<u8>,

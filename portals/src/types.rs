@@ -150,6 +150,23 @@ pub enum AckReq {
     Ack,
     /// Do not request an acknowledgment.
     NoAck,
+    /// Request an acknowledgment that the target's transport may hold back
+    /// to share a write with its next message to the initiator (an
+    /// extension of Portals 3.3). For an initiator that only reclaims
+    /// memory on the acknowledgment and waits for nothing else: the engine
+    /// treats it exactly as [`AckReq::Ack`], but the acknowledgment may
+    /// leave later — with the target's next message to the initiator, on a
+    /// progress pass a few tens of microseconds on, before the target's
+    /// transport sleeps, or, without a progress thread, as late as the
+    /// target's next call into the library.
+    Lazy,
+}
+
+impl AckReq {
+    /// Whether an acknowledgment is requested at all.
+    pub fn requested(self) -> bool {
+        self != AckReq::NoAck
+    }
 }
 
 /// Why an operation failed, carried in events (`ni_fail_type`).

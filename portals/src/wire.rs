@@ -12,7 +12,7 @@
 //! | 0   | 4 | magic `"PTL3"` |
 //! | 4   | 1 | version |
 //! | 5   | 1 | operation ([`Op`]) |
-//! | 6   | 1 | flags (bit 0: acknowledgment requested) |
+//! | 6   | 1 | flags (bit 0: acknowledgment requested; bit 1: it may be held back, or in an ack: it was) |
 //! | 7   | 1 | failure status of an ack/reply ([`FailType`]) |
 //! | 8   | 8 | job key |
 //! | 16  | 8 | source nid, pid |
@@ -50,7 +50,10 @@ pub const MAX_PAYLOAD: u64 = 1 << 40;
 const FLAG_ACK_REQ: u8 = 1;
 /// Where an atomic request keeps its [`AtomicSpec`] (the `mlength` slot).
 const ATOMIC_AT: usize = 72;
-const KNOWN_FLAGS: u8 = FLAG_ACK_REQ;
+/// With `FLAG_ACK_REQ` on a put or atomic, or on an ack: see
+/// [`Header::ack_lazy`].
+const FLAG_ACK_LAZY: u8 = 2;
+const KNOWN_FLAGS: u8 = FLAG_ACK_REQ | FLAG_ACK_LAZY;
 
 /// The operation a header carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -109,6 +112,10 @@ pub struct Header {
     pub op: Op,
     /// Put only: the initiator asks for an acknowledgment.
     pub ack_req: bool,
+    /// Put (with `ack_req`): the acknowledgment may be held back by the
+    /// target's transport ([`crate::AckReq::Lazy`]). Ack: this is such an
+    /// acknowledgment, which the transport may send with a later message.
+    pub ack_lazy: bool,
     /// Ack/Reply only: whether the target performed the operation.
     pub fail: FailType,
     /// The job key; must equal the receiver's.
@@ -193,7 +200,8 @@ impl Header {
         b[0..4].copy_from_slice(&MAGIC);
         b[4] = VERSION;
         b[5] = self.op as u8;
-        b[6] = if self.ack_req { FLAG_ACK_REQ } else { 0 };
+        b[6] = if self.ack_req { FLAG_ACK_REQ } else { 0 }
+            | if self.ack_lazy { FLAG_ACK_LAZY } else { 0 };
         b[7] = self.fail as u8;
         put64(&mut b, 8, self.job_key);
         put32(&mut b, 16, self.src.nid);
@@ -231,7 +239,11 @@ impl Header {
         let op = Op::from_u8(b[5]).ok_or(WireError::BadOp(b[5]))?;
         let flags = b[6];
         let ack_allowed = matches!(op, Op::Put | Op::Atomic);
-        if flags & !KNOWN_FLAGS != 0 || (flags & FLAG_ACK_REQ != 0 && !ack_allowed) {
+        let lazy_allowed = op == Op::Ack || (ack_allowed && flags & FLAG_ACK_REQ != 0);
+        if flags & !KNOWN_FLAGS != 0
+            || (flags & FLAG_ACK_REQ != 0 && !ack_allowed)
+            || (flags & FLAG_ACK_LAZY != 0 && !lazy_allowed)
+        {
             return Err(WireError::BadFlags(flags));
         }
         let fail = FailType::from_u8(b[7]).ok_or(WireError::BadFail(b[7]))?;
@@ -259,6 +271,7 @@ impl Header {
         let h = Header {
             op,
             ack_req: flags & FLAG_ACK_REQ != 0,
+            ack_lazy: flags & FLAG_ACK_LAZY != 0,
             fail,
             job_key: get64(b, 8),
             src: ProcessId::new(get32(b, 16), get32(b, 20)),
@@ -322,6 +335,7 @@ mod tests {
         Header {
             op: Op::Put,
             ack_req: true,
+            ack_lazy: false,
             fail: FailType::Ok,
             job_key: 0xdead_beef_0000_0001,
             src: ProcessId::new(1, 2),
@@ -360,6 +374,7 @@ mod tests {
         let ack = Header {
             op: Op::Ack,
             ack_req: false,
+            ack_lazy: false,
             fail: FailType::Dropped,
             mlength: 0,
             ..h
@@ -407,6 +422,7 @@ mod tests {
             Header {
                 op: Op::Get,
                 ack_req: false,
+                ack_lazy: false,
                 ..h
             }
             .payload_len(),
@@ -416,6 +432,7 @@ mod tests {
             Header {
                 op: Op::Reply,
                 ack_req: false,
+                ack_lazy: false,
                 mlength: 10,
                 ..h
             }
@@ -428,6 +445,7 @@ mod tests {
         Header {
             op: Op::FetchAtomic,
             ack_req: false,
+            ack_lazy: false,
             rlength: 8,
             atomic: Some(AtomicSpec {
                 op: AtomicOp::CswapGt,
@@ -453,6 +471,7 @@ mod tests {
         let sum = Header {
             op: Op::Atomic,
             ack_req: true,
+            ack_lazy: false,
             atomic: Some(AtomicSpec {
                 op: AtomicOp::Sum,
                 datatype: Datatype::F64,
@@ -494,6 +513,50 @@ mod tests {
         assert_eq!(Header::decode(&big.encode()), Err(WireError::BadLength));
     }
 
+    #[test]
+    fn a_lazy_acknowledgment_is_flagged_only_where_one_can_be() {
+        let put = Header {
+            op: Op::Put,
+            ack_req: true,
+            ack_lazy: true,
+            ..sample()
+        };
+        let b = put.encode();
+        assert_eq!(b[6], FLAG_ACK_REQ | FLAG_ACK_LAZY);
+        assert_eq!(Header::decode(&b), Ok(put));
+        let ack = Header {
+            op: Op::Ack,
+            ack_req: false,
+            ack_lazy: true,
+            ..sample()
+        };
+        assert_eq!(Header::decode(&ack.encode()), Ok(ack));
+        // Lazy without an acknowledgment requested, and on operations
+        // answered by a reply: malformed.
+        let mut b = put.encode();
+        b[6] = FLAG_ACK_LAZY;
+        assert_eq!(Header::decode(&b), Err(WireError::BadFlags(FLAG_ACK_LAZY)));
+        for op in [Op::Get, Op::Reply, Op::FetchAtomic] {
+            let mut b = Header {
+                op,
+                ack_req: false,
+                ack_lazy: false,
+                atomic: (op == Op::FetchAtomic).then_some(AtomicSpec {
+                    op: AtomicOp::Sum,
+                    datatype: Datatype::U64,
+                }),
+                ..sample()
+            }
+            .encode();
+            b[6] = FLAG_ACK_LAZY;
+            assert_eq!(
+                Header::decode(&b),
+                Err(WireError::BadFlags(FLAG_ACK_LAZY)),
+                "{op:?}"
+            );
+        }
+    }
+
     proptest! {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -502,7 +565,8 @@ mod tests {
 
         #[test]
         fn decode_of_encode_is_identity(
-            op in 1u8..=7, ack in any::<bool>(), fail in 0u8..4, key in any::<u64>(),
+            op in 1u8..=7, ack in any::<bool>(), lazy in any::<bool>(), fail in 0u8..4,
+            key in any::<u64>(),
             aop in 0u8..18, dt in 0u8..12,
             ids in any::<[u32; 4]>(), pt in any::<u32>(), ac in any::<u32>(),
             mb in any::<u64>(), off in any::<u64>(), hd in any::<u64>(),
@@ -512,6 +576,7 @@ mod tests {
             let h = Header {
                 op,
                 ack_req: ack && matches!(op, Op::Put | Op::Atomic),
+                ack_lazy: lazy && ((ack && matches!(op, Op::Put | Op::Atomic)) || op == Op::Ack),
                 fail: if op.is_response() { FailType::from_u8(fail).unwrap() } else { FailType::Ok },
                 job_key: key,
                 src: ProcessId::new(ids[0], ids[1]),

@@ -329,6 +329,7 @@ fn the_target_nacks_what_a_peer_should_not_send_and_applies_nothing() {
         // An operand on an atomic that answers nothing.
         Header {
             ack_req: true,
+            ack_lazy: false,
             ..atomic_request(Op::Atomic, spec(AtomicOp::Cswap, Datatype::U32), 4)
         },
         // No spec at all (a header built by hand).

@@ -225,6 +225,7 @@ fn an_ack_read_before_the_send_completes_is_posted_after_sent() {
     let ack = Header {
         op: Op::Ack,
         ack_req: false,
+        ack_lazy: false,
         fail: FailType::Ok,
         job_key: KEY,
         src: ProcessId::new(1, 1),

@@ -207,6 +207,7 @@ fn header(r: Incoming) -> Header {
     Header {
         op: r.op,
         ack_req: r.ack,
+        ack_lazy: false,
         fail: FailType::Ok,
         job_key: KEY,
         src: r.src,

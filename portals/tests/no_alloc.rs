@@ -89,6 +89,7 @@ fn put_match_deposit_event_ack_cycle_does_not_allocate() {
     let h = Header {
         op: Op::Put,
         ack_req: true,
+        ack_lazy: false,
         fail: FailType::Ok,
         job_key: 9,
         src: ProcessId::new(2, 2),
@@ -148,6 +149,7 @@ fn fetching_atomic_cycle_does_not_allocate() {
     let h = Header {
         op: Op::FetchAtomic,
         ack_req: false,
+        ack_lazy: false,
         fail: FailType::Ok,
         job_key: 9,
         src: ProcessId::new(2, 2),
@@ -218,6 +220,7 @@ fn scattered_deposit_and_reply_do_not_allocate() {
     let request = |op: Op| Header {
         op,
         ack_req: op == Op::Put,
+        ack_lazy: false,
         fail: FailType::Ok,
         job_key: 9,
         src: ProcessId::new(2, 2),
@@ -297,6 +300,7 @@ fn entries_and_descriptors_made_per_message_do_not_allocate() {
         let h = Header {
             op: Op::Put,
             ack_req: true,
+            ack_lazy: false,
             fail: FailType::Ok,
             job_key: 9,
             src: peer,

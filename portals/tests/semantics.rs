@@ -677,3 +677,55 @@ fn a_get_counts_against_the_threshold_once_when_its_reply_arrives() {
     );
     assert_eq!(p.iev().unwrap().kind, EventKind::Unlink);
 }
+
+/// `AckReq::Lazy` is an acknowledgment like any other for both engines; only
+/// the acknowledgment's header says it may wait in the target's transport.
+/// A failure (here, no match) is never lazy: the initiator acts on it.
+#[test]
+fn a_lazy_acknowledgment_is_an_ordinary_one_marked_for_the_transport() {
+    let p = pair();
+    p.post(1, 0, put_desc(), 64, Unlink::Retain);
+    p.put(b"a", 1, AckReq::Lazy, 0, 0);
+    assert_eq!(p.iev().unwrap().kind, EventKind::Sent);
+    let ack = p.iev().unwrap();
+    assert_eq!(
+        (ack.kind, ack.fail, ack.mlength),
+        (EventKind::Ack, FailType::Ok, 1)
+    );
+
+    let mut t = bare_target();
+    let eq = t.eq_alloc(8).unwrap();
+    let me = t
+        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    t.md_attach(me, &put_desc().eq(eq), vec![0; 64], Unlink::Retain)
+        .unwrap();
+    for (ack_req, lazy) in [(true, true), (true, false), (false, false)] {
+        let mut h = request(Op::Put, 1, 4);
+        h.ack_req = ack_req;
+        h.ack_lazy = lazy;
+        let RecvAction::Deposit { token, .. } = t.recv_header(&h) else {
+            panic!("expected a deposit");
+        };
+        let answer = t.recv_complete(token);
+        assert_eq!(answer.is_some(), ack_req);
+        if let Some(a) = answer {
+            assert_eq!(a.header.op, Op::Ack);
+            assert_eq!(a.header.ack_lazy, lazy, "lazy {lazy}");
+        }
+    }
+    let mut h = request(Op::Put, 2, 4);
+    h.ack_req = true;
+    h.ack_lazy = true;
+    let RecvAction::Respond { response, .. } = t.recv_header(&h) else {
+        panic!("expected a negative acknowledgment");
+    };
+    assert_eq!(
+        (
+            response.header.op,
+            response.header.fail,
+            response.header.ack_lazy
+        ),
+        (Op::Ack, FailType::Dropped, false)
+    );
+}

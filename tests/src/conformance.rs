@@ -35,8 +35,9 @@ mod atomics;
 pub use atomics::*;
 mod ordering;
 pub use ordering::{
+    a_lazy_acknowledgment_reaches_an_initiator_whose_target_only_waits,
     a_response_stays_ahead_of_a_send_after_fence_responses, acknowledged_ping_pong,
-    an_acknowledgment_comes_before_the_reply_its_put_caused,
+    acknowledged_ping_pong_with, an_acknowledgment_comes_before_the_reply_its_put_caused,
 };
 
 /// The portal table entry the tests use.
@@ -571,6 +572,7 @@ pub fn put_header(key: u64, src: ProcessId, dst: ProcessId, len: u64) -> [u8; wi
     wire::Header {
         op: wire::Op::Put,
         ack_req: false,
+        ack_lazy: false,
         fail: FailType::Ok,
         job_key: key,
         src,

@@ -38,6 +38,7 @@ macro_rules! full_suite {
                 a_process_can_put_to_itself,
                 iovec_descriptors_scatter_and_gather_byte_exact,
                 concurrent_fetching_sums_lose_no_update,
+                a_lazy_acknowledgment_reaches_an_initiator_whose_target_only_waits,
             );
         )*
     };

@@ -104,8 +104,13 @@ impl Device {
         &self,
         id: ReqId,
     ) -> Result<(Status, Option<Box<dyn std::any::Any + Send>>)> {
+        // One pass over the transport before the first look; after that the
+        // block's own passes found whatever woke it, and another pass
+        // before taking it costs a polling TCP rank a `recvfrom` and an
+        // `epoll_wait` on the round trip's path (8 B half round trip 7.5 →
+        // 6.1 µs).
+        self.poll();
         loop {
-            self.poll();
             {
                 let mut st = self.lock();
                 self.drain(&mut st);
@@ -129,8 +134,9 @@ impl Device {
                 "wait_any needs at least one request",
             ));
         }
+        // As in `wait_owned`: the block's passes stand in for later polls.
+        self.poll();
         loop {
-            self.poll();
             {
                 let mut st = self.lock();
                 self.drain(&mut st);

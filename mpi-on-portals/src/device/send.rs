@@ -246,6 +246,16 @@ impl Device {
                     // in one engine call: every short message pays each
                     // call's engine lock.
                     let unexp_eq = self.unexp_eq;
+                    // A library copy's acknowledgment only frees the copy
+                    // and a window slot (the caller's request is complete):
+                    // the target's transport may hold it back for its next
+                    // message to us, which in a round trip is the reply
+                    // (TCP: one `sendmsg` per message instead of two).
+                    let ack = if copied.is_some() {
+                        AckReq::Lazy
+                    } else {
+                        AckReq::Ack
+                    };
                     let st_: &mut State = st;
                     let out = self.core().with_engine(|e| -> Result<Option<Outbound>> {
                         let me = e
@@ -264,21 +274,10 @@ impl Device {
                         let md =
                             unsafe { mem.attach(e, me, &desc, Unlink::Unlink) }.map_err(ptl)?;
                         st_.reqs[id.idx as usize].md = Some(md);
-                        if !Self::window_admits(
-                            st_,
-                            id,
-                            dst,
-                            ctx,
-                            md,
-                            AckReq::Ack,
-                            &remote,
-                            read_bits,
-                        ) {
+                        if !Self::window_admits(st_, id, dst, ctx, md, ack, &remote, read_bits) {
                             return Ok(None);
                         }
-                        e.put(md, AckReq::Ack, &remote, read_bits)
-                            .map(Some)
-                            .map_err(ptl)
+                        e.put(md, ack, &remote, read_bits).map(Some).map_err(ptl)
                     })?;
                     if let Some(out) = out {
                         ni.nal().send(out);
@@ -394,7 +393,7 @@ impl Device {
         remote: &Remote,
         hdr_data: u64,
     ) -> bool {
-        let counts = ack == AckReq::Ack;
+        let counts = ack.requested();
         if ctx & 1 == 0 {
             let q = QueuedPut {
                 id,

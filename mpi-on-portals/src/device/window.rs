@@ -26,7 +26,11 @@
 //! deadlocking a legal program: a receive that waits for the last of
 //! `window + 1` unmatched messages of one sender admits that sender, the
 //! window's messages are deposited as envelopes and acknowledged, and the
-//! rest follow. Ready sends ask no acknowledgment: they never count, but
+//! rest follow. The acknowledgment of a library copy is lazy
+//! (`AckReq::Lazy`): a TCP target holds it back for at most a batch or a
+//! few tens of microseconds while its calls go on, and sends it before it
+//! sleeps, so a waiting receiver still opens the window; one that left the
+//! library sends it on its next call. Ready sends ask no acknowledgment: they never count, but
 //! wait behind queued messages to the same target so as not to overtake
 //! them.
 //!

@@ -390,6 +390,15 @@ impl Inner {
     }
 
     pub(super) fn close_all(&self) {
+        // Acknowledgments held back for a later message (see
+        // `Inner::release_staged`) leave now, as far as the sockets take
+        // them: their initiators may be waiting to reclaim memory.
+        for p in self.all_peers() {
+            let mut tx = lock(&p.tx);
+            if let (true, Some(c)) = (tx.lazy_only, tx.conn.clone()) {
+                self.flush(&p, &mut tx, &c);
+            }
+        }
         let conns: Vec<Arc<Conn>> = lock(&self.conns).iter().map(|(_, c)| c.clone()).collect();
         for c in conns {
             self.close(&c);

@@ -94,6 +94,10 @@ pub(super) struct Tx {
     /// Everything queued is acknowledgments held back to go out with the
     /// next message (see `Inner::answer`).
     pub(super) lazy_only: bool,
+    /// While `lazy_only`: a pass that does not sleep leaves them queued
+    /// until this time of the transport's clock (0: the next pass sends
+    /// them). Set only when all of them are lazy acknowledgments.
+    pub(super) hold_until_ns: u64,
 }
 
 pub(super) struct Peer {

@@ -37,11 +37,11 @@ impl Inner {
     }
 
     /// Queue the answers staged for `peer` (see [`Inner::stage`]): they
-    /// go ahead of whatever is queued next. Returns how many, and whether
-    /// all were acknowledgments.
-    fn queue_staged(&self, peer: &Peer, tx: &mut Tx) -> (usize, bool) {
+    /// go ahead of whatever is queued next. Returns how many, whether all
+    /// were acknowledgments, and whether all were lazy ones.
+    fn queue_staged(&self, peer: &Peer, tx: &mut Tx) -> (usize, bool, bool) {
         if !peer.has_staged.load(Ordering::Acquire) {
-            return (0, true);
+            return (0, true, true);
         }
         let staged = {
             let mut g = lock(&peer.staged);
@@ -49,9 +49,10 @@ impl Inner {
             std::mem::take(&mut *g)
         };
         let acks = staged.iter().all(|m| m.header.op == Op::Ack);
+        let lazy = acks && staged.iter().all(|m| m.header.ack_lazy);
         let n = staged.len();
         tx.queue.extend(staged.into_iter().map(OutMsg::portals));
-        (n, acks)
+        (n, acks, lazy)
     }
 
     /// After messages were queued: write them at once if the queue was
@@ -134,19 +135,31 @@ impl Inner {
     /// application has left the library. Only with a progress thread: in
     /// polling mode the next pass may never come (the call that read the
     /// message may be the application's last), so the acknowledgment goes
-    /// out at once, as does any other answer.
+    /// out at once, as does any other answer — except a lazy
+    /// acknowledgment ([`portals::AckReq::Lazy`]), whose initiator waits for
+    /// nothing but memory: it is held in either mode, and a pass that does
+    /// not sleep leaves it for [`LAZY_ACK_HOLD_NS`] (see
+    /// [`Inner::flush_deferred`]), so that a round trip's reply takes it
+    /// along even when the receiver's calls make passes before replying.
     pub(super) fn release_staged(&self, peer: &Peer) {
         let mut tx = lock(&peer.tx);
         let was_empty = tx.queue.is_empty();
         let lazy = tx.lazy_only;
-        let (n, only_acks) = self.queue_staged(peer, &mut tx);
+        let (n, only_acks, only_lazy) = self.queue_staged(peer, &mut tx);
         if n == 0 {
             return;
         }
         match tx.conn.clone() {
-            Some(conn) if only_acks && self.cfg.progress == ProgressMode::Thread => {
+            Some(conn) if only_acks && (only_lazy || self.cfg.progress == ProgressMode::Thread) => {
                 if was_empty {
                     tx.lazy_only = true;
+                    tx.hold_until_ns = if only_lazy {
+                        self.now_ns().saturating_add(LAZY_ACK_HOLD_NS)
+                    } else {
+                        0
+                    };
+                } else if !only_lazy {
+                    tx.hold_until_ns = 0;
                 }
                 // No wake-up: the pass that follows this one picks it up.
                 if !conn.flush_deferred.swap(true, Ordering::SeqCst) {
@@ -261,19 +274,33 @@ impl Inner {
         }
     }
 
-    /// Go on writing a connection left at its write budget.
-    pub(super) fn flush_deferred(&self, conn: &Arc<Conn>) {
-        conn.flush_deferred.store(false, Ordering::SeqCst);
+    /// Go on writing a connection left at its write budget or holding
+    /// acknowledgments back. With `hold_at` (the time of a pass that will
+    /// not sleep), lazy acknowledgments younger than their hold and fewer
+    /// than [`LAZY_ACK_BATCH`] stay queued: returns false, and the caller
+    /// keeps the connection on its list.
+    pub(super) fn flush_deferred(&self, conn: &Arc<Conn>, hold_at: Option<u64>) -> bool {
         if conn.state() != ConnState::Established {
-            return;
+            conn.flush_deferred.store(false, Ordering::SeqCst);
+            return true;
         }
         let Some(peer) = conn.peer().and_then(|p| self.peer(p)) else {
-            return;
+            conn.flush_deferred.store(false, Ordering::SeqCst);
+            return true;
         };
         let mut tx = lock(&peer.tx);
+        let hold = hold_at.is_some_and(|now| {
+            tx.lazy_only && now < tx.hold_until_ns && tx.queue.len() < LAZY_ACK_BATCH
+        });
+        if hold {
+            return false;
+        }
+        conn.flush_deferred.store(false, Ordering::SeqCst);
         if tx.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            tx.lazy_only = false;
             self.flush(&peer, &mut tx, conn);
         }
+        true
     }
 
     /// Queue a control message (probe, answer) to `peer` on `conn`, after

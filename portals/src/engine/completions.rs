@@ -181,6 +181,9 @@ impl Engine {
         Header {
             op,
             ack_req: false,
+            // Only a successful acknowledgment may wait: a failure is news
+            // the initiator acts on.
+            ack_lazy: op == Op::Ack && fail == FailType::Ok && x.ack_lazy,
             fail,
             job_key: self.job_key,
             src: self.id,

@@ -42,7 +42,7 @@ impl Engine {
         }
         let region = d.lend(local_offset, length, access);
         let awaiting = match (kind.is_put_like(), ack) {
-            (true, AckReq::Ack) => Awaiting::Ack,
+            (true, AckReq::Ack | AckReq::Lazy) => Awaiting::Ack,
             (true, AckReq::NoAck) => Awaiting::Nothing,
             (false, _) => Awaiting::Reply,
         };
@@ -77,7 +77,8 @@ impl Engine {
                 OpKind::Atomic => Op::Atomic,
                 OpKind::FetchAtomic => Op::FetchAtomic,
             },
-            ack_req: kind.is_put_like() && ack == AckReq::Ack,
+            ack_req: kind.is_put_like() && ack.requested(),
+            ack_lazy: kind.is_put_like() && ack == AckReq::Lazy,
             fail: FailType::Ok,
             job_key: self.job_key,
             src: self.id,

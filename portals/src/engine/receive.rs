@@ -160,6 +160,7 @@ impl Engine {
                 header: Header {
                     op: answer,
                     ack_req: false,
+                    ack_lazy: false,
                     fail: FailType::Dropped,
                     job_key: self.job_key,
                     src: self.id,
@@ -316,6 +317,7 @@ impl Engine {
             offset: acc.offset,
             cookie: h.cookie,
             ack,
+            ack_lazy: ack && h.ack_lazy,
             staging,
             atomic: h
                 .atomic

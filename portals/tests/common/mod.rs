@@ -121,6 +121,7 @@ pub fn request(op: Op, bits: u64, len: u64) -> Header {
     Header {
         op,
         ack_req: false,
+        ack_lazy: false,
         fail: FailType::Ok,
         job_key: KEY,
         src: ProcessId::new(9, 9),

@@ -97,12 +97,60 @@ pub fn a_response_stays_ahead_of_a_send_after_fence_responses<C: Transport>(cfg:
 /// (the race is between the thread that reads and the one that waits).
 pub fn an_acknowledgment_comes_before_the_reply_its_put_caused<C: Transport>(cfg: &C) {
     acknowledged_ping_pong(&job(2, cfg), 200);
+    acknowledged_ping_pong_with(&job(2, cfg), 200, AckReq::Lazy);
+}
+
+/// A lazy acknowledgment ([`AckReq::Lazy`]) may wait in the target's
+/// transport for a message back, but a target that sends nothing and only
+/// waits (in polling mode its waits are the only progress it makes) still
+/// sends it, within a bounded time: before its transport sleeps, at the
+/// latest.
+pub fn a_lazy_acknowledgment_reaches_an_initiator_whose_target_only_waits<C: Transport>(cfg: &C) {
+    let nodes = job(2, cfg);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let aeq = a.ni.eq_alloc(16).unwrap();
+    let beq = b.ni.eq_alloc(16).unwrap();
+    let idle = b.ni.eq_alloc(1).unwrap();
+    catch_all(&b.ni, beq, 64);
+    let src = bind_md(&a.ni, aeq, b"lazy".to_vec());
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            expect(&b.ni, beq, EventKind::Put);
+            // Wait on a queue nothing reaches, in slices, until told.
+            let until = Instant::now() + Duration::from_secs(60);
+            while !done.load(Ordering::SeqCst) && Instant::now() < until {
+                match b.ni.eq_wait(idle, Some(Duration::from_millis(20))) {
+                    Err(PtlError::Timeout) => {}
+                    other => panic!("{cfg:?}: the idle queue got {other:?}"),
+                }
+            }
+        });
+        for round in 0..3 {
+            a.ni.put(src, AckReq::Lazy, &Remote::new(id(1), PT, 0), 0)
+                .unwrap();
+            let ev = expect(&a.ni, aeq, EventKind::Ack);
+            // Round 0's put is taken by the target's wait for it; the
+            // later ones by its idle waits alone.
+            assert_eq!(
+                (ev.fail, ev.mlength),
+                (FailType::Ok, 4),
+                "{cfg:?}: round {round}"
+            );
+        }
+        done.store(true, Ordering::SeqCst);
+    });
 }
 
 /// `rounds` of: process 0 puts to process 1 asking for an acknowledgment,
 /// and process 1's application puts a reply back as soon as it sees the
 /// put; process 0 asserts that the acknowledgment comes first.
 pub fn acknowledged_ping_pong<C: Transport>(nodes: &[Node<C>], rounds: usize) {
+    acknowledged_ping_pong_with(nodes, rounds, AckReq::Ack);
+}
+
+/// [`acknowledged_ping_pong`], the puts asking for `ack`.
+pub fn acknowledged_ping_pong_with<C: Transport>(nodes: &[Node<C>], rounds: usize, ack: AckReq) {
     let (a, b) = (&nodes[0], &nodes[1]);
     let aeq = a.ni.eq_alloc(64).unwrap();
     let beq = b.ni.eq_alloc(64).unwrap();
@@ -120,8 +168,7 @@ pub fn acknowledged_ping_pong<C: Transport>(nodes: &[Node<C>], rounds: usize) {
             }
         });
         for round in 0..rounds {
-            a.ni.put(ping, AckReq::Ack, &Remote::new(id(1), PT, 0), 0)
-                .unwrap();
+            a.ni.put(ping, ack, &Remote::new(id(1), PT, 0), 0).unwrap();
             let first = loop {
                 let ev = a.ni.eq_wait(aeq, WAIT).unwrap();
                 if ev.kind != EventKind::Sent {
