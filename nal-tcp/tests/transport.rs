@@ -756,11 +756,11 @@ fn a_lazy_acknowledgment_leaves_with_the_answer_even_without_a_progress_thread()
     {
         const ROUNDS: u64 = 20;
         let nodes = job(2, &cfg);
-        acknowledged_ping_pong_with(&nodes, ROUNDS as usize, AckReq::Ack);
+        acknowledged_ping_pong_with(&nodes, ROUNDS as usize, AckReq::Ack, true);
         let eager = nodes[1].nal.stats().acks_coalesced;
         assert_eq!(eager, 0, "{cfg:?}: an ordinary acknowledgment waited");
         let nodes = job(2, &cfg);
-        acknowledged_ping_pong_with(&nodes, ROUNDS as usize, AckReq::Lazy);
+        acknowledged_ping_pong_with(&nodes, ROUNDS as usize, AckReq::Lazy, true);
         let st = nodes[1].nal.stats();
         // The target's application answers right after the wait that read
         // the put, with no pass in between: each acknowledgment is still

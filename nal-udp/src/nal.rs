@@ -33,6 +33,11 @@ const SOCKET: u64 = 0;
 const PT_SLEEP: Duration = Duration::from_millis(50);
 /// Protocol token of messages whose completion nobody waits for.
 const NO_TOKEN: u64 = u64::MAX;
+/// How long a pass that does not sleep leaves lazy acknowledgments held
+/// back for the next message (as `nal-tcp`'s `LAZY_ACK_HOLD_NS`).
+const LAZY_ACK_HOLD: Duration = Duration::from_micros(20);
+/// A pass sends the held lazy acknowledgments once this many wait.
+const LAZY_ACK_BATCH: usize = 32;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -45,6 +50,9 @@ pub struct UdpStats {
     pub protocol: crate::proto::Stats,
     /// Sends that left in the calling thread, without waiting for progress.
     pub optimistic_sends: u64,
+    /// Sends that took lazy acknowledgments held back for them along, in
+    /// the same `sendmmsg` (see [`portals::AckReq::Lazy`]).
+    pub lazy_acks_carried: u64,
     /// Datagrams the kernel refused to send (lost; the protocol resends).
     pub send_errors: u64,
     /// `recvmmsg` failures other than "nothing to read".
@@ -198,6 +206,11 @@ struct State {
     tokens: Slab<SendToken>,
     deposits: Deposits,
     responses: Vec<Outbound>,
+    /// Lazy acknowledgments ([`portals::AckReq::Lazy`]) held back to leave
+    /// in the same `sendmmsg` as the next message (see [`Inner::settle`]).
+    lazy_acks: Vec<Outbound>,
+    /// When the oldest of `lazy_acks` was held back.
+    lazy_since: Option<Instant>,
     rx: RecvBatch,
     tx: SendBatch,
     fault: Option<FaultInjector>,
@@ -238,6 +251,7 @@ impl State {
 
 struct Counters {
     optimistic_sends: AtomicU64,
+    lazy_acks_carried: AtomicU64,
     send_errors: AtomicU64,
     recv_errors: AtomicU64,
     send_blocked: AtomicU64,
@@ -335,6 +349,8 @@ impl UdpNal {
             tokens: Slab::new(),
             deposits: Deposits::default(),
             responses: Vec::new(),
+            lazy_acks: Vec::new(),
+            lazy_since: None,
             // One byte more than the largest datagram, so that an oversized
             // one is seen as such and dropped, not truncated into shape.
             rx: RecvBatch::new(cfg.batch, max_datagram + 1),
@@ -360,6 +376,7 @@ impl UdpNal {
             epoch: Instant::now(),
             counters: Counters {
                 optimistic_sends: AtomicU64::new(0),
+                lazy_acks_carried: AtomicU64::new(0),
                 send_errors: AtomicU64::new(0),
                 recv_errors: AtomicU64::new(0),
                 send_blocked: AtomicU64::new(0),
@@ -416,6 +433,7 @@ impl UdpNal {
         UdpStats {
             protocol,
             optimistic_sends: g(&c.optimistic_sends),
+            lazy_acks_carried: g(&c.lazy_acks_carried),
             send_errors: g(&c.send_errors),
             recv_errors: g(&c.recv_errors),
             send_blocked: g(&c.send_blocked),
@@ -444,6 +462,13 @@ impl Nal for UdpNal {
         }
         let mut st = lock(&i.state);
         let now = Instant::now();
+        // Held acknowledgments go first: in their peers' order ahead of
+        // this message (an answer is not overtaken by the reply it
+        // caused), and in the same `sendmmsg`.
+        if !st.lazy_acks.is_empty() {
+            i.counters.lazy_acks_carried.fetch_add(1, Ordering::Relaxed);
+            i.release_lazy_acks(&mut st, now);
+        }
         i.submit(&mut st, msg, now);
         i.settle(&mut st, now);
         if st.tx.is_empty() && !st.tx_blocked {
@@ -479,6 +504,12 @@ impl Nal for UdpNal {
 
     fn shutdown(&self) {
         let i = &self.inner;
+        {
+            let mut st = lock(&i.state);
+            let now = Instant::now();
+            i.release_lazy_acks(&mut st, now);
+            i.settle(&mut st, now);
+        }
         i.linger();
         // What a lossy run cost, for whoever asks (`PTL_LOG=nal_udp=debug`).
         tracing::debug!(me = %i.me, stats = ?self.stats(), "closing");
@@ -496,6 +527,7 @@ impl Nal for UdpNal {
         st.tokens.clear();
         st.deposits.clear();
         st.responses.clear();
+        st.lazy_acks.clear();
         st.held = None;
     }
 }
@@ -600,9 +632,20 @@ impl Inner {
     /// engine, and put every datagram the protocol has on the wire. `now` is
     /// the time of the pass that calls it: one clock read per pass, not per
     /// step (each costs about 25 ns here, several times per message).
+    ///
+    /// A lazy acknowledgment is held back instead: a datagram of its own
+    /// put a second `sendmmsg` on a round trip's path, as in TCP (see
+    /// `nal-tcp`'s `release_staged`). It leaves with the next message
+    /// [`Nal::send`] gets, or from a pass once [`LAZY_ACK_HOLD`] has passed
+    /// or [`LAZY_ACK_BATCH`] wait, or before a pass sleeps, or at shutdown.
     fn settle(&self, st: &mut State, now: Instant) {
         loop {
             for msg in std::mem::take(&mut st.responses) {
+                if msg.header.op == portals::wire::Op::Ack && msg.header.ack_lazy {
+                    st.lazy_since.get_or_insert(now);
+                    st.lazy_acks.push(msg);
+                    continue;
+                }
                 self.submit(st, msg, now);
             }
             self.events(st);
@@ -611,6 +654,31 @@ impl Inner {
             if st.responses.is_empty() {
                 return;
             }
+        }
+    }
+
+    /// Submit the held lazy acknowledgments (the caller settles).
+    fn release_lazy_acks(&self, st: &mut State, now: Instant) {
+        if st.lazy_acks.is_empty() {
+            return;
+        }
+        st.lazy_since = None;
+        for msg in std::mem::take(&mut st.lazy_acks) {
+            self.submit(st, msg, now);
+        }
+    }
+
+    /// At the end of a pass: send the held lazy acknowledgments if the
+    /// pass will sleep (`sleeping`), or once they are old or many enough.
+    fn settle_lazy_acks(&self, st: &mut State, sleeping: bool) {
+        let Some(since) = st.lazy_since else { return };
+        let now = Instant::now();
+        if sleeping
+            || st.lazy_acks.len() >= LAZY_ACK_BATCH
+            || now.saturating_duration_since(since) >= LAZY_ACK_HOLD
+        {
+            self.release_lazy_acks(st, now);
+            self.settle(st, now);
         }
     }
 
@@ -918,6 +986,7 @@ impl Inner {
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
             };
             self.drive(&mut st);
+            self.settle_lazy_acks(&mut st, false);
             self.nudge_progress_thread(&st);
             return Ok(());
         };
@@ -928,9 +997,11 @@ impl Inner {
             // application (or an idle progress thread) probes nobody.
             st.ep.note_waiting(Instant::now());
             if self.drive(&mut st) {
+                self.settle_lazy_acks(&mut st, false);
                 self.nudge_progress_thread(&st);
                 return Ok(());
             }
+            self.settle_lazy_acks(&mut st, true);
             Self::nap(&st, cap)
         };
         if !wait.is_zero() {
@@ -949,6 +1020,7 @@ impl Inner {
             st.ep.note_slept(Instant::now());
         }
         self.drive(&mut st);
+        self.settle_lazy_acks(&mut st, false);
         self.nudge_progress_thread(&st);
         Ok(())
     }
@@ -997,8 +1069,10 @@ impl Inner {
             let wait = {
                 let mut st = lock(&self.state);
                 if self.drive(&mut st) || self.core.triggered_pending() {
+                    self.settle_lazy_acks(&mut st, false);
                     continue;
                 }
+                self.settle_lazy_acks(&mut st, true);
                 let wait = Self::nap(&st, PT_SLEEP);
                 let at = (Instant::now() + wait).saturating_duration_since(self.epoch);
                 self.pt_deadline

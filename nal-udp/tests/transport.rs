@@ -14,8 +14,9 @@ use nal_udp::proto::{self, Endpoint, OutPayload};
 use nal_udp::{UdpConfig, UdpEndpoint};
 use portals::*;
 use portals_tests::conformance::{
-    a_dead_peer_fails_pending_operations, attach, bind_md, catch_all, expect, fresh_key, id, job,
-    job_with, pattern, ping_pong, put_header, variants, Death, Node, PT,
+    a_dead_peer_fails_pending_operations, acknowledged_ping_pong_with, attach, bind_md, catch_all,
+    expect, fresh_key, id, job, job_with, pattern, ping_pong, put_header, variants, Death, Node,
+    PT,
 };
 
 #[test]
@@ -384,5 +385,32 @@ fn raise_descriptor_limit(want: u64) {
         // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the
         // hard one needs no privilege.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    }
+}
+
+/// A lazy acknowledgment (`AckReq::Lazy`) waits for the target's answer and
+/// leaves in the same `sendmmsg`, in both progress modes; an ordinary one
+/// never waits.
+#[test]
+fn a_lazy_acknowledgment_leaves_with_the_answer() {
+    for cfg in variants::<UdpConfig>() {
+        const ROUNDS: u64 = 20;
+        let nodes = job(2, &cfg);
+        // Shared memory and UDP do not promise the acknowledgment's order
+        // against the reply; this only counts on both arriving.
+        acknowledged_ping_pong_with(&nodes, ROUNDS as usize, AckReq::Ack, false);
+        let eager = nodes[1].nal.stats().lazy_acks_carried;
+        assert_eq!(eager, 0, "{cfg:?}: an ordinary acknowledgment waited");
+        let nodes = job(2, &cfg);
+        acknowledged_ping_pong_with(&nodes, ROUNDS as usize, AckReq::Lazy, false);
+        let st = nodes[1].nal.stats();
+        // The target answers right after the wait that took the put; half
+        // is the margin for a pass that found the hold expired (a loaded
+        // machine, or the progress thread taking the put and sleeping).
+        assert!(
+            st.lazy_acks_carried >= ROUNDS / 2,
+            "{cfg:?}: {} of {ROUNDS} lazy acknowledgments left with the answer: {st:?}",
+            st.lazy_acks_carried
+        );
     }
 }
