@@ -174,7 +174,7 @@ impl ProgressGate {
             if left != 0 && self.now_ns().saturating_sub(left) >= self.compute_gap_ns {
                 self.after_compute.fetch_add(1, Ordering::Relaxed);
             }
-        } else if !self.eager_leave {
+        } else {
             let left = self.last_leave.load(Ordering::Relaxed);
             let now = self.now_ns().max(1);
             self.last_enter.store(now, Ordering::Relaxed);
@@ -197,7 +197,7 @@ impl ProgressGate {
         let now = self.now_ns();
         // 0 means "never": a leave in the very first nanosecond counts as 1.
         self.last_leave.store(now.max(1), Ordering::Relaxed);
-        if !self.eager_leave && self.compute_gap_ns == 0 {
+        if self.compute_gap_ns == 0 {
             let entered = self.last_enter.load(Ordering::Relaxed);
             if now.saturating_sub(entered) >= duration_ns(self.handback) / 2 {
                 self.last_long_step.store(now.max(1), Ordering::Relaxed);
@@ -307,17 +307,7 @@ impl ProgressGate {
         // → 55 % without the waits counted).
         let short_steps = {
             let short = self.short_gaps.swap(0, Ordering::Relaxed);
-            let now = self.now_ns();
-            let long_at = self.last_long_step.load(Ordering::Relaxed);
-            let memory = handback.saturating_mul(u64::from(MAX_BACKOFF));
-            let current = if inside {
-                now.saturating_sub(self.last_enter.load(Ordering::Relaxed))
-            } else {
-                self.since_leave()
-            };
-            short >= SHORT_STEPS
-                && (long_at == 0 || now.saturating_sub(long_at) >= memory)
-                && current < handback / 2
+            !self.eager_leave && short >= SHORT_STEPS && self.recent_steps_short()
         };
         let busy = short_steps
             || if inside {
@@ -375,6 +365,31 @@ impl ProgressGate {
         self.nap_ns
             .store(duration_ns(self.handback), Ordering::Relaxed);
         self.aside_for()
+    }
+
+    /// Whether the application has made only short steps for a while: no
+    /// wait and no gap between waits of half a hand-back delay or more
+    /// within a whole back-off (`MAX_BACKOFF` delays), and the current one
+    /// shorter too. Such an application cannot be taken over before its
+    /// next wait (a take-over needs a whole delay away), so a timed look
+    /// at it is wasted. Counted only by gates that do not tell compute
+    /// steps apart ([`waking_after_compute`](Self::waking_after_compute));
+    /// false for those, and before the first wait.
+    pub fn recent_steps_short(&self) -> bool {
+        let entered = self.last_enter.load(Ordering::Relaxed);
+        if self.compute_gap_ns != 0 || entered == 0 {
+            return false;
+        }
+        let handback = duration_ns(self.handback);
+        let now = self.now_ns();
+        let long_at = self.last_long_step.load(Ordering::Relaxed);
+        let memory = handback.saturating_mul(u64::from(MAX_BACKOFF));
+        let current = if self.waiters.load(Ordering::SeqCst) > 0 {
+            now.saturating_sub(entered)
+        } else {
+            self.since_leave()
+        };
+        (long_at == 0 || now.saturating_sub(long_at) >= memory) && current < handback / 2
     }
 
     /// Whether an application thread waits in the library right now.
@@ -544,6 +559,20 @@ mod tests {
         std::thread::sleep(h / 2);
         assert_eq!(g.nap(), h, "the current wait is a long one");
         g.leave();
+        // What a progress thread with its own schedule asks (shared
+        // memory): the same history, for any gate that does not tell
+        // compute steps apart.
+        let g = ProgressGate::with_wake_on_leave(h);
+        assert!(!g.recent_steps_short(), "no wait yet");
+        short_waits(&g, SHORT_STEPS + 1);
+        assert!(g.recent_steps_short());
+        std::thread::sleep(h / 2);
+        assert!(!g.recent_steps_short(), "away for half a delay now");
+        short_waits(&g, 1);
+        assert!(!g.recent_steps_short(), "a long step moments ago");
+        let tcp = ProgressGate::with_wake_on_leave(h).waking_after_compute(h / 8);
+        short_waits(&tcp, SHORT_STEPS + 1);
+        assert!(!tcp.recent_steps_short(), "not counted there");
         // An eager gate keeps its own rules: two short waits found under
         // way arm the wake at the leave instead.
         let g = ProgressGate::with_wake_on_leave(h);
