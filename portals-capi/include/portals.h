@@ -218,7 +218,7 @@ typedef uint64_t ptl_handle_any_t;
 typedef ptl_handle_any_t ptl_handle_md_t;
 
 /**
- * `PTL_ACK_REQ` or `PTL_NOACK_REQ`.
+ * `PTL_ACK_REQ`, `PTL_NOACK_REQ` or `PTL_ACK_REQ_LAZY`.
  */
 typedef int ptl_ack_req_t;
 
@@ -589,6 +589,14 @@ typedef struct ptl_md_iovec_t {
  * Ask for an acknowledgment.
  */
 #define PTL_ACK_REQ 1
+
+/**
+ * Ask for an acknowledgment that the target's transport may hold back to
+ * share a write with its next message to the initiator (an extension of
+ * Portals 3.3, `portals::AckReq::Lazy`): for an initiator that only
+ * reclaims memory on it. A refusal (`PTL_NI_DROPPED`) is never held back.
+ */
+#define PTL_ACK_REQ_LAZY 2
 
 /**
  * Status register: messages dropped at this interface (no match,

@@ -108,6 +108,7 @@ pub(crate) fn ack_req(a: ptl_ack_req_t) -> Result<AckReq, c_int> {
     match a {
         PTL_ACK_REQ => Ok(AckReq::Ack),
         PTL_NOACK_REQ => Ok(AckReq::NoAck),
+        PTL_ACK_REQ_LAZY => Ok(AckReq::Lazy),
         _ => Err(PTL_FAIL),
     }
 }

@@ -48,7 +48,7 @@ pub type ptl_interface_t = c_int;
 pub type ptl_unlink_t = c_int;
 /// `PTL_INS_BEFORE` or `PTL_INS_AFTER`.
 pub type ptl_ins_pos_t = c_int;
-/// `PTL_ACK_REQ` or `PTL_NOACK_REQ`.
+/// `PTL_ACK_REQ`, `PTL_NOACK_REQ` or `PTL_ACK_REQ_LAZY`.
 pub type ptl_ack_req_t = c_int;
 /// The kind of an event (`PTL_EVENT_*`).
 pub type ptl_event_kind_t = c_int;
@@ -267,6 +267,11 @@ pub const PTL_INS_AFTER: ptl_ins_pos_t = 1;
 pub const PTL_NOACK_REQ: ptl_ack_req_t = 0;
 /// Ask for an acknowledgment.
 pub const PTL_ACK_REQ: ptl_ack_req_t = 1;
+/// Ask for an acknowledgment that the target's transport may hold back to
+/// share a write with its next message to the initiator (an extension of
+/// Portals 3.3, `portals::AckReq::Lazy`): for an initiator that only
+/// reclaims memory on it. A refusal (`PTL_NI_DROPPED`) is never held back.
+pub const PTL_ACK_REQ_LAZY: ptl_ack_req_t = 2;
 
 /// Status register: messages dropped at this interface (no match,
 /// rejected, malformed, access denied, stale responses).
