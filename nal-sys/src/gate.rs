@@ -294,11 +294,11 @@ impl ProgressGate {
         // lasted less than half a delay, for as long as a whole back-off
         // (MAX_BACKOFF delays), and whose current wait or gap is no longer,
         // is a loop of short steps: it cannot be taken over before its next
-        // wait (that needs a whole delay away). A cg
-        // solve (a few waits and 30–60 µs of compute per 110 µs iteration
-        // on 2 ranks) made every look find it so, and each look, a timer
-        // wake-up and two context switches on its core, cost thread mode
-        // 11–17 % of cg's time against polling mode. The memory of the last
+        // wait (that needs a whole delay away). A cg solve (a few waits and
+        // 30–60 µs of compute per 110 µs iteration on 2 ranks) made every
+        // look find it so, and each look, a timer wake-up and two context
+        // switches on its core, cost thread mode 11–17 % of cg's time
+        // against polling mode. The memory of the last
         // long step keeps an application that computes or waits long every
         // few milliseconds (the overlap pattern: a barrier's short waits,
         // compute, a long wait for the transfer's rest) on single delays, as

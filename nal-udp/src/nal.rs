@@ -4,6 +4,7 @@
 //! thread that sleeps in the kernel, application threads that drive the
 //! socket themselves while they wait, optimistic sends).
 
+use portals::nal::{LAZY_ACK_BATCH, LAZY_ACK_HOLD};
 use rustc_hash::FxHashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -33,11 +34,6 @@ const SOCKET: u64 = 0;
 const PT_SLEEP: Duration = Duration::from_millis(50);
 /// Protocol token of messages whose completion nobody waits for.
 const NO_TOKEN: u64 = u64::MAX;
-/// How long a pass that does not sleep leaves lazy acknowledgments held
-/// back for the next message (as `nal-tcp`'s `LAZY_ACK_HOLD_NS`).
-const LAZY_ACK_HOLD: Duration = Duration::from_micros(20);
-/// A pass sends the held lazy acknowledgments once this many wait.
-const LAZY_ACK_BATCH: usize = 32;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

@@ -56,18 +56,6 @@ const RX_BUF: usize = 64 << 10;
 const NOT_HELD: u64 = u64::MAX;
 /// How many messages one `sendmsg` may gather.
 const MAX_IOV: usize = 64;
-/// How long a progress pass that does not sleep leaves lazy acknowledgments
-/// ([`portals::AckReq::Lazy`]) held back for the next message to their
-/// peer. A round trip's receiver answers within a few microseconds of
-/// taking the message; without a progress thread its next calls (the end of
-/// the wait, the start of the send) each make a pass, and a pass that sent
-/// the acknowledgment alone put a second `sendmsg` and segment on the
-/// round trip (8 B MPI half round trip over TCP, polling: 11 → 7.7 µs).
-const LAZY_ACK_HOLD_NS: u64 = 20_000;
-/// A pass sends lazy acknowledgments held for one peer once this many
-/// wait, however young: a stream of sends in one direction gets them back
-/// in batches, well within the sender's window (256 by default).
-const LAZY_ACK_BATCH: usize = 32;
 /// Longest sleep of the progress thread in the kernel; it bounds how late
 /// housekeeping (timeouts, reconnects) may run.
 const PT_SLEEP: Duration = Duration::from_millis(50);

@@ -1,6 +1,8 @@
 //! The send side: per-peer queues written to the connection with
 //! gathered `sendmsg`, deferred when a connection is full.
 
+use portals::nal::{LAZY_ACK_BATCH, LAZY_ACK_HOLD};
+
 use super::*;
 
 /// What became of the engine's answer to an incoming message.
@@ -138,7 +140,7 @@ impl Inner {
     /// out at once, as does any other answer — except a lazy
     /// acknowledgment ([`portals::AckReq::Lazy`]), whose initiator waits for
     /// nothing but memory: it is held in either mode, and a pass that does
-    /// not sleep leaves it for [`LAZY_ACK_HOLD_NS`] (see
+    /// not sleep leaves it for [`LAZY_ACK_HOLD`] (see
     /// [`Inner::flush_deferred`]), so that a round trip's reply takes it
     /// along even when the receiver's calls make passes before replying.
     pub(super) fn release_staged(&self, peer: &Peer) {
@@ -154,7 +156,8 @@ impl Inner {
                 if was_empty {
                     tx.lazy_only = true;
                     tx.hold_until_ns = if only_lazy {
-                        self.now_ns().saturating_add(LAZY_ACK_HOLD_NS)
+                        self.now_ns()
+                            .saturating_add(LAZY_ACK_HOLD.as_nanos() as u64)
                     } else {
                         0
                     };
