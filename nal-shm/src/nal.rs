@@ -533,7 +533,11 @@ impl Nal for ShmNal {
     }
 
     fn waiter_enter(&self) {
-        self.inner.gate.enter();
+        // Only a progress thread reads the gate: without one, a wait skips
+        // its clock reads and shared counters (two clock reads per wait).
+        if self.progresses_alone() {
+            self.inner.gate.enter();
+        }
         if self.inner.dozing() {
             self.inner
                 .inbox
@@ -544,7 +548,9 @@ impl Nal for ShmNal {
     }
 
     fn waiter_leave(&self) {
-        self.inner.gate.leave();
+        if self.progresses_alone() {
+            self.inner.gate.leave();
+        }
         if self.inner.dozing() {
             self.inner.app_left();
         }

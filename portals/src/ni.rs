@@ -350,7 +350,8 @@ impl NetworkInterface {
         // shared-memory transport costs about as much as the clock read
         // (it was a fifth of a spinning waiter's time), and overshooting
         // the spin window by a few passes is harmless.
-        let mut spins: u32 = 0;
+        // `start` serves the first few passes: no second read right away.
+        let mut spins: u32 = 1;
         let mut now = start;
         loop {
             if spins % SPINS_PER_CLOCK == 0 {

@@ -261,11 +261,17 @@ impl Nal for TcpNal {
     }
 
     fn waiter_enter(&self) {
-        self.inner.gate.enter();
+        // Only a progress thread reads the gate: without one, a wait skips
+        // its clock reads and shared counters (two clock reads per wait).
+        if self.inner.pt.is_some() {
+            self.inner.gate.enter();
+        }
     }
 
     fn waiter_leave(&self) {
-        self.inner.gate.leave();
+        if self.inner.pt.is_some() {
+            self.inner.gate.leave();
+        }
     }
 
     fn progresses_alone(&self) -> bool {
