@@ -79,7 +79,7 @@ int parse_opts(int argc, char **argv, const struct defaults *d, struct opts *o,
     o->total_us = 500000.0;
     strcpy(o->method, "poll");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    while ((c = getopt(argc, argv, "s:m:M:i:w:r:W:f:n:C:p:T:h")) != -1) {
+    while ((c = getopt(argc, argv, "s:m:M:i:w:r:W:f:n:C:p:T:S:h")) != -1) {
         switch (c) {
         case 's': o->nsizes = parse_long_list(optarg, o->sizes, MAX_LIST); break;
         case 'm': min = parse_one(optarg); break;
@@ -93,18 +93,20 @@ int parse_opts(int argc, char **argv, const struct defaults *d, struct opts *o,
         case 'C': o->mem_cap = parse_one(optarg); break;
         case 'p': snprintf(o->method, sizeof o->method, "%s", optarg); break;
         case 'T': o->total_us = (double)parse_one(optarg); break;
+        case 'S': o->settle_ms = parse_one(optarg); break;
         default:
             if (rank == 0)
                 fprintf(stderr,
                         "usage: %s [-s SIZES | -m MIN -M MAX] [-i ITERS] [-w WARMUP] "
-                        "[-r REPS] [-W WINDOW] [-C MEMCAP]%s\n"
+                        "[-r REPS] [-W WINDOW] [-C MEMCAP] [-S SETTLE_MS]%s\n"
                         "  sizes accept K/M suffixes; lists are comma separated\n",
                         argv[0], usage_extra ? usage_extra : "");
             return -1;
         }
     }
     if (o->nsizes < 0 || o->nfvals < 0 || o->nnvals < 0 || min < 0 || max < min ||
-        o->iters < 1 || o->warmup < 0 || o->reps < 1 || o->window < 1 || o->mem_cap < 1) {
+        o->iters < 1 || o->warmup < 0 || o->reps < 1 || o->window < 1 || o->mem_cap < 1 ||
+        o->settle_ms < 0) {
         if (rank == 0)
             fprintf(stderr, "%s: bad argument (try -h)\n", argv[0]);
         return -1;
@@ -148,9 +150,32 @@ long max_size(const struct opts *o)
     return m;
 }
 
+/* Iterations between two looks at rank 0's clock while settling. */
+#define SETTLE_CHUNK 8
+
+static void settle(long ms, iter_fn fn, void *ctx)
+{
+    int rank, go = 1;
+    double t0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    while (go) {
+        for (int i = 0; i < SETTLE_CHUNK; i++)
+            fn(ctx);
+        if (rank == 0)
+            go = (MPI_Wtime() - t0) * 1e3 < (double)ms;
+        MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+}
+
 void time_reps(const struct opts *o, long warm, long iters, iter_fn fn, void *ctx,
                double *secs)
 {
+    static int settled;
+    if (!settled && o->settle_ms > 0)
+        settle(o->settle_ms, fn, ctx);
+    settled = 1;
     for (int r = 0; r < o->reps; r++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = 0.0;

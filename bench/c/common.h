@@ -32,6 +32,8 @@ struct opts {
     long mem_cap;         /* -C byte cap for distinct receive buffers (window shrinks above it) */
     char method[16];      /* -p comb method: poll | pww */
     double total_us;      /* -T comb work per point in us */
+    long settle_ms;       /* -S untimed iterations of the first point for this many ms
+                             before its first repetition (time_reps); 0: none */
 };
 
 /* Defaults a benchmark passes to parse_opts. Sizes are given as min/max.
@@ -55,7 +57,11 @@ long max_size(const struct opts *o);
 /* One timed iteration of a benchmark loop. */
 typedef void (*iter_fn)(void *ctx);
 /* For each of o->reps repetitions: MPI_Barrier, then `fn(ctx)` warm + iters
- * times; secs[r] = seconds taken by the last `iters` calls. */
+ * times; secs[r] = seconds taken by the last `iters` calls. The first call
+ * in a process first settles: `fn(ctx)` untimed for o->settle_ms ms by rank
+ * 0's clock, in chunks, every rank told by MPI_Bcast whether to go on (a
+ * loop that starts on idle CPUs runs slower for its first 10-100 ms on the
+ * project's test host; see SETTLE_MS in bench/src/params.rs). */
 void time_reps(const struct opts *o, long warm, long iters, iter_fn fn, void *ctx,
                double *secs);
 /* Scale a base iteration count down for sizes above `threshold`, never below `floor_`. */

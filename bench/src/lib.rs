@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod apps;
+pub mod c2c;
 pub mod compare;
 pub mod cpu;
 pub mod error;

@@ -15,7 +15,7 @@ use crate::error::{BenchError, Result};
 use crate::params::{scale_iters, Bench, CombMethod, Params};
 use crate::record::Record;
 use crate::stats::{median, Summary};
-use crate::timing::{timed, Slots};
+use crate::timing::{settle, timed, Slots};
 use crate::work::Work;
 
 const TAG_DATA: Tag = 1;
@@ -28,6 +28,12 @@ struct Ctx<'w> {
     world: &'w SimpleCommunicator,
     rank: Rank,
     label: &'w str,
+    /// Milliseconds still to settle before the first timed repetition
+    /// (`Params::settle_ms`; 0 once done).
+    settle_ms: std::cell::Cell<u64>,
+    /// Iterations run settling, until a record reports them
+    /// (`settle_iters` on the first point).
+    settled: std::cell::Cell<Option<usize>>,
 }
 
 impl Ctx<'_> {
@@ -56,8 +62,20 @@ pub fn run(p: &Params, label: &str, emit: &mut dyn FnMut(Record) -> Result<()>) 
         world: &world,
         rank: world.rank(),
         label,
+        settle_ms: std::cell::Cell::new(if p.bench.settles() { p.settle_ms } else { 0 }),
+        settled: std::cell::Cell::new(None),
     };
-    let mut out = |r: Record| if c.rank == 0 { emit(r) } else { Ok(()) };
+    let mut out = |r: Record| {
+        let r = match c.settled.take() {
+            Some(n) => r.with("settle_iters", n),
+            None => r,
+        };
+        if c.rank == 0 {
+            emit(r)
+        } else {
+            Ok(())
+        }
+    };
     match p.bench {
         Bench::Latency => latency(&c, p, &mut out),
         Bench::Bandwidth | Bench::Bibw | Bench::Msgrate => stream(&c, p, &mut out),
@@ -100,6 +118,16 @@ fn timed_reps(
     mut body: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
     let mut secs = Vec::with_capacity(reps);
+    let ms = c.settle_ms.replace(0);
+    if ms > 0 {
+        c.world.barrier()?;
+        let n = settle(ms, &mut body, |more| {
+            let mut go = u8::from(more);
+            c.world.process_at_rank(0).broadcast_into(&mut go)?;
+            Ok(go != 0)
+        })?;
+        c.settled.set(Some(n));
+    }
     for _ in 0..reps {
         c.world.barrier()?;
         secs.push(timed(warm, iters, &mut body)?);

@@ -74,13 +74,59 @@ fn inbox(
 
 /// Wait for the next put to arrive.
 fn wait_put(ni: &NetworkInterface, eq: EqHandle) -> Result<()> {
+    wait_put_data(ni, eq).map(|_| ())
+}
+
+/// Wait for the next put to arrive; its header data.
+fn wait_put_data(ni: &NetworkInterface, eq: EqHandle) -> Result<u64> {
     loop {
         let ev = ni.eq_wait(eq, WAIT)?;
         if ev.kind == EventKind::Put {
             if ev.fail != FailType::Ok {
                 return Err(BenchError::Invalid(format!("a put failed: {:?}", ev.fail)));
             }
-            return Ok(());
+            return Ok(ev.hdr_data);
+        }
+    }
+}
+
+/// Header data of rank 0's puts while settling (`Params::settle_ms`):
+/// more to come, or the last round.
+const SETTLE_MORE: u64 = 1;
+const SETTLE_LAST: u64 = 2;
+
+/// Settle (see [`crate::params::SETTLE_MS`]): rounds of `round` for
+/// `ms` milliseconds by rank 0's clock. `round(hdr)` runs one round
+/// (rank 0 sends with header data `hdr`) and returns the header data rank
+/// 1 received (`SETTLE_MORE` or `SETTLE_LAST`; ignored on rank 0). The
+/// decision travels in the round's own puts, so no barrier (which sleeps
+/// in the launcher here) comes between settling and timing.
+/// Returns the rounds run (0: none).
+fn settle_rounds(me: u32, ms: u64, mut round: impl FnMut(u64) -> Result<u64>) -> Result<usize> {
+    if ms == 0 {
+        return Ok(0);
+    }
+    let until = Duration::from_millis(ms);
+    let t0 = std::time::Instant::now();
+    let mut n = 0;
+    loop {
+        n += 1;
+        if me == 0 {
+            let last = t0.elapsed() >= until;
+            round(if last { SETTLE_LAST } else { SETTLE_MORE })?;
+            if last {
+                return Ok(n);
+            }
+        } else {
+            match round(0)? {
+                SETTLE_MORE => {}
+                SETTLE_LAST => return Ok(n),
+                other => {
+                    return Err(BenchError::Invalid(format!(
+                        "settling: unexpected header data {other}"
+                    )))
+                }
+            }
         }
     }
 }
@@ -103,12 +149,26 @@ fn latency(
     let src = ni.md_bind(&MdDesc::default(), vec![0x5a; max], Unlink::Retain)?;
     let remote = Remote::new(peer, PT, DATA);
     job.barrier()?;
+    let first = p.sizes.first().copied().unwrap_or(0) as u64;
+    let mut settled = settle_rounds(me, p.settle_ms, |hdr| {
+        if me == 0 {
+            ni.put_region(src, 0, first, AckReq::NoAck, &remote, hdr)?;
+            wait_put(ni, eq)?;
+            Ok(hdr)
+        } else {
+            let got = wait_put_data(ni, eq)?;
+            ni.put_region(src, 0, first, AckReq::NoAck, &remote, 0)?;
+            Ok(got)
+        }
+    })?;
     for &n in &p.sizes {
         let iters = scale_iters(p.iters, n, 8192, 20);
         let warm = scale_iters(p.warmup, n, 8192, 2);
         let mut vals = Vec::with_capacity(p.reps);
+        // No barrier between repetitions (the C programs' `MPI_Barrier`
+        // spins; the runtime's sleeps in the launcher, and an idle CPU
+        // comes back slow here): a ping-pong keeps its ranks in step.
         for _ in 0..p.reps {
-            job.barrier()?;
             let secs = timed(warm, iters, || {
                 if me == 0 {
                     ni.put_region(src, 0, n as u64, AckReq::NoAck, &remote, 0)?;
@@ -125,9 +185,20 @@ fn latency(
                 half_rtt_us
             });
         }
-        out(Record::of_values(p.bench, label, n, iters, &mut vals)?)?;
+        out(settle_note(
+            Record::of_values(p.bench, label, n, iters, &mut vals)?,
+            &mut settled,
+        ))?;
     }
     Ok(())
+}
+
+/// The first point's record notes the settling rounds run before it.
+fn settle_note(r: Record, settled: &mut usize) -> Record {
+    match std::mem::take(settled) {
+        0 => r,
+        n => r.with("settle_iters", n),
+    }
 }
 
 /// Windows of puts into distinct regions of the receiver's descriptor; the
@@ -151,14 +222,37 @@ fn bandwidth(
     }
     let src = ni.md_bind(&MdDesc::default(), vec![0x5a; max], Unlink::Retain)?;
     job.barrier()?;
+    // A window of the first size, its last put carrying the decision.
+    let first = p.sizes.first().copied().unwrap_or(0);
+    let (fw, fs) = (p.window_for(first) as u64, first.max(1) as u64);
+    let mut settled = settle_rounds(me, p.settle_ms, |hdr| {
+        if me == 0 {
+            for j in 0..fw {
+                let remote = Remote::new(peer, PT, DATA).with_offset(j * fs);
+                let h = if j + 1 == fw { hdr } else { SETTLE_MORE };
+                ni.put_region(src, 0, first as u64, AckReq::NoAck, &remote, h)?;
+            }
+            wait_put(ni, eq)?;
+            Ok(hdr)
+        } else {
+            let mut got = 0;
+            for _ in 0..fw {
+                got = wait_put_data(ni, eq)?;
+            }
+            let remote = Remote::new(peer, PT, ACK);
+            ni.put_region(src, 0, 0, AckReq::NoAck, &remote, 0)?;
+            Ok(got)
+        }
+    })?;
     for &n in &p.sizes {
         let ns = n.max(1) as u64;
         let w = p.window_for(n);
         let iters = scale_iters(p.iters, n, 65536, 2);
         let warm = scale_iters(p.warmup, n, 65536, 1);
         let mut vals = Vec::with_capacity(p.reps);
+        // No barrier between repetitions, as in `latency`: the receiver's
+        // answer to each window keeps the ranks in step.
         for _ in 0..p.reps {
-            job.barrier()?;
             let secs = timed(warm, iters, || {
                 if me == 0 {
                     for j in 0..w as u64 {
@@ -176,7 +270,10 @@ fn bandwidth(
             })?;
             vals.push(n as f64 * (iters * w) as f64 / secs / 1e6);
         }
-        out(Record::of_values(p.bench, label, n, iters, &mut vals)?.with("window", w))?;
+        out(settle_note(
+            Record::of_values(p.bench, label, n, iters, &mut vals)?.with("window", w),
+            &mut settled,
+        ))?;
     }
     Ok(())
 }

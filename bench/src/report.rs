@@ -675,6 +675,22 @@ pub fn relative(from: &Path, to: &Path) -> PathBuf {
     r
 }
 
+/// The range of the core-to-core line transfer times measured after the
+/// runs (`c2c_ns`, see `c2c.rs`), if any run has one.
+fn c2c_line(runs: &[Record]) -> Option<String> {
+    let ns: Vec<f64> = runs.iter().filter_map(|r| r.extra_f64("c2c_ns")).collect();
+    let lo = ns.iter().copied().reduce(f64::min)?;
+    let hi = ns.iter().copied().reduce(f64::max)?;
+    Some(format!(
+        "- Core-to-core cache-line transfer after each tight-loop run (`c2c_ns`): {lo:.0}–{hi:.0} ns{}",
+        if hi > 2.0 * lo {
+            " — the CPUs' placement changed during the run: compare shared-memory points only between runs with similar `c2c_ns` (see `bench/src/c2c.rs`)"
+        } else {
+            ""
+        }
+    ))
+}
+
 fn header(res: &Results, json: &str) -> String {
     let m = &res.meta;
     let mc = &m.machine;
@@ -695,6 +711,9 @@ fn header(res: &Results, json: &str) -> String {
         "- Machine: {} ({} logical CPUs, {} usable; {} GiB), {}",
         mc.cpu, mc.cpus, mc.cpus_allowed, mc.memory_gib, mc.kernel
     );
+    if let Some(line) = c2c_line(&res.runs) {
+        let _ = writeln!(md, "{line}");
+    }
     let _ = writeln!(
         md,
         "- Software: {}; Open MPI: {}; MPICH: {}; UCX: {}; libfabric: {}",
@@ -926,6 +945,25 @@ mod tests {
             runs,
             failures: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_header_gives_the_core_to_core_range_and_flags_a_placement_change() {
+        let rec = |ns: Option<f64>| {
+            let r = Record::of_values(Bench::Latency, "openmpi-sm", 8, 10, &mut [0.1, 0.2])
+                .expect("record");
+            match ns {
+                Some(ns) => r.with("c2c_ns", ns),
+                None => r,
+            }
+        };
+        assert_eq!(c2c_line(&[rec(None)]), None);
+        let steady = c2c_line(&[rec(Some(48.0)), rec(None), rec(Some(61.0))]).expect("a line");
+        assert!(steady.contains("48–61 ns"), "{steady}");
+        assert!(!steady.contains("placement changed"), "{steady}");
+        let flipped = c2c_line(&[rec(Some(48.0)), rec(Some(250.0))]).expect("a line");
+        assert!(flipped.contains("48–250 ns"), "{flipped}");
+        assert!(flipped.contains("placement changed"), "{flipped}");
     }
 
     #[test]

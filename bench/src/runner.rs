@@ -88,7 +88,7 @@ impl Runner {
         if !imp.supports(p.bench) {
             return Err(BenchError::Invalid(imp.lacks(p.bench)));
         }
-        match imp {
+        let recs = match imp {
             Impl::RawPingPong { .. } | Impl::RawStream { .. } => run_raw(imp, p),
             Impl::Project {
                 level,
@@ -99,7 +99,16 @@ impl Runner {
             Impl::Peer(name) => self.run_peer(name, p),
             Impl::Tool(t) => crate::tool_peers::run(*t, p, self.binds(2), self.timeout),
             Impl::Rpc { portals } => crate::rpc::run(self, *portals, p),
+        }?;
+        // Right after the run, while the CPUs are still busy: the line
+        // transfer time its points were measured at (see `c2c.rs`).
+        if p.bench.settles() && p.settle_ms > 0 && !recs.is_empty() && self.binds(p.ranks) {
+            if let Some(ns) = crate::c2c::first_two_cpus_ns() {
+                let ns = (ns * 10.0).round() / 10.0;
+                return Ok(recs.into_iter().map(|r| r.with("c2c_ns", ns)).collect());
+            }
         }
+        Ok(recs)
     }
 
     fn run_project(

@@ -18,6 +18,37 @@ pub fn timed(warm: usize, iters: usize, mut body: impl FnMut() -> Result<()>) ->
     Ok(t0.elapsed().as_secs_f64())
 }
 
+/// Iterations of `body` between two looks at the clock while settling.
+const SETTLE_CHUNK: usize = 8;
+
+/// Run `body` untimed, in chunks of a few iterations, for about `ms`
+/// milliseconds (see [`crate::params::SETTLE_MS`]). After each chunk,
+/// `agree` gets this rank's wish to go on (its clock says less than `ms`
+/// has passed) and returns the job's decision, which must be the same on
+/// every rank (the first rank's, broadcast), so that every rank runs the
+/// same iterations. Returns the iterations run.
+pub fn settle(
+    ms: u64,
+    mut body: impl FnMut() -> Result<()>,
+    mut agree: impl FnMut(bool) -> Result<bool>,
+) -> Result<usize> {
+    let until = std::time::Duration::from_millis(ms);
+    let t0 = Instant::now();
+    let mut n = 0;
+    if ms == 0 {
+        return Ok(0);
+    }
+    loop {
+        for _ in 0..SETTLE_CHUNK {
+            body()?;
+        }
+        n += SETTLE_CHUNK;
+        if !agree(t0.elapsed() < until)? {
+            return Ok(n);
+        }
+    }
+}
+
 /// `count` receive buffers of `len` bytes each that can be handed to
 /// non-blocking receives again and again within one request scope.
 ///
@@ -89,6 +120,45 @@ impl Slots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settling_runs_whole_chunks_until_the_agreed_decision_says_stop() {
+        // The decision, not this rank's clock, ends it: a rank whose own
+        // time is up goes on while the first rank says so.
+        let (mut runs, mut looks) = (0, 0);
+        let n = settle(
+            1,
+            || {
+                runs += 1;
+                Ok(())
+            },
+            |_mine| {
+                looks += 1;
+                Ok(looks < 3)
+            },
+        )
+        .expect("settles");
+        assert_eq!((n, runs, looks), (3 * SETTLE_CHUNK, 3 * SETTLE_CHUNK, 3));
+        // A rank's own wish is what it offers: false once its time is up.
+        let mut wishes = Vec::new();
+        settle(
+            5,
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                Ok(())
+            },
+            |mine| {
+                wishes.push(mine);
+                Ok(mine)
+            },
+        )
+        .expect("settles");
+        assert_eq!(wishes.last(), Some(&false));
+        assert!(wishes.len() == 1, "8 ms of chunk outlast 5 ms: {wishes:?}");
+        // 0: nothing at all.
+        let n = settle(0, || panic!("no iteration"), |_| panic!("no look")).expect("0 ms");
+        assert_eq!(n, 0);
+    }
 
     #[test]
     fn timed_counts_only_measured_iterations() {

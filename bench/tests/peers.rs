@@ -39,6 +39,16 @@ fn c_peers_build_and_run() {
     }
     // Every program once, on the first variant.
     let first = Impl::Peer(usable[0].to_string());
+    // Settling (`-S`), whose rounds every rank must agree on: a
+    // disagreement hangs the run into its timeout.
+    for b in [Bench::Latency, Bench::Msgrate, Bench::Allreduce] {
+        let mut p = Params::preset(b, Preset::Smoke);
+        p.settle_ms = 30;
+        let recs = runner
+            .run(&first, &p)
+            .unwrap_or_else(|e| panic!("{first} {b} settling: {e}"));
+        assert!(!recs.is_empty(), "{first} {b} settling printed nothing");
+    }
     for b in Bench::ALL.into_iter().filter(|&b| first.supports(b)) {
         let recs = runner
             .run(&first, &Params::preset(b, Preset::Smoke))

@@ -25,6 +25,46 @@ fn latency_smoke() {
     assert!(recs.iter().all(|r| r.unit == "us"));
 }
 
+/// Settling (`--settle-ms`): every rank runs the same untimed iterations
+/// before the first point, decided by rank 0 — a disagreement leaves one
+/// rank waiting for a message that never comes, and the run times out.
+/// The first point says how many it ran; later points do not. Where the
+/// ranks are bound, each point also carries the line transfer time
+/// measured after its run (`c2c_ns`).
+#[test]
+fn runs_settle_before_their_first_point_in_step_and_say_how_long() {
+    for bench in ["latency", "bandwidth", "msgrate"] {
+        let impls: &[&str] = if bench == "msgrate" { &MPI } else { &ALL };
+        let sizes = if bench == "msgrate" { "8" } else { "8,1K" };
+        let out = ptl_bench(
+            &[bench, "--smoke", "--settle-ms", "30", "--sizes", sizes],
+            T,
+        );
+        let recs = records(&out.stdout, bench, impls);
+        for i in impls {
+            let mine: Vec<_> = recs.iter().filter(|r| r.implementation == *i).collect();
+            assert!(!mine.is_empty(), "{bench} {i}: no record");
+            let first = mine[0].extra_f64("settle_iters");
+            assert!(first.is_some_and(|n| n >= 1.0), "{bench} {i}: {first:?}");
+            assert!(
+                mine[1..]
+                    .iter()
+                    .all(|r| r.extra_f64("settle_iters").is_none()),
+                "{bench} {i}: only the first point settles"
+            );
+            for r in &mine {
+                if let Some(ns) = r.extra_f64("c2c_ns") {
+                    assert!(ns > 0.0 && ns < 100_000.0, "{bench} {i}: c2c {ns}");
+                }
+            }
+        }
+        // Off: nothing settles.
+        let out = ptl_bench(&[bench, "--smoke", "--settle-ms", "0", "--sizes", "8"], T);
+        let recs = records(&out.stdout, bench, impls);
+        assert!(recs.iter().all(|r| r.extra_f64("settle_iters").is_none()));
+    }
+}
+
 #[test]
 fn bandwidth_smoke() {
     let out = ptl_bench(&["bandwidth", "--smoke"], T);

@@ -259,6 +259,13 @@ struct Knobs {
     /// Warm-up iterations.
     #[arg(long)]
     warmup: Option<usize>,
+    /// Milliseconds each run spends in untimed iterations of its first
+    /// point before timing anything (latency, bandwidth, msgrate,
+    /// matchlist and the collectives; the project and the C peers alike):
+    /// a loop that starts on idle CPUs runs slower for its first 10-100 ms
+    /// here. 0 turns it off. Default: 300, 0 with --smoke.
+    #[arg(long)]
+    settle_ms: Option<u64>,
     /// Repetitions per point inside one run (median reported).
     #[arg(long)]
     reps: Option<usize>,
@@ -315,6 +322,9 @@ impl Knobs {
         }
         if let Some(v) = self.warmup {
             p.warmup = v;
+        }
+        if let Some(v) = self.settle_ms {
+            p.settle_ms = v;
         }
         if let Some(v) = self.reps {
             p.reps = v;
