@@ -32,7 +32,7 @@ struct Line(AtomicU64);
 /// Nanoseconds for one cache line to go from CPU `a` to CPU `b` or back
 /// (half a round trip of a two-thread ping-pong, median of a few
 /// batches), or `None` if either CPU cannot be used or the other thread
-/// does not keep up (see [`GIVE_UP`]). The calling thread runs on `a` for
+/// does not keep up (half a second per batch). The calling thread runs on `a` for
 /// the measurement and gets its affinity back afterwards.
 pub fn core_to_core_ns(a: usize, b: usize) -> Option<f64> {
     if a == b {
