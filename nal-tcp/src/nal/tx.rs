@@ -45,15 +45,19 @@ impl Inner {
         if !peer.has_staged.load(Ordering::Acquire) {
             return (0, true, true);
         }
-        let staged = {
-            let mut g = lock(&peer.staged);
-            peer.has_staged.store(false, Ordering::Relaxed);
-            std::mem::take(&mut *g)
-        };
-        let acks = staged.iter().all(|m| m.header.op == Op::Ack);
-        let lazy = acks && staged.iter().all(|m| m.header.ack_lazy);
+        // Drained in place, under the staging lock (taken after `tx`'s,
+        // never before it): the vector keeps its capacity, so staging the
+        // next answer allocates nothing.
+        let mut staged = lock(&peer.staged);
+        peer.has_staged.store(false, Ordering::Relaxed);
         let n = staged.len();
-        tx.queue.extend(staged.into_iter().map(OutMsg::portals));
+        let (mut acks, mut lazy) = (true, true);
+        for m in staged.drain(..) {
+            let ack = m.header.op == Op::Ack;
+            acks &= ack;
+            lazy &= ack && m.header.ack_lazy;
+            tx.queue.push_back(OutMsg::portals(m));
+        }
         (n, acks, lazy)
     }
 
