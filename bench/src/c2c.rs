@@ -95,7 +95,7 @@ pub fn core_to_core_ns(a: usize, b: usize) -> Option<f64> {
 }
 
 /// [`core_to_core_ns`] between the first two CPUs this process may use,
-/// the ones a bound two-rank job runs on.
+/// the ones a bound two-rank job runs on (and the host's two, here).
 pub fn first_two_cpus_ns() -> Option<f64> {
     let cpus = crate::cpu::allowed_cpus().ok()?;
     match cpus.as_slice() {

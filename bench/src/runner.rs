@@ -102,7 +102,9 @@ impl Runner {
         }?;
         // Right after the run, while the CPUs are still busy: the line
         // transfer time its points were measured at (see `c2c.rs`).
-        if p.bench.settles() && p.settle_ms > 0 && !recs.is_empty() && self.binds(p.ranks) {
+        // A property of the host at the time, not of the run's binding: an
+        // oversubscribed run's points get it too.
+        if p.bench.settles() && p.settle_ms > 0 && !recs.is_empty() {
             if let Some(ns) = crate::c2c::first_two_cpus_ns() {
                 let ns = (ns * 10.0).round() / 10.0;
                 return Ok(recs.into_iter().map(|r| r.with("c2c_ns", ns)).collect());

@@ -28,9 +28,10 @@ fn latency_smoke() {
 /// Settling (`--settle-ms`): every rank runs the same untimed iterations
 /// before the first point, decided by rank 0 — a disagreement leaves one
 /// rank waiting for a message that never comes, and the run times out.
-/// The first point says how many it ran; later points do not. Where the
-/// ranks are bound, each point also carries the line transfer time
-/// measured after its run (`c2c_ns`).
+/// The first point says how many it ran; later points do not. Each point
+/// also carries the line transfer time measured after its run (`c2c_ns`)
+/// where the host has two CPUs to measure it between (and the other one
+/// kept up).
 #[test]
 fn runs_settle_before_their_first_point_in_step_and_say_how_long() {
     for bench in ["latency", "bandwidth", "msgrate"] {
