@@ -167,8 +167,16 @@ fn errors_c_gets_the_documented_code_from_every_error_path() {
     let t0 = Instant::now();
     while child.try_wait().expect("wait").is_none() {
         if t0.elapsed() > JOB_LIMIT {
+            // A failed EXPECT does not stop the program, and a wait after
+            // it may then never end: show what it printed, the failed
+            // check's line among it, not only that it hung.
             let _ = child.kill();
-            panic!("errors did not finish within {JOB_LIMIT:?}");
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "errors did not finish within {JOB_LIMIT:?}; it printed:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
