@@ -22,7 +22,7 @@ use portals_runtime::Job;
 use crate::error::{BenchError, Result};
 use crate::params::{scale_iters, Bench, Params};
 use crate::record::Record;
-use crate::timing::timed;
+use crate::timing::{settle, timed};
 
 const PT: PortalIndex = PortalIndex(2);
 const DATA: u64 = 1;
@@ -95,40 +95,28 @@ fn wait_put_data(ni: &NetworkInterface, eq: EqHandle) -> Result<u64> {
 const SETTLE_MORE: u64 = 1;
 const SETTLE_LAST: u64 = 2;
 
-/// Settle (see [`crate::params::SETTLE_MS`]): rounds of `round` for
-/// `ms` milliseconds by rank 0's clock. `round(hdr)` runs one round
-/// (rank 0 sends with header data `hdr`) and returns the header data rank
-/// 1 received (`SETTLE_MORE` or `SETTLE_LAST`; ignored on rank 0). The
-/// decision travels in the round's own puts, so no barrier (which sleeps
-/// in the launcher here) comes between settling and timing.
-/// Returns the rounds run (0: none).
-fn settle_rounds(me: u32, ms: u64, mut round: impl FnMut(u64) -> Result<u64>) -> Result<usize> {
-    if ms == 0 {
-        return Ok(0);
-    }
-    let until = Duration::from_millis(ms);
-    let t0 = std::time::Instant::now();
-    let mut n = 0;
-    loop {
-        n += 1;
-        if me == 0 {
-            let last = t0.elapsed() >= until;
-            round(if last { SETTLE_LAST } else { SETTLE_MORE })?;
-            if last {
-                return Ok(n);
+/// Settle (see [`crate::params::SETTLE_MS`]) as the MPI level does, with
+/// [`settle`]: `round(hdr)` runs one iteration, rank 0 sending with header
+/// data `hdr`, and returns the header data rank 1 received (ignored on rank
+/// 0). The agreement after each chunk is one more round whose header data
+/// carries rank 0's decision, so no barrier (which sleeps in the launcher
+/// here) comes between settling and timing. Returns the iterations run.
+fn settle_by_puts(me: u32, ms: u64, round: impl Fn(u64) -> Result<u64>) -> Result<usize> {
+    settle(
+        ms,
+        || round(SETTLE_MORE).map(drop),
+        |more| {
+            let got = round(if more { SETTLE_MORE } else { SETTLE_LAST })?;
+            match (me, got) {
+                (0, _) => Ok(more),
+                (_, SETTLE_MORE) => Ok(true),
+                (_, SETTLE_LAST) => Ok(false),
+                (_, other) => Err(BenchError::Invalid(format!(
+                    "settling: unexpected header data {other}"
+                ))),
             }
-        } else {
-            match round(0)? {
-                SETTLE_MORE => {}
-                SETTLE_LAST => return Ok(n),
-                other => {
-                    return Err(BenchError::Invalid(format!(
-                        "settling: unexpected header data {other}"
-                    )))
-                }
-            }
-        }
-    }
+        },
+    )
 }
 
 /// Ping-pong of puts; half round trip in µs, or for `pingpong-bw` the
@@ -150,7 +138,7 @@ fn latency(
     let remote = Remote::new(peer, PT, DATA);
     job.barrier()?;
     let first = p.sizes.first().copied().unwrap_or(0) as u64;
-    let mut settled = settle_rounds(me, p.settle_ms, |hdr| {
+    let mut settled = settle_by_puts(me, p.settle_ms, |hdr| {
         if me == 0 {
             ni.put_region(src, 0, first, AckReq::NoAck, &remote, hdr)?;
             wait_put(ni, eq)?;
@@ -193,7 +181,7 @@ fn latency(
     Ok(())
 }
 
-/// The first point's record notes the settling rounds run before it.
+/// The first point's record notes the settling iterations run before it.
 fn settle_note(r: Record, settled: &mut usize) -> Record {
     match std::mem::take(settled) {
         0 => r,
@@ -225,7 +213,7 @@ fn bandwidth(
     // A window of the first size, its last put carrying the decision.
     let first = p.sizes.first().copied().unwrap_or(0);
     let (fw, fs) = (p.window_for(first) as u64, first.max(1) as u64);
-    let mut settled = settle_rounds(me, p.settle_ms, |hdr| {
+    let mut settled = settle_by_puts(me, p.settle_ms, |hdr| {
         if me == 0 {
             for j in 0..fw {
                 let remote = Remote::new(peer, PT, DATA).with_offset(j * fs);

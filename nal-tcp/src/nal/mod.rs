@@ -337,6 +337,7 @@ impl Inner {
                         retry_at: None,
                         lazy_only: false,
                         hold_until_ns: 0,
+                        staged_spare: Vec::new(),
                     }),
                     staged: Mutex::new(Vec::new()),
                     has_staged: AtomicBool::new(false),

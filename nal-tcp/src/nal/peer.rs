@@ -98,6 +98,10 @@ pub(super) struct Tx {
     /// until this time of the transport's clock (0: the next pass sends
     /// them). Set only when all of them are lazy acknowledgments.
     pub(super) hold_until_ns: u64,
+    /// An empty vector traded for `Peer::staged`'s at each take, so that
+    /// neither side allocates once warm and the staging lock is held only
+    /// for the trade (see `Inner::queue_staged`).
+    pub(super) staged_spare: Vec<Outbound>,
 }
 
 pub(super) struct Peer {

@@ -45,11 +45,16 @@ impl Inner {
         if !peer.has_staged.load(Ordering::Acquire) {
             return (0, true, true);
         }
-        // Drained in place, under the staging lock (taken after `tx`'s,
-        // never before it): the vector keeps its capacity, so staging the
-        // next answer allocates nothing.
-        let mut staged = lock(&peer.staged);
-        peer.has_staged.store(false, Ordering::Relaxed);
+        // Traded for the spare (empty, with capacity) under the staging
+        // lock, and drained after it: the engine-lock holder staging the
+        // next answer waits for no header encoding, and neither vector
+        // allocates once warm.
+        let mut staged = std::mem::take(&mut tx.staged_spare);
+        {
+            let mut g = lock(&peer.staged);
+            peer.has_staged.store(false, Ordering::Relaxed);
+            std::mem::swap(&mut *g, &mut staged);
+        }
         let n = staged.len();
         let (mut acks, mut lazy) = (true, true);
         for m in staged.drain(..) {
@@ -58,6 +63,7 @@ impl Inner {
             lazy &= ack && m.header.ack_lazy;
             tx.queue.push_back(OutMsg::portals(m));
         }
+        tx.staged_spare = staged;
         (n, acks, lazy)
     }
 
