@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::cma;
-use crate::nal::{bump, lock, Failure, Inner, Peer};
+use crate::failure::Failure;
+use crate::nal::{bump, lock, Inner, Peer};
 use crate::ring::Producer;
 use crate::segment::{self, Expect, OpenError, Segment, SegmentError, CMA_OFF, CMA_OK};
 use crate::ShmError;

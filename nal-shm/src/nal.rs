@@ -1,6 +1,7 @@
-//! The shared-memory NAL proper: endpoint, peers, attaching inboxes,
-//! progress (passes, sleeping, the progress thread), liveness, failures,
-//! shutdown. Sending is in `tx.rs`, receiving in `rx.rs`.
+//! The shared-memory NAL proper: endpoint, peers, the interface's shared
+//! state, the `Nal` implementation, shutdown. Sending is in `tx.rs`,
+//! receiving in `rx.rs`, passes, sleeping and the progress thread in
+//! `progress.rs`, giving peers up in `failure.rs`.
 //!
 //! Lock order (never taken the other way round): a peer's `rx` → any
 //! peer's `tx` → the engine (inside `NiCore::with_engine`). The failure
@@ -17,8 +18,10 @@ use std::time::Duration;
 use portals::{Nal, NiCore, Outbound, ProcessId, PtlError};
 
 use crate::addr::{random_nonce, ShmAddr};
-use crate::doorbell::{self, Urgency, Woke};
+use crate::doorbell::{self, Urgency};
+use crate::failure::Failure;
 use crate::liveness::Watch;
+use crate::progress::dozes;
 use crate::ring::Consumer;
 use crate::rx::{Phase, Rx};
 use crate::segment::{self, Segment, CMA_OK};
@@ -28,52 +31,12 @@ use crate::{ShmConfig, ShmError, ShmStats};
 /// The name of the progress thread, before the process id.
 pub(crate) const PROGRESS_THREAD_PREFIX: &str = "ptl-shm-";
 
-/// Longest sleep of the progress thread; liveness checks run at least this
-/// often while it drives progress.
-const PT_SLEEP: Duration = Duration::from_millis(50);
-
-/// An application gone from the library for less than this is between
-/// two waits of a communication loop, not computing.
-const LOOP_GAP: Duration = Duration::from_micros(20);
-
-/// Whether a transport so configured has a progress thread that dozes
-/// through the hand-back delay (see `Inner::doze`).
-fn dozes(cfg: &ShmConfig) -> bool {
-    cfg.early_takeover && cfg.progress == nal_sys::ProgressMode::Thread
-}
-
-fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// A pass looks at the clock for housekeeping once in this many.
-const HOUSEKEEPING_EVERY: u32 = 16;
-
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub(crate) fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
-}
-
-/// Why a peer was given up.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Its process exited.
-    Dead,
-    /// It shut its interface down.
-    Closed,
-    /// Its inbox never appeared.
-    Absent(ShmError),
-    /// Its inbox was refused.
-    Refused(ShmError),
-    /// A system call on its behalf failed.
-    Io(String),
-    /// It broke the ring protocol.
-    Corrupt(String),
-    /// A single-copy read from it failed.
-    CmaRead(String),
 }
 
 // ----- endpoint ------------------------------------------------------------
@@ -217,17 +180,17 @@ pub(crate) struct Inner {
     /// transport and others at once (`Nal::wait_fd`); `None` if it could
     /// not be bound (then this transport cannot be composed).
     bell: Option<doorbell::Bell>,
-    gate: nal_sys::gate::ProgressGate,
+    pub(crate) gate: nal_sys::gate::ProgressGate,
     pub(crate) stopped: AtomicBool,
     /// A sticky [`Nal::wake`] not consumed by a blocking call yet.
-    wake_pending: AtomicBool,
+    pub(crate) wake_pending: AtomicBool,
     /// The word peers read to find out whether single-copy works.
     pub(crate) probe_word: Box<u64>,
     /// [`coarse_ns`] at start-up.
     epoch_ns: u64,
     pub(crate) next_housekeeping: AtomicU64,
     /// Passes made (wrapping; see [`Inner::pass`]).
-    passes: AtomicU32,
+    pub(crate) passes: AtomicU32,
     pub(crate) next_liveness: AtomicU64,
     /// Peers not attached or not probed yet: start-up is unfinished.
     pub(crate) unresolved: AtomicUsize,
@@ -238,9 +201,9 @@ pub(crate) struct Inner {
     pub(crate) lent: AtomicUsize,
     /// Triggered operations were armed when the progress thread last
     /// looked (it sleeps as an ordinary sleeper then; see `doze`).
-    triggers_armed: AtomicBool,
-    failing: Mutex<Vec<(usize, Failure)>>,
-    has_failing: AtomicBool,
+    pub(crate) triggers_armed: AtomicBool,
+    pub(crate) failing: Mutex<Vec<(usize, Failure)>>,
+    pub(crate) has_failing: AtomicBool,
     /// Largest record body written, and smallest piece a message is split
     /// into (unless less is left).
     pub(crate) max_body: usize,
@@ -662,294 +625,6 @@ impl Inner {
     pub(crate) fn unlink_inbox(&self) {
         if self.inbox_linked.swap(false, Ordering::SeqCst) {
             segment::unlink(&self.inbox.name);
-        }
-    }
-
-    // ----- progress --------------------------------------------------------
-
-    /// One non-blocking pass over every peer; true if anything moved.
-    pub(crate) fn pass(&self) -> bool {
-        // Triggered operations released by another thread's engine call.
-        if self.core.triggered_pending() {
-            self.core.send_triggered();
-        }
-        // Timers of a millisecond and more: a look at the clock every
-        // `HOUSEKEEPING_EVERY` passes is plenty for a spinning waiter, and
-        // a thread that slept looks after waking (`progress_blocking`).
-        // Racy on purpose: a count lost between threads only shifts a look.
-        let n = self.passes.load(Ordering::Relaxed);
-        self.passes.store(n.wrapping_add(1), Ordering::Relaxed);
-        if n % HOUSEKEEPING_EVERY == 0 {
-            self.housekeeping(self.now_ns());
-        }
-        let mut worked = false;
-        for p in &self.peers {
-            if p.failed.load(Ordering::Relaxed) {
-                continue;
-            }
-            if p.has_queue.load(Ordering::Relaxed) {
-                let mut tx = lock(&p.tx);
-                worked |= self.flush(p, &mut tx) > 0;
-            }
-            worked |= self.service(p);
-        }
-        self.reap_failures();
-        // Those this pass's deliveries released, now that no lock is held.
-        if self.core.triggered_pending() {
-            worked = true;
-            self.core.send_triggered();
-        }
-        worked
-    }
-
-    /// A pass; if it found nothing, sleep on our doorbell up to `t` (less
-    /// while housekeeping is due), then pass again.
-    fn progress_blocking(&self, t: Duration, progress_thread: bool) {
-        if self.pass() {
-            return;
-        }
-        let h = self.inbox.header();
-        h.sleepers.fetch_add(1, Ordering::SeqCst);
-        // SeqCst: the announcement above before every check below (see
-        // `doorbell`).
-        fence(Ordering::SeqCst);
-        let seen = h.doorbell.load(Ordering::SeqCst);
-        if !self.wake_pending.swap(false, Ordering::SeqCst) && !self.work_pending() {
-            let due = self.next_housekeeping.load(Ordering::Relaxed);
-            let until = Duration::from_nanos(due.saturating_sub(self.now_ns()));
-            let nap = t.min(until.max(Duration::from_micros(100)));
-            bump(&self.stats.futex_waits, 1);
-            let woke = doorbell::wait(&h.doorbell, seen, nap);
-            if progress_thread && woke == Woke::Rung {
-                bump(&self.stats.progress_thread_wakes, 1);
-            }
-        }
-        h.sleepers.fetch_sub(1, Ordering::SeqCst);
-        self.housekeeping(self.now_ns());
-        self.pass();
-    }
-
-    /// Whether the progress thread dozes on the doorbell through the
-    /// hand-back delay (`ShmConfig::early_takeover`, thread mode), so that
-    /// waiters publish themselves in the inbox header.
-    pub(crate) fn dozing(&self) -> bool {
-        dozes(&self.cfg)
-    }
-
-    /// The end of an application thread's wait: the last one out clears
-    /// `app_inside`, then wakes the dozing progress thread if a producer
-    /// left work unrung for it because a waiter was inside (see
-    /// `doorbell`) and the rings still hold some (the waiter may have
-    /// taken it). Work in the rings alone is not enough: the leaving
-    /// thread is most often between two waits of a loop and takes it
-    /// itself (handing every such leave over cost a context switch per
-    /// message in a ping-pong). While triggered operations are armed the
-    /// leave always wakes it, to sleep as an ordinary sleeper (any small
-    /// message may fire the next step of a non-blocking collective).
-    fn app_left(&self) {
-        let h = self.inbox.header();
-        // SeqCst: the clearing before the look, against the producer's
-        // flag-then-load.
-        if h.app_inside.fetch_sub(1, Ordering::SeqCst) == 1
-            && ((h.work_unrung.swap(0, Ordering::SeqCst) != 0 && self.work_pending())
-                || self.triggers_armed.load(Ordering::SeqCst))
-            && doorbell::wake_dozers(&self.inbox)
-        {
-            bump(&self.stats.futex_wakes_sent, 1);
-        }
-    }
-
-    /// Whether a pass would find work, looked at without locks: records in
-    /// a ring, a single-copy read under way, a failure to carry out, or a
-    /// queue whose ring had space freed since it filled up.
-    fn work_pending(&self) -> bool {
-        if self.has_failing.load(Ordering::SeqCst)
-            || self.cma_active.load(Ordering::SeqCst) > 0
-            || self.core.triggered_pending()
-        {
-            return true;
-        }
-        self.peers.iter().any(|p| {
-            if p.failed.load(Ordering::Relaxed) {
-                return false;
-            }
-            if self.inbox.ring(p.ring_in).pending() && !p.is_held(&self.core) {
-                return true;
-            }
-            p.has_queue.load(Ordering::SeqCst)
-                && p.outbox.get().is_some_and(|s| {
-                    lock(&p.tx).ring.as_ref().is_some_and(|(_, i)| {
-                        s.ctl(*i).producer_waiting.load(Ordering::SeqCst) == 0
-                    })
-                })
-        })
-    }
-
-    fn progress_thread(self: Arc<Self>) {
-        // Preempt a computing application promptly when woken (see
-        // `nal_sys::sched`).
-        if let Err(e) = nal_sys::sched::progress_thread_slice() {
-            tracing::debug!(error = %e, "progress thread keeps the default time slice");
-        }
-        let nap = PT_SLEEP.min(self.cfg.liveness_interval);
-        while !self.gate.is_stopped() {
-            if self.gate.stand_aside() {
-                if self.cfg.early_takeover {
-                    // Only work a small message does not bring wakes a
-                    // dozer, and none while the application waits (see
-                    // `doorbell`): dozing through a loop of small messages
-                    // or a long wait costs nothing but timed looks, and a
-                    // single-copy read that arrives once the application
-                    // went off to compute starts at once. Beside a
-                    // waiter, or between two waits of a loop, look only as
-                    // seldom as the gate's longest back-off: each timed
-                    // look is a context switch on a bound rank's shared
-                    // core (a ping-pong is between waits a third of the
-                    // time), and the waiter drives the rings meanwhile.
-                    // Likewise while the application makes only short
-                    // steps (cg: 30–60 µs of compute between waits): it
-                    // cannot be taken over before its next wait, and a
-                    // look that lands in a compute step preempted it for
-                    // nothing (thread mode 1.09–1.15× polling mode's cg
-                    // time). Work still wakes a dozer at once.
-                    let t = if self.gate.app_waiting()
-                        || self.gate.since_leave() < duration_ns(LOOP_GAP)
-                        || self.gate.recent_steps_short()
-                    {
-                        self.cfg.handback.saturating_mul(nal_sys::gate::MAX_BACKOFF)
-                    } else {
-                        self.gate.aside_for()
-                    };
-                    self.doze(t.min(nap));
-                } else {
-                    self.gate.park();
-                }
-                continue;
-            }
-            self.progress_blocking(nap, true);
-        }
-    }
-
-    /// The rest of the hand-back delay, with no application thread waiting
-    /// in the library: sleep on the doorbell rather than the gate, as a
-    /// *dozer*, and move what needs moving at once.
-    ///
-    /// Over sockets the kernel moves data while nobody looks; here nothing
-    /// moves unless a thread of ours copies it, so sleeping out the
-    /// hand-back left a transfer posted before a compute step of less than
-    /// the hand-back delay (200 µs) untouched until the next wait: no
-    /// overlap at all for 256 KB (`ptl-bench overlap`). A dozer is woken
-    /// only by work (a single-copy read, a pipelined payload, a request to
-    /// answer: `doorbell::Urgency`), never by a small message: an earlier
-    /// doze that every arrival woke put the wake-up system call on a
-    /// ping-pong's critical path (8 B latency 0.5 → 1.0 µs) and, on a rank
-    /// bound to one core, preempted the computation for messages the next
-    /// call takes anyway. Small messages found here are taken, since the
-    /// thread is awake.
-    fn doze(&self, t: Duration) {
-        let h = self.inbox.header();
-        // A dozer, not a sleeper: small messages do not wake it (see
-        // `doorbell`); they wait for the application or the delay's end.
-        // Except while triggered operations are armed (non-blocking
-        // collectives): any small message may be the one that fires the
-        // next step, which nobody else would send while the application
-        // computes.
-        // Beside a waiter it dozes anyway (the waiter drives the chain), and
-        // the waiter's leave wakes it while operations are armed (see
-        // `app_left`).
-        let armed = self.core.with_engine(|e| e.triggered_pending()) > 0;
-        self.triggers_armed.store(armed, Ordering::SeqCst);
-        let (count, bell) = if armed && !self.gate.app_waiting() {
-            (&h.sleepers, &h.doorbell)
-        } else {
-            (&h.dozers, &h.doze_bell)
-        };
-        count.fetch_add(1, Ordering::SeqCst);
-        // SeqCst: the announcement before the check (see `doorbell`).
-        fence(Ordering::SeqCst);
-        let seen = bell.load(Ordering::SeqCst);
-        // Work in the rings keeps a dozer awake only while nobody else
-        // takes it: a waiter inside drives the rings itself (and the last
-        // one out hands what is left to us; see `app_left`). Re-checking
-        // it beside a waiter made this a busy loop on the waiter's core.
-        let busy = !self.gate.app_waiting()
-            && (self.wake_pending.load(Ordering::SeqCst) || self.work_pending());
-        if !busy && !t.is_zero() {
-            bump(&self.stats.futex_waits, 1);
-            if doorbell::wait(bell, seen, t) == Woke::Rung {
-                bump(&self.stats.progress_thread_wakes, 1);
-            }
-        }
-        count.fetch_sub(1, Ordering::SeqCst);
-        if !self.gate.app_waiting() {
-            // Whatever a producer left unrung, this pass takes.
-            h.work_unrung.store(0, Ordering::SeqCst);
-        }
-        if !self.gate.app_waiting()
-            && !self.gate.is_stopped()
-            && (self.wake_pending.swap(false, Ordering::SeqCst) || self.work_pending())
-        {
-            self.pass();
-        }
-    }
-
-    // ----- failures ------------------------------------------------------------
-
-    /// Give `p` up: no more traffic from now on; the rest (failing its
-    /// operations) happens in [`reap_failures`](Self::reap_failures).
-    pub(crate) fn note_failure(&self, p: &Peer, why: Failure) {
-        if p.failed.swap(true, Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst) {
-            return;
-        }
-        bump(&self.stats.peers_failed, 1);
-        match &why {
-            Failure::Corrupt(what) => {
-                bump(&self.stats.corrupt_ring_errors, 1);
-                tracing::warn!(peer = %p.id, "peer broke the shared-memory protocol ({what}); declaring it failed");
-            }
-            Failure::Dead => tracing::warn!(peer = %p.id, "peer process died; declaring it failed"),
-            Failure::Closed => tracing::debug!(peer = %p.id, "peer shut its interface down"),
-            Failure::Absent(e) | Failure::Refused(e) => {
-                tracing::warn!(peer = %p.id, error = %e, "declaring the peer failed")
-            }
-            Failure::Io(e) | Failure::CmaRead(e) => {
-                tracing::warn!(peer = %p.id, error = %e, "declaring the peer failed")
-            }
-        }
-        let i = p.ring_in;
-        lock(&self.failing).push((i, why));
-        self.has_failing.store(true, Ordering::SeqCst);
-    }
-
-    /// Carry out noted failures: abort the peer's receive in progress, fail
-    /// its queued and outstanding sends, tell the engine. Call holding no
-    /// lock.
-    #[inline]
-    pub(crate) fn reap_failures(&self) {
-        if self.has_failing.load(Ordering::SeqCst) {
-            self.reap_failures_now();
-        }
-    }
-
-    #[cold]
-    fn reap_failures_now(&self) {
-        let list = {
-            let mut f = lock(&self.failing);
-            self.has_failing.store(false, Ordering::SeqCst);
-            std::mem::take(&mut *f)
-        };
-        for (i, _why) in list {
-            let p = &self.peers[i];
-            self.abort_rx(p, false);
-            let tokens = lock(&p.tx).take_all(&self.lent);
-            p.has_queue.store(false, Ordering::SeqCst);
-            for t in tokens {
-                self.fail_token(t);
-            }
-            self.core.with_engine(|e| e.peer_failed(p.id));
-            // A name its owner can no longer unlink (killed before every
-            // peer attached) goes now.
-            segment::unlink(&p.name);
         }
     }
 

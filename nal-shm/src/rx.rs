@@ -13,7 +13,8 @@ use portals::{Outbound, RecvAction, RecvToken, Region};
 
 use crate::cma;
 use crate::doorbell::{self, Urgency};
-use crate::nal::{bump, Failure, Inner, Peer, NOT_HELD};
+use crate::failure::Failure;
+use crate::nal::{bump, Inner, Peer, NOT_HELD};
 use crate::ring::{Consumer, Kind};
 use crate::scatter::RemoteRanges;
 use crate::segment::CMA_OK;

@@ -9,7 +9,8 @@ use portals::wire::HEADER_LEN;
 use portals::{FailType, Outbound, Payload, SendToken};
 
 use crate::doorbell::{self, Urgency};
-use crate::nal::{bump, lock, Failure, Inner, Peer};
+use crate::failure::Failure;
+use crate::nal::{bump, lock, Inner, Peer};
 use crate::ring::{Kind, Producer, RingError};
 use crate::scatter;
 use crate::segment::CMA_OK;

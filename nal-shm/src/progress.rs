@@ -1,0 +1,261 @@
+//! Progress: a pass over the rings, sleeping on the doorbell when a pass
+//! finds nothing, and the progress thread, which dozes through the
+//! hand-back delay while its application computes (see `doorbell` for the
+//! wake-up protocol these rely on).
+
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::doorbell::{self, Woke};
+use crate::nal::{bump, lock, Inner};
+use crate::ShmConfig;
+
+/// Longest sleep of the progress thread; liveness checks run at least this
+/// often while it drives progress.
+const PT_SLEEP: Duration = Duration::from_millis(50);
+
+/// An application gone from the library for less than this is between
+/// two waits of a communication loop, not computing.
+const LOOP_GAP: Duration = Duration::from_micros(20);
+
+/// Whether a transport so configured has a progress thread that dozes
+/// through the hand-back delay (see `Inner::doze`).
+pub(crate) fn dozes(cfg: &ShmConfig) -> bool {
+    cfg.early_takeover && cfg.progress == nal_sys::ProgressMode::Thread
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A pass looks at the clock for housekeeping once in this many.
+const HOUSEKEEPING_EVERY: u32 = 16;
+
+impl Inner {
+    /// One non-blocking pass over every peer; true if anything moved.
+    pub(crate) fn pass(&self) -> bool {
+        // Triggered operations released by another thread's engine call.
+        if self.core.triggered_pending() {
+            self.core.send_triggered();
+        }
+        // Timers of a millisecond and more: a look at the clock every
+        // `HOUSEKEEPING_EVERY` passes is plenty for a spinning waiter, and
+        // a thread that slept looks after waking (`progress_blocking`).
+        // Racy on purpose: a count lost between threads only shifts a look.
+        let n = self.passes.load(Ordering::Relaxed);
+        self.passes.store(n.wrapping_add(1), Ordering::Relaxed);
+        if n % HOUSEKEEPING_EVERY == 0 {
+            self.housekeeping(self.now_ns());
+        }
+        let mut worked = false;
+        for p in &self.peers {
+            if p.failed.load(Ordering::Relaxed) {
+                continue;
+            }
+            if p.has_queue.load(Ordering::Relaxed) {
+                let mut tx = lock(&p.tx);
+                worked |= self.flush(p, &mut tx) > 0;
+            }
+            worked |= self.service(p);
+        }
+        self.reap_failures();
+        // Those this pass's deliveries released, now that no lock is held.
+        if self.core.triggered_pending() {
+            worked = true;
+            self.core.send_triggered();
+        }
+        worked
+    }
+
+    /// A pass; if it found nothing, sleep on our doorbell up to `t` (less
+    /// while housekeeping is due), then pass again.
+    pub(crate) fn progress_blocking(&self, t: Duration, progress_thread: bool) {
+        if self.pass() {
+            return;
+        }
+        let h = self.inbox.header();
+        h.sleepers.fetch_add(1, Ordering::SeqCst);
+        // SeqCst: the announcement above before every check below (see
+        // `doorbell`).
+        fence(Ordering::SeqCst);
+        let seen = h.doorbell.load(Ordering::SeqCst);
+        if !self.wake_pending.swap(false, Ordering::SeqCst) && !self.work_pending() {
+            let due = self.next_housekeeping.load(Ordering::Relaxed);
+            let until = Duration::from_nanos(due.saturating_sub(self.now_ns()));
+            let nap = t.min(until.max(Duration::from_micros(100)));
+            bump(&self.stats.futex_waits, 1);
+            let woke = doorbell::wait(&h.doorbell, seen, nap);
+            if progress_thread && woke == Woke::Rung {
+                bump(&self.stats.progress_thread_wakes, 1);
+            }
+        }
+        h.sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.housekeeping(self.now_ns());
+        self.pass();
+    }
+
+    /// Whether the progress thread dozes on the doorbell through the
+    /// hand-back delay (`ShmConfig::early_takeover`, thread mode), so that
+    /// waiters publish themselves in the inbox header.
+    pub(crate) fn dozing(&self) -> bool {
+        dozes(&self.cfg)
+    }
+
+    /// The end of an application thread's wait: the last one out clears
+    /// `app_inside`, then wakes the dozing progress thread if a producer
+    /// left work unrung for it because a waiter was inside (see
+    /// `doorbell`) and the rings still hold some (the waiter may have
+    /// taken it). Work in the rings alone is not enough: the leaving
+    /// thread is most often between two waits of a loop and takes it
+    /// itself (handing every such leave over cost a context switch per
+    /// message in a ping-pong). While triggered operations are armed the
+    /// leave always wakes it, to sleep as an ordinary sleeper (any small
+    /// message may fire the next step of a non-blocking collective).
+    pub(crate) fn app_left(&self) {
+        let h = self.inbox.header();
+        // SeqCst: the clearing before the look, against the producer's
+        // flag-then-load.
+        if h.app_inside.fetch_sub(1, Ordering::SeqCst) == 1
+            && ((h.work_unrung.swap(0, Ordering::SeqCst) != 0 && self.work_pending())
+                || self.triggers_armed.load(Ordering::SeqCst))
+            && doorbell::wake_dozers(&self.inbox)
+        {
+            bump(&self.stats.futex_wakes_sent, 1);
+        }
+    }
+
+    /// Whether a pass would find work, looked at without locks: records in
+    /// a ring, a single-copy read under way, a failure to carry out, or a
+    /// queue whose ring had space freed since it filled up.
+    pub(crate) fn work_pending(&self) -> bool {
+        if self.has_failing.load(Ordering::SeqCst)
+            || self.cma_active.load(Ordering::SeqCst) > 0
+            || self.core.triggered_pending()
+        {
+            return true;
+        }
+        self.peers.iter().any(|p| {
+            if p.failed.load(Ordering::Relaxed) {
+                return false;
+            }
+            if self.inbox.ring(p.ring_in).pending() && !p.is_held(&self.core) {
+                return true;
+            }
+            p.has_queue.load(Ordering::SeqCst)
+                && p.outbox.get().is_some_and(|s| {
+                    lock(&p.tx).ring.as_ref().is_some_and(|(_, i)| {
+                        s.ctl(*i).producer_waiting.load(Ordering::SeqCst) == 0
+                    })
+                })
+        })
+    }
+
+    pub(crate) fn progress_thread(self: Arc<Self>) {
+        // Preempt a computing application promptly when woken (see
+        // `nal_sys::sched`).
+        if let Err(e) = nal_sys::sched::progress_thread_slice() {
+            tracing::debug!(error = %e, "progress thread keeps the default time slice");
+        }
+        let nap = PT_SLEEP.min(self.cfg.liveness_interval);
+        while !self.gate.is_stopped() {
+            if self.gate.stand_aside() {
+                if self.cfg.early_takeover {
+                    // Only work a small message does not bring wakes a
+                    // dozer, and none while the application waits (see
+                    // `doorbell`): dozing through a loop of small messages
+                    // or a long wait costs nothing but timed looks, and a
+                    // single-copy read that arrives once the application
+                    // went off to compute starts at once. Beside a
+                    // waiter, or between two waits of a loop, look only as
+                    // seldom as the gate's longest back-off: each timed
+                    // look is a context switch on a bound rank's shared
+                    // core (a ping-pong is between waits a third of the
+                    // time), and the waiter drives the rings meanwhile.
+                    // Likewise while the application makes only short
+                    // steps (cg: 30–60 µs of compute between waits): it
+                    // cannot be taken over before its next wait, and a
+                    // look that lands in a compute step preempted it for
+                    // nothing (thread mode 1.09–1.15× polling mode's cg
+                    // time). Work still wakes a dozer at once.
+                    let t = if self.gate.app_waiting()
+                        || self.gate.since_leave() < duration_ns(LOOP_GAP)
+                        || self.gate.recent_steps_short()
+                    {
+                        self.cfg.handback.saturating_mul(nal_sys::gate::MAX_BACKOFF)
+                    } else {
+                        self.gate.aside_for()
+                    };
+                    self.doze(t.min(nap));
+                } else {
+                    self.gate.park();
+                }
+                continue;
+            }
+            self.progress_blocking(nap, true);
+        }
+    }
+
+    /// The rest of the hand-back delay, with no application thread waiting
+    /// in the library: sleep on the doorbell rather than the gate, as a
+    /// *dozer*, and move what needs moving at once.
+    ///
+    /// Over sockets the kernel moves data while nobody looks; here nothing
+    /// moves unless a thread of ours copies it, so sleeping out the
+    /// hand-back left a transfer posted before a compute step of less than
+    /// the hand-back delay (200 µs) untouched until the next wait: no
+    /// overlap at all for 256 KB (`ptl-bench overlap`). A dozer is woken
+    /// only by work (a single-copy read, a pipelined payload, a request to
+    /// answer: `doorbell::Urgency`), never by a small message: an earlier
+    /// doze that every arrival woke put the wake-up system call on a
+    /// ping-pong's critical path (8 B latency 0.5 → 1.0 µs) and, on a rank
+    /// bound to one core, preempted the computation for messages the next
+    /// call takes anyway. Small messages found here are taken, since the
+    /// thread is awake.
+    fn doze(&self, t: Duration) {
+        let h = self.inbox.header();
+        // A dozer, not a sleeper: small messages do not wake it (see
+        // `doorbell`); they wait for the application or the delay's end.
+        // Except while triggered operations are armed (non-blocking
+        // collectives): any small message may be the one that fires the
+        // next step, which nobody else would send while the application
+        // computes.
+        // Beside a waiter it dozes anyway (the waiter drives the chain), and
+        // the waiter's leave wakes it while operations are armed (see
+        // `app_left`).
+        let armed = self.core.with_engine(|e| e.triggered_pending()) > 0;
+        self.triggers_armed.store(armed, Ordering::SeqCst);
+        let (count, bell) = if armed && !self.gate.app_waiting() {
+            (&h.sleepers, &h.doorbell)
+        } else {
+            (&h.dozers, &h.doze_bell)
+        };
+        count.fetch_add(1, Ordering::SeqCst);
+        // SeqCst: the announcement before the check (see `doorbell`).
+        fence(Ordering::SeqCst);
+        let seen = bell.load(Ordering::SeqCst);
+        // Work in the rings keeps a dozer awake only while nobody else
+        // takes it: a waiter inside drives the rings itself (and the last
+        // one out hands what is left to us; see `app_left`). Re-checking
+        // it beside a waiter made this a busy loop on the waiter's core.
+        let busy = !self.gate.app_waiting()
+            && (self.wake_pending.load(Ordering::SeqCst) || self.work_pending());
+        if !busy && !t.is_zero() {
+            bump(&self.stats.futex_waits, 1);
+            if doorbell::wait(bell, seen, t) == Woke::Rung {
+                bump(&self.stats.progress_thread_wakes, 1);
+            }
+        }
+        count.fetch_sub(1, Ordering::SeqCst);
+        if !self.gate.app_waiting() {
+            // Whatever a producer left unrung, this pass takes.
+            h.work_unrung.store(0, Ordering::SeqCst);
+        }
+        if !self.gate.app_waiting()
+            && !self.gate.is_stopped()
+            && (self.wake_pending.swap(false, Ordering::SeqCst) || self.work_pending())
+        {
+            self.pass();
+        }
+    }
+}
