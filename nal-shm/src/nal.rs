@@ -523,6 +523,16 @@ impl Nal for ShmNal {
         self.inner.cfg.progress == nal_sys::ProgressMode::Thread
     }
 
+    fn test_pass(&self) -> portals::Result<()> {
+        // Nothing, unlike the socket transports: the progress thread dozes
+        // through the hand-back delay and is woken only for work (a
+        // single-copy read), never for small messages, so a test driving
+        // the rings saves no wake-ups. Measured with it (COMB, 100 KB
+        // messages, 2 bound ranks): availability 68.7 → 61.0 % at 100 µs
+        // of work between tests and 93.8 → 91.8 % at 1 ms.
+        Ok(())
+    }
+
     fn fence_responses(&self) {
         // A thread reading a peer's ring holds its `rx` from taking a
         // record to queueing the response (`rx.rs`): once we have held each

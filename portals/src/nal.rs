@@ -132,6 +132,15 @@ pub trait Nal: Send + Sync + 'static {
     fn peer_moving_our_data(&self) -> bool {
         false
     }
+
+    /// An application thread tests for completion or probes while a
+    /// progress thread runs (see `NetworkInterface::poll_test`): drive the
+    /// transport once, as a wait that ends at once, where that is cheaper
+    /// than having the progress thread do it. The default does nothing:
+    /// the progress thread moves the data.
+    fn test_pass(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 thread_local! {

@@ -339,6 +339,7 @@ pub fn main() -> ExitCode {
         udp_connected_sends: !args.udp_unconnected,
         tcp_wake_per_message: !args.tcp_wake_per_segment,
         tcp_early_takeover: args.tcp_late_takeover.then_some(false),
+        test_drives: None,
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
         shm_cma: !args.shm_no_cma,

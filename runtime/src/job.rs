@@ -806,6 +806,25 @@ mod tests {
         });
     }
 
+    /// `PTL_TEST_DRIVES`: forced on, it reaches the interface; left to
+    /// `auto`, a job of one unbound rank on a host of two cores or more
+    /// (a spare core for its progress thread, as above) leaves tests to
+    /// the progress thread.
+    #[test]
+    fn the_test_drives_option_reaches_the_interface() {
+        within(20, || {
+            let job = singleton(JobOptions {
+                test_drives: Some(true),
+                ..loopback()
+            })
+            .expect("job");
+            assert!(job.ni().test_drives());
+            drop(job);
+            let job = singleton(loopback()).expect("job");
+            assert!(!job.ni().test_drives());
+        });
+    }
+
     /// The default transport (`auto`): a job whose ranks all run on this
     /// host, as a job of one does, runs on shared memory, with the options
     /// that apply to it.

@@ -235,6 +235,11 @@ impl Nal for MuxNal {
     fn peer_moving_our_data(&self) -> bool {
         self.local.peer_moving_our_data() || self.remote.peer_moving_our_data()
     }
+
+    fn test_pass(&self) -> portals::Result<()> {
+        self.local.test_pass()?;
+        self.remote.test_pass()
+    }
 }
 
 #[cfg(test)]

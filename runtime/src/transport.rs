@@ -268,6 +268,10 @@ pub(crate) fn bring_up(
     let crowded = oversubscribed(neighbours, online_cores());
     ni_cfg.wait_yield = o.wait_yield.unwrap_or(crowded);
     let spare = spare_core_per_rank(neighbours, online_cores(), allowed_cpus());
+    // A progress thread with a core of its own moves data in parallel with
+    // the application; one that shares the application's core only takes
+    // its time when woken between two of its tests.
+    ni_cfg.test_drives = o.test_drives.unwrap_or(!spare);
     let mut net = net;
     if let Some(NetEndpoint::Tcp(ep)) = &mut net {
         ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(spare));

@@ -48,7 +48,7 @@ impl Device {
 
     /// Like [`Device::test`], also handing back the request's owned memory.
     pub(crate) fn test_owned(&self, id: ReqId) -> Result<Option<Completed>> {
-        self.poll();
+        self.poll_test();
         let mut st = self.lock();
         self.drain(&mut st);
         Ok(self.settled(&mut st, id))
@@ -56,7 +56,7 @@ impl Device {
 
     /// True if `id` is complete (or gone), without consuming it.
     pub(crate) fn is_complete(&self, id: ReqId) -> bool {
-        self.poll();
+        self.poll_test();
         self.is_complete_seen(id)
     }
 

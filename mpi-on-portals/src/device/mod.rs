@@ -663,6 +663,16 @@ impl Device {
         }
     }
 
+    /// [`Device::poll`] for the application's tests and probes: with a
+    /// progress thread that shares the application's core, the test drives
+    /// the transport itself and keeps the progress thread parked
+    /// (`portals::NetworkInterface::poll_test`).
+    fn poll_test(&self) {
+        if let Err(e) = self.ni().poll_test() {
+            self.lock().fatal.get_or_insert(ptl(e));
+        }
+    }
+
     /// A request that was just created failed with `e` while being started.
     /// If it holds nothing in the engine any more, forget it and return the
     /// error; otherwise it is returned (its result is the error) and the

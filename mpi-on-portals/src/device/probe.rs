@@ -29,7 +29,7 @@ impl Device {
         src: Option<(u32, u32)>,
         tag: Option<u32>,
     ) -> Result<Option<Status>> {
-        self.poll();
+        self.poll_test();
         let mut st = self.lock();
         self.drain(&mut st);
         self.check(&st)?;

@@ -139,7 +139,7 @@ impl<'b> RmaRequest<'b> {
             return Ok(true);
         }
         let ni = self.core.ni();
-        let _ = ni.poll();
+        let _ = ni.poll_test();
         let v = ni.ct_get(self.ct).map_err(MpiError::Portals)?;
         if v.success + v.failure < self.expect {
             return Ok(false);
