@@ -217,6 +217,23 @@ impl ProgressGate {
         }
     }
 
+    /// Run `f` as a wait that ends when it returns: [`enter`](Self::enter),
+    /// then [`leave`](Self::leave) however `f` ends. For the non-blocking
+    /// pass an application thread makes in a test for completion, which
+    /// keeps the progress thread parked for the hand-back delay after it,
+    /// as a wait does.
+    pub fn as_wait<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Leave<'a>(&'a ProgressGate);
+        impl Drop for Leave<'_> {
+            fn drop(&mut self) {
+                self.0.leave();
+            }
+        }
+        self.enter();
+        let _leave = Leave(self);
+        f()
+    }
+
     /// Whether the progress thread should leave the sockets alone now. Only
     /// the progress thread asks: a "no" means it takes over, which ends any
     /// back-off.
@@ -433,6 +450,21 @@ fn duration_ns(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pass_run_as_a_wait_counts_as_one_and_leaves_even_when_it_panics() {
+        let g = ProgressGate::new(Duration::from_secs(60));
+        assert!(!g.stand_aside(), "nobody ever waited");
+        assert!(g.as_wait(|| g.app_waiting()), "inside while it runs");
+        assert!(!g.app_waiting());
+        assert!(g.stand_aside(), "within the hand-back delay after it");
+        assert!(g.since_leave() < Duration::from_secs(60).as_nanos() as u64);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            g.as_wait(|| panic!("a pass that panics"))
+        }));
+        assert!(r.is_err());
+        assert!(!g.app_waiting(), "the panicking pass left the gate too");
+    }
 
     #[test]
     fn the_progress_thread_stands_aside_while_waiters_wait_and_for_the_handback() {
