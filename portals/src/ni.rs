@@ -54,19 +54,20 @@ pub struct NiConfig {
     /// this off.
     pub wait_spin_busy: Duration,
     /// With a progress thread: a test for completion or a probe
-    /// ([`NetworkInterface::poll_test`]) drives the transport once itself,
-    /// as a wait that ends at once, so that an application calling the
-    /// library more often than the hand-back delay keeps the transport and
-    /// the progress thread stays parked. For progress threads that share
-    /// their application's core (a bound rank, or as many ranks as cores):
-    /// there, woken at every arrival while the application computes between
-    /// tests, the progress thread took two context switches and the
-    /// application's time for what the next test would do (COMB, 100 KB
-    /// messages over TCP, work between tests 100 µs: about 1.8 switches
-    /// and 34 µs of the worker's time per message). False: a test only
-    /// looks at what the progress thread delivered, for a progress thread
-    /// with a core of its own, which moves the data in parallel. No effect
-    /// in polling mode, where a test always drives the transport.
+    /// ([`NetworkInterface::poll_test`]) makes the transport's
+    /// [`Nal::test_pass`] (over sockets, one pass as a wait that ends at
+    /// once), so that an application calling the library more often than
+    /// the hand-back delay keeps the transport and the progress thread
+    /// stays parked. For progress threads that share their application's
+    /// core (a bound rank, or as many ranks as cores): there, woken at
+    /// every arrival while the application computes between tests, the
+    /// progress thread took two context switches and the application's
+    /// time for what the next test would do (COMB, 100 KB messages over
+    /// TCP, work between tests 100 µs: about 1.8 switches and 36 µs of the
+    /// worker's time per message). False: a test only looks at what the
+    /// progress thread delivered, for a progress thread with a core of its
+    /// own, which moves the data in parallel. No effect in polling mode,
+    /// where a test always drives the transport.
     pub test_drives: bool,
 }
 
