@@ -340,6 +340,7 @@ pub fn main() -> ExitCode {
         tcp_wake_per_message: !args.tcp_wake_per_segment,
         tcp_early_takeover: args.tcp_late_takeover.then_some(false),
         test_drives: None,
+        coll_flat: None,
         send_buffer: args.sndbuf,
         recv_buffer: args.rcvbuf,
         shm_cma: !args.shm_no_cma,

@@ -21,6 +21,7 @@
 //! | `PTL_TCP_RCVLOWAT` | TCP only: `1` wakes a sleeping thread once per large message (the socket's receive low-water mark set to the rest of a payload being read), `0` at every arriving segment, for comparison (see [`nal_tcp::TcpConfig::wake_per_message`]) | `1` |
 //! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out; `auto`: `1` only where each rank's progress thread has a spare core (at least twice as many cores online as ranks of the job on this host, and the rank not bound to one CPU); elsewhere the early wake-ups preempt the computing application and measured slower (see [`nal_tcp::TcpConfig::early_takeover`]) | `auto` |
 //! | `PTL_TEST_DRIVES` | progress thread only: `1` an application's test for completion or probe (`MPI_Test`, `MPI_Iprobe`) drives the transport itself, as a wait that ends at once, and the progress thread stays parked while the application calls the library more often than the hand-back delay; `0` a test only looks at what the progress thread delivered; `auto`: `1` unless each rank's progress thread has a spare core (as `PTL_TCP_TAKEOVER`'s rule; see `portals::NiConfig::test_drives`); shared memory ignores it (its dozing progress thread is woken for single-copy reads only) | `auto` |
+//! | `PTL_COLL_FLAT` | MPI: `1` short all-reduces and barriers run through one member (everyone sends to rank 0, which combines and answers everyone: two steps whatever the size), `0` by recursive doubling and dissemination (⌈log₂ n⌉ steps); `auto`: `1` when some host of the job runs more ranks than it has cores online, where every step costs each rank a turn on a shared core (8 ranks on 2 cores: an 8-byte all-reduce 1.5–1.8× faster). Every rank must see the same value (a launcher passes the same environment to all) | `auto` |
 //! | `PTL_SHM_TAKEOVER` | shared memory, progress thread only: `1` through the hand-back delay the progress thread dozes on its doorbell and moves work that arrives (a single-copy read, a request to answer) at once, while small messages wait for the application's next call (see [`nal_shm::ShmConfig::early_takeover`]); `0` it sleeps the delay out; `auto`: `1` (such a doze costs a bound rank's computation nothing for small messages, unlike TCP's) | `auto` |
 //! | `PTL_UDP_MAX_DATAGRAM` | UDP only: largest datagram, bytes (1472 for a 1500-byte Ethernet MTU, 8972 for 9000; every rank of a job must use the same) | `65000` (fits loopback; IP fragments elsewhere) |
 //! | `PTL_UDP_CONNECTED` | UDP only: `1` sends to each peer through its own connected socket (no route lookup per datagram), `0` through the receiving socket (ranks may differ) | `1` |
@@ -110,6 +111,9 @@ pub const TCP_TAKEOVER: &str = "PTL_TCP_TAKEOVER";
 /// Progress thread: an application's test drives the transport
 /// (`auto`/`1`/`0`).
 pub const TEST_DRIVES: &str = "PTL_TEST_DRIVES";
+/// MPI's short all-reduces and barriers through one member (`1`), by
+/// recursive doubling (`0`), or as the job's hosts' load says (`auto`).
+pub const COLL_FLAT: &str = "PTL_COLL_FLAT";
 /// Shared memory's progress thread takes over early while the application
 /// computes (`1`) or after the whole hand-back delay (`0`).
 pub const SHM_TAKEOVER: &str = "PTL_SHM_TAKEOVER";
@@ -208,6 +212,11 @@ pub struct JobOptions {
     /// each rank's progress thread has a spare core (the rule of
     /// `tcp_early_takeover`).
     pub test_drives: Option<bool>,
+    /// MPI: short all-reduces and barriers run through one member instead
+    /// of in ⌈log₂ n⌉ steps; `None`: where some host of the job runs more
+    /// ranks than it has cores online ([`crate::Job::oversubscribed`]).
+    /// Must be the same at every rank.
+    pub coll_flat: Option<bool>,
     /// Shared memory only: the progress thread takes over early while the
     /// application computes ([`nal_shm::ShmConfig::early_takeover`]);
     /// `None`: as TCP's, only where each rank's progress thread has a
@@ -255,6 +264,7 @@ impl Default for JobOptions {
             tcp_wake_per_message: true,
             tcp_early_takeover: None,
             test_drives: None,
+            coll_flat: None,
             send_buffer: None,
             recv_buffer: None,
             wait_yield: None,
@@ -330,6 +340,7 @@ impl JobOptions {
         for (name, v) in [
             (TCP_TAKEOVER, self.tcp_early_takeover),
             (TEST_DRIVES, self.test_drives),
+            (COLL_FLAT, self.coll_flat),
             (SHM_TAKEOVER, self.shm_early_takeover),
             (WAIT_YIELD, self.wait_yield),
         ] {
@@ -473,6 +484,9 @@ impl JobOptions {
         }
         if let Some(v) = on_off_auto(get, TEST_DRIVES)? {
             o.test_drives = v;
+        }
+        if let Some(v) = on_off_auto(get, COLL_FLAT)? {
+            o.coll_flat = v;
         }
         if let Some(v) = on_off_auto(get, SHM_TAKEOVER)? {
             o.shm_early_takeover = v;
@@ -745,6 +759,11 @@ mod tests {
     #[test]
     fn test_drives_defaults_to_auto_and_round_trips() {
         on_off_auto_option(TEST_DRIVES, |o| o.test_drives);
+    }
+
+    #[test]
+    fn coll_flat_defaults_to_auto_and_round_trips() {
+        on_off_auto_option(COLL_FLAT, |o| o.coll_flat);
     }
 
     #[test]

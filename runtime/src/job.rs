@@ -28,7 +28,7 @@ use crate::kvs::KvsClient;
 use crate::launcher::{self, ForeignLaunch};
 use crate::pmi::{PmiClient, PmiEnv, PmiError, PmiOptions, VersionPreference};
 use crate::pmix::{PmixClient, PmixEnv, PmixError};
-use crate::transport::{bring_up, Published, Transport};
+use crate::transport::{bring_up, BroughtUp, Published, Transport};
 
 mod abort;
 
@@ -67,6 +67,7 @@ pub struct Job {
     options: JobOptions,
     ni: NetworkInterface,
     transport: Transport,
+    oversubscribed: bool,
     coordinator: Coordinator,
 }
 
@@ -149,13 +150,18 @@ pub fn join() -> Result<Job, RuntimeError> {
 /// A job of one process, with no rendezvous.
 pub fn singleton(options: JobOptions) -> Result<Job, RuntimeError> {
     let key = crate::launch::fresh_job_key();
-    let (ni, transport) = bring_up(0, key, &options, |_| Ok(Vec::new()))?;
+    let BroughtUp {
+        ni,
+        transport,
+        oversubscribed,
+    } = bring_up(0, key, &options, |_| Ok(Vec::new()))?;
     Ok(Job {
         rank: 0,
         size: 1,
         options,
         ni,
         transport,
+        oversubscribed,
         coordinator: Coordinator::Alone,
     })
 }
@@ -170,7 +176,11 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
         env.options.timeout,
     )?;
     let size = env.size;
-    let (ni, transport) = bring_up(env.rank, env.job_key, &env.options, |local| {
+    let BroughtUp {
+        ni,
+        transport,
+        oversubscribed,
+    } = bring_up(env.rank, env.job_key, &env.options, |local| {
         kvs.put(&crate::transport::contact_key(env.rank), local)?;
         let all = kvs.fence()?;
         let mut peers = Vec::with_capacity(size as usize);
@@ -191,6 +201,7 @@ pub fn join_with(env: JobEnv) -> Result<Job, RuntimeError> {
         options: env.options,
         ni,
         transport,
+        oversubscribed,
         coordinator: Coordinator::Rendezvous {
             client: Mutex::new(kvs),
             server: env.bootstrap,
@@ -292,7 +303,11 @@ pub fn join_with_pmi(
     let (rank, size) = (pmi.rank(), pmi.size());
     let key = pmi_job_key(pmi.kvs_name(), secret);
     let made = bring_up(rank, key, &options, |local| exchange(&mut pmi, key, local));
-    let (ni, transport) = or_abort(rank, size, made, |why| {
+    let BroughtUp {
+        ni,
+        transport,
+        oversubscribed,
+    } = or_abort(rank, size, made, |why| {
         if let Err(ae) = pmi.abort(1, why) {
             tracing::warn!(error = %ae, "PMI abort failed");
         }
@@ -303,6 +318,7 @@ pub fn join_with_pmi(
         options,
         ni,
         transport,
+        oversubscribed,
         coordinator: Coordinator::Pmi(Mutex::new(Some(pmi))),
     })
 }
@@ -516,7 +532,11 @@ pub fn join_with_pmix(
     let (rank, size) = (pmix.rank(), pmix.size());
     let key = pmi_job_key(pmix.namespace(), secret);
     let made = bring_up(rank, key, &options, |local| exchange(&mut pmix, key, local));
-    let (ni, transport) = or_abort(rank, size, made, |why| {
+    let BroughtUp {
+        ni,
+        transport,
+        oversubscribed,
+    } = or_abort(rank, size, made, |why| {
         if let Err(ae) = pmix.abort(1, why) {
             tracing::warn!(error = %ae, "PMIx abort failed");
         }
@@ -527,6 +547,7 @@ pub fn join_with_pmix(
         options,
         ni,
         transport,
+        oversubscribed,
         coordinator: Coordinator::Pmix(Mutex::new(Some(pmix))),
     })
 }
@@ -540,6 +561,15 @@ impl Job {
     /// Number of ranks.
     pub fn size(&self) -> u32 {
         self.size
+    }
+
+    /// Whether some host of the job runs more of its ranks than it has
+    /// cores online, so that ranks take turns on cores. Worked out from
+    /// what every rank published at start-up: the same answer at every
+    /// rank, so layers may pick algorithms by it that all ranks must
+    /// agree on.
+    pub fn oversubscribed(&self) -> bool {
+        self.oversubscribed
     }
 
     /// The transport options in force.
@@ -722,7 +752,11 @@ mod tests {
                     "cmd=kvs-put;key=ptl-addr-{rank};value={}|127.0.0.1:",
                     crate::host::host_id()
                 ),
-                format!("|-,{:016x};", key_check(key)),
+                format!(
+                    "|-|{},{:016x};",
+                    crate::transport::online_cores().map_or_else(|| "-".into(), |c| c.to_string()),
+                    key_check(key)
+                ),
             ),
             rep2("cmd=kvs-put-response;rc=0;"),
         ]

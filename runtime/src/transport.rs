@@ -72,13 +72,23 @@ pub(crate) struct Contact {
     pub net: Option<String>,
     /// Its shared-memory endpoint.
     pub shm: Option<String>,
+    /// Cores online on its host, if its kernel said: with the hosts of
+    /// every rank, each rank works out alike whether some host of the job
+    /// is oversubscribed ([`job_oversubscribed`]).
+    pub cores: Option<usize>,
 }
 
 impl Contact {
     /// The published text form.
     pub fn encode(&self) -> String {
         let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "-".into());
-        format!("{}|{}|{}", self.host, part(&self.net), part(&self.shm))
+        let cores = self.cores.map_or_else(|| "-".into(), |c| c.to_string());
+        format!(
+            "{}|{}|{}|{cores}",
+            self.host,
+            part(&self.net),
+            part(&self.shm)
+        )
     }
 
     /// Parse what `rank` published.
@@ -88,19 +98,28 @@ impl Contact {
             addr: text.to_string(),
         };
         let mut parts = text.split('|');
-        let (Some(host), Some(net), Some(shm), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(host), Some(net), Some(shm), Some(cores), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
             return Err(bad());
         };
         if host.is_empty() || net.is_empty() || shm.is_empty() {
             return Err(bad());
         }
+        let cores = match cores {
+            "-" => None,
+            c => Some(c.parse::<usize>().ok().filter(|&c| c > 0).ok_or_else(bad)?),
+        };
         let part = |p: &str| (p != "-").then(|| p.to_string());
         Ok(Contact {
             host: host.to_string(),
             net: part(net),
             shm: part(shm),
+            cores,
         })
     }
 }
@@ -245,7 +264,7 @@ pub(crate) fn bring_up(
     job_key: u64,
     o: &JobOptions,
     exchange: impl FnOnce(&str) -> Result<Published, RuntimeError>,
-) -> Result<(NetworkInterface, Transport), RuntimeError> {
+) -> Result<BroughtUp, RuntimeError> {
     let mut ni_cfg = NiConfig::new(process_id(rank), job_key);
     ni_cfg.wait_spin = o.wait_spin;
     if let Some(d) = o.wait_spin_busy {
@@ -259,12 +278,19 @@ pub(crate) fn bring_up(
             NetEndpoint::Udp(ep) => ep.addr().to_string(),
         }),
         shm: shm.as_ref().map(|ep| ep.addr().to_string()),
+        cores: online_cores(),
     };
     let contacts = exchange(&me.encode())?
         .into_iter()
         .map(|(r, text)| Contact::decode(r, &text).map(|c| (r, c)))
         .collect::<Result<Vec<_>, _>>()?;
     let neighbours = contacts.iter().filter(|(_, c)| c.host == me.host).count();
+    // A job of one exchanges nothing: its own contact decides.
+    let job_crowded = if contacts.is_empty() {
+        job_oversubscribed(&[(rank, me.clone())])
+    } else {
+        job_oversubscribed(&contacts)
+    };
     let crowded = oversubscribed(neighbours, online_cores());
     ni_cfg.wait_yield = o.wait_yield.unwrap_or(crowded);
     let spare = spare_core_per_rank(neighbours, online_cores(), allowed_cpus());
@@ -347,7 +373,42 @@ pub(crate) fn bring_up(
         }
     };
     let transport = transport.ok_or(RuntimeError::Portals(portals::PtlError::Shutdown))?;
-    Ok((ni, transport))
+    Ok(BroughtUp {
+        ni,
+        transport,
+        oversubscribed: job_crowded,
+    })
+}
+
+/// What [`bring_up`] made.
+pub(crate) struct BroughtUp {
+    /// The network interface.
+    pub ni: NetworkInterface,
+    /// The transport under it.
+    pub transport: Transport,
+    /// Whether some host of the job runs more of its ranks than it has
+    /// cores online ([`job_oversubscribed`]); the same at every rank.
+    pub oversubscribed: bool,
+}
+
+/// Whether some host of the job runs more ranks than it has cores online,
+/// worked out from every rank's contact, so every rank answers alike
+/// (the MPI layer picks its collective algorithms by it, and all ranks
+/// must run the same one). A host's cores are the fewest any of its ranks
+/// reported; a host none of whose ranks knew counts as not oversubscribed.
+pub(crate) fn job_oversubscribed(contacts: &[(u32, Contact)]) -> bool {
+    let mut hosts: std::collections::HashMap<&str, (usize, Option<usize>)> =
+        std::collections::HashMap::new();
+    for (_, c) in contacts {
+        let h = hosts.entry(c.host.as_str()).or_insert((0, None));
+        h.0 += 1;
+        if let Some(n) = c.cores {
+            h.1 = Some(h.1.map_or(n, |m: usize| m.min(n)));
+        }
+    }
+    hosts
+        .values()
+        .any(|&(ranks, cores)| oversubscribed(ranks, cores))
 }
 
 /// Whether `ranks` processes of the job on this host outnumber its `cores`
@@ -380,7 +441,7 @@ fn allowed_cpus() -> Option<usize> {
 /// process's affinity: a launcher that binds each rank to a core of its
 /// own (`ptl-bench`, `mpirun --bind-to core`) leaves every rank one core,
 /// which says nothing about how many the host's ranks share.
-fn online_cores() -> Option<usize> {
+pub(crate) fn online_cores() -> Option<usize> {
     // SAFETY: sysconf has no memory-safety preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).ok().filter(|&n| n > 0)
@@ -395,6 +456,7 @@ mod tests {
             host: host.into(),
             net: Some("127.0.0.1:4000".into()),
             shm: Some(format!("shm:1:{:032x}", 0xabcu32)),
+            cores: Some(16),
         }
     }
 
@@ -406,10 +468,22 @@ mod tests {
             host: "h".into(),
             net: None,
             shm: None,
+            cores: None,
         };
-        assert_eq!(none.encode(), "h|-|-");
-        assert_eq!(Contact::decode(0, "h|-|-").expect("parses"), none);
-        for bad in ["", "h", "h|a", "h|a|b|c", "|a|b", "h||b"] {
+        assert_eq!(none.encode(), "h|-|-|-");
+        assert_eq!(Contact::decode(0, "h|-|-|-").expect("parses"), none);
+        for bad in [
+            "",
+            "h",
+            "h|a",
+            "h|a|b",
+            "h|a|b|c",
+            "h|a|b|0",
+            "h|a|b|-1",
+            "h|a|b|4|e",
+            "|a|b|4",
+            "h||b|4",
+        ] {
             assert!(
                 matches!(
                     Contact::decode(7, bad),
@@ -470,6 +544,44 @@ mod tests {
     }
 
     #[test]
+    fn a_job_is_oversubscribed_when_any_host_runs_more_ranks_than_its_cores() {
+        let on = |host: &str, cores: Option<usize>| Contact {
+            cores,
+            ..contact(host)
+        };
+        let job = |cs: &[Contact]| -> Vec<(u32, Contact)> {
+            cs.iter()
+                .cloned()
+                .enumerate()
+                .map(|(r, c)| (r as u32, c))
+                .collect()
+        };
+        // Two hosts of 2 cores: 2 ranks each fit, 3 on one do not.
+        let fits = job(&[
+            on("a", Some(2)),
+            on("a", Some(2)),
+            on("b", Some(2)),
+            on("b", Some(2)),
+        ]);
+        assert!(!job_oversubscribed(&fits));
+        let mut crowded = fits.clone();
+        crowded.push((4, on("b", Some(2))));
+        assert!(
+            job_oversubscribed(&crowded),
+            "host b runs 3 ranks on 2 cores"
+        );
+        // The fewest cores any rank of a host reported count.
+        let mixed = job(&[on("a", Some(8)), on("a", Some(1))]);
+        assert!(job_oversubscribed(&mixed));
+        // A host whose cores nobody knew is not counted as crowded.
+        let unknown = job(&[on("a", None), on("a", None), on("a", None)]);
+        assert!(!job_oversubscribed(&unknown));
+        // Every rank decides from the same contacts, whatever its own host.
+        let rotated: Vec<_> = crowded.iter().rev().cloned().collect();
+        assert_eq!(job_oversubscribed(&rotated), job_oversubscribed(&crowded));
+    }
+
+    #[test]
     fn the_early_takeover_needs_a_spare_core_per_rank_and_an_unbound_rank() {
         assert!(spare_core_per_rank(1, Some(2), Some(2)));
         assert!(spare_core_per_rank(4, Some(8), None));
@@ -496,7 +608,9 @@ mod tests {
                 timeout: std::time::Duration::from_secs(5),
                 ..JobOptions::default()
             };
-            let (ni, _) = bring_up(0, 7, &o, |c| Ok(vec![(0, c.to_string())])).expect("up");
+            let ni = bring_up(0, 7, &o, |c| Ok(vec![(0, c.to_string())]))
+                .expect("up")
+                .ni;
             ni.wait_yields()
         };
         assert!(!one(None), "one rank never outnumbers the cores");

@@ -105,3 +105,41 @@ fn short_all_reduces_and_barriers_run_on_slots_without_point_to_point_messages()
         assert_ok(&out, 3, "OK slots", &format!("slots {nal:?} n=3"));
     }
 }
+
+/// `PTL_COLL_FLAT`: forced on, every short all-reduce and barrier on slots
+/// runs through one member, with every result right (including on 5 ranks,
+/// where recursive doubling would fold); forced off, none does, whatever
+/// the host's load. Left to `auto`, the form follows the job's
+/// oversubscription, which every rank works out alike: 4 ranks on this
+/// host's cores agree either way (a disagreement would hang or fail the
+/// results).
+#[test]
+fn short_collectives_run_through_one_member_when_asked_and_never_when_not() {
+    for (flat, form, ranks) in [(true, "flat", [2, 5]), (false, "tree", [3, 4])] {
+        for n in ranks {
+            for nal in [NalKind::Shm, NalKind::Tcp] {
+                let options = JobOptions {
+                    nal,
+                    coll_flat: Some(flat),
+                    ..JobOptions::default()
+                };
+                let out = run_job_limited(
+                    CHECK,
+                    n,
+                    &["slots", form],
+                    options,
+                    Duration::from_secs(120),
+                );
+                assert_ok(&out, n, "OK slots", &format!("slots {form} {nal:?} n={n}"));
+            }
+        }
+    }
+    let out = run_job_limited(
+        CHECK,
+        4,
+        &["slots"],
+        JobOptions::default(),
+        Duration::from_secs(120),
+    );
+    assert_ok(&out, 4, "OK slots", "slots auto n=4");
+}

@@ -172,6 +172,11 @@ pub struct MpiStats {
     /// Blocking collectives (short all-reduces, barriers) that ran on their
     /// communicator's slots instead of point-to-point messages.
     pub slot_collectives: u64,
+    /// Of those, the ones that ran through one member (everyone to rank 0
+    /// and back) rather than in ⌈log₂ n⌉ steps: the job's hosts are
+    /// oversubscribed, or `PTL_COLL_FLAT=1` (see
+    /// `portals_runtime::JobOptions::coll_flat`).
+    pub flat_collectives: u64,
 }
 
 #[cfg(test)]

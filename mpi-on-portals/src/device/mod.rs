@@ -509,6 +509,9 @@ pub(crate) struct Device {
     mark: MeHandle,
     /// The zero-byte source of the non-blocking collectives' notices.
     nbc_md: MdHandle,
+    /// Short collectives on slots run through one member
+    /// ([`slots::SlotOp::flat`]): the same at every rank.
+    flat_collectives: bool,
 }
 
 impl Device {
@@ -611,6 +614,7 @@ impl Device {
         ni.core()
             .set_unlink_hook(unexp_eq, Box::new(move |core| hook.on_unlink_hook(core)))
             .map_err(ptl)?;
+        let flat_collectives = job.options().coll_flat.unwrap_or(job.oversubscribed());
         let dev = Device {
             job,
             cfg,
@@ -619,6 +623,7 @@ impl Device {
             unexp_eq,
             mark,
             nbc_md,
+            flat_collectives,
         };
         // The world's non-blocking-collective entries, before anyone can
         // use them.

@@ -87,6 +87,23 @@ impl Slots {
 pub(crate) struct SlotOp {
     ctx: u16,
     parity: usize,
+    flat: bool,
+}
+
+impl SlotOp {
+    /// Whether the instance runs through one member: every member sends to
+    /// rank 0, which combines and answers each (two steps, 2(n−1)
+    /// messages), instead of ⌈log₂ n⌉ steps of n messages. Where ranks
+    /// take turns on cores, each step costs every rank a turn, and the
+    /// steps, not the messages, set the time: an 8-byte all-reduce on 8
+    /// ranks and 2 cores took 13.0 µs so against 23.3 µs (medians of three
+    /// rounds, shared memory, progress thread; PERFORMANCE.md, stop 40). Both
+    /// forms keep the slots' rule of at most one message per ordered pair
+    /// and instance, and every member's result depends on every member's
+    /// contribution. The same at every member (see [`Device::slots_begin`]).
+    pub(crate) fn flat(&self) -> bool {
+        self.flat
+    }
 }
 
 /// Create the slots of a communicator of `n` members, unless it is too
@@ -171,7 +188,9 @@ impl Device {
     /// pair `ctx`, for messages of `bytes` bytes; `None` if they cannot
     /// carry it (no slots, or longer messages), and the caller uses
     /// point-to-point messages. The answer depends only on the
-    /// communicator and `bytes`, so every member decides alike. Pair it
+    /// communicator and `bytes`, so every member decides alike; so does
+    /// the instance's form ([`SlotOp::flat`]), which depends only on the
+    /// job (`portals_runtime::Job::oversubscribed`, or `PTL_COLL_FLAT`). Pair it
     /// with [`Device::slots_end`].
     pub(crate) fn slots_begin(&self, ctx: u16, bytes: usize) -> Result<Option<SlotOp>> {
         if bytes > SLOT_BYTES {
@@ -188,7 +207,11 @@ impl Device {
         let parity = (s.instances & 1) as usize;
         s.instances += 1;
         st.stats.slot_collectives += 1;
-        Ok(Some(SlotOp { ctx, parity }))
+        let flat = self.flat_collectives;
+        if flat {
+            st.stats.flat_collectives += 1;
+        }
+        Ok(Some(SlotOp { ctx, parity, flat }))
     }
 
     /// Before a blocking slot collective returns, without a progress

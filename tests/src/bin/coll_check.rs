@@ -618,7 +618,11 @@ fn contexts(world: &SimpleCommunicator) -> R<()> {
 /// carry a short all-reduce at once, 20 times. On 2 ranks, members that
 /// disagree on the length both get an error, and the communicator stays
 /// usable.
-fn slots(u: &Universe, world: &SimpleCommunicator) -> R<()> {
+///
+/// `form`, if given, is the form the instances must take: `flat` (through
+/// rank 0, `PTL_COLL_FLAT=1`) or `tree` (recursive doubling and
+/// dissemination), counted by the device's statistics.
+fn slots(u: &Universe, world: &SimpleCommunicator, form: Option<&str>) -> R<()> {
     let n = world.size();
     if n < 2 {
         return Ok(());
@@ -658,6 +662,17 @@ fn slots(u: &Universe, world: &SimpleCommunicator) -> R<()> {
         ensure(ran == (rounds + rounds / 5) as u64, || {
             format!("{ran} of {} instances ran on slots", rounds + rounds / 5)
         })?;
+        let flat = after.flat_collectives - before.flat_collectives;
+        match form {
+            None => {}
+            Some("flat") => ensure(flat == ran, || {
+                format!("{flat} of {ran} slot instances ran through one member")
+            })?,
+            Some("tree") => ensure(flat == 0, || {
+                format!("{flat} of {ran} slot instances ran through one member")
+            })?,
+            Some(other) => return Err(format!("unknown form {other:?}")),
+        }
         let p2p = |s: &mpi_on_portals::MpiStats| s.expected + s.unexpected_short;
         ensure(p2p(&after) == p2p(&before), || {
             format!(
@@ -736,7 +751,7 @@ fn main() {
         "comms" => comms(&world),
         "ops" => ops(&world),
         "contexts" => contexts(&world),
-        "slots" => slots(&u, &world),
+        "slots" => slots(&u, &world, args.get(2).map(String::as_str)),
         other => Err(format!("unknown scenario {other:?}")),
     };
     portals_tests::finish(&scenario, world.rank(), r);

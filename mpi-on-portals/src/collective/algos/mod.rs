@@ -201,6 +201,13 @@ pub(crate) struct SlotColl<'a> {
     op: SlotOp,
 }
 
+impl SlotColl<'_> {
+    /// Whether the instance runs through one member (`SlotOp::flat`).
+    pub(crate) fn flat(&self) -> bool {
+        self.op.flat()
+    }
+}
+
 impl Exchange for SlotColl<'_> {
     fn comm(&self) -> &CommData {
         self.c
@@ -357,10 +364,35 @@ fn post_recvs<T: Equivalence>(
 /// Dissemination barrier: ⌈log₂ n⌉ rounds of one zero-byte exchange.
 /// Cost ⌈log₂ n⌉ α.
 pub(crate) fn barrier(c: &Coll) -> Result<()> {
-    if let Some(()) = on_slots(c, 0, |s| dissemination(s))? {
+    if let Some(()) = on_slots(c, 0, |s| {
+        if s.flat() {
+            gather_release(s)
+        } else {
+            dissemination(s)
+        }
+    })? {
         return Ok(());
     }
     dissemination(c)
+}
+
+/// A barrier through one member (see `SlotOp::flat`): everyone tells rank
+/// 0 it arrived; rank 0, once all have, releases each.
+fn gather_release<X: Exchange>(c: &X) -> Result<()> {
+    let (n, me) = (c.n(), c.me());
+    if me != 0 {
+        c.send::<u8>(0, TAG_BARRIER, &[])?;
+        return c.recv::<u8>(0, TAG_BARRIER, &mut []);
+    }
+    // Arrivals carry no data, so nothing can be wrong with one; a wait
+    // that fails (a member died) fails every member's own wait as well.
+    for src in 1..n {
+        c.recv::<u8>(src, TAG_BARRIER, &mut [])?;
+    }
+    for dst in 1..n {
+        c.send::<u8>(dst, TAG_BARRIER, &[])?;
+    }
+    Ok(())
 }
 
 pub(crate) fn dissemination<X: Exchange>(c: &X) -> Result<()> {

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use crate::datatype::Equivalence;
-use crate::error::Result;
+use crate::error::{Result, COLLECTIVE_WRONG_SIZE};
 
 use crate::collective::op::Operation;
 
@@ -206,7 +206,13 @@ pub(crate) fn all_reduce<T: Equivalence, O: Operation<T> + ?Sized>(
         return Ok(());
     }
     let size = std::mem::size_of_val(acc);
-    if let Some(()) = on_slots(c, size, |s| all_reduce_short(s, acc, op))? {
+    if let Some(()) = on_slots(c, size, |s| {
+        if s.flat() {
+            all_reduce_flat(s, acc, op)
+        } else {
+            all_reduce_short(s, acc, op)
+        }
+    })? {
         return Ok(());
     }
     let long = size >= ALLREDUCE_LONG && op.is_commutative() && acc.len() >= largest_pow2_le(n);
@@ -245,6 +251,57 @@ fn all_reduce_short<X: Exchange, T: Equivalence, O: Operation<T> + ?Sized>(
         })?;
     }
     hand_back(c, acc)
+}
+
+/// All-reduce through one member (see `SlotOp::flat`): everyone sends its
+/// vector to rank 0, which combines them in rank order (so any associative
+/// operation gives what recursive doubling gives) and sends the result to
+/// each.
+fn all_reduce_flat<X: Exchange, T: Equivalence, O: Operation<T> + ?Sized>(
+    c: &X,
+    acc: &mut [T],
+    op: &O,
+) -> Result<()> {
+    let (n, me) = (c.n(), c.me());
+    if me != 0 {
+        c.send(0, TAG_ALLREDUCE, acc)?;
+        return c.recv(0, TAG_ALLREDUCE, acc);
+    }
+    // A contribution of the wrong length (a member that disagrees on it:
+    // an erroneous program) must not leave the members waiting for an
+    // answer, nor hand them a result without it: rank 0 still takes every
+    // slot of the instance, then answers every member with a message of a
+    // length none expects, so each gets the same error (recursive
+    // doubling, which this replaces, let each member of a pair see it) and
+    // the communicator stays usable. Any other failure (a member died)
+    // fails every member's own wait as well (see `Device::slots_recv`).
+    let mut wrong = false;
+    with_scratch(acc.len(), |tmp: &mut [T]| -> Result<()> {
+        for src in 1..n {
+            match c.recv(src, TAG_ALLREDUCE, tmp) {
+                Ok(()) => {
+                    // tmp = acc ∘ tmp: the lower ranks' part on the left.
+                    op.apply(acc, tmp);
+                    acc.copy_from_slice(tmp);
+                }
+                Err(e) if e == COLLECTIVE_WRONG_SIZE => wrong = true,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    })?;
+    let refusal: &[u8] = if acc.is_empty() { &[0] } else { &[] };
+    for dst in 1..n {
+        if wrong {
+            c.send::<u8>(dst, TAG_ALLREDUCE, refusal)?;
+        } else {
+            c.send(dst, TAG_ALLREDUCE, acc)?;
+        }
+    }
+    if wrong {
+        return Err(COLLECTIVE_WRONG_SIZE);
+    }
+    Ok(())
 }
 
 /// Bytes of scratch a short collective takes from the stack instead of the
