@@ -336,3 +336,36 @@ fn with_a_triggered_operation_armed_a_small_message_wakes_the_progress_thread() 
         computing.store(false, SeqCst);
     });
 }
+
+/// Rank 0 runs a loop whose steps fit in the hand-back delay but are not
+/// short (two waits, then 6 ms of computing, the delay being 10 ms): the
+/// dozing progress thread's looks find it computing after two waits
+/// since the last look, and back off instead of dozing only for the rest
+/// of each delay. Its dozes are counted by the transport
+/// (`futex_waits`): about one per step (40) without the back-off, a
+/// handful with it (the nap doubles to the longest, 50 ms here).
+#[test]
+fn a_loop_of_steps_within_the_handback_backs_the_dozer_off() {
+    const STEPS: usize = 40;
+    let sc = Scene::new(true, |c| c.handback = Duration::from_millis(10));
+    let wait_briefly = || {
+        let r = sc.a().ni.eq_wait(sc.aeq, Some(Duration::from_micros(50)));
+        assert!(matches!(r, Err(PtlError::Timeout)), "{r:?}");
+    };
+    // One step first, so that the loop is under way when counting starts.
+    wait_briefly();
+    wait_briefly();
+    std::thread::sleep(Duration::from_millis(6));
+    let before = sc.a().nal.stats().futex_waits;
+    for _ in 0..STEPS {
+        wait_briefly();
+        std::thread::sleep(Duration::from_micros(100));
+        wait_briefly();
+        std::thread::sleep(Duration::from_millis(6));
+    }
+    let dozes = sc.a().nal.stats().futex_waits - before;
+    assert!(
+        dozes <= (STEPS / 3) as u64,
+        "{dozes} dozes in {STEPS} steps of a loop"
+    );
+}

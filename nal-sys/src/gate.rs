@@ -409,6 +409,13 @@ impl ProgressGate {
         (long_at == 0 || now.saturating_sub(long_at) >= memory) && current < handback / 2
     }
 
+    /// Waits begun so far (every [`enter`](Self::enter) counts): a
+    /// progress thread with a schedule of its own tells from two looks
+    /// whether the application kept waiting in between.
+    pub fn waits_begun(&self) -> u64 {
+        self.entered.load(Ordering::Relaxed)
+    }
+
     /// Whether an application thread waits in the library right now.
     pub fn app_waiting(&self) -> bool {
         self.waiters.load(Ordering::SeqCst) > 0
