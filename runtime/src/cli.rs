@@ -100,7 +100,9 @@ enum ConnectArg {
 /// PTL_PROGRESS_SLICE_US (the progress thread's scheduler slice, µs,
 /// default 100, 0 for none), PTL_WAIT_SPIN_BUSY_US (how much longer a
 /// waiting thread polls while a peer copies its data, µs, default 2000),
-/// PTL_FINALIZE_TIMEOUT, PTL_HOST_ID and the
+/// PTL_COLL_FLAT (MPI's short all-reduces and barriers through rank 0:
+/// 1, 0, or auto, the default: where some host runs more ranks than it
+/// has cores), PTL_FINALIZE_TIMEOUT, PTL_HOST_ID and the
 /// PTL_UDP_* settings; the full table is in the portals-runtime docs
 /// (module `env`).
 /// Each rank's output is forwarded line by line, prefixed with `[rank] `.
