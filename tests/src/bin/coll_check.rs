@@ -621,7 +621,9 @@ fn contexts(world: &SimpleCommunicator) -> R<()> {
 ///
 /// `form`, if given, is the form the instances must take: `flat` (through
 /// rank 0, `PTL_COLL_FLAT=1`) or `tree` (recursive doubling and
-/// dissemination), counted by the device's statistics.
+/// dissemination), counted by the device's statistics. Through rank 0 on
+/// 3 ranks or more, one member that disagrees on the length makes every
+/// member fail, and the next all-reduce is right.
 fn slots(u: &Universe, world: &SimpleCommunicator, form: Option<&str>) -> R<()> {
     let n = world.size();
     if n < 2 {
@@ -730,6 +732,28 @@ fn slots(u: &Universe, world: &SimpleCommunicator, form: Option<&str>) -> R<()> 
             .map_err(e)?;
         ensure(sum == 3, || {
             format!("after the mismatch, the sum was {sum}")
+        })?;
+    }
+    if form == Some("flat") && n >= 3 {
+        // Through rank 0, one member that disagrees on the length makes
+        // every member fail (none waits for an answer that never comes,
+        // none takes a result without its contribution), and the
+        // communicator stays usable.
+        let len = if me == n - 1 { 2 } else { 1 };
+        let mine = vec![1i64; len];
+        let mut got = vec![0i64; len];
+        let r = world.all_reduce_into(&mine[..], &mut got[..], SystemOperation::sum());
+        ensure(
+            matches!(r, Err(MpiError::InvalidBuffer(w)) if w.contains("wrong size")),
+            || format!("rank {me}: one member disagreeing on the length gave {r:?}"),
+        )?;
+        let mut sum = 0i64;
+        world
+            .all_reduce_into(&(me as i64 + 1), &mut sum, SystemOperation::sum())
+            .map_err(e)?;
+        let want = (n as i64) * (n as i64 + 1) / 2;
+        ensure(sum == want, || {
+            format!("after the mismatch, the sum was {sum}, want {want}")
         })?;
     }
     Ok(())
