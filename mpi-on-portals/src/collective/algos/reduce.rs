@@ -270,10 +270,13 @@ fn all_reduce_flat<X: Exchange, T: Equivalence, O: Operation<T> + ?Sized>(
     // A contribution of the wrong length (a member that disagrees on it:
     // an erroneous program) must not leave the members waiting for an
     // answer, nor hand them a result without it: rank 0 still takes every
-    // slot of the instance, then answers every member with a message of a
-    // length none expects, so each gets the same error (recursive
+    // slot of the instance, then answers every member with an empty
+    // message (one byte when its own vector is empty), which no member
+    // that agreed with it takes, so each gets the same error (recursive
     // doubling, which this replaces, let each member of a pair see it) and
-    // the communicator stays usable. Any other failure (a member died)
+    // the communicator stays usable. A member that disagreed and expects
+    // exactly that length would take it: a one-byte datatype against an
+    // empty one, the rarest of erroneous programs. Any other failure (a member died)
     // fails every member's own wait as well (see `Device::slots_recv`).
     let mut wrong = false;
     with_scratch(acc.len(), |tmp: &mut [T]| -> Result<()> {
