@@ -285,12 +285,9 @@ pub(crate) fn bring_up(
         .map(|(r, text)| Contact::decode(r, &text).map(|c| (r, c)))
         .collect::<Result<Vec<_>, _>>()?;
     let neighbours = contacts.iter().filter(|(_, c)| c.host == me.host).count();
-    // A job of one exchanges nothing: its own contact decides.
-    let job_crowded = if contacts.is_empty() {
-        job_oversubscribed(&[(rank, me.clone())])
-    } else {
-        job_oversubscribed(&contacts)
-    };
+    // A job of one exchanges nothing, and one rank never outnumbers a
+    // host's cores: no contacts, no crowded host.
+    let job_crowded = job_oversubscribed(&contacts);
     let crowded = oversubscribed(neighbours, online_cores());
     ni_cfg.wait_yield = o.wait_yield.unwrap_or(crowded);
     let spare = spare_core_per_rank(neighbours, online_cores(), allowed_cpus());

@@ -97,8 +97,8 @@ impl SlotOp {
     /// take turns on cores, each step costs every rank a turn, and the
     /// steps, not the messages, set the time: an 8-byte all-reduce on 8
     /// ranks and 2 cores took 13.0 µs so against 23.3 µs (medians of three
-    /// rounds, shared memory, progress thread; PERFORMANCE.md, stop 40). Both
-    /// forms keep the slots' rule of at most one message per ordered pair
+    /// rounds, shared memory, progress thread; PERFORMANCE.md, stop 40).
+    /// Both forms keep the slots' rule of at most one message per ordered pair
     /// and instance, and every member's result depends on every member's
     /// contribution. The same at every member (see [`Device::slots_begin`]).
     pub(crate) fn flat(&self) -> bool {
@@ -190,8 +190,8 @@ impl Device {
     /// point-to-point messages. The answer depends only on the
     /// communicator and `bytes`, so every member decides alike; so does
     /// the instance's form ([`SlotOp::flat`]), which depends only on the
-    /// job (`portals_runtime::Job::oversubscribed`, or `PTL_COLL_FLAT`). Pair it
-    /// with [`Device::slots_end`].
+    /// job (`portals_runtime::Job::oversubscribed`, or `PTL_COLL_FLAT`).
+    /// Pair it with [`Device::slots_end`].
     pub(crate) fn slots_begin(&self, ctx: u16, bytes: usize) -> Result<Option<SlotOp>> {
         if bytes > SLOT_BYTES {
             return Ok(None);

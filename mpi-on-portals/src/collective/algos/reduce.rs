@@ -276,8 +276,9 @@ fn all_reduce_flat<X: Exchange, T: Equivalence, O: Operation<T> + ?Sized>(
     // doubling, which this replaces, let each member of a pair see it) and
     // the communicator stays usable. A member that disagreed and expects
     // exactly that length would take it: a one-byte datatype against an
-    // empty one, the rarest of erroneous programs. Any other failure (a member died)
-    // fails every member's own wait as well (see `Device::slots_recv`).
+    // empty one, the rarest of erroneous programs. Any other failure (a
+    // member died) fails every member's own wait as well (see
+    // `Device::slots_recv`).
     let mut wrong = false;
     with_scratch(acc.len(), |tmp: &mut [T]| -> Result<()> {
         for src in 1..n {
