@@ -133,6 +133,14 @@ pub struct ShmConfig {
     /// delay out and a transfer that arrives during a compute step shorter
     /// than the delay waits for the next call.
     pub early_takeover: bool,
+    /// Progress thread only: how many nice steps it runs below (favoured
+    /// over) the application, so that after moving a payload it may still
+    /// preempt the computation for the next one (see `nal_sys::sched`;
+    /// [`nal_sys::sched::DEFAULT_NICE_STEPS`] by default, 0 for none). The
+    /// runtime asks for none on a host that runs more ranks than it has
+    /// cores (`PTL_PROGRESS_NICE=auto`), where favoured progress threads
+    /// take the cores other ranks compute on.
+    pub progress_nice: u32,
 }
 
 impl Default for ShmConfig {
@@ -147,6 +155,7 @@ impl Default for ShmConfig {
             connect_timeout: Duration::from_secs(10),
             liveness_interval: Duration::from_millis(100),
             early_takeover: true,
+            progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
         }
     }
 }

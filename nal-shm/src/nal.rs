@@ -81,6 +81,11 @@ impl ShmEndpoint {
         self.cfg.early_takeover = on;
     }
 
+    /// Set [`ShmConfig::progress_nice`] (the runtime decides it per host).
+    pub fn set_progress_nice(&mut self, steps: u32) {
+        self.cfg.progress_nice = steps;
+    }
+
     /// What the other processes need to reach this endpoint.
     pub fn addr(&self) -> ShmAddr {
         self.addr

@@ -158,11 +158,9 @@ impl Inner {
     }
 
     pub(crate) fn progress_thread(self: Arc<Self>) {
-        // Preempt a computing application promptly when woken (see
-        // `nal_sys::sched`).
-        if let Err(e) = nal_sys::sched::progress_thread_slice() {
-            tracing::debug!(error = %e, "progress thread keeps the default time slice");
-        }
+        // Preempt a computing application promptly when woken, and stay
+        // eligible to after a copy (see `nal_sys::sched`).
+        nal_sys::sched::progress_thread_sched(self.cfg.progress_nice);
         let nap = PT_SLEEP.min(self.cfg.liveness_interval);
         let longest = self.cfg.handback.saturating_mul(nal_sys::gate::MAX_BACKOFF);
         // Waits begun when the dozer last looked, and its back-off.

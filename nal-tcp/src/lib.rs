@@ -114,6 +114,14 @@ pub struct TcpConfig {
     /// application: on 2 cores the `cg`, `halo` and `coll` kernels ran
     /// 27–52 % slower with it on 2 bound ranks, 40–50 % on 4.
     pub early_takeover: bool,
+    /// Progress thread only: how many nice steps it runs below (favoured
+    /// over) the application, so that after moving a payload it may still
+    /// preempt the computation for the next one (see `nal_sys::sched`;
+    /// [`nal_sys::sched::DEFAULT_NICE_STEPS`] by default, 0 for none). The
+    /// runtime asks for none on a host that runs more ranks than it has
+    /// cores (`PTL_PROGRESS_NICE=auto`), where favoured progress threads
+    /// take the cores other ranks compute on.
+    pub progress_nice: u32,
     /// Bytes read from one connection before moving on to others.
     pub read_budget: usize,
     /// A payload remainder at least this large is read from the socket
@@ -196,6 +204,7 @@ impl Default for TcpConfig {
             user_timeout: Some(Duration::from_secs(30)),
             handback: Duration::from_micros(200),
             early_takeover: true,
+            progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
             read_budget: 1 << 20,
             direct_read_min: 16 << 10,
             wake_per_message: true,

@@ -79,6 +79,14 @@ pub struct UdpConfig {
     pub connected_sends: bool,
     /// Inject faults into outgoing datagrams (tests; `PTL_UDP_FAULT`).
     pub fault: Option<FaultConfig>,
+    /// Progress thread only: how many nice steps it runs below (favoured
+    /// over) the application, so that after moving a payload it may still
+    /// preempt the computation for the next one (see `nal_sys::sched`;
+    /// [`nal_sys::sched::DEFAULT_NICE_STEPS`] by default, 0 for none). The
+    /// runtime asks for none on a host that runs more ranks than it has
+    /// cores (`PTL_PROGRESS_NICE=auto`), where favoured progress threads
+    /// take the cores other ranks compute on.
+    pub progress_nice: u32,
 }
 
 /// Environment variable overriding the default
@@ -180,6 +188,7 @@ impl Default for UdpConfig {
             linger: Duration::from_secs(5),
             connected_sends: true,
             fault: None,
+            progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
         }
     }
 }

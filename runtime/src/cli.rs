@@ -98,7 +98,10 @@ enum ConnectArg {
 /// the options below). Variables with no option here reach the ranks
 /// unchanged from ptlrun's own environment, among them
 /// PTL_PROGRESS_SLICE_US (the progress thread's scheduler slice, µs,
-/// default 100, 0 for none), PTL_WAIT_SPIN_BUSY_US (how much longer a
+/// default 100, 0 for none), PTL_PROGRESS_NICE (how many nice steps the
+/// progress thread runs below its application: auto, the default, is 10,
+/// or 0 on a host running more ranks than cores; as many as CAP_SYS_NICE
+/// or RLIMIT_NICE allow), PTL_WAIT_SPIN_BUSY_US (how much longer a
 /// waiting thread polls while a peer copies its data, µs, default 2000),
 /// PTL_COLL_FLAT (MPI's short all-reduces and barriers through rank 0:
 /// 1, 0, or auto, the default: where some host runs more ranks than it
@@ -349,6 +352,9 @@ pub fn main() -> ExitCode {
         shm_ring: args.shm_ring,
         shm_cma_chunk: None,
         shm_early_takeover: None,
+        // No option: PTL_PROGRESS_NICE reaches the ranks from ptlrun's own
+        // environment.
+        progress_nice: None,
     };
     let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
     spec.args = command.collect();

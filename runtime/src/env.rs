@@ -17,6 +17,7 @@
 //! | `PTL_WAIT_SPIN_BUSY_US` | how much longer than the spin window a waiting thread keeps polling while a peer moves this process's data (shared memory: a receiver reading our payload with a single copy), µs; `0` sleeps after the spin window as for any wait (see `portals::NiConfig::wait_spin_busy`) | `2000` |
 //! | `PTL_WAIT_YIELD` | `1`: a waiting thread yields the core between polls of its spin window; `0`: it spins; `auto`: yield when this host runs more ranks of the job than it has cores online | `auto` |
 //! | `PTL_PROGRESS_SLICE_US` | progress thread only: the time slice it asks the scheduler for (Linux ≥ 6.12, EEVDF), so that when woken it preempts the computing application at once instead of after the application's slice; `0` asks for none (see `nal_sys::sched`) | `100` |
+//! | `PTL_PROGRESS_NICE` | progress thread only: how many nice steps (0–40) it runs below (favoured over) its application, so that after moving a payload it stays eligible to preempt the computation for the next one (EEVDF); `0`: the application's nice value; `auto`: 10, or 0 where this host runs more ranks of the job than it has cores online (there favoured progress threads take the cores other ranks compute on). Lowering it needs `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it; the thread takes as many steps as allowed (see `nal_sys::sched`) | `auto` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_TCP_RCVLOWAT` | TCP only: `1` wakes a sleeping thread once per large message (the socket's receive low-water mark set to the rest of a payload being read), `0` at every arriving segment, for comparison (see [`nal_tcp::TcpConfig::wake_per_message`]) | `1` |
 //! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out; `auto`: `1` only where each rank's progress thread has a spare core (at least twice as many cores online as ranks of the job on this host, and the rank not bound to one CPU); elsewhere the early wake-ups preempt the computing application and measured slower (see [`nal_tcp::TcpConfig::early_takeover`]) | `auto` |
@@ -117,6 +118,9 @@ pub const COLL_FLAT: &str = "PTL_COLL_FLAT";
 /// Shared memory's progress thread takes over early while the application
 /// computes (`1`) or after the whole hand-back delay (`0`).
 pub const SHM_TAKEOVER: &str = "PTL_SHM_TAKEOVER";
+/// Nice steps the progress thread runs below its application (`auto` or
+/// 0–40).
+pub const PROGRESS_NICE: &str = "PTL_PROGRESS_NICE";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 /// Socket send buffer of each connection, in bytes.
@@ -222,6 +226,14 @@ pub struct JobOptions {
     /// `None`: as TCP's, only where each rank's progress thread has a
     /// core to itself.
     pub shm_early_takeover: Option<bool>,
+    /// Progress thread only: nice steps it runs below its application
+    /// (`TcpConfig::progress_nice` and its siblings); `None`: the
+    /// transports' default ([`nal_sys::sched::DEFAULT_NICE_STEPS`]) unless
+    /// this host runs more ranks of the job than it has cores online, then
+    /// none (there, favoured progress threads took the cores other ranks
+    /// computed on: UDP's `cg` and `coll` on 8 ranks ran 1.5–1.7× polling
+    /// mode instead of 1.0–1.1×).
+    pub progress_nice: Option<u32>,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -272,6 +284,7 @@ impl Default for JobOptions {
             shm_ring: None,
             shm_cma_chunk: None,
             shm_early_takeover: None,
+            progress_nice: None,
         }
     }
 }
@@ -347,6 +360,9 @@ impl JobOptions {
             if let Some(t) = v {
                 env.push((name, if t { "1" } else { "0" }.into()));
             }
+        }
+        if let Some(n) = self.progress_nice {
+            env.push((PROGRESS_NICE, n.to_string()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -490,6 +506,14 @@ impl JobOptions {
         }
         if let Some(v) = on_off_auto(get, SHM_TAKEOVER)? {
             o.shm_early_takeover = v;
+        }
+        if let Some(v) = var(get, PROGRESS_NICE)? {
+            o.progress_nice = match v.trim() {
+                "auto" => None,
+                n => Some(n.parse::<u32>().ok().filter(|&n| n <= 40).ok_or_else(|| {
+                    bad(PROGRESS_NICE, "expected auto or nice steps from 0 to 40")
+                })?),
+            };
         }
         if let Some(v) = on_off_auto(get, WAIT_YIELD)? {
             o.wait_yield = v;
@@ -759,6 +783,22 @@ mod tests {
     #[test]
     fn test_drives_defaults_to_auto_and_round_trips() {
         on_off_auto_option(TEST_DRIVES, |o| o.test_drives);
+    }
+
+    #[test]
+    fn progress_nice_defaults_to_auto_and_round_trips_and_a_bad_value_is_named() {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(d.progress_nice, None);
+        assert!(d.to_env().iter().all(|(k, _)| *k != PROGRESS_NICE));
+        let auto = JobOptions::from_lookup(&lookup(&[(PROGRESS_NICE, "auto")])).unwrap();
+        assert_eq!(auto.progress_nice, None);
+        for n in ["0", "5", "40"] {
+            let o = JobOptions::from_lookup(&lookup(&[(PROGRESS_NICE, n)])).unwrap();
+            assert_eq!(o.progress_nice, n.parse().ok());
+            assert!(o.to_env().contains(&(PROGRESS_NICE, n.to_string())));
+            assert_eq!(through_env(&o), o);
+        }
+        refused_naming(PROGRESS_NICE, &["", "41", "-2", "high"]);
     }
 
     #[test]

@@ -295,12 +295,19 @@ pub(crate) fn bring_up(
     // the application; one that shares the application's core only takes
     // its time when woken between two of its tests.
     ni_cfg.test_drives = o.test_drives.unwrap_or(!spare);
+    let nice = progress_nice(o.progress_nice, crowded);
     let mut net = net;
-    if let Some(NetEndpoint::Tcp(ep)) = &mut net {
-        ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(spare));
+    match &mut net {
+        Some(NetEndpoint::Tcp(ep)) => {
+            ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(spare));
+            ep.set_progress_nice(nice);
+        }
+        Some(NetEndpoint::Udp(ep)) => ep.set_progress_nice(nice),
+        None => {}
     }
     let mut shm = shm;
     if let Some(ep) = &mut shm {
+        ep.set_progress_nice(nice);
         // On by default: a dozing shared-memory progress thread is woken
         // only for work (a single-copy read, a request to answer), never
         // for a small message nor beside a waiter, so it does not preempt
@@ -386,6 +393,18 @@ pub(crate) struct BroughtUp {
     /// Whether some host of the job runs more of its ranks than it has
     /// cores online ([`job_oversubscribed`]); the same at every rank.
     pub oversubscribed: bool,
+}
+
+/// The nice steps a progress thread runs below its application: as asked,
+/// else the transports' default where each rank has a core, none on a
+/// crowded host (favoured progress threads there take the cores other
+/// ranks compute on).
+fn progress_nice(asked: Option<u32>, crowded: bool) -> u32 {
+    asked.unwrap_or(if crowded {
+        0
+    } else {
+        nal_sys::sched::DEFAULT_NICE_STEPS
+    })
 }
 
 /// Whether some host of the job runs more ranks than it has cores online,
@@ -538,6 +557,15 @@ mod tests {
         assert!(!oversubscribed(1, Some(8)));
         assert!(!oversubscribed(64, None), "unknown cores: spin as before");
         assert!(online_cores().is_some_and(|n| n >= 1));
+    }
+
+    #[test]
+    fn progress_threads_are_favoured_unless_the_host_is_crowded_or_told_otherwise() {
+        let d = nal_sys::sched::DEFAULT_NICE_STEPS;
+        assert_eq!(progress_nice(None, false), d);
+        assert_eq!(progress_nice(None, true), 0);
+        assert_eq!(progress_nice(Some(3), true), 3);
+        assert_eq!(progress_nice(Some(0), false), 0);
     }
 
     #[test]

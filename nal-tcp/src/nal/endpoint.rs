@@ -48,6 +48,11 @@ impl TcpEndpoint {
         self.cfg.early_takeover = on;
     }
 
+    /// Set [`TcpConfig::progress_nice`] (the runtime decides it per host).
+    pub fn set_progress_nice(&mut self, steps: u32) {
+        self.cfg.progress_nice = steps;
+    }
+
     /// Start serving `core` (use inside [`portals::NetworkInterface::init`]).
     /// `peers` maps the other processes of the job to their addresses; more
     /// can be added later with [`TcpNal::add_peer`].

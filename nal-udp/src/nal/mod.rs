@@ -131,6 +131,11 @@ impl UdpEndpoint {
         })
     }
 
+    /// Set [`UdpConfig::progress_nice`] (the runtime decides it per host).
+    pub fn set_progress_nice(&mut self, steps: u32) {
+        self.cfg.progress_nice = steps;
+    }
+
     /// The address peers send to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local

@@ -275,11 +275,9 @@ impl Inner {
     // ----- the progress thread --------------------------------------------------
 
     pub(super) fn progress_thread(self: Arc<Self>) {
-        // Preempt a computing application promptly when woken (see
-        // `nal_sys::sched`).
-        if let Err(e) = nal_sys::sched::progress_thread_slice() {
-            tracing::debug!(error = %e, "progress thread keeps the default time slice");
-        }
+        // Preempt a computing application promptly when woken, and stay
+        // eligible to after a copy (see `nal_sys::sched`).
+        nal_sys::sched::progress_thread_sched(self.cfg.progress_nice);
         let Some(pt) = &self.pt else { return };
         let mut events: Vec<Ready> = Vec::new();
         while !self.gate.is_stopped() {
