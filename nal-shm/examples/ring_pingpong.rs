@@ -1,6 +1,7 @@
 //! The floor under the shared-memory transport's small-message latency:
-//! a ping-pong of 104-byte records (a Portals header and 8 bytes of
-//! payload, as an 8-byte put) through two of this crate's rings, between two
+//! a ping-pong of records with 96-byte bodies (an 88-byte Portals header
+//! and 8 bytes of payload, as an 8-byte put; 104 bytes with the record's
+//! own header) through two of this crate's rings, between two
 //! threads pinned to two CPUs, with nothing else on the path: no engine, no
 //! matching, no events. What the transport adds above this is software.
 //!
@@ -149,7 +150,7 @@ fn main() {
     halves.sort_by(f64::total_cmp);
     let ns = |s: f64| s * 1e9;
     println!(
-        "ring ping-pong, {BODY}-byte records, CPUs {cpu_a} and {cpu_b}: half round trip median {:.1} ns (min {:.1}, max {:.1}, {REPS} repetitions of {ROUND_TRIPS})",
+        "ring ping-pong, {BODY}-byte record bodies, CPUs {cpu_a} and {cpu_b}: half round trip median {:.1} ns (min {:.1}, max {:.1}, {REPS} repetitions of {ROUND_TRIPS})",
         ns(halves[REPS / 2]),
         ns(halves[0]),
         ns(halves[REPS - 1])

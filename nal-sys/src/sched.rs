@@ -20,8 +20,8 @@
 //! application computed left that share behind it, and when woken for the
 //! next payload it waited for the scheduler's tick (4 ms at `HZ=250`)
 //! while the application computed on, so the application copied the
-//! payload itself at its next wait. A third of the iterations of a 256 KB
-//! overlap loop went that way. The progress thread therefore also asks for
+//! payload itself at its next wait. A quarter to a third of the iterations
+//! of a 256 KB overlap loop went that way. The progress thread therefore also asks for
 //! a larger share of its core: a nice value [`DEFAULT_NICE_STEPS`] below
 //! its application's (weight ×9 at 10 steps), which keeps it eligible
 //! after a copy; it sleeps whenever it has nothing to move, so the weight

@@ -232,7 +232,7 @@ pub struct JobOptions {
     /// this host runs more ranks of the job than it has cores online, then
     /// none (there, favoured progress threads took the cores other ranks
     /// computed on: UDP's `cg` and `coll` on 8 ranks ran 1.5–1.7× polling
-    /// mode instead of 1.0–1.1×).
+    /// mode instead of 1.03–1.14×).
     pub progress_nice: Option<u32>,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
