@@ -13,7 +13,7 @@
 //! | `openmpi-tcp-pt2pt` | `openmpi-tcp` with `--mca osc pt2pt`: Open MPI's one-sided operations over TCP (its default `osc sm` is shared memory); the `rma-*` benchmarks only |
 //! | `ucx-shm`, `ucx-tcp`, `ucx-shm-put`, `ucx-tcp-put` | Portals-level peer UCX, `ucx_perftest` ([`crate::tool_peers`]); latency, bandwidth, pingpong-bw |
 //! | `libfabric-shm`, `libfabric-tcp`, `libfabric-udp` | Portals-level peer libfabric, `fi_pingpong` ([`crate::tool_peers`]); latency, pingpong-bw |
-//! | `rpc-portals-tcp`, `rpc-tonic` | the object store over portals-rpc (standalone, TCP) and over gRPC (`tonic`), driven by `objstore-load` ([`crate::rpc`]); rpc-rate, rpc-bulk (and with it rpc-cpu); `raw-tcp` is rpc-bulk's floor |
+//! | `rpc-portals-tcp`, `rpc-tonic`, `rpc-raw-tcp` | the object store over portals-rpc (standalone, TCP), over gRPC (`tonic`) and over plain TCP sockets with no RPC layer (the store's floor), driven by `objstore-load` ([`crate::rpc`]); rpc-rate, rpc-bulk (and with it rpc-cpu); `raw-tcp` is rpc-bulk's transport floor, with no store |
 //!
 //! A `-unpinned` suffix on a raw label means the two processes were left to
 //! the scheduler.
@@ -137,11 +137,48 @@ pub enum Impl {
     Peer(String),
     /// A Portals-level peer measured by its own tool (UCX, libfabric).
     Tool(ToolPeer),
-    /// The object store: over portals-rpc (`true`) or gRPC (`false`).
-    Rpc {
-        /// portals-rpc (the project) rather than tonic (the peer).
-        portals: bool,
-    },
+    /// The object store, served one of three ways.
+    Rpc(RpcServer),
+}
+
+/// Which server of the object store an `rpc-*` implementation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RpcServer {
+    /// `objstore-server`: portals-rpc, standalone over TCP (the project).
+    Portals,
+    /// `objstore-grpc-server`: gRPC with tonic (the peer).
+    Tonic,
+    /// `objstore-raw-server`: plain TCP sockets, no RPC layer (the floor).
+    Raw,
+}
+
+impl RpcServer {
+    /// The record label.
+    pub fn label(self) -> &'static str {
+        match self {
+            RpcServer::Portals => "rpc-portals-tcp",
+            RpcServer::Tonic => "rpc-tonic",
+            RpcServer::Raw => "rpc-raw-tcp",
+        }
+    }
+
+    /// The server binary (beside `ptl-bench`).
+    pub fn binary(self) -> &'static str {
+        match self {
+            RpcServer::Portals => "objstore-server",
+            RpcServer::Tonic => "objstore-grpc-server",
+            RpcServer::Raw => "objstore-raw-server",
+        }
+    }
+
+    /// `objstore-load --rpc` for this server.
+    pub fn load_arg(self) -> &'static str {
+        match self {
+            RpcServer::Portals => "portals",
+            RpcServer::Tonic => "tonic",
+            RpcServer::Raw => "raw",
+        }
+    }
 }
 
 impl Impl {
@@ -174,8 +211,7 @@ impl Impl {
             ),
             Impl::Peer(p) => p.clone(),
             Impl::Tool(t) => t.label().to_string(),
-            Impl::Rpc { portals: true } => "rpc-portals-tcp".into(),
-            Impl::Rpc { portals: false } => "rpc-tonic".into(),
+            Impl::Rpc(server) => server.label().into(),
         }
     }
 
@@ -188,8 +224,9 @@ impl Impl {
             return Ok(Impl::Tool(t));
         }
         match label {
-            "rpc-portals-tcp" => return Ok(Impl::Rpc { portals: true }),
-            "rpc-tonic" => return Ok(Impl::Rpc { portals: false }),
+            "rpc-portals-tcp" => return Ok(Impl::Rpc(RpcServer::Portals)),
+            "rpc-tonic" => return Ok(Impl::Rpc(RpcServer::Tonic)),
+            "rpc-raw-tcp" => return Ok(Impl::Rpc(RpcServer::Raw)),
             _ => {}
         }
         let (base, pinned) = match label.strip_suffix("-unpinned") {
@@ -259,9 +296,11 @@ impl Impl {
     /// The table group.
     pub fn family(&self) -> Family {
         match self {
-            Impl::RawPingPong { .. } | Impl::RawStream { .. } => Family::Raw,
-            Impl::Project { .. } | Impl::Rpc { portals: true } => Family::Project,
-            Impl::Peer(_) | Impl::Tool(_) | Impl::Rpc { portals: false } => Family::Peer,
+            Impl::RawPingPong { .. } | Impl::RawStream { .. } | Impl::Rpc(RpcServer::Raw) => {
+                Family::Raw
+            }
+            Impl::Project { .. } | Impl::Rpc(RpcServer::Portals) => Family::Project,
+            Impl::Peer(_) | Impl::Tool(_) | Impl::Rpc(RpcServer::Tonic) => Family::Peer,
         }
     }
 
@@ -270,7 +309,7 @@ impl Impl {
         match self {
             Impl::RawPingPong { .. } => bench == Bench::Latency,
             Impl::RawStream { .. } => matches!(bench, Bench::Bandwidth | Bench::RpcBulk),
-            Impl::Rpc { .. } => matches!(bench, Bench::RpcRate | Bench::RpcBulk),
+            Impl::Rpc(_) => matches!(bench, Bench::RpcRate | Bench::RpcBulk),
             Impl::Project {
                 level: Level::Portals,
                 ..
@@ -403,7 +442,7 @@ mod tests {
         assert!(Bench::ALL
             .iter()
             .all(|&b| m.supports(b) == (b != Bench::PingpongBw && !b.is_rpc())));
-        for label in ["rpc-tonic", "rpc-portals-tcp"] {
+        for label in ["rpc-tonic", "rpc-portals-tcp", "rpc-raw-tcp"] {
             let r = Impl::parse(label).expect("label");
             assert_eq!(r.label(), label);
             assert!(r.supports(Bench::RpcRate) && r.supports(Bench::RpcBulk));
@@ -411,6 +450,7 @@ mod tests {
         }
         assert_eq!(family_of("rpc-portals-tcp"), Family::Project);
         assert_eq!(family_of("rpc-tonic"), Family::Peer);
+        assert_eq!(family_of("rpc-raw-tcp"), Family::Raw);
         assert!(Impl::parse("raw-tcp")
             .expect("label")
             .supports(Bench::RpcBulk));

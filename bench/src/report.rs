@@ -54,6 +54,9 @@ pub fn describe(label: &str) -> String {
         "rpc-tonic" => {
             "object store over gRPC: tonic 0.12 (HTTP/2 over TCP), data streamed in 1 MiB messages".into()
         }
+        "rpc-raw-tcp" => {
+            "object store over plain TCP sockets, no RPC layer: header, then the object's bytes on the connection (the store's floor)".into()
+        }
         "rpc-portals-tcp" => {
             "object store over portals-rpc, standalone over TCP: one-sided bulk in the client's buffer".into()
         }

@@ -2,8 +2,10 @@
 //! from 1, 4, 16 clients) and `rpc-bulk` (one client putting and getting
 //! 1 MB to 256 MB objects, MB/s; with it `rpc-cpu`, the server's CPU
 //! seconds per GB moved), on the object store over portals-rpc
-//! (`objstore-server`, standalone over TCP) and over gRPC
-//! (`objstore-grpc-server`, tonic).
+//! (`objstore-server`, standalone over TCP), over gRPC
+//! (`objstore-grpc-server`, tonic), and over plain TCP sockets
+//! (`objstore-raw-server`: the same store with no RPC layer, the floor
+//! under both; `objstore::raw`).
 //!
 //! Both run the same way: a fresh server on a fresh store directory, then
 //! `objstore-load` (one load generator, either transport: the same loop,
@@ -27,6 +29,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::{BenchError, Result};
+use crate::impls::RpcServer;
 use crate::params::{scale_iters, Bench, Params};
 use crate::record::Record;
 use crate::runner::{wait_with_timeout, Runner};
@@ -83,15 +86,8 @@ fn binary(runner: &Runner, name: &str) -> Result<PathBuf> {
     }
 }
 
-fn start_server(runner: &Runner, portals: bool) -> Result<Server> {
-    let exe = binary(
-        runner,
-        if portals {
-            "objstore-server"
-        } else {
-            "objstore-grpc-server"
-        },
-    )?;
+fn start_server(runner: &Runner, which: RpcServer) -> Result<Server> {
+    let exe = binary(runner, which.binary())?;
     let dir = store_dir();
     let mut child = Command::new(&exe)
         .arg("--dir")
@@ -137,7 +133,7 @@ fn start_server(runner: &Runner, portals: bool) -> Result<Server> {
 fn load(
     runner: &Runner,
     server: &Server,
-    portals: bool,
+    which: RpcServer,
     op: &str,
     size: usize,
     clients: usize,
@@ -148,7 +144,7 @@ fn load(
     let exe = binary(runner, "objstore-load")?;
     let what = format!("objstore-load {op} {size} x{clients}");
     let mut child = Command::new(&exe)
-        .args(["--rpc", if portals { "portals" } else { "tonic" }])
+        .args(["--rpc", which.load_arg()])
         .args(["--connect", &server.addr, "--op", op])
         .args([
             "--size",
@@ -220,13 +216,9 @@ fn load(
 }
 
 /// Run `p` (rpc-rate or rpc-bulk) on the portals-rpc or the gRPC store.
-pub fn run(runner: &Runner, portals: bool, p: &Params) -> Result<Vec<Record>> {
-    let label = if portals {
-        "rpc-portals-tcp"
-    } else {
-        "rpc-tonic"
-    };
-    let server = start_server(runner, portals)?;
+pub fn run(runner: &Runner, which: RpcServer, p: &Params) -> Result<Vec<Record>> {
+    let label = which.label();
+    let server = start_server(runner, which)?;
     let mut records = Vec::new();
     match p.bench {
         Bench::RpcRate => {
@@ -234,7 +226,7 @@ pub fn run(runner: &Runner, portals: bool, p: &Params) -> Result<Vec<Record>> {
                 for op in ["get", "put"] {
                     for &clients in &p.clients {
                         let reps = load(
-                            runner, &server, portals, op, size, clients, p.iters, p.warmup, p.reps,
+                            runner, &server, which, op, size, clients, p.iters, p.warmup, p.reps,
                         )?;
                         let mut vals: Vec<f64> = reps
                             .iter()
@@ -253,9 +245,7 @@ pub fn run(runner: &Runner, portals: bool, p: &Params) -> Result<Vec<Record>> {
             for &size in &p.sizes {
                 let iters = scale_iters(p.iters, size, 8 << 20, 2);
                 for op in ["put", "get"] {
-                    let reps = load(
-                        runner, &server, portals, op, size, 1, iters, p.warmup, p.reps,
-                    )?;
+                    let reps = load(runner, &server, which, op, size, 1, iters, p.warmup, p.reps)?;
                     let mut mbs: Vec<f64> = reps
                         .iter()
                         .filter(|r| r.secs > 0.0)

@@ -98,7 +98,7 @@ impl Runner {
             } => self.run_project(*level, nal, *progress, *uring, &imp.label(), p),
             Impl::Peer(name) => self.run_peer(name, p),
             Impl::Tool(t) => crate::tool_peers::run(*t, p, self.binds(2), self.timeout),
-            Impl::Rpc { portals } => crate::rpc::run(self, *portals, p),
+            Impl::Rpc(server) => crate::rpc::run(self, *server, p),
         }?;
         // Right after the run, while the CPUs are still busy: the line
         // transfer time its points were measured at (see `c2c.rs`).

@@ -8,7 +8,7 @@
 #
 # DIR holds objstore-server, objstore-grpc-server and objstore-load (copy
 # target/release/ of each build to compare into its own directory);
-# SERVER is `portals` or `tonic`; SRVARGS in the environment goes to the
+# SERVER is `portals`, `tonic` or `raw` (the plain-TCP floor); SRVARGS in the environment goes to the
 # server (e.g. SRVARGS="--pull-depth 1"); LOAD=DIR2 takes objstore-load
 # from another build. Interleave the variants over several rounds and
 # compare medians: single runs on a shared host move by 2x.
@@ -18,7 +18,8 @@ ld=${LOAD:-$d}
 case $which in
   portals) srv=objstore-server; rpc=portals ;;
   tonic) srv=objstore-grpc-server; rpc=tonic ;;
-  *) echo "SERVER is portals or tonic" >&2; exit 2 ;;
+  raw) srv=objstore-raw-server; rpc=raw ;;
+  *) echo "SERVER is portals, tonic or raw" >&2; exit 2 ;;
 esac
 dir=$(mktemp -d /dev/shm/objstore-ab.XXXX)
 # shellcheck disable=SC2086

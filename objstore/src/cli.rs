@@ -1,6 +1,7 @@
 //! What the two command-line clients (`objstore` over portals-rpc,
 //! `objstore-grpc` over gRPC) share: their commands and progress bar, so
-//! that both services are driven the same way.
+//! that both services are driven the same way; and the line every server
+//! prints once it listens ([`announce_listening`]).
 
 use std::path::PathBuf;
 
@@ -55,4 +56,14 @@ pub fn bar(len: u64) -> ProgressBar {
         b.set_style(style);
     }
     b
+}
+
+/// Print `listening on ADDR` on stdout and flush it: the line scripts,
+/// tests and `ptl-bench` wait for before they connect (with port 0, the
+/// only place the port is told).
+pub fn announce_listening(addr: &dyn std::fmt::Display) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on {addr}")?;
+    out.flush()
 }

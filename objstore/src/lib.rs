@@ -5,6 +5,8 @@
 //! - [`store`]: the on-disk store (always built);
 //! - [`cli`]: the commands both command-line clients take;
 //! - [`map`]: a read-only mapping of part of an object's file;
+//! - [`raw`]: the store over plain TCP sockets, the floor under both
+//!   services, with the binary `objstore-raw-server`;
 //! - [`rpc`]: the service and client over `portals-rpc`, with the binaries
 //!   `objstore-server` and `objstore` (CLI), standalone over TCP;
 //! - [`grpc`]: the gRPC service and client (feature `grpc`, on by default),
@@ -17,5 +19,6 @@ pub mod cli;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 pub mod map;
+pub mod raw;
 pub mod rpc;
 pub mod store;

@@ -18,7 +18,7 @@ use objstore::store::Store;
 use rand::{Rng, SeedableRng};
 
 mod common;
-use common::{random_file, same_contents, sparse_file, Failing};
+use common::{files_in, random_file, same_contents, sparse_file, Failing};
 
 /// A server on a free port, its runtime, and its store directory.
 struct Server {
@@ -66,12 +66,7 @@ impl Server {
     }
 
     fn files(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.dir.path())
-            .expect("read_dir")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
+        files_in(self.dir.path())
     }
 }
 

@@ -16,7 +16,7 @@ use portals_rpc::{standalone, Client, ClientConfig};
 use rand::{Rng, SeedableRng};
 
 mod common;
-use common::{random_file, same_contents, sparse_file, Failing};
+use common::{files_in, random_file, same_contents, sparse_file, Failing};
 
 const KEY: u64 = 0x0b57;
 
@@ -98,7 +98,15 @@ impl Server {
         limit: Duration,
         f: impl FnOnce(&mut ObjClient<'_>) -> T + Send + 'static,
     ) -> T {
-        let addr = self.addr;
+        Server::session(self.addr, limit, f)
+    }
+
+    /// [`Server::with_client`] of the server at `addr`.
+    fn session<T: Send + 'static>(
+        addr: std::net::SocketAddr,
+        limit: Duration,
+        f: impl FnOnce(&mut ObjClient<'_>) -> T + Send + 'static,
+    ) -> T {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let ni = standalone::dial(addr, KEY).expect("dial");
@@ -115,12 +123,7 @@ impl Server {
     }
 
     fn files(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.dir.path())
-            .expect("read_dir")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
+        files_in(self.dir.path())
     }
 }
 
@@ -415,4 +418,51 @@ fn the_cli_puts_gets_lists_stats_and_deletes() {
     assert!(cli(&addr, &["delete", "thing"]).0, "delete");
     assert!(!cli(&addr, &["stat", "thing"]).0, "stat after delete");
     assert!(!cli(&addr, &["stat", "../x"]).0, "bad name");
+}
+
+/// The names of `pid`'s threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
+/// A server started with `--progress poll` runs no progress thread, and
+/// its waiting service threads alone serve clients that come and go, two
+/// at once: small objects and bulk ones come back byte-exact.
+#[test]
+fn a_server_without_a_progress_thread_serves_clients_that_come_and_go() {
+    let server = Server::start_with(&["--progress", "poll"]);
+    let names = thread_names(server.child.id());
+    assert!(
+        !names.iter().any(|n| n.starts_with("ptl-tcp")),
+        "a progress thread runs: {names:?}"
+    );
+    for round in 0..2u64 {
+        let sessions: Vec<_> = (0..2u64)
+            .map(|k| {
+                let addr = server.addr;
+                std::thread::spawn(move || {
+                    Server::session(addr, Duration::from_secs(120), move |c| {
+                        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(round * 2 + k);
+                        for size in [100, INLINE_MAX + 1, 3 << 20] {
+                            let mut data = vec![0u8; size];
+                            rng.fill(&mut data[..]);
+                            let name = format!("poll-{round}-{k}-{size}");
+                            assert_eq!(c.put_bytes(&name, &data).expect("put"), size as u64);
+                            let mut back = Vec::new();
+                            c.get_to(&name, &mut back, |_| {}).expect("get");
+                            assert!(back == data, "{name} came back different");
+                        }
+                    })
+                })
+            })
+            .collect();
+        for s in sessions {
+            s.join().expect("a client session failed");
+        }
+    }
+    assert_eq!(server.files().len(), 12, "every object, no temp file");
 }

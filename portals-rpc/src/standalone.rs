@@ -40,7 +40,8 @@ pub const SERVER_ID: ProcessId = ProcessId::new(0, 0);
 /// a `ptlrun` job (whose ids are `(rank, 0)`).
 const CLIENT_NID_BASE: u32 = 1 << 31;
 
-/// How a client's interface waits and moves data ([`dial_with`]).
+/// How an interface waits and moves data: a client's ([`dial_with`]) or a
+/// server's ([`listen_with`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DialOptions {
     /// A progress thread, or progress only while a caller waits
@@ -75,11 +76,26 @@ fn bring_up(
 /// A server's interface listening on `bind` (port 0 picks one; the address
 /// is returned) with id [`SERVER_ID`], admitting clients with `job_key`.
 pub fn listen(bind: SocketAddr, job_key: u64) -> Result<(NetworkInterface, SocketAddr), PtlError> {
+    listen_with(bind, job_key, DialOptions::default())
+}
+
+/// [`listen`] with a choice of how the interface waits and moves data.
+/// With [`ProgressMode::Poll`] the service threads waiting for requests
+/// move the data (and accept new clients), with no progress thread to hand
+/// requests over. For the object store on 2 cores that moved bulk
+/// transfers no faster, small gets slower and small puts faster than the
+/// default (docs/PERFORMANCE.md, stop 42).
+pub fn listen_with(
+    bind: SocketAddr,
+    job_key: u64,
+    opts: DialOptions,
+) -> Result<(NetworkInterface, SocketAddr), PtlError> {
     let cfg = TcpConfig {
         bind,
+        progress: opts.progress,
         ..TcpConfig::default()
     };
-    bring_up(SERVER_ID, job_key, cfg, Vec::new(), false)
+    bring_up(SERVER_ID, job_key, cfg, Vec::new(), opts.wait_yield)
 }
 
 /// A client's interface that can reach the server at `server` (whose id is

@@ -1,7 +1,6 @@
 //! `objstore-grpc-server`: the object store over gRPC (the benchmark's peer
 //! of the portals-rpc server).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -45,11 +44,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     rt.build()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen).await?;
         let addr = listener.local_addr()?;
-        {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on {addr}")?;
-            out.flush()?;
-        }
+        objstore::cli::announce_listening(&addr)?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let shutdown = async move {
             tokio::select! {

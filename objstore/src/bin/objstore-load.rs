@@ -1,7 +1,9 @@
 //! `objstore-load`: the load generator `ptl-bench` runs against
-//! `objstore-grpc-server` (impl `rpc-tonic`) and `objstore-server` (impl
-//! `rpc-portals-tcp`): the same loop, the same clients, either transport.
+//! `objstore-grpc-server` (impl `rpc-tonic`), `objstore-server` (impl
+//! `rpc-portals-tcp`) and `objstore-raw-server` (impl `rpc-raw-tcp`, the
+//! floor): the same loop, the same clients, any of the three.
 
+use std::sync::Barrier;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -42,7 +44,7 @@ struct Args {
     /// Process id of the server, to measure its CPU time.
     #[arg(long)]
     server_pid: Option<u32>,
-    /// Which server: gRPC or portals-rpc.
+    /// Which server: gRPC, portals-rpc or plain TCP (the floor).
     #[arg(long, value_enum, default_value = "tonic")]
     rpc: Rpc,
     /// Job key of a portals-rpc server, in hex.
@@ -88,6 +90,8 @@ enum Rpc {
     Tonic,
     /// `objstore-server` (portals-rpc, standalone TCP).
     Portals,
+    /// `objstore-raw-server` (plain TCP sockets: the floor under both).
+    Raw,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,8 +106,13 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() {
     let args = Args::parse();
-    if args.rpc == Rpc::Portals {
-        if let Err(e) = portals_load(&args) {
+    let threaded = match args.rpc {
+        Rpc::Portals => Some(portals_load(&args)),
+        Rpc::Raw => Some(raw_load(&args)),
+        Rpc::Tonic => None,
+    };
+    if let Some(done) = threaded {
+        if let Err(e) = done {
             eprintln!("objstore-load: {e}");
             std::process::exit(1);
         }
@@ -211,105 +220,68 @@ fn report(args: &Args, requests: usize, bytes: u64, secs: f64, cpu: Option<f64>)
     println!("{line}");
 }
 
-/// The same loop over portals-rpc: each client a thread, with its own
-/// network interface or all on one (`--interfaces`), all clients starting
-/// a repetition together.
-fn portals_load(args: &Args) -> Result<(), BoxError> {
-    use objstore::rpc::client::ObjClient;
-    use portals_rpc::standalone::{self, DialOptions, ProgressMode};
-    use portals_rpc::{Client, ClientConfig};
-    use std::sync::Barrier;
+/// One client thread's side of the repetitions: all client threads and
+/// the main thread meet at the start and the end of each one (warm-up
+/// included).
+struct Reps<'a> {
+    start: &'a Barrier,
+    end: &'a Barrier,
+    reps: usize,
+    warmup: usize,
+    requests: usize,
+}
 
-    let server: std::net::SocketAddr = args.connect.parse()?;
-    let key = u64::from_str_radix(&args.key, 16)?;
-    let opts = DialOptions {
-        progress: match args.progress {
-            Progress::Thread => ProgressMode::Thread,
-            Progress::Poll => ProgressMode::Poll,
-        },
-        wait_yield: args.wait_yield,
-    };
-    let n = args.clients.max(1);
-    let data: Vec<u8> = (0..args.size).map(|i| (i % 251) as u8).collect();
-    let get_name = format!("load-get-{}", args.size);
-    // Start and end of every repetition (warm-up included), for everyone.
-    let start = Barrier::new(n + 1);
-    let end = Barrier::new(n + 1);
-    let shared_ni = match args.interfaces {
-        Interfaces::Shared => Some(standalone::dial_with(server, key, opts)?),
-        Interfaces::Own => None,
-    };
-    let shared_client = match &shared_ni {
-        Some(ni) => Some(Client::connect(
-            ni,
-            standalone::SERVER_ID,
-            ClientConfig::default(),
-        )?),
-        None => None,
-    };
-    let (op, size, reps, warmup, requests) =
-        (args.op, args.size, args.reps, args.warmup, args.requests);
-    let client_thread = |k: usize| -> Result<u64, String> {
-        let own_ni = match &shared_client {
-            Some(_) => None,
-            None => Some(standalone::dial_with(server, key, opts).map_err(|e| e.to_string())),
-        };
+impl Reps<'_> {
+    /// Run `one` request after request through every repetition, meeting
+    /// the barriers even after a failure (so that the main thread never
+    /// waits forever); the bytes moved in the timed repetitions, or the
+    /// first failure (`failed`: one before the first request).
+    fn run(
+        &self,
+        mut failed: Option<String>,
+        mut one: impl FnMut() -> Result<u64, String>,
+    ) -> Result<u64, String> {
         let mut total = 0u64;
-        // Keep meeting the barriers even after a failure, so that the
-        // main thread never waits forever; report the error at the end.
-        let mut failure: Option<String> = None;
-        let mut client = match (&shared_client, &own_ni) {
-            (Some(c), _) => Some(ObjClient::shared(c)),
-            (None, Some(Ok(ni))) => {
-                Client::connect(ni, standalone::SERVER_ID, ClientConfig::default())
-                    .map(ObjClient::new)
-                    .map_err(|e| failure = Some(e.to_string()))
-                    .ok()
-            }
-            (None, Some(Err(e))) => {
-                failure = Some(e.clone());
-                None
-            }
-            (None, None) => None,
-        };
-        if k == 0 && op == Op::Get {
-            if let Some(c) = client.as_mut() {
-                if let Err(e) = c.put_bytes(&get_name, &data) {
-                    failure = Some(e.to_string());
-                }
-            }
-        }
-        let put_name = format!("load-put-{size}-{k}");
-        for rep in 0..=reps {
-            start.wait();
-            let count = if rep == 0 { warmup } else { requests };
+        for rep in 0..=self.reps {
+            self.start.wait();
+            let count = if rep == 0 { self.warmup } else { self.requests };
             for _ in 0..count {
-                let Some(c) = client.as_mut().filter(|_| failure.is_none()) else {
+                if failed.is_some() {
                     break;
-                };
-                let r = match op {
-                    Op::Get => c.get_discard(&get_name, size),
-                    Op::Put => c.put_bytes(&put_name, &data),
-                };
-                match r {
+                }
+                match one() {
                     Ok(b) if rep > 0 => total += b,
                     Ok(_) => {}
-                    Err(e) => failure = Some(e.to_string()),
+                    Err(e) => failed = Some(e),
                 }
             }
-            end.wait();
+            self.end.wait();
         }
-        drop(client);
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(total),
-        }
+        failed.map_or(Ok(total), Err)
+    }
+}
+
+/// Run `client(k, reps)` on `--clients` threads, time every repetition
+/// from the main thread and print it.
+fn threaded_load<F>(args: &Args, client: F) -> Result<(), BoxError>
+where
+    F: Fn(usize, &Reps<'_>) -> Result<u64, String> + Sync,
+{
+    let n = args.clients.max(1);
+    let start = Barrier::new(n + 1);
+    let end = Barrier::new(n + 1);
+    let reps = Reps {
+        start: &start,
+        end: &end,
+        reps: args.reps,
+        warmup: args.warmup,
+        requests: args.requests,
     };
     let (results, bytes) = std::thread::scope(|s| -> Result<_, BoxError> {
         let threads: Vec<_> = (0..n)
             .map(|k| {
-                let f = &client_thread;
-                s.spawn(move || f(k))
+                let (f, r) = (&client, &reps);
+                s.spawn(move || f(k, r))
             })
             .collect();
         let mut results = Vec::new();
@@ -340,4 +312,109 @@ fn portals_load(args: &Args) -> Result<(), BoxError> {
         report(args, requests, per_rep, secs, cpu);
     }
     Ok(())
+}
+
+/// The same loop over portals-rpc: each client a thread, with its own
+/// network interface or all on one (`--interfaces`).
+fn portals_load(args: &Args) -> Result<(), BoxError> {
+    use objstore::rpc::client::ObjClient;
+    use portals_rpc::standalone::{self, DialOptions, ProgressMode};
+    use portals_rpc::{Client, ClientConfig};
+
+    let server: std::net::SocketAddr = args.connect.parse()?;
+    let key = u64::from_str_radix(&args.key, 16)?;
+    let opts = DialOptions {
+        progress: match args.progress {
+            Progress::Thread => ProgressMode::Thread,
+            Progress::Poll => ProgressMode::Poll,
+        },
+        wait_yield: args.wait_yield,
+    };
+    let data: Vec<u8> = (0..args.size).map(|i| (i % 251) as u8).collect();
+    let get_name = format!("load-get-{}", args.size);
+    let shared_ni = match args.interfaces {
+        Interfaces::Shared => Some(standalone::dial_with(server, key, opts)?),
+        Interfaces::Own => None,
+    };
+    let shared_client = match &shared_ni {
+        Some(ni) => Some(Client::connect(
+            ni,
+            standalone::SERVER_ID,
+            ClientConfig::default(),
+        )?),
+        None => None,
+    };
+    let (op, size) = (args.op, args.size);
+    threaded_load(args, |k, reps| {
+        let own_ni = match &shared_client {
+            Some(_) => None,
+            None => Some(standalone::dial_with(server, key, opts).map_err(|e| e.to_string())),
+        };
+        let mut failure: Option<String> = None;
+        let mut client = match (&shared_client, &own_ni) {
+            (Some(c), _) => Some(ObjClient::shared(c)),
+            (None, Some(Ok(ni))) => {
+                Client::connect(ni, standalone::SERVER_ID, ClientConfig::default())
+                    .map(ObjClient::new)
+                    .map_err(|e| failure = Some(e.to_string()))
+                    .ok()
+            }
+            (None, Some(Err(e))) => {
+                failure = Some(e.clone());
+                None
+            }
+            (None, None) => None,
+        };
+        if k == 0 && op == Op::Get {
+            if let Some(c) = client.as_mut() {
+                if let Err(e) = c.put_bytes(&get_name, &data) {
+                    failure = Some(e.to_string());
+                }
+            }
+        }
+        let put_name = format!("load-put-{size}-{k}");
+        let total = reps.run(failure, || {
+            let c = client.as_mut().ok_or("no client")?;
+            match op {
+                Op::Get => c.get_discard(&get_name, size),
+                Op::Put => c.put_bytes(&put_name, &data),
+            }
+            .map_err(|e| e.to_string())
+        });
+        drop(client);
+        total
+    })
+}
+
+/// The same loop over plain TCP (`objstore-raw-server`): each client a
+/// thread with its own connection.
+fn raw_load(args: &Args) -> Result<(), BoxError> {
+    use objstore::raw::RawClient;
+
+    let data: Vec<u8> = (0..args.size).map(|i| (i % 251) as u8).collect();
+    let get_name = format!("load-get-{}", args.size);
+    let (op, size) = (args.op, args.size);
+    threaded_load(args, |k, reps| {
+        let mut client = RawClient::connect(&args.connect).map_err(|e| e.to_string());
+        if k == 0 && op == Op::Get {
+            if let Ok(c) = client.as_mut() {
+                if let Err(e) = c.put_bytes(&get_name, &data) {
+                    client = Err(e.to_string());
+                }
+            }
+        }
+        let put_name = format!("load-put-{size}-{k}");
+        let (mut c, failed) = match client {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e)),
+        };
+        reps.run(failed, || {
+            let c = c.as_mut().ok_or("no client")?;
+            match op {
+                Op::Get => c.get_discard(&get_name),
+                Op::Put => c.put_bytes(&put_name, &data),
+            }
+            .map_err(|e| e.to_string())
+        })
+    })
 }

@@ -47,6 +47,20 @@ struct Args {
     /// from the mapped file.
     #[arg(long)]
     read_gets: bool,
+    /// Who moves the data: a progress thread (`thread`), or the service
+    /// threads while they wait for requests and transfers (`poll`; they
+    /// yield the core between polls).
+    #[arg(long, value_enum, default_value = "thread")]
+    progress: Progress,
+}
+
+/// `--progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Progress {
+    /// A progress thread.
+    Thread,
+    /// The waiting service threads.
+    Poll,
 }
 
 fn parse_key(s: &str) -> Result<u64, String> {
@@ -63,7 +77,14 @@ fn main() {
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let store = Arc::new(Store::open(&args.dir)?);
-    let (ni, addr) = standalone::listen(args.listen, args.key)?;
+    let opts = match args.progress {
+        Progress::Thread => standalone::DialOptions::default(),
+        Progress::Poll => standalone::DialOptions {
+            progress: standalone::ProgressMode::Poll,
+            wait_yield: true,
+        },
+    };
+    let (ni, addr) = standalone::listen_with(args.listen, args.key, opts)?;
     let cfg = ServiceConfig {
         threads: args.threads.max(1),
         // Room for 16 clients' small requests at once before back-off.
@@ -83,9 +104,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         } else {
             GetFrom::Map
         });
-    println!("listening on {addr}");
-    use std::io::Write;
-    std::io::stdout().flush()?;
+    objstore::cli::announce_listening(&addr)?;
     svc.serve(&|req: &mut Request<'_>| -> Result<Vec<u8>, HandlerError> { handler.handle(req) })?;
     Ok(())
 }

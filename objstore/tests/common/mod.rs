@@ -1,5 +1,5 @@
-//! What both services' end-to-end tests use: random and failing sources,
-//! and a streaming comparison of two files.
+//! What the services' end-to-end tests use: random and failing sources,
+//! a streaming comparison of two files, and a store directory's listing.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -75,4 +75,14 @@ impl Read for Failing {
         self.0 -= n;
         Ok(n)
     }
+}
+
+/// The names in `dir`, sorted (objects and temporary files alike).
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
 }
