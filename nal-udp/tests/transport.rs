@@ -414,3 +414,69 @@ fn a_lazy_acknowledgment_leaves_with_the_answer() {
         );
     }
 }
+
+/// Voluntary context switches so far of this process's thread named
+/// `name` (`/proc/self/task/*/status`), if there is one.
+fn voluntary_switches_of(name: &str) -> Option<u64> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).ok()?;
+        return status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok());
+    }
+    None
+}
+
+/// Sending wakes nobody: a peer's connected socket is not watched for
+/// write space, whose every release (at once, on the loopback) would wake
+/// the progress thread sleeping in the poller. The peer is a polling
+/// interface nobody drives during the burst, so nothing comes back: the
+/// sender's progress thread wakes only for its own timers (a tail probe).
+/// With write space watched it woke for most of the sends.
+#[test]
+fn sending_does_not_wake_the_sleeping_progress_thread() {
+    const SENDS: u64 = 300;
+    for cfg in variants::<UdpConfig>() {
+        if cfg.progress != nal_udp::ProgressMode::Thread {
+            continue;
+        }
+        let quiet = UdpConfig {
+            progress: nal_udp::ProgressMode::Poll,
+            ..cfg.clone()
+        };
+        let nodes = job_with(&[cfg.clone(), quiet]);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let beq = b.ni.eq_alloc(1024).unwrap();
+        catch_all(&b.ni, beq, 1 << 20);
+        let aeq = a.ni.eq_alloc(1024).unwrap();
+        let src = bind_md(&a.ni, aeq, vec![7u8; 8]);
+        // Both ends connected and warm (b answers while it waits here),
+        // then quiet: a's progress thread sleeps in its poller, past any
+        // hand-back delay.
+        a.ni.put(src, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
+            .unwrap();
+        expect(&b.ni, beq, EventKind::Put);
+        std::thread::sleep(Duration::from_millis(50));
+        let name = format!("ptl-udp-{}", id(0));
+        let before = voluntary_switches_of(&name).expect("a's progress thread");
+        for _ in 0..SENDS {
+            a.ni.put(src, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        let woke = voluntary_switches_of(&name).expect("a's progress thread") - before;
+        // Every put arrives once b is driven again.
+        for _ in 0..SENDS {
+            expect(&b.ni, beq, EventKind::Put);
+        }
+        assert!(
+            woke < SENDS / 5,
+            "{cfg:?}: the progress thread woke {woke} times for {SENDS} sends"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use nal_sys::{Poller, Ready};
 
 use crate::deliver::process_id;
 
-use super::{lock, Inner, State, PT_SLEEP};
+use super::{lock, Inner, State, PT_SLEEP, TX_BLOCKED_RETRY};
 
 impl Inner {
     /// One progress pass: read datagrams, run expired timers, send. Returns
@@ -173,11 +173,17 @@ impl Inner {
     }
 
     /// How long to sleep at most: `cap`, or less if a protocol timer is due
-    /// sooner. Zero means "do not sleep".
+    /// sooner or a full send buffer refused datagrams (no write-space edge
+    /// of a connected socket wakes the sleeper). Zero means "do not sleep".
     pub(super) fn nap(st: &State, cap: Duration) -> Duration {
         if st.rx_more || !st.responses.is_empty() {
             return Duration::ZERO;
         }
+        let cap = if st.tx_blocked {
+            cap.min(TX_BLOCKED_RETRY)
+        } else {
+            cap
+        };
         match st.ep.poll_timeout() {
             Some(d) => d.saturating_duration_since(Instant::now()).min(cap),
             None => cap,
