@@ -215,7 +215,7 @@ fn load(
         .collect()
 }
 
-/// Run `p` (rpc-rate or rpc-bulk) on the portals-rpc or the gRPC store.
+/// Run `p` (rpc-rate or rpc-bulk) on the store served by `which`.
 pub fn run(runner: &Runner, which: RpcServer, p: &Params) -> Result<Vec<Record>> {
     let label = which.label();
     let server = start_server(runner, which)?;

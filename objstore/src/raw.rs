@@ -23,7 +23,7 @@
 //! A server that fails a put part-way answers the error and closes the
 //! connection (the rest of the object is not read).
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -43,6 +43,17 @@ pub const CHUNK: usize = 1 << 20;
 
 /// Bytes of a get mapped at a time (the address space a large get takes).
 const MAP_SPAN: usize = 64 << 20;
+
+/// Reads go through a buffer of this size, so that a request's header (and
+/// a small object after it) costs one `recv`, not one per field; larger
+/// reads bypass it.
+const READ_BUFFER: usize = 64 << 10;
+
+/// Objects up to this size leave in the same `send` as their header.
+const COALESCE_MAX: usize = 64 << 10;
+
+/// Bytes of a successful reply's header: status and size.
+const REPLY_OK_LEN: usize = 9;
 
 /// Connections served at once, at most (each is a thread); more are
 /// closed at once.
@@ -106,31 +117,33 @@ pub fn serve(store: Arc<Store>, listener: TcpListener) -> io::Result<()> {
 /// Answer one connection's requests until it closes or fails.
 fn serve_connection(store: &Store, mut conn: TcpStream) -> io::Result<()> {
     conn.set_nodelay(true)?;
+    let mut rd = BufReader::with_capacity(READ_BUFFER, conn.try_clone()?);
     let mut buf = vec![0u8; CHUNK];
+    let mut name = [0u8; u8::MAX as usize];
     loop {
         let mut head = [0u8; 2];
-        match conn.read_exact(&mut head) {
+        match rd.read_exact(&mut head) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
         let [op, name_len] = head;
-        let mut name = vec![0u8; usize::from(name_len)];
-        conn.read_exact(&mut name)?;
+        let name = &mut name[..usize::from(name_len)];
+        rd.read_exact(name)?;
         let mut size = [0u8; 8];
-        conn.read_exact(&mut size)?;
+        rd.read_exact(&mut size)?;
         let size = u64::from_le_bytes(size);
-        let name = std::str::from_utf8(&name)
+        let name = std::str::from_utf8(name)
             .map_err(|_| StoreError::InvalidName {
-                name: String::from_utf8_lossy(&name).into_owned(),
+                name: String::from_utf8_lossy(name).into_owned(),
                 why: "not UTF-8",
             })
             .and_then(ObjectName::new);
         match op {
             OP_PUT => {
-                let done = name.and_then(|n| put(store, &n, &mut conn, size, &mut buf));
+                let done = name.and_then(|n| put(store, &n, &mut rd, size, &mut buf));
                 match done {
-                    Ok(stored) => reply_ok(&mut conn, stored)?,
+                    Ok(stored) => conn.write_all(&reply_ok(stored))?,
                     Err(e) => {
                         // The rest of the object is not read: the
                         // connection ends with the answer.
@@ -141,10 +154,7 @@ fn serve_connection(store: &Store, mut conn: TcpStream) -> io::Result<()> {
                 }
             }
             OP_GET => match name.and_then(|n| store.get(&n)) {
-                Ok(r) => {
-                    reply_ok(&mut conn, r.size())?;
-                    send_object(&r, &mut conn, &mut buf)?;
-                }
+                Ok(r) => send_object(&r, &mut conn, &mut buf)?,
                 Err(e) => reply_err(&mut conn, &e)?,
             },
             _ => {
@@ -160,7 +170,7 @@ fn serve_connection(store: &Store, mut conn: TcpStream) -> io::Result<()> {
 fn put(
     store: &Store,
     name: &ObjectName,
-    conn: &mut TcpStream,
+    conn: &mut impl Read,
     size: u64,
     buf: &mut [u8],
 ) -> Result<u64, StoreError> {
@@ -178,14 +188,26 @@ fn put(
     w.commit()
 }
 
-/// Send the whole object `r` on `conn`: from the mapped file, or read
-/// through `buf` where the file cannot be mapped.
+/// Answer a get with the whole object `r`: a small one read into `buf`
+/// behind its reply header and sent with it; a larger one after the header,
+/// from the mapped file, or read through `buf` where the file cannot be
+/// mapped.
 fn send_object(
     r: &crate::store::ObjectReader,
     conn: &mut TcpStream,
     buf: &mut [u8],
 ) -> io::Result<()> {
     let size = r.size();
+    let head = reply_ok(size);
+    if let Some(n) = usize::try_from(size).ok().filter(|&n| n <= COALESCE_MAX) {
+        buf[..REPLY_OK_LEN].copy_from_slice(&head);
+        let body = &mut buf[REPLY_OK_LEN..REPLY_OK_LEN + n];
+        if r.read_at(0, body).map_err(io::Error::other)? < n {
+            return Err(io::Error::other("object shorter than its size"));
+        }
+        return conn.write_all(&buf[..REPLY_OK_LEN + n]);
+    }
+    conn.write_all(&head)?;
     let mut at = 0u64;
     while at < size {
         let span = usize::try_from(size - at).map_or(MAP_SPAN, |l| l.min(MAP_SPAN));
@@ -209,10 +231,11 @@ fn send_object(
     Ok(())
 }
 
-fn reply_ok(conn: &mut TcpStream, size: u64) -> io::Result<()> {
-    let mut m = [0u8; 9];
+/// A successful reply's header.
+fn reply_ok(size: u64) -> [u8; REPLY_OK_LEN] {
+    let mut m = [0u8; REPLY_OK_LEN];
     m[1..].copy_from_slice(&size.to_le_bytes());
-    conn.write_all(&m)
+    m
 }
 
 fn reply_err(conn: &mut TcpStream, e: &dyn std::fmt::Display) -> io::Result<()> {
@@ -228,7 +251,12 @@ fn reply_err(conn: &mut TcpStream, e: &dyn std::fmt::Display) -> io::Result<()> 
 /// A client of [`serve`]: one connection, one request at a time.
 #[derive(Debug)]
 pub struct RawClient {
+    /// Requests and objects leave here.
     conn: TcpStream,
+    /// Replies arrive here (the same connection, buffered).
+    rd: BufReader<TcpStream>,
+    /// A request being assembled (reused).
+    out: Vec<u8>,
     /// Where gets land (reused: the client keeps no object).
     sink: Vec<u8>,
 }
@@ -239,7 +267,9 @@ impl RawClient {
         let conn = TcpStream::connect(addr)?;
         conn.set_nodelay(true)?;
         Ok(RawClient {
+            rd: BufReader::with_capacity(READ_BUFFER, conn.try_clone()?),
             conn,
+            out: Vec::with_capacity(10 + usize::from(u8::MAX) + COALESCE_MAX),
             sink: vec![0u8; CHUNK],
         })
     }
@@ -257,32 +287,41 @@ impl RawClient {
         Ok(())
     }
 
-    fn request(&mut self, op: u8, name: &str, size: u64) -> Result<(), RawError> {
+    /// Send a request; `data` (a put's object) in the same `send` when it
+    /// is small.
+    fn request(&mut self, op: u8, name: &str, data: &[u8]) -> Result<(), RawError> {
         let len = u8::try_from(name.len()).map_err(|_| RawError::NameTooLong)?;
-        let mut m = Vec::with_capacity(10 + name.len());
-        m.push(op);
-        m.push(len);
-        m.extend_from_slice(name.as_bytes());
-        m.extend_from_slice(&size.to_le_bytes());
-        self.conn.write_all(&m)?;
+        self.out.clear();
+        self.out.push(op);
+        self.out.push(len);
+        self.out.extend_from_slice(name.as_bytes());
+        self.out
+            .extend_from_slice(&(data.len() as u64).to_le_bytes());
+        if data.len() <= COALESCE_MAX {
+            self.out.extend_from_slice(data);
+            self.conn.write_all(&self.out)?;
+        } else {
+            self.conn.write_all(&self.out)?;
+            self.conn.write_all(data)?;
+        }
         Ok(())
     }
 
     /// The reply's status and size (an error reply read whole).
     fn answer(&mut self) -> Result<u64, RawError> {
         let mut status = [0u8; 1];
-        self.conn.read_exact(&mut status)?;
+        self.rd.read_exact(&mut status)?;
         match status[0] {
             0 => {
                 let mut size = [0u8; 8];
-                self.conn.read_exact(&mut size)?;
+                self.rd.read_exact(&mut size)?;
                 Ok(u64::from_le_bytes(size))
             }
             1 => {
                 let mut len = [0u8; 2];
-                self.conn.read_exact(&mut len)?;
+                self.rd.read_exact(&mut len)?;
                 let mut msg = vec![0u8; usize::from(u16::from_le_bytes(len))];
-                self.conn.read_exact(&mut msg)?;
+                self.rd.read_exact(&mut msg)?;
                 Err(RawError::Server(String::from_utf8_lossy(&msg).into_owned()))
             }
             _ => Err(RawError::Protocol("unknown status")),
@@ -291,26 +330,28 @@ impl RawClient {
 
     /// Store `data` as `name`; the size stored.
     pub fn put_bytes(&mut self, name: &str, data: &[u8]) -> Result<u64, RawError> {
-        self.request(OP_PUT, name, data.len() as u64)?;
-        let sent = self.conn.write_all(data);
+        let sent = match self.request(OP_PUT, name, data) {
+            Err(RawError::NameTooLong) => return Err(RawError::NameTooLong),
+            sent => sent,
+        };
         match self.answer() {
             Ok(n) if n == data.len() as u64 => Ok(n),
             Ok(_) => Err(RawError::Protocol("stored size differs from the sent one")),
             // A server that refuses part-way answers and closes: its
             // answer says more than the write that then failed.
             Err(e @ RawError::Server(_)) => Err(e),
-            Err(e) => Err(sent.err().map_or(e, RawError::Io)),
+            Err(e) => Err(sent.err().unwrap_or(e)),
         }
     }
 
     /// Fetch `name` into `out`; its size.
     pub fn get_to(&mut self, name: &str, out: &mut dyn Write) -> Result<u64, RawError> {
-        self.request(OP_GET, name, 0)?;
+        self.request(OP_GET, name, &[])?;
         let size = self.answer()?;
         let mut left = size;
         while left > 0 {
             let n = usize::try_from(left).map_or(self.sink.len(), |l| l.min(self.sink.len()));
-            self.conn.read_exact(&mut self.sink[..n])?;
+            self.rd.read_exact(&mut self.sink[..n])?;
             out.write_all(&self.sink[..n])?;
             left -= n as u64;
         }
