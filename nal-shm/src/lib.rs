@@ -141,6 +141,11 @@ pub struct ShmConfig {
     /// cores (`PTL_PROGRESS_NICE=auto`), where favoured progress threads
     /// take the cores other ranks compute on.
     pub progress_nice: u32,
+    /// Progress thread only: the CPUs it may run on (see
+    /// [`nal_sys::affinity::ProgressCpus`]; by default the launcher's, so
+    /// that a rank bound to one core does not move its arrivals on the
+    /// core it computes on). `PTL_PROGRESS_CPUS` sets it under the runtime.
+    pub progress_cpus: nal_sys::affinity::ProgressCpus,
 }
 
 impl Default for ShmConfig {
@@ -156,6 +161,7 @@ impl Default for ShmConfig {
             liveness_interval: Duration::from_millis(100),
             early_takeover: true,
             progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
+            progress_cpus: nal_sys::affinity::ProgressCpus::Launcher,
         }
     }
 }

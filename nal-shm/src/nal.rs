@@ -86,6 +86,11 @@ impl ShmEndpoint {
         self.cfg.progress_nice = steps;
     }
 
+    /// Set [`ShmConfig::progress_cpus`].
+    pub fn set_progress_cpus(&mut self, cpus: nal_sys::affinity::ProgressCpus) {
+        self.cfg.progress_cpus = cpus;
+    }
+
     /// What the other processes need to reach this endpoint.
     pub fn addr(&self) -> ShmAddr {
         self.addr

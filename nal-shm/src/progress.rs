@@ -160,7 +160,7 @@ impl Inner {
     pub(crate) fn progress_thread(self: Arc<Self>) {
         // Preempt a computing application promptly when woken, and stay
         // eligible to after a copy (see `nal_sys::sched`).
-        nal_sys::sched::progress_thread_sched(self.cfg.progress_nice);
+        nal_sys::sched::progress_thread_sched(self.cfg.progress_nice, &self.cfg.progress_cpus);
         let nap = PT_SLEEP.min(self.cfg.liveness_interval);
         let longest = self.cfg.handback.saturating_mul(nal_sys::gate::MAX_BACKOFF);
         // Waits begun when the dozer last looked, and its back-off.

@@ -1,7 +1,11 @@
 //! The scheduling request of a progress thread.
 //!
-//! A progress thread shares its rank's core with the application (ranks are
-//! bound one per core, like `mpiexec --bind-to core`). When data arrive
+//! A progress thread may share its rank's core with the application: where
+//! every core runs a rank, the thread's own core is some rank's, and where
+//! ranks are bound one per core (`mpiexec --bind-to core`) and the thread
+//! keeps its rank's CPU ([`ProgressCpus::Rank`]) it is its own rank's
+//! (the default lets it onto the launcher's other CPUs,
+//! [`ProgressCpus::Launcher`]). When data arrive
 //! while the application computes, the thread is woken, but the kernel's
 //! EEVDF scheduler (Linux 6.6 and later) lets the running task finish its
 //! time slice first (`RUN_TO_PARITY`, about 3 ms on a few cores): a compute
@@ -31,6 +35,8 @@
 
 use std::io;
 use std::time::Duration;
+
+use crate::affinity::ProgressCpus;
 
 /// The shortest slice the kernel accepts (`sched_runtime` lower bound).
 pub const MIN_SLICE: Duration = Duration::from_micros(100);
@@ -149,11 +155,17 @@ pub fn raise_priority(steps: u32) -> io::Result<i32> {
     }
 }
 
-/// What a progress thread calls first: `nice_steps` of priority over the
+/// What a progress thread calls first: the CPUs it may run on
+/// ([`ProgressCpus::apply`]), `nice_steps` of priority over the
 /// application ([`raise_priority`]; 0 for none), then its time slice
 /// ([`progress_thread_slice`]). Each refusal is logged at debug level and
-/// the thread goes on as it was: both are hints to the scheduler.
-pub fn progress_thread_sched(nice_steps: u32) {
+/// the thread goes on as it was: all three are hints to the scheduler.
+pub fn progress_thread_sched(nice_steps: u32, cpus: &ProgressCpus) {
+    match cpus.apply() {
+        Ok(Some(cpus)) => tracing::debug!(?cpus, "progress thread placement"),
+        Ok(None) => {}
+        Err(e) => tracing::debug!(error = %e, "progress thread keeps its application's CPUs"),
+    }
     match raise_priority(nice_steps) {
         Ok(nice) => tracing::debug!(nice, "progress thread priority"),
         Err(e) => tracing::debug!(error = %e, "progress thread keeps its application's priority"),

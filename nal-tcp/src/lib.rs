@@ -122,6 +122,11 @@ pub struct TcpConfig {
     /// cores (`PTL_PROGRESS_NICE=auto`), where favoured progress threads
     /// take the cores other ranks compute on.
     pub progress_nice: u32,
+    /// Progress thread only: the CPUs it may run on (see
+    /// [`nal_sys::affinity::ProgressCpus`]; by default the launcher's, so
+    /// that a rank bound to one core does not move its arrivals on the
+    /// core it computes on). `PTL_PROGRESS_CPUS` sets it under the runtime.
+    pub progress_cpus: nal_sys::affinity::ProgressCpus,
     /// Bytes read from one connection before moving on to others.
     pub read_budget: usize,
     /// A payload remainder at least this large is read from the socket
@@ -205,6 +210,7 @@ impl Default for TcpConfig {
             handback: Duration::from_micros(200),
             early_takeover: true,
             progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
+            progress_cpus: nal_sys::affinity::ProgressCpus::Launcher,
             read_budget: 1 << 20,
             direct_read_min: 16 << 10,
             wake_per_message: true,

@@ -87,6 +87,11 @@ pub struct UdpConfig {
     /// cores (`PTL_PROGRESS_NICE=auto`), where favoured progress threads
     /// take the cores other ranks compute on.
     pub progress_nice: u32,
+    /// Progress thread only: the CPUs it may run on (see
+    /// [`nal_sys::affinity::ProgressCpus`]; by default the launcher's, so
+    /// that a rank bound to one core does not move its arrivals on the
+    /// core it computes on). `PTL_PROGRESS_CPUS` sets it under the runtime.
+    pub progress_cpus: nal_sys::affinity::ProgressCpus,
 }
 
 /// Environment variable overriding the default
@@ -189,6 +194,7 @@ impl Default for UdpConfig {
             connected_sends: true,
             fault: None,
             progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
+            progress_cpus: nal_sys::affinity::ProgressCpus::Launcher,
         }
     }
 }

@@ -101,7 +101,10 @@ enum ConnectArg {
 /// default 100, 0 for none), PTL_PROGRESS_NICE (how many nice steps the
 /// progress thread runs below its application: auto, the default, is 10,
 /// or 0 on a host running more ranks than cores; as many as CAP_SYS_NICE
-/// or RLIMIT_NICE allow), PTL_WAIT_SPIN_BUSY_US (how much longer a
+/// or RLIMIT_NICE allow), PTL_PROGRESS_CPUS (the CPUs the progress thread
+/// may run on: launcher, the default, those ptlrun itself may use, so
+/// that a rank bound by --cpu-bind core moves arriving data on an idle
+/// core; rank, its rank's; or a list such as 0-3,8), PTL_WAIT_SPIN_BUSY_US (how much longer a
 /// waiting thread polls while a peer copies its data, µs, default 2000),
 /// PTL_COLL_FLAT (MPI's short all-reduces and barriers through rank 0:
 /// 1, 0, or auto, the default: where some host runs more ranks than it
@@ -355,6 +358,8 @@ pub fn main() -> ExitCode {
         // No option: PTL_PROGRESS_NICE reaches the ranks from ptlrun's own
         // environment.
         progress_nice: None,
+        // Nor for PTL_PROGRESS_CPUS.
+        progress_cpus: nal_sys::affinity::ProgressCpus::Launcher,
     };
     let mut spec = LaunchSpec::new(args.ranks, PathBuf::from(program));
     spec.args = command.collect();

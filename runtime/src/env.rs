@@ -18,6 +18,7 @@
 //! | `PTL_WAIT_YIELD` | `1`: a waiting thread yields the core between polls of its spin window; `0`: it spins; `auto`: yield when this host runs more ranks of the job than it has cores online | `auto` |
 //! | `PTL_PROGRESS_SLICE_US` | progress thread only: the time slice it asks the scheduler for (Linux ≥ 6.12, EEVDF), so that when woken it preempts the computing application at once instead of after the application's slice; `0` asks for none (see `nal_sys::sched`) | `100` |
 //! | `PTL_PROGRESS_NICE` | progress thread only: how many nice steps (0–40) it runs below (favoured over) its application, so that after moving a payload it stays eligible to preempt the computation for the next one (EEVDF); `0`: the application's nice value; `auto`: 10, or 0 where this host runs more ranks of the job than it has cores online (there favoured progress threads take the cores other ranks compute on). Lowering it needs `CAP_SYS_NICE` or a `RLIMIT_NICE` that allows it; the thread takes as many steps as allowed (see `nal_sys::sched`) | `auto` |
+//! | `PTL_PROGRESS_CPUS` | progress thread only: the CPUs it may run on. `launcher`: those the launcher gave out to the job (its parent's affinity, when that holds every CPU of the rank), so that a rank bound to one core moves its arrivals on an idle core, most often the one of the rank waiting for them, instead of on the core it computes on; `rank`: the rank's own (inherited); or a CPU list such as `0-3,8` (see `nal_sys::affinity::ProgressCpus`) | `launcher` |
 //! | `PTL_HANDBACK_US` | progress thread only: how long after the last waiting thread left the progress thread takes the sockets back, µs | `200` |
 //! | `PTL_TCP_RCVLOWAT` | TCP only: `1` wakes a sleeping thread once per large message (the socket's receive low-water mark set to the rest of a payload being read), `0` at every arriving segment, for comparison (see [`nal_tcp::TcpConfig::wake_per_message`]) | `1` |
 //! | `PTL_TCP_TAKEOVER` | TCP, progress thread only: `1` the progress thread takes arrivals at once while the application computes during the hand-back delay, `0` it sleeps the delay out; `auto`: `1` only where each rank's progress thread has a spare core (at least twice as many cores online as ranks of the job on this host, and the rank not bound to one CPU); elsewhere the early wake-ups preempt the computing application and measured slower (see [`nal_tcp::TcpConfig::early_takeover`]) | `auto` |
@@ -51,6 +52,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use nal_sys::affinity::ProgressCpus;
 use nal_tcp::{Backend, ConnectMode, ProgressMode};
 use nal_udp::FaultConfig;
 
@@ -121,6 +123,9 @@ pub const SHM_TAKEOVER: &str = "PTL_SHM_TAKEOVER";
 /// Nice steps the progress thread runs below its application (`auto` or
 /// 0–40).
 pub const PROGRESS_NICE: &str = "PTL_PROGRESS_NICE";
+/// The CPUs a progress thread may run on (`launcher`, `rank` or a CPU
+/// list).
+pub const PROGRESS_CPUS: &str = "PTL_PROGRESS_CPUS";
 /// Secret mixed into the job key of a job started by a PMI launcher.
 pub const JOB_SECRET: &str = "PTL_JOB_SECRET";
 /// Socket send buffer of each connection, in bytes.
@@ -234,6 +239,9 @@ pub struct JobOptions {
     /// computed on: UDP's `cg` and `coll` on 8 ranks ran 1.5–1.7× polling
     /// mode instead of 1.03–1.14×).
     pub progress_nice: Option<u32>,
+    /// Progress thread only: the CPUs it may run on
+    /// (`TcpConfig::progress_cpus` and its siblings).
+    pub progress_cpus: ProgressCpus,
     /// `SO_SNDBUF` of each connection (`None`: the kernel's autotuning).
     /// Linux doubles the request and caps it at `net.core.wmem_max`; a
     /// set size also turns the kernel's autotuning off.
@@ -285,6 +293,7 @@ impl Default for JobOptions {
             shm_cma_chunk: None,
             shm_early_takeover: None,
             progress_nice: None,
+            progress_cpus: ProgressCpus::Launcher,
         }
     }
 }
@@ -363,6 +372,9 @@ impl JobOptions {
         }
         if let Some(n) = self.progress_nice {
             env.push((PROGRESS_NICE, n.to_string()));
+        }
+        if self.progress_cpus != ProgressCpus::Launcher {
+            env.push((PROGRESS_CPUS, self.progress_cpus.to_string()));
         }
         if let Some(n) = self.send_buffer {
             env.push((SNDBUF, n.to_string()));
@@ -514,6 +526,14 @@ impl JobOptions {
                     bad(PROGRESS_NICE, "expected auto or nice steps from 0 to 40")
                 })?),
             };
+        }
+        if let Some(v) = var(get, PROGRESS_CPUS)? {
+            o.progress_cpus = ProgressCpus::parse(&v).map_err(|_| {
+                bad(
+                    PROGRESS_CPUS,
+                    "expected launcher, rank or a CPU list such as 0-3,8",
+                )
+            })?;
         }
         if let Some(v) = on_off_auto(get, WAIT_YIELD)? {
             o.wait_yield = v;
@@ -799,6 +819,23 @@ mod tests {
             assert_eq!(through_env(&o), o);
         }
         refused_naming(PROGRESS_NICE, &["", "41", "-2", "high"]);
+    }
+
+    #[test]
+    fn progress_cpus_default_to_the_launchers_and_round_trip_and_a_bad_value_is_named() {
+        let d = JobOptions::from_lookup(&lookup(&[])).unwrap();
+        assert_eq!(d.progress_cpus, ProgressCpus::Launcher);
+        assert!(d.to_env().iter().all(|(k, _)| *k != PROGRESS_CPUS));
+        for (text, want) in [
+            ("launcher", ProgressCpus::Launcher),
+            ("rank", ProgressCpus::Rank),
+            ("1-2,5", ProgressCpus::List(vec![1, 2, 5])),
+        ] {
+            let o = JobOptions::from_lookup(&lookup(&[(PROGRESS_CPUS, text)])).unwrap();
+            assert_eq!(o.progress_cpus, want, "{text}");
+            assert_eq!(through_env(&o), o);
+        }
+        refused_naming(PROGRESS_CPUS, &["", "cores", "2-1", "0,,1"]);
     }
 
     #[test]

@@ -301,13 +301,18 @@ pub(crate) fn bring_up(
         Some(NetEndpoint::Tcp(ep)) => {
             ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(spare));
             ep.set_progress_nice(nice);
+            ep.set_progress_cpus(o.progress_cpus.clone());
         }
-        Some(NetEndpoint::Udp(ep)) => ep.set_progress_nice(nice),
+        Some(NetEndpoint::Udp(ep)) => {
+            ep.set_progress_nice(nice);
+            ep.set_progress_cpus(o.progress_cpus.clone());
+        }
         None => {}
     }
     let mut shm = shm;
     if let Some(ep) = &mut shm {
         ep.set_progress_nice(nice);
+        ep.set_progress_cpus(o.progress_cpus.clone());
         // On by default: a dozing shared-memory progress thread is woken
         // only for work (a single-copy read, a request to answer), never
         // for a small message nor beside a waiter, so it does not preempt

@@ -17,6 +17,7 @@ pub mod examples;
 pub mod hydra;
 pub mod openmpi;
 pub mod slurm;
+pub mod threads;
 
 // The generic launcher runner lives in hydra's module tree (runtime's
 // tests include hydra.rs by path and need it too); compiled once, here.

@@ -131,39 +131,55 @@ fn ranks_killed_during_start_up_leave_nothing_in_dev_shm() {
     assert!(left.is_empty(), "left in /dev/shm: {left:?}");
 }
 
-/// The CPUs each rank of a 3-rank job says it may use, by rank.
-fn cpus_of_ranks(bind: CpuBind) -> Vec<Vec<usize>> {
+/// The CPUs each rank of a 3-rank job says it may use, and those its
+/// progress thread may, by rank.
+fn cpus_of_ranks(bind: CpuBind, env: &[(&str, &str)]) -> Vec<(Vec<usize>, Vec<usize>)> {
     let mut spec = LaunchSpec::new(3, env!("CARGO_BIN_EXE_ptl_check"));
     spec.args = vec!["affinity".into()];
     spec.output = Output::Capture;
     spec.timeout = Some(Duration::from_secs(120));
     spec.cpu_bind = bind;
+    spec.env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let out = launch(&spec).expect("launch");
     assert_ok(&out, 3, &format!("affinity {bind:?}"));
+    let parse = |r: u32, line: &str, key: &str| -> Vec<usize> {
+        let list = line
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("rank {r} printed no {key:?}: {line:?}"));
+        list.split(',').map(|c| c.parse().expect("a CPU")).collect()
+    };
     (0..3)
         .map(|r| {
             let line = out.stdout_of(r);
-            let list = line
-                .lines()
-                .find_map(|l| l.strip_prefix("cpus "))
-                .unwrap_or_else(|| panic!("rank {r} printed no CPUs: {line:?}"));
-            list.split(',').map(|c| c.parse().expect("a CPU")).collect()
+            (parse(r, &line, "cpus "), parse(r, &line, "progress-cpus "))
         })
         .collect()
 }
 
 /// `--cpu-bind core` pins rank i to the i-th CPU the launcher may use,
 /// round-robin (three ranks: on two CPUs the third shares the first's);
-/// without it every rank may use them all.
+/// without it every rank may use them all. Either way a rank's progress
+/// thread may run on every CPU the launcher may, unless
+/// `PTL_PROGRESS_CPUS=rank` keeps it on its rank's.
 #[test]
 fn the_launcher_binds_rank_i_to_the_i_th_cpu_when_asked() {
     let allowed = nal_sys::affinity::allowed_cpus().expect("affinity");
-    let bound = cpus_of_ranks(CpuBind::Core);
-    for (r, cpus) in bound.iter().enumerate() {
+    let bound = cpus_of_ranks(CpuBind::Core, &[]);
+    for (r, (cpus, progress)) in bound.iter().enumerate() {
         assert_eq!(cpus, &vec![allowed[r % allowed.len()]], "rank {r}");
+        assert_eq!(progress, &allowed, "rank {r}'s progress thread");
     }
-    for (r, cpus) in cpus_of_ranks(CpuBind::None).iter().enumerate() {
+    for (r, (cpus, progress)) in cpus_of_ranks(CpuBind::None, &[]).iter().enumerate() {
         assert_eq!(cpus, &allowed, "rank {r} unbound");
+        assert_eq!(progress, &allowed, "rank {r}'s progress thread, unbound");
+    }
+    let kept = cpus_of_ranks(CpuBind::Core, &[("PTL_PROGRESS_CPUS", "rank")]);
+    for (r, (cpus, progress)) in kept.iter().enumerate() {
+        assert_eq!(progress, cpus, "rank {r}'s progress thread kept on its CPU");
     }
 }
 

@@ -53,6 +53,11 @@ impl TcpEndpoint {
         self.cfg.progress_nice = steps;
     }
 
+    /// Set [`TcpConfig::progress_cpus`].
+    pub fn set_progress_cpus(&mut self, cpus: nal_sys::affinity::ProgressCpus) {
+        self.cfg.progress_cpus = cpus;
+    }
+
     /// Start serving `core` (use inside [`portals::NetworkInterface::init`]).
     /// `peers` maps the other processes of the job to their addresses; more
     /// can be added later with [`TcpNal::add_peer`].

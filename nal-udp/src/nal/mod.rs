@@ -141,6 +141,11 @@ impl UdpEndpoint {
         self.cfg.progress_nice = steps;
     }
 
+    /// Set [`UdpConfig::progress_cpus`].
+    pub fn set_progress_cpus(&mut self, cpus: nal_sys::affinity::ProgressCpus) {
+        self.cfg.progress_cpus = cpus;
+    }
+
     /// The address peers send to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local

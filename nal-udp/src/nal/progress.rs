@@ -283,7 +283,7 @@ impl Inner {
     pub(super) fn progress_thread(self: Arc<Self>) {
         // Preempt a computing application promptly when woken, and stay
         // eligible to after a copy (see `nal_sys::sched`).
-        nal_sys::sched::progress_thread_sched(self.cfg.progress_nice);
+        nal_sys::sched::progress_thread_sched(self.cfg.progress_nice, &self.cfg.progress_cpus);
         let Some(pt) = &self.pt else { return };
         let mut events: Vec<Ready> = Vec::new();
         while !self.gate.is_stopped() {

@@ -384,6 +384,34 @@ fn sockbuf(job: &Job, expect_snd: usize, expect_rcv: usize) -> R<()> {
     putget(job, 1 << 20)
 }
 
+/// Print the CPUs this rank may use (`cpus 0,1`) and, once its progress
+/// thread has placed itself (it does before it first sleeps), that
+/// thread's (`progress-cpus 0,1`).
+fn affinity() -> Result<(), String> {
+    let list = |c: &[usize]| {
+        c.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let own = nal_sys::affinity::allowed_cpus().map_err(|e| e.to_string())?;
+    println!("cpus {}", list(&own));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let asleep = portals_tests::threads::threads_named(&["ptl-tcp-", "ptl-udp-", "ptl-shm-"])
+            .into_iter()
+            .find(|t| t.asleep);
+        if let Some(t) = asleep {
+            println!("progress-cpus {}", list(&t.cpus));
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("no progress thread asleep after 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let scenario = args.get(1).cloned().unwrap_or_default();
@@ -405,12 +433,7 @@ fn main() {
         "storm" => storm(&job, arg(2, 2000)),
         "sleepy-target" => sleepy_target(&job, args.get(2).map(String::as_str) != Some("poll")),
         "die-mid-transfer" => die_mid_transfer(&job),
-        "affinity" => nal_sys::affinity::allowed_cpus()
-            .map(|c| {
-                let list: Vec<String> = c.iter().map(ToString::to_string).collect();
-                println!("cpus {}", list.join(","));
-            })
-            .map_err(|e| e.to_string()),
+        "affinity" => affinity(),
         "killed-at-start" => {
             // Before any peer had a reason to map this rank's inbox.
             // SAFETY: raise has no memory-safety preconditions.
