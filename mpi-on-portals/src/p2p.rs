@@ -37,28 +37,31 @@ impl Process<'_> {
         &self.comm.dev
     }
 
-    /// Start a send; `owned` keeps the memory alive when the caller does
-    /// not.
+    /// Start a send that the caller hands back to the application (see
+    /// `Device::bulk_post`); `owned` keeps the memory alive when the
+    /// caller does not.
     ///
     /// # Safety
-    /// `bytes` must stay valid and unmodified until the request completes.
-    unsafe fn start_send(&self, bytes: &[u8], tag: Tag, mode: Mode) -> Result<ReqId> {
+    /// `ptr..ptr + len` must stay valid and unmodified until the request
+    /// completes.
+    unsafe fn start_send(
+        &self,
+        ptr: *const u8,
+        len: usize,
+        tag: Tag,
+        mode: Mode,
+        owned: Option<Box<dyn std::any::Any + Send>>,
+    ) -> Result<ReqId> {
         let dst = self.comm.world_rank(self.rank)?;
         let tag = check_tag(tag)?;
-        // SAFETY: forwarded from our caller.
-        unsafe {
-            self.dev().isend(
-                self.comm.ctx,
-                self.comm.me,
-                dst,
-                tag,
-                bytes.as_ptr(),
-                bytes.len(),
-                mode,
-                None,
-                false,
-            )
-        }
+        let c = self.comm;
+        self.dev().bulk_post(len, || {
+            // SAFETY: forwarded from our caller.
+            unsafe {
+                c.dev
+                    .isend(c.ctx, c.me, dst, tag, ptr, len, mode, owned, false)
+            }
+        })
     }
 
     fn immediate<'a>(
@@ -70,7 +73,7 @@ impl Process<'_> {
     ) -> Result<Request<'a>> {
         // SAFETY: `bytes` is borrowed for 'a, and the scope completes the
         // request before 'a ends.
-        let id = unsafe { self.start_send(bytes, tag, mode)? };
+        let id = unsafe { self.start_send(bytes.as_ptr(), bytes.len(), tag, mode, None)? };
         Ok(Request::new(self.dev().clone(), id, false, scope))
     }
 
@@ -250,25 +253,11 @@ impl Destination for Process<'_> {
         buf: Vec<T>,
         tag: Tag,
     ) -> Result<OwnedRequest<T>> {
-        let dst = self.comm.world_rank(self.rank)?;
-        let tag = check_tag(tag)?;
         let bytes: &[u8] = bytemuck::cast_slice(&buf);
         let (ptr, len) = (bytes.as_ptr(), bytes.len());
         // SAFETY: the vector moves into the request; its heap buffer does not
         // move and lives until the request is done.
-        let id = unsafe {
-            self.dev().isend(
-                self.comm.ctx,
-                self.comm.me,
-                dst,
-                tag,
-                ptr,
-                len,
-                Mode::Standard,
-                Some(Box::new(buf)),
-                false,
-            )?
-        };
+        let id = unsafe { self.start_send(ptr, len, tag, Mode::Standard, Some(Box::new(buf)))? };
         Ok(OwnedRequest::new(self.dev().clone(), id))
     }
 }
@@ -374,17 +363,15 @@ pub trait Source {
     ) -> Result<Request<'a>> {
         let bytes = buf.as_bytes_mut();
         let c = self.comm();
-        // SAFETY: `buf` is borrowed for 'a and the scope completes the
-        // request before 'a ends.
-        let id = unsafe {
-            c.dev.irecv(
-                c.ctx,
-                watched(c, self.source()?),
-                recv_tag(tag)?,
-                bytes.as_mut_ptr(),
-                bytes.len(),
-            )?
-        };
+        let (src, tag) = (watched(c, self.source()?), recv_tag(tag)?);
+        let id = c.dev.bulk_post(bytes.len(), || {
+            // SAFETY: `buf` is borrowed for 'a and the scope completes the
+            // request before 'a ends.
+            unsafe {
+                c.dev
+                    .irecv(c.ctx, src, tag, bytes.as_mut_ptr(), bytes.len())
+            }
+        })?;
         Ok(Request::new(c.dev.clone(), id, true, scope))
     }
 

@@ -53,11 +53,13 @@ pub unsafe fn immediate_send(
         SendMode::Synchronous => Mode::Synchronous,
         SendMode::Ready => Mode::Ready,
     };
-    // SAFETY: forwarded from our caller.
-    let id = unsafe {
-        c.dev
-            .isend(c.ctx, c.me, dst, tag, ptr, len, mode, None, false)?
-    };
+    let id = c.dev.bulk_post(len, || {
+        // SAFETY: forwarded from our caller.
+        unsafe {
+            c.dev
+                .isend(c.ctx, c.me, dst, tag, ptr, len, mode, None, false)
+        }
+    })?;
     Ok(Request::raw(c.dev.clone(), id, false))
 }
 
@@ -83,8 +85,10 @@ pub unsafe fn immediate_receive<S: Source>(
     } else {
         Some(check_tag(tag)?)
     };
-    // SAFETY: forwarded from our caller.
-    let id = unsafe { c.dev.irecv(c.ctx, source, tag, ptr, len)? };
+    let id = c.dev.bulk_post(len, || {
+        // SAFETY: forwarded from our caller.
+        unsafe { c.dev.irecv(c.ctx, source, tag, ptr, len) }
+    })?;
     Ok(Request::raw(c.dev.clone(), id, true))
 }
 

@@ -64,23 +64,9 @@ pub unsafe fn immediate_send(
     tag: Tag,
     send_mode: SendMode,
 ) -> Result<Request<'static>> {
-    let c = dest.comm;
-    let dst = c.world_rank(dest.rank)?;
-    let tag = check_tag(tag)?;
+    let len = list.iter().map(|v| v.len).sum();
     // SAFETY: forwarded from our caller.
-    let id = unsafe {
-        c.dev.isend_mem(
-            c.ctx,
-            c.me,
-            dst,
-            tag,
-            Mem::iov(list),
-            mode(send_mode),
-            None,
-            false,
-        )?
-    };
-    Ok(Request::raw(c.dev.clone(), id, false))
+    unsafe { start_send(dest, Mem::iov(list), len, tag, send_mode, None) }
 }
 
 /// Start a send of `packed` (a layout packed by the caller) to `dest`; the
@@ -91,24 +77,36 @@ pub fn immediate_send_staged(
     tag: Tag,
     send_mode: SendMode,
 ) -> Result<Request<'static>> {
+    let len = packed.len();
+    let mem = Mem::Flat(packed.as_ptr().cast_mut(), len);
+    // SAFETY: the vector moves into the request; its heap buffer does not
+    // move and lives until the request is done, and nobody writes it.
+    unsafe { start_send(dest, mem, len, tag, send_mode, Some(Box::new(packed))) }
+}
+
+/// Start a send of `mem` (`len` bytes) to `dest`; the request keeps
+/// `owned` until it completes.
+///
+/// # Safety
+/// As for [`immediate_send`], for every segment of `mem`.
+unsafe fn start_send(
+    dest: &Process<'_>,
+    mem: Mem<'_>,
+    len: usize,
+    tag: Tag,
+    send_mode: SendMode,
+    owned: Option<Box<dyn std::any::Any + Send>>,
+) -> Result<Request<'static>> {
     let c = dest.comm;
     let dst = c.world_rank(dest.rank)?;
     let tag = check_tag(tag)?;
-    let mem = Mem::Flat(packed.as_ptr().cast_mut(), packed.len());
-    // SAFETY: the vector moves into the request; its heap buffer does not
-    // move and lives until the request is done, and nobody writes it.
-    let id = unsafe {
-        c.dev.isend_mem(
-            c.ctx,
-            c.me,
-            dst,
-            tag,
-            mem,
-            mode(send_mode),
-            Some(Box::new(packed)),
-            false,
-        )?
-    };
+    let id = c.dev.bulk_post(len, || {
+        // SAFETY: forwarded from our caller.
+        unsafe {
+            c.dev
+                .isend_mem(c.ctx, c.me, dst, tag, mem, mode(send_mode), owned, false)
+        }
+    })?;
     Ok(Request::raw(c.dev.clone(), id, false))
 }
 
@@ -138,8 +136,10 @@ pub unsafe fn immediate_receive<S: Source>(
 ) -> Result<Request<'static>> {
     let (c, source) = source_of(src)?;
     let tag = recv_tag(tag)?;
-    // SAFETY: forwarded from our caller.
-    let id = unsafe { c.dev.irecv_mem(c.ctx, source, tag, Mem::iov(list), None)? };
+    let id = c.dev.bulk_post(list.iter().map(|v| v.len).sum(), || {
+        // SAFETY: forwarded from our caller.
+        unsafe { c.dev.irecv_mem(c.ctx, source, tag, Mem::iov(list), None) }
+    })?;
     Ok(Request::raw(c.dev.clone(), id, true))
 }
 
@@ -161,17 +161,21 @@ pub fn immediate_receive_staged<S: Source>(
 ) -> Result<Request<'static>> {
     let (c, source) = source_of(src)?;
     let tag = recv_tag(tag)?;
-    let mem = Mem::Flat(stage.as_mut_ptr(), stage.len());
+    let len = stage.len();
+    let mem = Mem::Flat(stage.as_mut_ptr(), len);
     let done: crate::device::OnDone = Box::new(move |res: &mut Result<Status>| {
         let cancelled = matches!(res, Ok(s) if s.is_cancelled());
         if !cancelled {
             then(&stage, res);
         }
     });
-    // SAFETY: the stage moves into the completion step, which the request
-    // keeps until it holds nothing in the engine: its heap buffer does not
-    // move and outlives every write; nobody else touches it.
-    let id = unsafe { c.dev.irecv_mem(c.ctx, source, tag, mem, Some(done))? };
+    let id = c.dev.bulk_post(len, || {
+        // SAFETY: the stage moves into the completion step, which the
+        // request keeps until it holds nothing in the engine: its heap
+        // buffer does not move and outlives every write; nobody else
+        // touches it.
+        unsafe { c.dev.irecv_mem(c.ctx, source, tag, mem, Some(done)) }
+    })?;
     Ok(Request::raw(c.dev.clone(), id, true))
 }
 

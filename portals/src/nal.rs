@@ -68,6 +68,17 @@ pub trait Nal: Send + Sync + 'static {
     /// The matching exit of [`Nal::waiter_enter`].
     fn waiter_leave(&self) {}
 
+    /// An application thread starts posting a transfer whose data will
+    /// move after its call returns (a large non-blocking send or receive);
+    /// [`Nal::bulk_post_end`] follows. A progress thread that stands aside
+    /// for the hand-back delay after the last wait may take over once the
+    /// post is done and no wait follows, so that the transfer moves while
+    /// the application computes. A hint; the default ignores it.
+    fn bulk_post_begin(&self) {}
+
+    /// The matching end of [`Nal::bulk_post_begin`].
+    fn bulk_post_end(&self) {}
+
     /// Stop background threads and close the transport. Called once, when
     /// the network interface is dropped; pending sends are abandoned without
     /// touching their memory. When it returns, the transport no longer reads

@@ -216,6 +216,18 @@ impl Nal for MuxNal {
         }
     }
 
+    fn bulk_post_begin(&self) {
+        for n in self.both() {
+            n.bulk_post_begin();
+        }
+    }
+
+    fn bulk_post_end(&self) {
+        for n in self.both() {
+            n.bulk_post_end();
+        }
+    }
+
     fn shutdown(&self) {
         for n in self.both() {
             n.shutdown();

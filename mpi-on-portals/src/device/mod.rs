@@ -127,6 +127,12 @@ pub use config::{MpiConfig, MpiStats};
 use failure::{dead_member, dead_peer, gone, gone_any};
 pub(crate) use mem::Mem;
 pub(crate) use nbc::FlatPlan;
+
+/// Bytes from which a pending non-blocking send or receive asks for the
+/// progress thread at once ([`Device::bulk_post`]): overlap is asked of
+/// transfers of 64 KB and more (issue 22), and below that a message sits
+/// whole in the sockets' buffers while the application computes.
+pub(crate) const BULK_POSTED: usize = 64 << 10;
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
 pub(crate) use slots::SlotOp;
@@ -639,6 +645,31 @@ impl Device {
 
     fn ni(&self) -> &NetworkInterface {
         self.job.ni()
+    }
+
+    /// Start a non-blocking send or receive of `len` bytes that the
+    /// caller hands back to the application (`MPI_Isend`, `MPI_Irecv` and
+    /// kin; not one a blocking call waits for at once) by running `post`.
+    /// From [`BULK_POSTED`] bytes the transport hears of it
+    /// (`portals::Nal::bulk_post_begin`): a progress thread standing aside
+    /// for the hand-back delay takes over soon after, unless a wait
+    /// follows, so that the transfer moves while the application
+    /// computes. Smaller messages travel whole inside the kernel's
+    /// buffers anyway.
+    pub(crate) fn bulk_post<R>(&self, len: usize, post: impl FnOnce() -> R) -> R {
+        if len < BULK_POSTED {
+            return post();
+        }
+        struct End<'a>(&'a dyn portals::Nal);
+        impl Drop for End<'_> {
+            fn drop(&mut self) {
+                self.0.bulk_post_end();
+            }
+        }
+        let nal = self.ni().nal();
+        nal.bulk_post_begin();
+        let _end = End(&**nal);
+        post()
     }
 
     fn core(&self) -> &NiCore {

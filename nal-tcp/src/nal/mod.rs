@@ -274,6 +274,19 @@ impl Nal for TcpNal {
         }
     }
 
+    fn bulk_post_begin(&self) {
+        if self.inner.pt.is_some() {
+            self.inner.gate.post_begin();
+        }
+    }
+
+    fn bulk_post_end(&self) {
+        if self.inner.pt.is_some() {
+            bump(&self.inner.stats.bulk_posts, 1);
+            self.inner.gate.post_end();
+        }
+    }
+
     fn progresses_alone(&self) -> bool {
         self.inner.pt.is_some()
     }

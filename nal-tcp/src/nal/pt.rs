@@ -17,7 +17,9 @@
 //! between two looks (`ProgressGate::waking_after_compute`). A ping-pong
 //! never pays for it: its messages arrive while a thread waits, when the
 //! progress thread stays parked. The same rule serves `nal-shm`, where it
-//! was measured first.
+//! was measured first. Independently, a large non-blocking transfer posted
+//! outside any wait ends the delay early for this thread and UDP's
+//! (`portals::Nal::bulk_post_begin`, `nal_sys::gate::ProgressGate::post_end`).
 
 use super::*;
 

@@ -63,6 +63,10 @@ pub struct TcpStats {
     /// sockets instead of sleeping the delay out (see
     /// [`TcpConfig::early_takeover`](crate::TcpConfig::early_takeover)).
     pub watches: u64,
+    /// Bulk transfers posted (see `portals::Nal::bulk_post_begin`); those
+    /// outside a wait may have the progress thread take over before the
+    /// hand-back delay ends.
+    pub bulk_posts: u64,
     /// Bytes written to sockets.
     pub bytes_sent: u64,
     /// Bytes read from sockets.
@@ -89,6 +93,7 @@ pub(super) struct Stats {
     pub(super) progress_wakeups: AtomicU64,
     pub(super) lowat_marks: AtomicU64,
     pub(super) watches: AtomicU64,
+    pub(super) bulk_posts: AtomicU64,
     pub(super) bytes_sent: AtomicU64,
     pub(super) bytes_received: AtomicU64,
 }
@@ -121,6 +126,7 @@ impl Stats {
             progress_wakeups: g(&s.progress_wakeups),
             lowat_marks: g(&s.lowat_marks),
             watches: g(&s.watches),
+            bulk_posts: g(&s.bulk_posts),
             bytes_sent: g(&s.bytes_sent),
             bytes_received: g(&s.bytes_received),
         }

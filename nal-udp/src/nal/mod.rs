@@ -520,6 +520,18 @@ impl Nal for UdpNal {
         }
     }
 
+    fn bulk_post_begin(&self) {
+        if self.inner.pt.is_some() {
+            self.inner.gate.post_begin();
+        }
+    }
+
+    fn bulk_post_end(&self) {
+        if self.inner.pt.is_some() {
+            self.inner.gate.post_end();
+        }
+    }
+
     fn progresses_alone(&self) -> bool {
         self.inner.pt.is_some()
     }
