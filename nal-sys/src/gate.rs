@@ -317,6 +317,12 @@ impl ProgressGate {
     fn until_bulk_due(&self) -> Duration {
         match self.bulk_at.load(Ordering::SeqCst) {
             0 => Duration::MAX,
+            // A post under way after an earlier one: nothing to take over
+            // before it ends, and its end notifies nobody (a post is
+            // pending), so look again a grace later rather than at once.
+            _ if self.posting.load(Ordering::SeqCst) > 0 => {
+                Duration::from_nanos(self.bulk_grace_ns)
+            }
             at => Duration::from_nanos(
                 at.saturating_add(self.bulk_grace_ns)
                     .saturating_sub(self.now_ns()),
@@ -958,6 +964,32 @@ mod tests {
             g.leave();
             assert!(g.stand_aside(), "round {round}");
         }
+    }
+
+    #[test]
+    fn a_progress_thread_does_not_spin_while_its_application_posts_again() {
+        // A grace long enough to tell a timed look from an immediate one.
+        let grace = Duration::from_millis(20);
+        let mut g = ProgressGate::new(Duration::from_secs(60));
+        g.bulk_grace_ns = duration_ns(grace);
+        g.enter();
+        g.leave();
+        g.post_begin();
+        g.post_end();
+        std::thread::sleep(grace * 2);
+        // The first post is due; a second one is under way.
+        g.post_begin();
+        assert!(g.stand_aside(), "posting");
+        let t0 = Instant::now();
+        g.park();
+        assert!(
+            t0.elapsed() >= grace / 2,
+            "parked {:?}: a thread that looks again at once spins",
+            t0.elapsed()
+        );
+        g.post_end();
+        std::thread::sleep(grace * 2);
+        assert!(!g.stand_aside(), "taken over after the second post");
     }
 
     #[test]
