@@ -131,8 +131,9 @@ pub struct ProgressGate {
     /// [`ProgressGate::post_begin`]).
     posting: AtomicUsize,
     /// The progress thread sleeps in [`park`](ProgressGate::park) or
-    /// [`park_for`](ProgressGate::park_for) (set and cleared under the
-    /// park lock).
+    /// [`park_for`](ProgressGate::park_for) (set under the park lock
+    /// before it sleeps; cleared when it wakes, where a poster that still
+    /// sees it set only notifies in vain).
     sleeping: AtomicBool,
     park: Mutex<()>,
     parked: Condvar,
