@@ -55,7 +55,7 @@ impl Process<'_> {
         let dst = self.comm.world_rank(self.rank)?;
         let tag = check_tag(tag)?;
         let c = self.comm;
-        self.dev().bulk_post(len, || {
+        c.dev.bulk_post(len, || {
             // SAFETY: forwarded from our caller.
             unsafe {
                 c.dev

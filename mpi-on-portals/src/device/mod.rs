@@ -127,12 +127,6 @@ pub use config::{MpiConfig, MpiStats};
 use failure::{dead_member, dead_peer, gone, gone_any};
 pub(crate) use mem::Mem;
 pub(crate) use nbc::FlatPlan;
-
-/// Bytes from which a pending non-blocking send or receive asks for the
-/// progress thread at once ([`Device::bulk_post`]): overlap is asked of
-/// transfers of 64 KB and more (issue 22), and below that a message sits
-/// whole in the sockets' buffers while the application computes.
-pub(crate) const BULK_POSTED: usize = 64 << 10;
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
 pub(crate) use slots::SlotOp;
@@ -141,6 +135,12 @@ use window::SendWindows;
 use crate::bits::{self, PROTO_LONG, PROTO_SHORT};
 use crate::error::{MpiError, Result};
 use crate::status::Status;
+
+/// Bytes from which a pending non-blocking send or receive asks for the
+/// progress thread at once ([`Device::bulk_post`]): overlap is asked of
+/// transfers of 64 KB and more (issue 22), and below that a message sits
+/// whole in the sockets' buffers while the application computes.
+pub(crate) const BULK_POSTED: usize = 64 << 10;
 
 /// The receive portal: every message is put here.
 pub(crate) const RECV_PT: PortalIndex = PortalIndex(0);
