@@ -90,6 +90,13 @@ pub(super) struct Rx {
     pub(super) buf: RxBuf,
     /// The socket's receive low-water mark as last set (see `lowat.rs`).
     pub(super) lowat: usize,
+    /// The last header announced a payload large enough to be read
+    /// straight into its descriptor: reads into the buffer stop at the end
+    /// of the next header. A full-buffer read there would copy the start
+    /// of the next large payload (up to 64 KiB) through the buffer, an
+    /// extra copy a stream of large messages paid per message, to save one
+    /// system call that matters only for small messages.
+    pub(super) header_first: bool,
 }
 
 /// Bytes read from the socket but not consumed yet.
@@ -110,6 +117,7 @@ impl Rx {
                 end: 0,
             },
             lowat: 1,
+            header_first: false,
         }
     }
 }

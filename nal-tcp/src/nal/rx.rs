@@ -87,17 +87,33 @@ impl Inner {
                 return got;
             }
             // Direct read into the descriptor for large payload remainders.
-            let direct = match &mut rx.phase {
+            let Rx { phase, buf, .. } = &mut *rx;
+            let (r, want) = match phase {
                 Phase::Payload { region, filled, .. }
-                    if rx.buf.len() == 0 && region.len() - *filled >= self.cfg.direct_read_min =>
+                    if buf.len() == 0 && region.len() - *filled >= self.cfg.direct_read_min =>
                 {
                     if region.is_contiguous() {
                         // SAFETY: the region is lent to this connection until
                         // its token completes, and only the holder of `rx`
                         // writes it.
                         let dst = unsafe { region.as_mut_slice() };
-                        let want = dst.len() - *filled;
-                        Some(((&conn.sock).read(&mut dst[*filled..]), filled, want))
+                        let rest = dst.len() - *filled;
+                        // The next header, if it is there, comes in the same
+                        // call, into the (empty) buffer: reads stop at its
+                        // end (see `Rx::header_first`), and a read of its own
+                        // cost a stream of large messages a system call each.
+                        let space = buf.space();
+                        let hdr = HEADER_LEN.min(space.len());
+                        let mut iov = [
+                            IoSliceMut::new(&mut dst[*filled..]),
+                            IoSliceMut::new(&mut space[..hdr]),
+                        ];
+                        let r = (&conn.sock).read_vectored(&mut iov);
+                        if let Ok(n) = r {
+                            *filled += n.min(rest);
+                            buf.end += n.saturating_sub(rest);
+                        }
+                        (r, rest + hdr)
                     } else {
                         // An iovec descriptor's segments: one scattered
                         // read (`recvmsg`) straight into as many of them as
@@ -107,22 +123,18 @@ impl Inner {
                         // SAFETY: as above; the slices are the only access
                         // to those bytes while they live.
                         let (n, want) = unsafe { region.io_slices_mut(*filled, &mut iov) };
-                        Some(((&conn.sock).read_vectored(&mut iov[..n]), filled, want))
+                        let r = (&conn.sock).read_vectored(&mut iov[..n]);
+                        if let Ok(n) = r {
+                            *filled += n;
+                        }
+                        (r, want)
                     }
                 }
-                _ => None,
-            };
-            let (r, want) = match direct {
-                Some((r, filled, want)) => {
-                    if let Ok(n) = r {
-                        *filled += n;
-                    }
-                    (r, want)
-                }
-                None => {
+                _ => {
+                    let limit = read_limit(rx);
                     let space = rx.buf.space();
-                    let want = space.len();
-                    let r = (&conn.sock).read(space);
+                    let want = limit.map_or(space.len(), |n| n.min(space.len()));
+                    let r = (&conn.sock).read(&mut space[..want]);
                     if let Ok(n) = r {
                         rx.buf.end += n;
                     }
@@ -254,6 +266,7 @@ impl Inner {
                             return false;
                         }
                     };
+                    rx.header_first = h.payload_len() >= self.cfg.direct_read_min as u64;
                     // Read before the header is offered (see
                     // `NiCore::intake_epoch`).
                     let epoch = self.core.intake_epoch();
@@ -278,6 +291,7 @@ impl Inner {
                         // SAFETY: lent region, sole writer (we hold `rx`);
                         // the buffer is ours, not descriptor memory.
                         unsafe { region.write_at(*filled, &rx.buf.bytes()[..n]) };
+                        bump(&self.stats.payload_bytes_staged, n as u64);
                         *filled += n;
                         rx.buf.consume(n);
                         if n < want {
@@ -361,6 +375,7 @@ impl Inner {
                     // SAFETY: lent region, sole writer; `data` is our own
                     // buffer, distinct from descriptor memory.
                     unsafe { region.write_at(0, &data[..region.len()]) };
+                    bump(&self.stats.payload_bytes_staged, region.len() as u64);
                     Some(self.stage(e.recv_complete(token)))
                 }
                 RecvAction::Discard(_) => Some(Answer::Nothing),
@@ -439,4 +454,30 @@ impl Inner {
             Kind::Hello | Kind::Accept | Kind::Duplicate => false,
         }
     }
+}
+
+/// How much a read into the connection's buffer may take: all its room,
+/// except while the message being read is large (`Rx::header_first`),
+/// when it stops at the end of the next header, so that the payload
+/// behind it, if large too, is read straight into its descriptor. `None`
+/// for no limit (never zero: a read of nothing would look like the end of
+/// the stream).
+fn read_limit(rx: &Rx) -> Option<usize> {
+    if !rx.header_first {
+        return None;
+    }
+    let to_header_end = match &rx.phase {
+        Phase::Header => HEADER_LEN as u64,
+        Phase::Payload {
+            region,
+            filled,
+            discard,
+            ..
+        } => ((region.len() - filled) as u64)
+            .saturating_add(*discard)
+            .saturating_add(HEADER_LEN as u64),
+        Phase::Handshake => return None,
+    };
+    let n = to_header_end.saturating_sub(rx.buf.len() as u64);
+    usize::try_from(n).ok().filter(|&n| n > 0)
 }

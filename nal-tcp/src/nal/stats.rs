@@ -67,6 +67,12 @@ pub struct TcpStats {
     /// outside a wait may have the progress thread take over before the
     /// hand-back delay ends.
     pub bulk_posts: u64,
+    /// Payload bytes copied into descriptors from the connection's buffer,
+    /// read there with their header or with other messages, instead of
+    /// straight from the socket into the descriptor. After a large payload
+    /// the next read takes only the next header, so a stream of large
+    /// messages stages none of its payloads.
+    pub payload_bytes_staged: u64,
     /// Bytes written to sockets.
     pub bytes_sent: u64,
     /// Bytes read from sockets.
@@ -94,6 +100,7 @@ pub(super) struct Stats {
     pub(super) lowat_marks: AtomicU64,
     pub(super) watches: AtomicU64,
     pub(super) bulk_posts: AtomicU64,
+    pub(super) payload_bytes_staged: AtomicU64,
     pub(super) bytes_sent: AtomicU64,
     pub(super) bytes_received: AtomicU64,
 }
@@ -127,6 +134,7 @@ impl Stats {
             lowat_marks: g(&s.lowat_marks),
             watches: g(&s.watches),
             bulk_posts: g(&s.bulk_posts),
+            payload_bytes_staged: g(&s.payload_bytes_staged),
             bytes_sent: g(&s.bytes_sent),
             bytes_received: g(&s.bytes_received),
         }
