@@ -69,9 +69,10 @@ pub struct TcpStats {
     pub bulk_posts: u64,
     /// Payload bytes copied into descriptors from the connection's buffer,
     /// read there with their header or with other messages, instead of
-    /// straight from the socket into the descriptor. After a large payload
-    /// the next read takes only the next header, so a stream of large
-    /// messages stages none of its payloads.
+    /// straight from the socket into the descriptor. While a large payload
+    /// is read, reads into the buffer stop at the next header, so a stream
+    /// of large messages stages only the last bytes of a payload that came
+    /// in under `direct_read_min` (and the first message's start).
     pub payload_bytes_staged: u64,
     /// Bytes written to sockets.
     pub bytes_sent: u64,
