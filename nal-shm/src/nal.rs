@@ -474,6 +474,21 @@ impl Nal for ShmNal {
         "shm"
     }
 
+    /// A payload `to` reads single-copy moves only as far as it is
+    /// deposited; through the ring (no single copy agreed yet, or refused)
+    /// it moves whole.
+    fn truncated_payload_moves(&self, to: ProcessId) -> bool {
+        let Some(p) = self.inner.peer(to) else {
+            return true;
+        };
+        !p.outbox.get().is_some_and(|s| {
+            lock(&p.tx)
+                .ring
+                .as_ref()
+                .is_some_and(|(_, i)| s.ctl(*i).cma.load(Ordering::Acquire) == CMA_OK)
+        })
+    }
+
     fn send(&self, msg: Outbound) {
         self.inner.send_inner(msg);
         self.inner.reap_failures();

@@ -378,9 +378,9 @@ pub struct Engine {
     posted: bool,
     /// Peers the transport gave up on, in the order it did, each once.
     failed_peers: Vec<ProcessId>,
-    /// Descriptors posting to this queue report their automatic unlinks
+    /// Descriptors posting to these queues report their automatic unlinks
     /// through [`Engine::take_watched_unlink`].
-    unlink_watch: Option<EqKey>,
+    unlink_watch: Vec<EqKey>,
     /// A watched descriptor unlinked itself since the last take.
     watched_unlinked: bool,
     /// A flow-controlled queue that held a request back has room again
@@ -445,7 +445,7 @@ impl Engine {
             status: NiStatus::default(),
             posted: false,
             failed_peers: Vec::new(),
-            unlink_watch: None,
+            unlink_watch: Vec::new(),
             watched_unlinked: false,
             intake_resumed: false,
         })
@@ -494,9 +494,19 @@ impl Engine {
     /// library re-supply buffers from whichever thread made progress.
     pub fn watch_unlinks(&mut self, eq: Option<EqHandle>) -> Result<()> {
         self.unlink_watch = match eq {
-            Some(h) => Some(self.eq_key(h)?),
-            None => None,
+            Some(h) => vec![self.eq_key(h)?],
+            None => Vec::new(),
         };
+        Ok(())
+    }
+
+    /// Watch the descriptors of one more queue, `eq`, as
+    /// [`Engine::watch_unlinks`] does (one flag for all of them).
+    pub fn add_unlink_watch(&mut self, eq: EqHandle) -> Result<()> {
+        let k = self.eq_key(eq)?;
+        if !self.unlink_watch.contains(&k) {
+            self.unlink_watch.push(k);
+        }
         Ok(())
     }
 

@@ -92,6 +92,15 @@ impl EventQueue {
         Ok(ev)
     }
 
+    /// The oldest event, left in place; `None` if there is none, or if an
+    /// overflow must be reported first.
+    pub(crate) fn peek(&self) -> Option<Event> {
+        if self.dropped > 0 {
+            return None;
+        }
+        self.ring.front().copied()
+    }
+
     /// True if there is something for a reader: an event or an overflow.
     pub(crate) fn has_news(&self) -> bool {
         !self.ring.is_empty() || self.dropped > 0

@@ -269,8 +269,13 @@ pub fn engine_headers(data: &[u8]) {
             RecvAction::Defer => {}
         }
         if ctl & 8 != 0 {
-            while let Ok(Some(_)) | Err(_) = e.eq_get(eq) {
-                if e.eq_ready(eq) != Ok(true) {
+            loop {
+                let peeked = e.eq_peek(eq);
+                let got = e.eq_get(eq);
+                if let (Ok(Some(p)), Ok(Some(g))) = (&peeked, &got) {
+                    assert_eq!(p, g, "a peek shows the event the next get takes");
+                }
+                if matches!(got, Ok(None)) || e.eq_ready(eq) != Ok(true) {
                     break;
                 }
             }

@@ -144,6 +144,20 @@ pub trait Nal: Send + Sync + 'static {
         false
     }
 
+    /// Whether the payload of a put to `to` crosses to it even when the
+    /// target truncates it to nothing: a stream or datagram transport sends
+    /// what the header announced, and the target reads and drops the rest.
+    /// A transport whose target fetches large payloads itself (shared
+    /// memory's single copy) moves only what is deposited, and says
+    /// `false`. The MPI library announces long messages instead of putting
+    /// them only where this is true (`mpi-on-portals`, `device/announce.rs`).
+    /// The default, `true`, is what a transport that writes whole messages
+    /// does.
+    fn truncated_payload_moves(&self, to: ProcessId) -> bool {
+        let _ = to;
+        true
+    }
+
     /// An application thread tests for completion or probes while a
     /// progress thread runs (see `NetworkInterface::poll_test`): drive the
     /// transport once, as a wait that ends at once, where that is cheaper
@@ -351,7 +365,9 @@ impl NiCore {
     /// The hook runs while the transport may hold locks of its own: it must
     /// not block on anything an application thread can hold while calling
     /// into the interface (use `try_lock`), and must not send or drive
-    /// progress; engine calls through [`NiCore::with_engine`] are fine. It
+    /// progress; engine calls through [`NiCore::with_engine`] are fine, and
+    /// a message it starts goes out with the transport's next pass through
+    /// [`crate::Engine::defer_outbound`]. It
     /// is never run while the engine lock is held. One hook per interface;
     /// a second call fails with `InvalidArgument`.
     pub fn set_unlink_hook(&self, eq: crate::EqHandle, hook: UnlinkHook) -> Result<()> {

@@ -313,3 +313,99 @@ fn the_unlink_hook_runs_for_watched_descriptors_only() {
         vec![EventKind::Put, EventKind::Put, EventKind::Unlink]
     );
 }
+
+#[test]
+fn a_second_watched_queue_runs_the_hook_and_a_peek_leaves_its_event() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let p = pair();
+    let second = p.target.eq_alloc(8).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    p.target
+        .core()
+        .set_unlink_hook(
+            p.teq,
+            Box::new(move |_| {
+                c.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+    p.target
+        .core()
+        .with_engine(|e| e.add_unlink_watch(second))
+        .unwrap();
+    let me = p
+        .target
+        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Unlink, Position::After)
+        .unwrap();
+    p.target
+        .md_attach(
+            me,
+            &put_desc().threshold(Threshold::Count(1)).eq(second),
+            vec![0; 8],
+            Unlink::Unlink,
+        )
+        .unwrap();
+    p.put(b"a", 1, AckReq::NoAck, 0, 0);
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the second queue is watched"
+    );
+    let peeked = p.target.core().with_engine(|e| e.eq_peek(second)).unwrap();
+    assert_eq!(peeked.map(|e| e.kind), Some(EventKind::Put));
+    // Peeking again sees the same event: it is still there for a reader.
+    let again = p.target.core().with_engine(|e| e.eq_peek(second)).unwrap();
+    assert_eq!(again, peeked);
+    assert_eq!(p.target.eq_get(second).unwrap(), peeked);
+    assert_eq!(
+        p.target.eq_get(second).unwrap().map(|e| e.kind),
+        Some(EventKind::Unlink)
+    );
+    assert_eq!(p.target.core().with_engine(|e| e.eq_peek(second)), Ok(None));
+}
+
+#[test]
+fn a_peek_after_an_overflow_leaves_the_report_to_the_reader() {
+    let p = pair();
+    let small = p.target.eq_alloc(1).unwrap();
+    let me = p
+        .target
+        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
+        .unwrap();
+    p.target
+        .md_attach(me, &put_desc().eq(small), vec![0; 64], Unlink::Retain)
+        .unwrap();
+    for _ in 0..3 {
+        p.put(b"x", 1, AckReq::NoAck, 0, 0);
+    }
+    assert_eq!(p.target.core().with_engine(|e| e.eq_peek(small)), Ok(None));
+    assert_eq!(
+        p.target.eq_get(small),
+        Err(PtlError::EqDropped { dropped: 2 })
+    );
+}
+
+#[test]
+fn a_deferred_message_waits_for_the_transport_in_order_with_triggered_ones() {
+    let mut e = Engine::new(ProcessId::new(2, 2), KEY, NiLimits::default()).unwrap();
+    let md = e
+        .md_bind(&MdDesc::default(), vec![1; 8], Unlink::Retain)
+        .unwrap();
+    let into = e
+        .md_bind(&MdDesc::default(), vec![0; 8], Unlink::Retain)
+        .unwrap();
+    let to = Remote::new(ProcessId::new(1, 1), PT, 3);
+    let first = e.put(md, AckReq::NoAck, &to, 10).unwrap();
+    let second = e.get(into, &to).unwrap();
+    assert!(!e.has_triggered());
+    e.defer_outbound(first);
+    e.defer_outbound(second);
+    assert!(e.has_triggered());
+    let a = e.take_triggered().expect("the deferred put");
+    let b = e.take_triggered().expect("the deferred get");
+    assert_eq!((a.header.op, a.header.hdr_data), (Op::Put, 10));
+    assert_eq!(b.header.op, Op::Get);
+    assert!(e.take_triggered().is_none());
+}

@@ -244,6 +244,10 @@ impl Nal for MuxNal {
         }
     }
 
+    fn truncated_payload_moves(&self, to: ProcessId) -> bool {
+        self.route(to).truncated_payload_moves(to)
+    }
+
     fn peer_moving_our_data(&self) -> bool {
         self.local.peer_moving_our_data() || self.remote.peer_moving_our_data()
     }

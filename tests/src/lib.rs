@@ -81,7 +81,23 @@ pub fn run_job_limited(
     options: JobOptions,
     limit: Duration,
 ) -> LaunchOutcome {
+    run_job_env(program, ranks, args, options, limit, &[])
+}
+
+/// [`run_job_limited`] with extra environment variables for every rank.
+pub fn run_job_env(
+    program: &str,
+    ranks: u32,
+    args: &[&str],
+    options: JobOptions,
+    limit: Duration,
+    env: &[(&str, &str)],
+) -> LaunchOutcome {
     let mut spec = LaunchSpec::new(ranks, program);
+    spec.env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     spec.args = args.iter().map(Into::into).collect();
     spec.options = JobOptions {
         timeout: Duration::from_secs(60),

@@ -6,7 +6,9 @@ use nal_tcp::{Backend, ProgressMode};
 use std::time::Duration;
 
 use portals_runtime::{JobOptions, NalKind};
-use portals_tests::{assert_job_ok, run_job, run_job_limited, run_job_within, LaunchOutcome};
+use portals_tests::{
+    assert_job_ok, run_job, run_job_env, run_job_limited, run_job_within, LaunchOutcome,
+};
 
 fn run(ranks: u32, args: &[&str], progress: ProgressMode) -> LaunchOutcome {
     run_on(ranks, args, progress, Backend::Epoll)
@@ -103,6 +105,33 @@ fn a_posted_receive_completes_while_the_receiver_computes() {
         2,
         "progress poll",
     );
+}
+
+/// The same with every long send announced (`PTL_MPI_ANNOUNCE=always`),
+/// over TCP, UDP and shared memory through its ring, thread mode: the
+/// announcement meets the posted receive while the receiver computes, and
+/// the progress thread that delivered it starts the pull (`pull.rs`), so
+/// the 8 MB are in when the computation ends. Pulled at the next MPI call
+/// instead, the receive is not complete then, and this fails.
+#[test]
+fn an_announced_message_is_pulled_while_the_receiver_computes() {
+    for nal in [NalKind::Tcp, NalKind::Udp, NalKind::Shm] {
+        let options = JobOptions {
+            nal,
+            progress: ProgressMode::Thread,
+            ..JobOptions::default()
+        };
+        let out = run_job_env(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            2,
+            &["progress"],
+            options,
+            Duration::from_secs(120),
+            &[("PTL_MPI_ANNOUNCE", "always"), ("PTL_SHM_CMA", "0")],
+        );
+        assert_ok(&out, 2, &format!("progress announced {nal:?}"));
+        assert!(out.stdout_of(1).contains("completed while computing"));
+    }
 }
 
 #[test]
@@ -241,6 +270,78 @@ fn on_every_transport(mut f: impl FnMut(NalKind, ProgressMode, JobOptions)) {
                 ..JobOptions::default()
             };
             f(nal, p, options);
+        }
+    }
+}
+
+/// Announced long sends (`mpi_check announce`, run length 4), on every
+/// transport in both modes (shared memory through its ring,
+/// `PTL_SHM_CMA=0`: read single-copy, a truncated payload never moves, and
+/// nothing is announced): after a long message met no posted receive,
+/// the next ones to that target are announced (all but the first of three
+/// unexpected ones); four expected ones count the run down and puts
+/// follow; one unexpected put starts a run again. The announced messages
+/// that meet posted receives — whole, truncated to 1000 bytes and to none,
+/// from any source — arrive byte-exact with the right status.
+#[test]
+fn long_sends_are_announced_while_their_receives_run_late_on_every_transport() {
+    on_every_transport(|nal, p, options| {
+        let ring: &[(&str, &str)] = if nal == NalKind::Shm {
+            &[("PTL_SHM_CMA", "0")]
+        } else {
+            &[]
+        };
+        let out = run_job_env(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            2,
+            &["announce"],
+            options,
+            Duration::from_secs(60),
+            ring,
+        );
+        assert_ok(&out, 2, &format!("announce {nal:?} {p:?}"));
+    });
+}
+
+/// With every long send announced (`PTL_MPI_ANNOUNCE=always`), every send
+/// mode expected and unexpected, probe, truncation and cancel
+/// (`modes`, `misc`), and MPI's non-overtaking order under a random mix
+/// of protocols and wildcard receives from three senders (`order`) hold,
+/// over shared memory (through its ring, where long sends are announced)
+/// and TCP.
+#[test]
+fn every_protocol_path_and_the_order_hold_when_every_long_send_is_announced() {
+    let always = [("PTL_MPI_ANNOUNCE", "always"), ("PTL_SHM_CMA", "0")];
+    for (nal, p) in [
+        (NalKind::Shm, ProgressMode::Thread),
+        (NalKind::Tcp, ProgressMode::Poll),
+    ] {
+        let options = JobOptions {
+            nal,
+            progress: p,
+            ..JobOptions::default()
+        };
+        for (ranks, args) in [
+            (2, &["modes"][..]),
+            (2, &["misc"][..]),
+            (4, &["order", "1500", "7"][..]),
+        ] {
+            let out = run_job_env(
+                env!("CARGO_BIN_EXE_mpi_check"),
+                ranks,
+                args,
+                options.clone(),
+                Duration::from_secs(120),
+                &always,
+            );
+            assert_ok(&out, ranks, &format!("{args:?} announced {nal:?} {p:?}"));
+            if args[0] == "order" {
+                let line = out.stdout_of(0);
+                assert!(
+                    !line.contains("announced_expected: 0,"),
+                    "no announced message met a posted receive: {line}"
+                );
+            }
         }
     }
 }

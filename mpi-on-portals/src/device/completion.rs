@@ -16,10 +16,10 @@ impl Device {
     pub(super) fn block(&self) {
         // Only wait for news here; events are taken under the device lock so
         // that several threads never reorder them.
-        match self
-            .ni()
-            .eq_block(&[self.req_eq, self.unexp_eq], Some(WAIT_SLICE))
-        {
+        match self.ni().eq_block(
+            &[self.req_eq, self.pull_eq, self.unexp_eq],
+            Some(WAIT_SLICE),
+        ) {
             Ok(_) | Err(PtlError::Timeout) => {}
             Err(e) => {
                 self.lock().fatal.get_or_insert(ptl(e));
@@ -84,6 +84,9 @@ impl Device {
             return None;
         }
         let mut r = st.reqs.remove(id.idx as usize);
+        if !st.rmem.is_empty() {
+            st.rmem.remove(&id.user_ptr());
+        }
         // Normally run by `finish` already; a completion that came another
         // way must not skip it.
         if let (Some(then), Some(res)) = (r.on_done.take(), r.result.as_mut()) {
@@ -203,6 +206,9 @@ impl Device {
         if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
             if complete(r) {
                 let mut r = st.reqs.remove(id.idx as usize);
+                if !st.rmem.is_empty() {
+                    st.rmem.remove(&id.user_ptr());
+                }
                 if let (Some(then), Some(res)) = (r.on_done.take(), r.result.as_mut()) {
                     then(res);
                 }

@@ -64,6 +64,18 @@ pub struct MpiConfig {
     /// of each sender in front of it: its envelopes stay within
     /// [`MpiConfig::envelopes`] plus one window per sender it waits for.
     pub send_window: usize,
+    /// Long sends to a target announced after one met no posted receive
+    /// there (`PTL_MPI_ANNOUNCE`: a count, `never` (0) or `always`
+    /// (`usize::MAX`, every long send from the first); default 4).
+    ///
+    /// An announced send puts its envelope alone and the receiver gets the
+    /// data once a receive matches it, so an unexpected long message
+    /// crosses the network once instead of twice (the unannounced put is
+    /// truncated to nothing and its data fetched again). Expected, an
+    /// announcement costs a round trip more than the put; every expected
+    /// one counts the run down, and every unexpected one starts it again
+    /// (`device/announce.rs`).
+    pub long_announce: usize,
 }
 
 impl Default for MpiConfig {
@@ -77,6 +89,7 @@ impl Default for MpiConfig {
             envelopes: 1 << 16,
             eager_copy: 16 << 20,
             send_window: 256,
+            long_announce: 4,
         }
     }
 }
@@ -101,6 +114,13 @@ impl MpiConfig {
         get("PTL_MPI_ENVELOPES", &mut c.envelopes)?;
         get("PTL_MPI_EAGER_COPY", &mut c.eager_copy)?;
         get("PTL_MPI_SEND_WINDOW", &mut c.send_window)?;
+        if let Ok(s) = std::env::var("PTL_MPI_ANNOUNCE") {
+            c.long_announce = parse_announce(&s).ok_or_else(|| {
+                MpiError::Init(format!(
+                    "PTL_MPI_ANNOUNCE={s:?} is not a number, `never` or `always`"
+                ))
+            })?;
+        }
         c.checked()
     }
 
@@ -137,6 +157,15 @@ impl MpiConfig {
     }
 }
 
+/// `PTL_MPI_ANNOUNCE`'s value: a count, `never` or `always`.
+fn parse_announce(s: &str) -> Option<usize> {
+    match s.trim() {
+        "never" => Some(0),
+        "always" => Some(usize::MAX),
+        n => n.parse().ok(),
+    }
+}
+
 /// Counters of the MPI protocols in this process, for tests and tuning.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MpiStats {
@@ -146,6 +175,12 @@ pub struct MpiStats {
     pub unexpected_short: u64,
     /// Long messages that arrived unexpected and were fetched with a get.
     pub unexpected_long: u64,
+    /// Long sends of this process that were announced (their envelope put
+    /// alone, the data pulled by the receiver: [`MpiConfig::long_announce`]).
+    pub long_announced: u64,
+    /// Announced long messages that found their receive posted here and
+    /// were pulled into it at once.
+    pub announced_expected: u64,
     /// Explicit acknowledgments sent for synchronous sends received late.
     pub sync_acks: u64,
     /// Unexpected-message buffers drained and re-attached.
@@ -196,6 +231,15 @@ mod tests {
         assert!(matches!(c(0), Err(MpiError::Init(_))));
         assert_eq!(c(2).map(|c| c.envelopes).ok(), Some(2));
         assert_eq!(MpiConfig::default().envelopes, 1 << 16);
+    }
+
+    #[test]
+    fn announce_takes_a_count_never_or_always() {
+        assert_eq!(parse_announce("never"), Some(0));
+        assert_eq!(parse_announce(" always"), Some(usize::MAX));
+        assert_eq!(parse_announce("16"), Some(16));
+        assert_eq!(parse_announce("sometimes"), None);
+        assert_eq!(parse_announce("-1"), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! request by its events (the protocol steps of sends and receives), and
 //! finishing a request once the engine holds nothing of it.
 
+use super::announce::{self, HDR_EXPECTED};
 use super::*;
 
 impl Device {
@@ -16,11 +17,11 @@ impl Device {
         // call): whatever the transport delivered before giving up on a
         // peer is queued by then, and handled first.
         let mut failures = None;
-        let (mut unexpected, mut request) = (None, None);
+        let (mut unexpected, mut request, mut pull) = (None, None, None);
         loop {
-            let failed = self.take_events(st, &mut unexpected, &mut request);
+            let failed = self.take_events(st, &mut unexpected, &mut request, &mut pull);
             failures.get_or_insert(failed);
-            if unexpected.is_none() && request.is_none() {
+            if unexpected.is_none() && request.is_none() && pull.is_none() {
                 break;
             }
             if let Some(ev) = &unexpected {
@@ -28,11 +29,12 @@ impl Device {
                     st.fatal.get_or_insert(e);
                 }
             }
-            if let Some(ev) = &request {
+            for ev in [&request, &pull].into_iter().flatten() {
                 self.on_request(st, ev);
             }
             unexpected = None;
             request = None;
+            pull = None;
         }
         if failures.unwrap_or(0) > st.failures_seen {
             self.on_peer_failures(st);
@@ -165,8 +167,26 @@ impl Device {
             }
             (Kind::SendShort | Kind::SendSync | Kind::SendLong, EventKind::Sent) => r.sent = true,
             (Kind::SendSync, EventKind::Put) => r.acked = Some(0),
-            (Kind::SendShort | Kind::SendLong, EventKind::Ack) => r.acked = Some(ev.mlength),
-            (Kind::SendShort | Kind::SendLong, EventKind::Get) => r.got = true,
+            (Kind::SendShort | Kind::SendLong, EventKind::Ack) => {
+                r.acked = Some(ev.mlength);
+                if r.kind == Kind::SendLong && ev.mlength == 0 && !r.empty && !r.announced {
+                    // Put whole and taken as nothing: the target's receives
+                    // run behind ours, so announce the next ones.
+                    let dst = r.peer;
+                    st.announce.unexpected(dst);
+                }
+            }
+            (Kind::SendShort | Kind::SendLong, EventKind::Get) => {
+                r.got = true;
+                if r.announced {
+                    let dst = r.peer;
+                    if ev.match_bits & HDR_EXPECTED != 0 {
+                        st.announce.expected(dst);
+                    } else {
+                        st.announce.unexpected(dst);
+                    }
+                }
+            }
             (Kind::Recv, EventKind::Put) => {
                 st.stats.expected += 1;
                 let f = bits::decode(ev.match_bits);
@@ -187,6 +207,11 @@ impl Device {
                     ev.rlength as usize,
                 );
                 r.status = Some(st_);
+                if f.proto == PROTO_LONG {
+                    if let Some(total) = announce::announced_len(ev.hdr_data) {
+                        return self.pull_announced(st, id, ev, total);
+                    }
+                }
                 if ev.mlength == 0 && ev.rlength > 0 && waits_for_get(f.proto, ev.hdr_data) {
                     // A message truncated to nothing acknowledges zero
                     // bytes, which its sender reads as "not taken": release
@@ -240,6 +265,14 @@ impl Device {
             }
         }
         Ok(())
+    }
+
+    /// Posted receive `id` matched the announcement `ev` of a long message
+    /// of `total` bytes: get it now (`pull.rs`).
+    fn pull_announced(&self, st: &mut State, id: ReqId, ev: &Event, total: u64) -> Result<()> {
+        let r = self.sh.pull_announced(self.core(), st, id, ev, total);
+        self.core().send_triggered();
+        r
     }
 
     /// Request `id` gets data from `who` (a pull): admit `who` past the
@@ -354,6 +387,9 @@ impl Device {
                 tracing::warn!(error = %e, "a request nobody waits for failed");
             }
             let r = st.reqs.remove(id.idx as usize);
+            if !st.rmem.is_empty() {
+                st.rmem.remove(&id.user_ptr());
+            }
             st.bsend_used = st.bsend_used.saturating_sub(r.bsend_len);
             st.copy_used = st.copy_used.saturating_sub(r.copy_len);
             let cap = r.copy.capacity();

@@ -13,7 +13,8 @@ use crate::error::MpiError;
 
 impl Device {
     /// Take the next unexpected event (its slot kept: see `saved.rs`) into
-    /// `unexpected` and the next request event into `request` (each left
+    /// `unexpected`, the next request event into `request` and the next
+    /// event of the pull queue (`pull.rs`) into `pull` (each left
     /// as it is when its queue is empty), and return how many peers the
     /// transport gave up on, read first. An overflow is fatal (and reported
     /// once, so the kept events follow). Out-parameters, and a queue is
@@ -24,13 +25,15 @@ impl Device {
         st: &mut State,
         unexpected: &mut Option<Event>,
         request: &mut Option<Event>,
+        pull: &mut Option<Event>,
     ) -> usize {
-        let (unexp_eq, req_eq) = (self.unexp_eq, self.req_eq);
+        let (unexp_eq, req_eq, pull_eq) = (self.unexp_eq, self.req_eq, self.pull_eq);
         let fatal = &mut st.fatal;
         self.core().with_engine(|e| {
             let failed = e.failed_peers().len();
             take(e, unexp_eq, true, fatal, unexpected);
             take(e, req_eq, false, fatal, request);
+            take(e, pull_eq, false, fatal, pull);
             failed
         })
     }

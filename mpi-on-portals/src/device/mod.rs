@@ -59,7 +59,12 @@
 //! * Long messages are put eagerly with an acknowledgment requested. Expected,
 //!   the acknowledgment carries the length and the send is done; unexpected,
 //!   the long-unexpected entry accepts zero bytes and the receiver later gets
-//!   the data from the sender's read portal.
+//!   the data from the sender's read portal. To a target where a long
+//!   message met no posted receive, the next long sends are *announced*
+//!   instead (`announce.rs`): a put of no data whose header data carries the
+//!   length, always followed by the receiver's get — from a posted receive
+//!   at once, from the saved envelope when a receive matches it — so the
+//!   data crosses once.
 //! * Synchronous sends complete on the target's acknowledgment (expected) or
 //!   on the receiver's explicit zero-length put to the ack portal
 //!   (unexpected). The explicit acknowledgment lands on a zero-byte
@@ -106,6 +111,7 @@ use portals::{
 use portals_runtime::Job;
 use slab::Slab;
 
+mod announce;
 mod completion;
 mod config;
 mod events;
@@ -115,6 +121,7 @@ mod mem;
 mod nbc;
 mod pool;
 mod probe;
+mod pull;
 mod recv;
 mod saved;
 mod send;
@@ -122,10 +129,12 @@ mod slots;
 mod throttle;
 mod window;
 
+use announce::Announcing;
 use completion::released;
 pub use config::{MpiConfig, MpiStats};
 use failure::{dead_member, dead_peer, gone, gone_any};
 pub(crate) use mem::Mem;
+use mem::MemOwned;
 pub(crate) use nbc::FlatPlan;
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
@@ -175,8 +184,9 @@ pub(crate) const HDR_SYNC: u64 = 1 << 63;
 /// read portal (match bits: the whole header data) until it knows the
 /// receiver holds it, so a receiver that had no room for it gets it later.
 pub(crate) const HDR_READ: u64 = 1 << 62;
-/// The unique part of header data (below the flags).
-const HDR_UNIQUE: u64 = HDR_READ - 1;
+/// The unique part of header data (below the flags, including those of
+/// announced long sends: `announce.rs`).
+const HDR_UNIQUE: u64 = (1 << 60) - 1;
 
 /// How long one blocking wait sleeps before re-checking its request. Another
 /// thread may have consumed the event that completed it.
@@ -229,13 +239,14 @@ enum Kind {
     /// acknowledgment (sent once it holds the data, which it may first
     /// have pulled from the read portal).
     SendSync,
-    /// Long send: done on Sent + Ack(len > 0), or Sent + Ack(0) + Get.
+    /// Long send: done on Sent + Ack(len > 0), or Sent + Ack(0) + Get
+    /// (always so when announced).
     SendLong,
     /// Posted receive: done on Put (long truncated to zero: after a release
-    /// get).
+    /// get; an announced long message: becomes `RecvGet`).
     Recv,
-    /// Receive of an unexpected long message, or of a short one that found
-    /// no buffer room: done on the Reply of its get.
+    /// Receive of an unexpected long message, of an announced one, or of a
+    /// short one that found no buffer room: done on the Reply of its get.
     RecvGet,
     /// Library-internal message nobody waits for (explicit sync ack).
     Control,
@@ -308,6 +319,9 @@ struct Req {
     nbc_ctx: Option<u16>,
     /// Run once when the request is complete (see [`OnDone`]).
     on_done: Option<OnDone>,
+    /// A long send that was announced (`announce.rs`): its zero-byte
+    /// acknowledgment says nothing about the receive.
+    announced: bool,
 }
 
 /// Work a receive does once it is complete and its memory is out of the
@@ -325,6 +339,9 @@ struct WindowPut {
     ack: AckReq,
     remote: Remote,
     hdr_data: u64,
+    /// An announced long send: the put carries none of the descriptor's
+    /// bytes (`announce.rs`).
+    announce: bool,
 }
 
 struct State {
@@ -333,6 +350,8 @@ struct State {
     saved: SavedEnvelopes,
     /// Point-to-point puts in flight and waiting, per target.
     windows: SendWindows<WindowPut>,
+    /// Which long sends are announced, per target (`announce.rs`).
+    announce: Announcing,
     /// Senders this process asked to pause (see `throttle.rs`).
     paused: Vec<ProcessId>,
     /// Sources (a process, or any) admitted past the envelope cap by a
@@ -373,6 +392,13 @@ struct State {
     members: HashMap<u16, Arc<[u32]>>,
     /// Each communicator's non-blocking-collective entries (`nbc.rs`).
     nbc: nbc::NbcComms,
+    /// The memory of posted receives longer than the eager limit, and of
+    /// non-contiguous ones, by request ([`ReqId::user_ptr`]): the get of an
+    /// announced message that matches one needs it again after the
+    /// announcement used its descriptor up (`pull.rs`). A table beside the
+    /// requests, not a field of each: every request would carry it, and
+    /// the request slab's size is on every message's path.
+    rmem: HashMap<u64, MemOwned>,
 }
 
 /// Words of the context-id bitmap (13 bits of context: 8192 ids).
@@ -399,6 +425,13 @@ struct Shared {
     pool: Mutex<Pool>,
     cfg: MpiConfig,
     unexp_eq: EqHandle,
+    /// Events of posted receives longer than the eager limit (the ones an
+    /// announced message can fill), watched by the unlink hook so that an
+    /// announcement's pull starts while the application computes
+    /// (`pull.rs`).
+    pull_eq: EqHandle,
+    /// The request queue, where a pull's reply reports.
+    req_eq: EqHandle,
     long_me: MeHandle,
 }
 
@@ -511,6 +544,8 @@ pub(crate) struct Device {
     pub(crate) cfg: MpiConfig,
     sh: Arc<Shared>,
     req_eq: EqHandle,
+    /// See [`Shared::pull_eq`].
+    pull_eq: EqHandle,
     unexp_eq: EqHandle,
     mark: MeHandle,
     /// The zero-byte source of the non-blocking collectives' notices.
@@ -525,11 +560,12 @@ impl Device {
         let cfg = cfg.checked()?;
         let ni = job.ni();
         let req_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
+        let pull_eq = ni.eq_alloc(cfg.eq_events).map_err(ptl)?;
         let unexp_eq = ni.eq_alloc(cfg.envelopes).map_err(ptl)?;
         // Flow control: a message that would overflow a queue waits in the
         // transport (its sender held back) until a drain makes room, so a
         // flood of envelopes never turns into `EventQueueOverflow`.
-        for eq in [req_eq, unexp_eq] {
+        for eq in [req_eq, pull_eq, unexp_eq] {
             ni.eq_set_flow_control(eq, true).map_err(ptl)?;
         }
         // The mark has no descriptor: it matches nothing and separates the
@@ -580,6 +616,7 @@ impl Device {
                 saved: SavedEnvelopes::new(cfg.envelopes),
                 paused: Vec::new(),
                 windows: SendWindows::new(cfg.send_window, job.size()),
+                announce: Announcing::new(cfg.long_announce, job.size()),
                 probe_admits: Vec::new(),
                 next_bits: 1,
                 fatal: None,
@@ -600,11 +637,14 @@ impl Device {
                 failures_seen: 0,
                 members: HashMap::default(),
                 nbc: HashMap::default(),
+                rmem: HashMap::default(),
             }),
             service: AtomicBool::new(false),
             pool: Mutex::new(Pool::default()),
             cfg: cfg.clone(),
             unexp_eq,
+            pull_eq,
+            req_eq,
             long_me,
         });
         {
@@ -620,12 +660,17 @@ impl Device {
         ni.core()
             .set_unlink_hook(unexp_eq, Box::new(move |core| hook.on_unlink_hook(core)))
             .map_err(ptl)?;
+        // And an announcement used up a long posted receive: pull it now.
+        ni.core()
+            .with_engine(|e| e.add_unlink_watch(pull_eq))
+            .map_err(ptl)?;
         let flat_collectives = job.options().coll_flat.unwrap_or(job.oversubscribed());
         let dev = Device {
             job,
             cfg,
             sh,
             req_eq,
+            pull_eq,
             unexp_eq,
             mark,
             nbc_md,
@@ -753,6 +798,7 @@ impl Device {
             nbc_mds: Vec::new(),
             nbc_ctx: None,
             on_done: None,
+            announced: false,
         }) as u32;
         ReqId { idx, gen }
     }
@@ -852,6 +898,9 @@ impl Device {
     /// if the transport needs calls for it (polling mode), so that a peer
     /// still finishing its own requests with us is served.
     pub(crate) fn final_barrier(&self) -> Result<()> {
+        // What the protocols did, for whoever tunes them
+        // (`PTL_LOG=mpi_on_portals=debug`).
+        tracing::debug!(stats = ?self.lock().stats, "MPI protocol counters at finalize");
         let barrier = || {
             self.job
                 .barrier()

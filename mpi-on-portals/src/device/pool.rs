@@ -14,6 +14,7 @@ use portals::{
     Unlink,
 };
 
+use super::announce::announced_len;
 use super::{ptl, Shared, State, DEPARTED, LONG_UNEXPECTED, OVERFLOW};
 use crate::bits::{self, PROTO_SHORT};
 use crate::error::{MpiError, Result};
@@ -191,6 +192,9 @@ impl Shared {
             };
             self.service.store(false, Ordering::SeqCst);
             let took = self.drain_unexpected(core, &mut g);
+            // Announcements that used up long posted receives: their pulls
+            // start now (`pull.rs`).
+            self.drain_pulls(core, &mut g);
             self.flush_kept(core, &mut g);
             drop(g);
             if took {
@@ -360,11 +364,17 @@ impl Shared {
                     // is lost.
                     st.stats.unexpected_pulled += 1;
                 }
+                // An announced long message carries its length in its
+                // header data (`announce.rs`); its put carried none.
+                let rlength = match announced_len(ev.hdr_data) {
+                    Some(n) if tag == LONG_UNEXPECTED => n,
+                    _ => ev.rlength,
+                };
                 return Ok(Some(Unexpected {
                     bits: ev.match_bits,
                     initiator: ev.initiator,
                     hdr_data: ev.hdr_data,
-                    rlength: ev.rlength,
+                    rlength,
                     mlength: ev.mlength,
                     offset: ev.offset,
                     buf,

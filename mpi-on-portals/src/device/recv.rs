@@ -115,9 +115,30 @@ impl Device {
         let ni = self.ni();
         let match_id = source_id(src);
         let up = id.user_ptr();
+        // An announced long message may match it: its get needs the memory
+        // again after the announcement used the descriptor up (a short flat
+        // one is found from the descriptor, `pull.rs`).
+        if mem.len() > self.cfg.eager_limit || matches!(mem, Mem::Iov(..)) {
+            st.rmem.insert(up, mem.to_owned_mem());
+        }
+        // A receive an announced long message can fill reports to the pull
+        // queue, whose hook pulls the data while the application computes
+        // (`pull.rs`). Not where no announcement is to be expected: every
+        // completion of a pull-queue receive runs the hook, which a
+        // shared-memory job reading payloads single-copy would pay for
+        // nothing (its peers never announce, `announce.rs`). A peer that
+        // announces anyway is pulled at the next call.
+        let announced_here = self.cfg.long_announce > 0
+            && mem.len() > self.cfg.eager_limit
+            && (match_id == ProcessId::ANY || ni.nal().truncated_payload_moves(match_id));
+        let eq = if announced_here {
+            self.pull_eq
+        } else {
+            self.req_eq
+        };
         let inactive = MdDesc::new(MdOptions::OP_PUT | MdOptions::TRUNCATE)
             .threshold(Threshold::Count(0))
-            .eq(self.req_eq)
+            .eq(eq)
             .user_ptr(up);
         // ...activated only if nothing arrived meanwhile.
         let active = MdDesc {

@@ -4,6 +4,7 @@
 
 use portals::{AckReq, MdDesc, MdHandle, MdOptions, Outbound, Position, Remote, Threshold, Unlink};
 
+use super::announce::{self, HDR_EXPECTED};
 use super::mem::Mem;
 use super::window::{Admit, QueuedPut};
 use super::{
@@ -21,6 +22,18 @@ enum Started {
     /// A short standard send of this many bytes went from an eager copy
     /// under an internal request: complete for its caller already.
     Copied(usize),
+}
+
+impl WindowPut {
+    /// The put, in an engine call: the whole descriptor, or none of it for
+    /// an announcement.
+    fn issue(&self, e: &mut portals::Engine) -> portals::Result<Outbound> {
+        if self.announce {
+            e.put_region(self.md, 0, 0, self.ack, &self.remote, self.hdr_data)
+        } else {
+            e.put(self.md, self.ack, &self.remote, self.hdr_data)
+        }
+    }
 }
 
 impl Device {
@@ -227,8 +240,25 @@ impl Device {
                     // get. OP_GET only: the buffer is never written. A short
                     // message says so in its header data (`HDR_READ`): its
                     // receiver tells it from one sent with no exposure.
+                    //
+                    // A long send to a target whose receives run behind
+                    // announces itself instead: a put of none of its bytes,
+                    // whose header data carries the length; the receiver
+                    // always gets the data (`announce.rs`). Its entry ignores
+                    // the bit by which the receiver's get says whether a
+                    // posted receive matched.
+                    let announce = kind == Kind::SendLong
+                        && st.announce.wants(dst, len)
+                        && ni.nal().truncated_payload_moves(target);
                     let flag = if kind == Kind::SendShort { HDR_READ } else { 0 };
-                    let read_bits = Self::unique_bits(st) | flag;
+                    let unique = Self::unique_bits(st);
+                    let (read_bits, ignore) = if announce {
+                        st.stats.long_announced += 1;
+                        st.reqs[id.idx as usize].announced = true;
+                        (announce::header(len, unique), HDR_EXPECTED)
+                    } else {
+                        (unique | flag, 0)
+                    };
                     // No `Sent` event: the acknowledgment, which the send
                     // waits for anyway, comes only after the send completed
                     // (and carries its failure if it failed), so the request
@@ -251,7 +281,10 @@ impl Device {
                     // the target's transport may hold it back for its next
                     // message to us, which in a round trip is the reply
                     // (TCP: one `sendmsg` per message instead of two).
-                    let ack = if copied.is_some() {
+                    // An announcement's acknowledgment only frees its window
+                    // slot too (the send waits for the get): lazy as well, so
+                    // it can ride on the get.
+                    let ack = if copied.is_some() || announce {
                         AckReq::Lazy
                     } else {
                         AckReq::Ack
@@ -263,7 +296,7 @@ impl Device {
                                 READ_PT,
                                 target,
                                 read_bits,
-                                0,
+                                ignore,
                                 Unlink::Unlink,
                                 Position::After,
                             )
@@ -274,10 +307,17 @@ impl Device {
                         let md =
                             unsafe { mem.attach(e, me, &desc, Unlink::Unlink) }.map_err(ptl)?;
                         st_.reqs[id.idx as usize].md = Some(md);
-                        if !Self::window_admits(st_, id, dst, ctx, md, ack, &remote, read_bits) {
+                        let put = WindowPut {
+                            md,
+                            ack,
+                            remote,
+                            hdr_data: read_bits,
+                            announce,
+                        };
+                        if !Self::window_admits(st_, id, dst, ctx, put) {
                             return Ok(None);
                         }
-                        e.put(md, ack, &remote, read_bits).map(Some).map_err(ptl)
+                        put.issue(e).map(Some).map_err(ptl)
                     })?;
                     if let Some(out) = out {
                         ni.nal().send(out);
@@ -371,7 +411,14 @@ impl Device {
         remote: &Remote,
         hdr_data: u64,
     ) -> Result<()> {
-        if !Self::window_admits(st, id, dst, ctx, md, ack, remote, hdr_data) {
+        let put = WindowPut {
+            md,
+            ack,
+            remote: *remote,
+            hdr_data,
+            announce: false,
+        };
+        if !Self::window_admits(st, id, dst, ctx, put) {
             return Ok(());
         }
         self.ni().put(md, ack, remote, hdr_data).map_err(ptl)
@@ -382,29 +429,10 @@ impl Device {
     /// `window.rs`). Collective traffic (the odd context of a pair) never
     /// waits: it may overtake point-to-point messages, and must, for a
     /// receiver at its envelope cap to reach it.
-    #[allow(clippy::too_many_arguments)]
-    fn window_admits(
-        st: &mut State,
-        id: ReqId,
-        dst: u32,
-        ctx: u16,
-        md: MdHandle,
-        ack: AckReq,
-        remote: &Remote,
-        hdr_data: u64,
-    ) -> bool {
-        let counts = ack.requested();
+    fn window_admits(st: &mut State, id: ReqId, dst: u32, ctx: u16, put: WindowPut) -> bool {
+        let counts = put.ack.requested();
         if ctx & 1 == 0 {
-            let q = QueuedPut {
-                id,
-                counts,
-                put: WindowPut {
-                    md,
-                    ack,
-                    remote: *remote,
-                    hdr_data,
-                },
-            };
+            let q = QueuedPut { id, counts, put };
             if st.windows.admit(dst, q) == Admit::Queued {
                 return false;
             }
@@ -435,11 +463,18 @@ impl Device {
                     }
                 }
                 let p = q.put;
-                if let Err(e) = self.ni().put(p.md, p.ack, &p.remote, p.hdr_data) {
-                    if let Some(r) = st.reqs.get_mut(q.id.idx as usize) {
-                        r.result.get_or_insert(Err(ptl(e)));
+                match self.core().with_engine(|e| p.issue(e)) {
+                    Ok(out) => {
+                        self.ni().nal().send(out);
+                        // A self-send may have released triggered operations.
+                        self.core().send_triggered();
                     }
-                    self.finish(st, q.id);
+                    Err(e) => {
+                        if let Some(r) = st.reqs.get_mut(q.id.idx as usize) {
+                            r.result.get_or_insert(Err(ptl(e)));
+                        }
+                        self.finish(st, q.id);
+                    }
                 }
             }
         }

@@ -96,6 +96,23 @@ impl Engine {
         self.md_attach_mem(me, desc, Memory::Raw { ptr, len }, unlink)
     }
 
+    /// Bind a descriptor over caller memory, for a layer that does several
+    /// engine calls under one lock or holds only the core (an unlink hook);
+    /// otherwise as [`crate::NetworkInterface::md_bind_raw`].
+    ///
+    /// # Safety
+    /// As for [`crate::NetworkInterface::md_bind_raw`].
+    pub unsafe fn md_bind_raw(
+        &mut self,
+        desc: &MdDesc,
+        ptr: *mut u8,
+        len: usize,
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        crate::ni::check_raw(ptr, len)?;
+        self.md_bind_mem(desc, Memory::Raw { ptr, len }, unlink)
+    }
+
     /// Create a free-floating descriptor over `mem` for initiating
     /// operations (`PtlMDBind`).
     pub(crate) fn md_bind_mem(
@@ -309,7 +326,7 @@ impl Engine {
             hdr_data: 0,
             fail: FailType::Ok,
         };
-        if d.eq.is_some() && d.eq == self.unlink_watch {
+        if d.eq.is_some_and(|q| self.unlink_watch.contains(&q)) {
             self.watched_unlinked = true;
         }
         self.post(k, EventKind::Unlink, &info);

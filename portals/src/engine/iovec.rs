@@ -72,6 +72,22 @@ impl Engine {
         self.md_attach_mem(me, desc, mem, unlink)
     }
 
+    /// Bind a descriptor over caller segments, as
+    /// [`Engine::md_bind_raw`] does over one region; otherwise as
+    /// [`crate::NetworkInterface::md_bind_iovec_raw`].
+    ///
+    /// # Safety
+    /// As for [`crate::NetworkInterface::md_bind_iovec_raw`].
+    pub unsafe fn md_bind_iovec_raw(
+        &mut self,
+        desc: &MdDesc,
+        list: &[Iovec],
+        unlink: Unlink,
+    ) -> Result<MdHandle> {
+        let mem = self.raw_iovec(list)?;
+        self.md_bind_mem(desc, mem, unlink)
+    }
+
     /// The memory of a descriptor over the caller's segments `list`,
     /// checked against the limits. Only the list is read.
     pub(crate) fn raw_iovec(&self, list: &[Iovec]) -> Result<Memory> {

@@ -58,6 +58,16 @@ impl Engine {
         r
     }
 
+    /// The oldest event of `eq`, left in the queue (a Portals extension):
+    /// for a reader that takes only some kinds of event and leaves the rest,
+    /// in order, to another (the MPI library's unlink hook). `None` when the
+    /// queue is empty or an overflow is still to be reported by
+    /// [`Engine::eq_get`].
+    pub fn eq_peek(&self, eq: EqHandle) -> Result<Option<Event>> {
+        let k = self.eq_key(eq)?;
+        Ok(self.eqs[k].peek())
+    }
+
     /// [`Engine::eq_get`], keeping the event's slot: it stays counted
     /// against the queue's room for requests from initiators that are not
     /// admitted ([`Engine::eq_admit`]) until [`Engine::eq_release_kept`]

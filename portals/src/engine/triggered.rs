@@ -418,6 +418,16 @@ impl Engine {
         self.trig.out.push_back(out);
     }
 
+    /// Hand `out` (a message of an operation just initiated here) to the
+    /// transport's next pass instead of sending it now: for code that must
+    /// not send, such as an unlink hook (see
+    /// [`crate::NiCore::set_unlink_hook`]). It leaves with the issued
+    /// triggered operations ([`Engine::take_triggered`]), in order with
+    /// them; [`crate::NiCore::with_engine`] wakes the transport for it.
+    pub fn defer_outbound(&mut self, out: Outbound) {
+        self.queue_outbound(out);
+    }
+
     /// True while issued triggered operations wait for the transport.
     pub fn has_triggered(&self) -> bool {
         !self.trig.out.is_empty()

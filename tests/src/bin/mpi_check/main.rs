@@ -13,6 +13,7 @@ use mpi_on_portals::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+mod announce;
 mod envelopes;
 mod failure;
 mod nbc;
@@ -21,6 +22,7 @@ mod progress;
 mod semantics;
 mod unexpected;
 
+use announce::*;
 use envelopes::*;
 use failure::*;
 use nbc::*;
@@ -104,6 +106,12 @@ fn main() {
             .and_then(|c| mpi_on_portals::initialize_with_config(eqflood_config(c))),
         "capflood" | "capbarrier" | "caphol" | "caphol_any" | "capiprobe" => MpiConfig::from_env()
             .and_then(|c| mpi_on_portals::initialize_with_config(cap_config(c))),
+        "announce" => MpiConfig::from_env().and_then(|c| {
+            mpi_on_portals::initialize_with_config(MpiConfig {
+                long_announce: RUN,
+                ..c
+            })
+        }),
         _ => mpi_on_portals::initialize(),
     };
     let u = match init {
@@ -116,6 +124,7 @@ fn main() {
     let arg = |i: usize, d: u64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let r = match scenario.as_str() {
         "modes" => modes(&u),
+        "announce" => announce(&u),
         "order" => order(&u, arg(2, 2000) as usize, arg(3, 1)),
         "flood" => flood(&u, arg(2, 10) as usize),
         "misc" => misc(&u),
