@@ -9,8 +9,9 @@
 //! with puts, 60 % with announcements pulled at the next call).
 //!
 //! **How.** Posted receives longer than the eager limit (the only ones an
-//! announcement can fill) report to a queue of their own, the *pull
-//! queue*, whose descriptors' self-unlinks the unlink hook watches — and an
+//! announcement can fill), from a source that may announce (one whose
+//! transport moves truncated payloads, or any source), report to a queue
+//! of their own, the *pull queue*, whose descriptors' self-unlinks the unlink hook watches — and an
 //! announcement uses its receive's descriptor up. The hook, on the thread
 //! that deposited it (the progress thread while the application computes),
 //! looks at the head of the pull queue if the state is free: an
