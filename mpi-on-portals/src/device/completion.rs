@@ -84,8 +84,8 @@ impl Device {
             return None;
         }
         let mut r = st.reqs.remove(id.idx as usize);
-        if !st.rmem.is_empty() {
-            st.rmem.remove(&id.user_ptr());
+        if !st.segments.is_empty() {
+            st.segments.remove(&id.user_ptr());
         }
         // Normally run by `finish` already; a completion that came another
         // way must not skip it.
@@ -206,8 +206,8 @@ impl Device {
         if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
             if complete(r) {
                 let mut r = st.reqs.remove(id.idx as usize);
-                if !st.rmem.is_empty() {
-                    st.rmem.remove(&id.user_ptr());
+                if !st.segments.is_empty() {
+                    st.segments.remove(&id.user_ptr());
                 }
                 if let (Some(then), Some(res)) = (r.on_done.take(), r.result.as_mut()) {
                     then(res);

@@ -387,8 +387,8 @@ impl Device {
                 tracing::warn!(error = %e, "a request nobody waits for failed");
             }
             let r = st.reqs.remove(id.idx as usize);
-            if !st.rmem.is_empty() {
-                st.rmem.remove(&id.user_ptr());
+            if !st.segments.is_empty() {
+                st.segments.remove(&id.user_ptr());
             }
             st.bsend_used = st.bsend_used.saturating_sub(r.bsend_len);
             st.copy_used = st.copy_used.saturating_sub(r.copy_len);

@@ -18,35 +18,7 @@ pub(crate) enum Mem<'l> {
     Iov(&'l [Iovec], usize),
 }
 
-/// A posted receive's memory, kept beside its request: [`Mem`] without the
-/// borrow (the segment list copied).
-#[derive(Clone, Debug)]
-pub(crate) enum MemOwned {
-    /// `len` bytes at a pointer.
-    Flat(*mut u8, usize),
-    /// The segments, `len` bytes in all.
-    Iov(Vec<Iovec>, usize),
-}
-
-impl MemOwned {
-    /// The memory as a [`Mem`].
-    pub(crate) fn as_mem(&self) -> Mem<'_> {
-        match self {
-            MemOwned::Flat(p, len) => Mem::Flat(*p, *len),
-            MemOwned::Iov(list, len) => Mem::Iov(list, *len),
-        }
-    }
-}
-
 impl<'l> Mem<'l> {
-    /// Keep the memory past the borrow of its segment list.
-    pub(crate) fn to_owned_mem(self) -> MemOwned {
-        match self {
-            Mem::Flat(p, len) => MemOwned::Flat(p, len),
-            Mem::Iov(list, len) => MemOwned::Iov(list.to_vec(), len),
-        }
-    }
-
     /// The segments `list` as one logical buffer.
     pub(crate) fn iov(list: &'l [Iovec]) -> Mem<'l> {
         let len = list.iter().fold(0usize, |n, s| n.saturating_add(s.len));

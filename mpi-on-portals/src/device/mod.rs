@@ -134,7 +134,6 @@ use completion::released;
 pub use config::{MpiConfig, MpiStats};
 use failure::{dead_member, dead_peer, gone, gone_any};
 pub(crate) use mem::Mem;
-use mem::MemOwned;
 pub(crate) use nbc::FlatPlan;
 use pool::{Pool, Unexpected};
 use saved::SavedEnvelopes;
@@ -392,13 +391,14 @@ struct State {
     members: HashMap<u16, Arc<[u32]>>,
     /// Each communicator's non-blocking-collective entries (`nbc.rs`).
     nbc: nbc::NbcComms,
-    /// The memory of posted receives longer than the eager limit, and of
-    /// non-contiguous ones, by request ([`ReqId::user_ptr`]): the get of an
-    /// announced message that matches one needs it again after the
-    /// announcement used its descriptor up (`pull.rs`). A table beside the
-    /// requests, not a field of each: every request would carry it, and
-    /// the request slab's size is on every message's path.
-    rmem: HashMap<u64, MemOwned>,
+    /// The segment lists of posted non-contiguous receives, by request
+    /// ([`ReqId::user_ptr`]): the get of an announced message that matches
+    /// one needs them again after the announcement used its descriptor up
+    /// (`pull.rs`; a flat receive's region is its descriptor's, in the
+    /// event). A table beside the requests, not a field of each: every
+    /// request would carry it, and the request slab's size is on every
+    /// message's path.
+    segments: HashMap<u64, Vec<portals::Iovec>>,
 }
 
 /// Words of the context-id bitmap (13 bits of context: 8192 ids).
@@ -637,7 +637,7 @@ impl Device {
                 failures_seen: 0,
                 members: HashMap::default(),
                 nbc: HashMap::default(),
-                rmem: HashMap::default(),
+                segments: HashMap::default(),
             }),
             service: AtomicBool::new(false),
             pool: Mutex::new(Pool::default()),

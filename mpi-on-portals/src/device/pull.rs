@@ -116,13 +116,13 @@ impl Shared {
     ) -> Result<()> {
         st.stats.announced_expected += 1;
         let f = bits::decode(ev.match_bits);
-        // Kept beside the request for long and every non-contiguous receive
-        // (`post_recv`); so one not kept is a short flat one, whose memory
-        // is the used-up descriptor's own region (our engine's record of the
+        // A non-contiguous receive's segments are kept beside the request
+        // (`post_recv`); a flat receive's memory is the used-up descriptor's
+        // own region, as the event records it (our engine's copy of the
         // pointer `post_recv` lent it).
-        let kept = st.rmem.remove(&id.user_ptr());
+        let kept = st.segments.remove(&id.user_ptr());
         let mem = match &kept {
-            Some(m) => m.as_mem(),
+            Some(list) => Mem::iov(list),
             None => Mem::Flat(
                 std::ptr::with_exposed_provenance_mut(ev.md.start),
                 ev.md.length as usize,

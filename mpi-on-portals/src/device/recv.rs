@@ -115,11 +115,11 @@ impl Device {
         let ni = self.ni();
         let match_id = source_id(src);
         let up = id.user_ptr();
-        // An announced long message may match it: its get needs the memory
-        // again after the announcement used the descriptor up (a short flat
-        // one is found from the descriptor, `pull.rs`).
-        if mem.len() > self.cfg.eager_limit || matches!(mem, Mem::Iov(..)) {
-            st.rmem.insert(up, mem.to_owned_mem());
+        // An announced long message may match it: its get needs the segment
+        // list again after the announcement used the descriptor up (a flat
+        // region is in the announcement's event, `pull.rs`).
+        if let Mem::Iov(list, _) = mem {
+            st.segments.insert(up, list.to_vec());
         }
         // A receive an announced long message can fill reports to the pull
         // queue, whose hook pulls the data while the application computes

@@ -29,13 +29,7 @@ pub(crate) fn announce(u: &Universe) -> R<()> {
         // The first is put whole and taken as nothing; from then on every
         // one is announced.
         for i in 0..UNEXPECTED {
-            let data = pattern(n, i);
-            scope(|s| -> R<()> {
-                let req = p.immediate_send_with_tag(s, &data[..], 70).map_err(e)?;
-                p.send_with_tag(&1u8, CTRL).map_err(e)?;
-                req.wait().map_err(e)?;
-                Ok(())
-            })?;
+            sent_first(&p, &pattern(n, i), 70)?;
         }
         let after_unexpected = u.stats().long_announced;
         ensure(after_unexpected == UNEXPECTED - 1, || {
@@ -60,13 +54,7 @@ pub(crate) fn announce(u: &Universe) -> R<()> {
         // 3. One unexpected message starts a run again; its announcements
         // go into posted receives that truncate, take nothing, or take any
         // source.
-        let data = pattern(n, 200);
-        scope(|s| -> R<()> {
-            let req = p.immediate_send_with_tag(s, &data[..], 72).map_err(e)?;
-            p.send_with_tag(&1u8, CTRL).map_err(e)?;
-            req.wait().map_err(e)?;
-            Ok(())
-        })?;
+        sent_first(&p, &pattern(n, 200), 72)?;
         for seed in 201..204 {
             p.receive_with_tag::<u8>(CTRL).map_err(e)?;
             p.send_with_tag(&pattern(n, seed)[..], 73).map_err(e)?;
@@ -141,6 +129,17 @@ pub(crate) fn announce(u: &Universe) -> R<()> {
         )?;
     }
     Ok(())
+}
+
+/// Start a send of `data` with `tag` to `p`, then tell `p` it may post its
+/// receive (so the message arrives before it), and wait for the send.
+fn sent_first(p: &Process<'_>, data: &[u8], tag: i32) -> R<()> {
+    scope(|s| -> R<()> {
+        let req = p.immediate_send_with_tag(s, data, tag).map_err(e)?;
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+        req.wait().map_err(e)?;
+        Ok(())
+    })
 }
 
 /// Post a receive into `buf` for `tag` from `p`, then tell `p` it may send
