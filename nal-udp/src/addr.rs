@@ -163,6 +163,7 @@ mod tests {
             ack_requested: false,
             transmission: wire::Transmission::Original,
             loss_report: 0,
+            late_dups: 0,
         };
         let mut d = vec![0u8; 256];
         let n = wire::encode(&mut d, &fields, &wire::FrameOut::Ack, |_| {}).unwrap();

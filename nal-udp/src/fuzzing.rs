@@ -109,6 +109,7 @@ pub fn datagram(data: &[u8]) {
         ack_requested: d.ack.ack_requested,
         transmission: d.transmission,
         loss_report: d.loss_report,
+        late_dups: d.late_dups,
     };
     let mut buf = vec![0u8; data.len()];
     let n = wire::encode(&mut buf, &hdr, &frame, |dst| dst.copy_from_slice(payload))
@@ -469,6 +470,7 @@ fn crafted(input: &mut Input<'_>, src: PeerId, dst: PeerId) -> Vec<u8> {
             _ => Transmission::Copy,
         },
         loss_report: u32::from(input.u8()) << 8,
+        late_dups: u64::from(input.u8() % 4),
     };
     let mut out = vec![0u8; COMMON_LEN + 64];
     let n = wire::encode(&mut out, &hdr, &FrameOut::Ack, |_| {}).unwrap_or(0);

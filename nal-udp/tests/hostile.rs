@@ -33,6 +33,7 @@ fn hdr(sack: &Sack, key: u64, src: PeerId, dst: PeerId, cum_ack: u64) -> HeaderF
         ack_requested: false,
         transmission: Transmission::Original,
         loss_report: 0,
+        late_dups: 0,
     }
 }
 

@@ -365,3 +365,83 @@ fn stalled_receiver_with_tiny_windows_completes_both_ways() {
         "node 1 never held back"
     );
 }
+
+/// The loss-recovery timings the UDP transport runs with (`UdpConfig`).
+fn driver_timings() -> Config {
+    Config {
+        ack_delay: Duration::from_micros(50),
+        tail_probe_slack: Some(Duration::from_micros(50)),
+        rto_min: Duration::from_millis(1),
+        ..Config::default()
+    }
+}
+
+/// One-way messages from 0 to 1, one every `gap`; `pause` deschedules 1
+/// for that long right after each has reached it (zero: never). The first
+/// 20 go to a prompt peer, so that the sender has its round trip.
+fn one_way_stream(link: LinkCfg, msgs: u64, gap: Duration, pause: Duration, seed: u64) -> Sim {
+    let mut sim = Sim::new(2, driver_timings(), link, seed);
+    let mut plan = Vec::new();
+    for no in 0..msgs {
+        let s = spec(0, 1, no, 64);
+        sim.send(s);
+        plan.push(s);
+        let arrive = Duration::from_micros(30);
+        sim.run_for(arrive);
+        if no >= 20 && !pause.is_zero() {
+            sim.pause(1, pause);
+        }
+        sim.run_for(gap - arrive);
+    }
+    assert!(
+        sim.run_until(Duration::from_secs(5), |s| s.total_finished() == msgs
+            && s.all_sends_done())
+    );
+    assert_all_delivered(&sim, &plan);
+    sim
+}
+
+/// A peer descheduled for longer than a tail probe waits, but well inside
+/// the retransmission timeout, gets the probe while it still owes the
+/// original's acknowledgment. It says so (`late_dups`), and the sender
+/// waits longer before its next probe: a handful of needless probes in
+/// all, instead of one per message, each of which woke the peer. A peer
+/// that answers in time but over a path that loses datagrams reports no
+/// late duplicate, so loss is still repaired at the path's pace.
+#[test]
+fn probes_wait_longer_for_a_peer_that_says_it_answers_late() {
+    const MSGS: u64 = 300;
+    let sim = one_way_stream(
+        LinkCfg::default(),
+        MSGS,
+        Duration::from_micros(600),
+        Duration::from_micros(400),
+        41,
+    );
+    let (tx, rx) = (sim.nodes[0].ep.stats(), sim.nodes[1].ep.stats());
+    assert!(rx.late_dups > 0, "{rx:?}");
+    assert!(tx.tail_probe_backoffs > 0, "{tx:?}");
+    assert!(
+        tx.tail_probes <= MSGS / 20,
+        "{} tail probes for {MSGS} messages to a late peer: {tx:?} {rx:?}",
+        tx.tail_probes
+    );
+
+    // Below the loss at which small datagrams go twice (module
+    // `redundancy`), so that losses are repaired by probes.
+    let lossy = LinkCfg {
+        loss: 0.015,
+        ..LinkCfg::default()
+    };
+    let sim = one_way_stream(
+        lossy,
+        4 * MSGS,
+        Duration::from_micros(600),
+        Duration::ZERO,
+        42,
+    );
+    let (tx, rx) = (sim.nodes[0].ep.stats(), sim.nodes[1].ep.stats());
+    assert!(tx.tail_probes > MSGS / 40, "{tx:?}");
+    assert_eq!(rx.late_dups, 0, "{rx:?}");
+    assert_eq!(tx.tail_probe_backoffs, 0, "{tx:?}");
+}

@@ -480,3 +480,56 @@ fn sending_does_not_wake_the_sleeping_progress_thread() {
         );
     }
 }
+
+/// A one-way message costs its receiver's progress thread one wake-up,
+/// not two: the acknowledgment the protocol would hold back for
+/// `ack_delay` leaves before the thread sleeps again, instead of the
+/// thread waking at the deadline only to send it (a context switch on a
+/// busy host, where it also arrived late and made the sender probe).
+#[test]
+fn a_one_way_message_wakes_the_receivers_progress_thread_once() {
+    const SENDS: u64 = 100;
+    for cfg in variants::<UdpConfig>() {
+        if cfg.progress != nal_udp::ProgressMode::Thread {
+            continue;
+        }
+        let nodes = job(2, &cfg);
+        let (a, b) = (&nodes[0], &nodes[1]);
+        let beq = b.ni.eq_alloc(1024).unwrap();
+        catch_all(&b.ni, beq, 1 << 20);
+        let aeq = a.ni.eq_alloc(1024).unwrap();
+        let src = bind_md(&a.ni, aeq, vec![7u8; 8]);
+        let put = || {
+            a.ni.put(src, AckReq::NoAck, &Remote::new(id(1), PT, 0), 0)
+                .unwrap()
+        };
+        // Connected and warm, then quiet: b's progress thread sleeps in
+        // its poller, and nobody calls into b's library from here on.
+        put();
+        expect(&b.ni, beq, EventKind::Put);
+        std::thread::sleep(Duration::from_millis(50));
+        let name = format!("ptl-udp-{}", id(1));
+        let before = voluntary_switches_of(&name).expect("b's progress thread");
+        let acks_before = b.nal.stats().protocol.acks_sent;
+        for _ in 0..SENDS {
+            put();
+            // Longer than the ack delay and the thread's hand-back: each
+            // put finds it asleep.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let woke = voluntary_switches_of(&name).expect("b's progress thread") - before;
+        let acks = b.nal.stats().protocol.acks_sent - acks_before;
+        for _ in 0..SENDS {
+            expect(&b.ni, beq, EventKind::Put);
+        }
+        // Each put was acknowledged on its own (nothing else goes back).
+        assert!(
+            acks >= SENDS * 9 / 10,
+            "{cfg:?}: {acks} acks for {SENDS} puts"
+        );
+        assert!(
+            woke <= SENDS * 5 / 4,
+            "{cfg:?}: the receiver's progress thread slept {woke} times for {SENDS} puts"
+        );
+    }
+}

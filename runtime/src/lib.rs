@@ -48,14 +48,51 @@ pub use job::{
 };
 pub use transport::Transport;
 
-/// Install a `tracing` subscriber that prints to stderr, filtered by the
-/// `PTL_LOG` environment variable (e.g. `PTL_LOG=nal_tcp=debug`). Does
-/// nothing if one is installed already.
+/// Install a `tracing` subscriber filtered by the `PTL_LOG` environment
+/// variable (e.g. `PTL_LOG=nal_tcp=debug`). It prints to stderr, or
+/// appends to the file `PTL_LOG_FILE` names, with `%p` replaced by the
+/// process id: the ranks of a job whose stderr a tool keeps (`ptl-bench`
+/// does) can still be read, for example the transports' counters at close
+/// (`PTL_LOG=nal_udp=debug PTL_LOG_FILE=/tmp/rank.%p.log`). A file that
+/// cannot be opened is reported on stderr, which is used instead. Does
+/// nothing if a subscriber is installed already.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PTL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter);
+    if let Some(path) = std::env::var_os(LOG_FILE) {
+        let path = log_file_path(&path.to_string_lossy(), std::process::id());
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            Ok(file) => {
+                let _ = fmt
+                    .with_ansi(false)
+                    .with_writer(std::sync::Mutex::new(file))
+                    .try_init();
+                return;
+            }
+            Err(e) => eprintln!("{LOG_FILE}: cannot open {path}: {e}; logging to stderr"),
+        }
+    }
+    let _ = fmt.with_writer(std::io::stderr).try_init();
+}
+
+/// The variable naming the log file (see [`init_logging`]).
+pub const LOG_FILE: &str = "PTL_LOG_FILE";
+
+/// `template` with every `%p` replaced by `pid`.
+fn log_file_path(template: &str, pid: u32) -> String {
+    template.replace("%p", &pid.to_string())
+}
+
+#[cfg(test)]
+mod log_tests {
+    #[test]
+    fn the_log_file_names_the_process() {
+        assert_eq!(super::log_file_path("/tmp/r.%p.log", 42), "/tmp/r.42.log");
+        assert_eq!(super::log_file_path("/tmp/all.log", 42), "/tmp/all.log");
+    }
 }

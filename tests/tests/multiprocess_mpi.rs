@@ -616,3 +616,56 @@ fn nonblocking_collectives_complete_while_every_thread_sleeps() {
         assert_ok(&out, 4, &format!("nbcsleep {nal:?}"));
     }
 }
+
+/// `PTL_LOG_FILE` sends each rank's log to a file of its own (`%p`: the
+/// process id) instead of stderr, which a tool may keep (`ptl-bench` does):
+/// the UDP transport's counters at close land there, and not on stderr.
+#[test]
+fn each_rank_logs_to_its_own_file_when_ptl_log_file_names_one() {
+    let dir = std::env::temp_dir().join(format!(
+        "ptl-log-file-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let template = dir.join("rank.%p.log");
+    let options = JobOptions {
+        nal: NalKind::Udp,
+        ..JobOptions::default()
+    };
+    let out = run_job_env(
+        env!("CARGO_BIN_EXE_mpi_check"),
+        2,
+        &["modes"],
+        options,
+        Duration::from_secs(120),
+        &[
+            ("PTL_LOG", "nal_udp=debug"),
+            ("PTL_LOG_FILE", &template.to_string_lossy()),
+        ],
+    );
+    assert_ok(&out, 2, "modes with PTL_LOG_FILE");
+    assert!(
+        !out.transcript().contains("closing"),
+        "the log went to stderr too:\n{}",
+        out.transcript()
+    );
+    let mut logs: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the scratch directory")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    logs.sort();
+    assert_eq!(logs.len(), 2, "one file per rank: {logs:?}");
+    for log in &logs {
+        assert!(
+            log.contains("closing") && log.contains("tail_probes"),
+            "{log}"
+        );
+        assert!(!log.contains('\u{1b}'), "colour codes in a file: {log}");
+    }
+}

@@ -557,7 +557,8 @@ impl Nal for UdpNal {
             i.settle(&mut st, now);
         }
         i.linger();
-        // What a lossy run cost, for whoever asks (`PTL_LOG=nal_udp=debug`).
+        // What a lossy run cost, for whoever asks (`PTL_LOG=nal_udp=debug`,
+        // and `PTL_LOG_FILE` where a tool keeps the rank's stderr).
         tracing::debug!(me = %i.me, stats = ?self.stats(), "closing");
         i.gate.stop();
         if let Some(pt) = &i.pt {

@@ -216,7 +216,7 @@ impl Inner {
                 Err(TryLockError::Poisoned(p)) => p.into_inner(),
             };
             self.drive(&mut st);
-            self.settle_lazy_acks(&mut st, false);
+            self.settle_held_acks(&mut st, false);
             self.nudge_progress_thread(&st);
             return Ok(());
         };
@@ -227,11 +227,11 @@ impl Inner {
             // application (or an idle progress thread) probes nobody.
             st.ep.note_waiting(Instant::now());
             if self.drive(&mut st) {
-                self.settle_lazy_acks(&mut st, false);
+                self.settle_held_acks(&mut st, false);
                 self.nudge_progress_thread(&st);
                 return Ok(());
             }
-            self.settle_lazy_acks(&mut st, true);
+            self.settle_held_acks(&mut st, true);
             Self::nap(&st, cap)
         };
         if !wait.is_zero() {
@@ -250,7 +250,7 @@ impl Inner {
             st.ep.note_slept(Instant::now());
         }
         self.drive(&mut st);
-        self.settle_lazy_acks(&mut st, false);
+        self.settle_held_acks(&mut st, false);
         self.nudge_progress_thread(&st);
         Ok(())
     }
@@ -297,10 +297,10 @@ impl Inner {
             let wait = {
                 let mut st = lock(&self.state);
                 if self.drive(&mut st) || self.core.triggered_pending() {
-                    self.settle_lazy_acks(&mut st, false);
+                    self.settle_held_acks(&mut st, false);
                     continue;
                 }
-                self.settle_lazy_acks(&mut st, true);
+                self.settle_held_acks(&mut st, true);
                 let wait = Self::nap(&st, PT_SLEEP);
                 let at = (Instant::now() + wait).saturating_duration_since(self.epoch);
                 self.pt_deadline

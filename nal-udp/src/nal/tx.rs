@@ -74,7 +74,11 @@ impl Inner {
         loop {
             for msg in std::mem::take(&mut st.responses) {
                 if msg.header.op == portals::wire::Op::Ack && msg.header.ack_lazy {
-                    st.lazy_since.get_or_insert(now);
+                    // The hold starts now, not at the pass's clock: taking
+                    // the message that caused it may have used the hold up
+                    // (a loaded host, an unoptimised build), and the
+                    // application has not had its chance to answer yet.
+                    st.lazy_since.get_or_insert_with(Instant::now);
                     st.lazy_acks.push(msg);
                     continue;
                 }
@@ -100,18 +104,23 @@ impl Inner {
         }
     }
 
-    /// At the end of a pass: send the held lazy acknowledgments if the
-    /// pass will sleep (`sleeping`), or once they are old or many enough.
-    pub(super) fn settle_lazy_acks(&self, st: &mut State, sleeping: bool) {
-        let Some(since) = st.lazy_since else { return };
-        let now = Instant::now();
-        if sleeping
-            || st.lazy_acks.len() >= LAZY_ACK_BATCH
-            || now.saturating_duration_since(since) >= LAZY_ACK_HOLD
-        {
-            self.release_lazy_acks(st, now);
-            self.settle(st, now);
+    /// At the end of a pass: send the held acknowledgments, the Portals
+    /// layer's lazy ones and the protocol's delayed ones, if the pass will
+    /// sleep (`sleeping`: waking only to send them would cost more), or
+    /// the lazy ones once they are old or many enough.
+    pub(super) fn settle_held_acks(&self, st: &mut State, sleeping: bool) {
+        let delayed = sleeping && st.ep.release_delayed_acks();
+        let lazy_due = st.lazy_since.is_some_and(|since| {
+            sleeping || st.lazy_acks.len() >= LAZY_ACK_BATCH || since.elapsed() >= LAZY_ACK_HOLD
+        });
+        if !delayed && !lazy_due {
+            return;
         }
+        let now = Instant::now();
+        if lazy_due {
+            self.release_lazy_acks(st, now);
+        }
+        self.settle(st, now);
     }
 
     pub(super) fn events(&self, st: &mut State) {

@@ -288,6 +288,25 @@ impl Endpoint {
         }
     }
 
+    /// The driver is about to sleep: every ack held back by the
+    /// delayed-ack timer goes out with the next [`poll_transmit`](Self::poll_transmit)
+    /// instead of at its deadline. A sleeping driver would otherwise wake
+    /// only to send it, and a wake-up costs a context switch on a busy host
+    /// where a datagram costs a system call; a woken driver is also late on
+    /// a busy host, and an ack that arrives late makes the peer probe
+    /// (module `tlp`). Coalescing still happens while datagrams keep coming:
+    /// then the driver does not sleep. Returns whether any ack was released.
+    pub fn release_delayed_acks(&mut self) -> bool {
+        let mut any = false;
+        for i in 0..self.peers.len() {
+            if self.peers[i].release_delayed_ack() {
+                self.mark_ready(i);
+                any = true;
+            }
+        }
+        any
+    }
+
     /// The receiver can take messages again after its sink held one back
     /// ([`Sink::take_held`]): offer every stalled peer's stream again.
     pub fn resume(&mut self, sink: &mut impl Sink) {

@@ -31,7 +31,11 @@
 //!   and those go again at once. At most 8 probes per flight, between
 //!   acknowledgments that make progress, without back-off or counting
 //!   towards death, so an unneeded probe costs a datagram and an ack
-//!   (module `tlp`). Otherwise an RFC 6298 RTO (Karn's rule, `[rto_min,
+//!   (module `tlp`). A receiver counts the retransmissions it already had
+//!   and still owed an ack for (a late answer, not a loss) and reports the
+//!   count in every datagram; the sender then waits longer before probes
+//!   and retransmission timeouts (`TailProbe::back_off`, module `tlp`).
+//!   Otherwise an RFC 6298 RTO (Karn's rule, `[rto_min,
 //!   rto_max]`) resends only the oldest unacknowledged datagram and
 //!   doubles, at most [`Config::max_backoff`] times in a row.
 //! * **Redundancy on lossy paths.** Each receiver measures the share of a

@@ -80,6 +80,16 @@ pub(crate) struct Peer {
     loss_meter: LossMeter,
     /// How much of what we send this peer is lost, as it last reported.
     peer_loss: u32,
+    /// Retransmissions from this peer that we already had and had not
+    /// acknowledged yet (we report the count: it probes too early).
+    late_dups: u64,
+    /// One past the highest sequence number received when our last
+    /// datagram (which acknowledges everything received) left.
+    acked_high: u64,
+    /// `acked_high` before that datagram, and when it left: what it was
+    /// the first to acknowledge (see `is_late`).
+    acked_before: u64,
+    acked_at: Option<Instant>,
     /// A sequenced datagram just sent gets a redundant copy next: its
     /// sequence number, frame, and whether it asked for an immediate ack.
     copy_due: Option<(u64, SegFrame, bool)>,
@@ -106,6 +116,10 @@ impl Peer {
             pull_data_turn: false,
             loss_meter: LossMeter::default(),
             peer_loss: 0,
+            late_dups: 0,
+            acked_high: 0,
+            acked_before: 0,
+            acked_at: None,
             copy_due: None,
         }
     }
@@ -144,6 +158,30 @@ impl Peer {
         .min()
     }
 
+    /// Acknowledge now what the delayed-ack timer holds back. Returns
+    /// whether an ack is now due.
+    pub(crate) fn release_delayed_ack(&mut self) -> bool {
+        !self.dead && self.recv.ack.release()
+    }
+
+    /// Whether a retransmission of `seq`, which we already have, arriving
+    /// at `now`, was sent before our acknowledgment of it could have
+    /// reached the peer: its timer ran out before we answered, not because
+    /// anything was lost. Either no datagram of ours has acknowledged `seq`
+    /// yet, or the first that did left less than the probe slack ago. (Had
+    /// our acknowledgment been lost instead, the peer waited a whole probe
+    /// timeout after it, which is longer than the slack.)
+    fn is_late(&self, now: Instant, seq: u64, cfg: &Config) -> bool {
+        if seq >= self.acked_high {
+            return true;
+        }
+        let raced = match (self.acked_at, cfg.tail_probe_slack) {
+            (Some(at), Some(slack)) => now.saturating_duration_since(at) < slack,
+            _ => false,
+        };
+        seq >= self.acked_before && raced
+    }
+
     /// An accepted datagram from this peer.
     pub(crate) fn on_datagram(
         &mut self,
@@ -157,6 +195,8 @@ impl Peer {
         self.probe_at = None;
         self.watch.heard(now);
         self.peer_loss = d.loss_report;
+        self.send
+            .on_peer_late_dups(d.late_dups, &self.rtt, ctx.cfg, ctx.stats);
         self.send
             .on_ack(now, &d.ack, &mut self.rtt, ctx.cfg, ctx.events, ctx.stats);
         if d.ack.ack_requested {
@@ -243,6 +283,11 @@ impl Peer {
         match self.recv.win.classify(seq) {
             SeqClass::Duplicate => {
                 ctx.stats.dup_drops += 1;
+                if d.transmission == Transmission::Retransmission && self.is_late(now, seq, ctx.cfg)
+                {
+                    self.late_dups += 1;
+                    ctx.stats.late_dups += 1;
+                }
                 // A retransmission we have: our ack was probably lost, so
                 // repeat it now. The copy of an original we have is the
                 // normal case on a lossy path and needs no answer of its
@@ -426,6 +471,11 @@ impl Peer {
         let n = self.produce(now, buf, ctx);
         if let Some(n) = n {
             self.recv.ack.on_sent();
+            let high = self.recv.win.high();
+            if high != self.acked_high {
+                self.acked_before = std::mem::replace(&mut self.acked_high, high);
+                self.acked_at = Some(now);
+            }
             self.tail_probe_due = false;
             if self.probe_due || self.watch_probe_due {
                 self.probe_due = false;
@@ -452,6 +502,7 @@ impl Peer {
             ack_requested: self.probe_due || self.watch_probe_due || self.tail_probe_due,
             transmission: Transmission::Original,
             loss_report: self.loss_meter.report(),
+            late_dups: self.late_dups,
         };
         if let Some((seq, frame, ack_requested)) = self.copy_due.take() {
             if self.send.is_unacked(seq) {

@@ -77,6 +77,16 @@ impl AckTimer {
         self.immediate = true;
     }
 
+    /// Send a held-back ack with the next datagram instead of at its
+    /// deadline. Returns whether one was held back.
+    pub(crate) fn release(&mut self) -> bool {
+        if self.deadline.take().is_some() {
+            self.immediate = true;
+            return true;
+        }
+        false
+    }
+
     /// The delayed-ack timer.
     pub(crate) fn deadline(&self) -> Option<Instant> {
         self.deadline
@@ -456,5 +466,22 @@ mod tests {
         a.on_sent();
         a.on_sequenced(t, true, &cfg);
         assert!(a.due());
+    }
+
+    #[test]
+    fn a_released_ack_is_due_at_once_and_nothing_held_releases_nothing() {
+        let cfg = Config::default();
+        let t = Instant::now();
+        let mut a = AckTimer::default();
+        assert!(!a.release());
+        assert!(!a.due());
+        a.on_sequenced(t, false, &cfg);
+        assert!(!a.due());
+        assert!(a.release());
+        assert!(a.due());
+        assert_eq!(a.deadline(), None);
+        a.on_sent();
+        assert!(!a.release());
+        assert!(!a.due());
     }
 }

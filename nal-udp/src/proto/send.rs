@@ -16,7 +16,7 @@
 //! datagram per back-off step, never a window's worth.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::config::{Config, EagerCompletion, Layout};
 use super::rtt::RttEstimator;
@@ -176,6 +176,8 @@ pub(crate) struct SendState {
     rto_at: Option<Instant>,
     /// Resends the newest datagram of a silent flight before the RTO.
     tlp: TailProbe,
+    /// The highest late-duplicate count the peer has reported.
+    peer_late_dups: u64,
     /// When the retransmission timer last expired.
     expired_at: Option<Instant>,
     backoff: u32,
@@ -204,6 +206,7 @@ impl SendState {
             highest_acked_tx: 0,
             rto_at: None,
             tlp: TailProbe::default(),
+            peer_late_dups: 0,
             expired_at: None,
             backoff: 0,
             timeouts: 0,
@@ -342,13 +345,15 @@ impl SendState {
         if let Some(sent_at) = sample {
             rtt.on_sample(now.saturating_duration_since(sent_at));
         }
+
         if self.highest_acked_tx > prev_high {
             self.detect_losses(cfg, stats);
         }
         if progress {
+            self.tlp.on_progress();
             self.backoff = 0;
             self.timeouts = 0;
-            self.rto_at = self.has_unacked().then(|| now + rtt.rto());
+            self.rto_at = self.has_unacked().then(|| now + self.rto_wait(rtt, 0));
             if self.has_unacked() {
                 self.tlp.arm(now, rtt, cfg, self.rto_at);
             } else {
@@ -490,9 +495,17 @@ impl SendState {
         true
     }
 
+    /// The retransmission timeout after `backoff` doublings, plus the wait
+    /// learnt from late answers (`TailProbe::back_off`): Karn's rule keeps
+    /// the RTT estimator from ever sampling an answer that came after a
+    /// retransmission, so it cannot learn how late a busy peer answers.
+    fn rto_wait(&self, rtt: &RttEstimator, backoff: u32) -> Duration {
+        rtt.backed_off(backoff) + self.tlp.extra()
+    }
+
     fn arm(&mut self, now: Instant, rtt: &RttEstimator) {
         if self.rto_at.is_none() {
-            self.rto_at = Some(now + rtt.backed_off(self.backoff));
+            self.rto_at = Some(now + self.rto_wait(rtt, self.backoff));
         }
     }
 
@@ -669,7 +682,7 @@ impl SendState {
             && now.saturating_duration_since(oldest.sent_at) < rtt.rto() * BULK_DEFERRALS;
         if young && bulk_at.is_some_and(|b| b >= oldest.sent_at) {
             stats.rto_deferrals += 1;
-            self.rto_at = Some(now + rtt.backed_off(self.backoff));
+            self.rto_at = Some(now + self.rto_wait(rtt, self.backoff));
             return TimerOutcome::Idle;
         }
         stats.rto_expiries += 1;
@@ -681,7 +694,7 @@ impl SendState {
         let oldest = self.inflight.iter().position(|s| !s.acked);
         self.queue_first(oldest, false);
         self.backoff += 1;
-        self.rto_at = Some(now + rtt.backed_off(self.backoff));
+        self.rto_at = Some(now + self.rto_wait(rtt, self.backoff));
         self.tlp.on_new_data(now, rtt, cfg, self.rto_at);
         TimerOutcome::Retransmit
     }
@@ -730,6 +743,28 @@ impl SendState {
         // probe timeout.
         let newest = self.inflight.iter().rposition(|s| !s.acked);
         self.queue_first(newest, true);
+        true
+    }
+
+    /// The peer's late-duplicate count, as a datagram from it says
+    /// ([`wire::HeaderFields::late_dups`]). A count higher than any before
+    /// means some of our retransmissions were needless because the peer
+    /// answers late: probes wait longer (`TailProbe::back_off`). Returns
+    /// whether they do now.
+    pub(crate) fn on_peer_late_dups(
+        &mut self,
+        count: u64,
+        rtt: &RttEstimator,
+        cfg: &Config,
+        stats: &mut Stats,
+    ) -> bool {
+        if count <= self.peer_late_dups {
+            // Nothing new, or a datagram overtaken by a newer one.
+            return false;
+        }
+        self.peer_late_dups = count;
+        self.tlp.back_off(rtt, cfg);
+        stats.tail_probe_backoffs += 1;
         true
     }
 

@@ -79,6 +79,11 @@ impl RecvWindow {
         self.rcv_nxt
     }
 
+    /// One past the highest sequence number received.
+    pub(crate) fn high(&self) -> u64 {
+        self.high
+    }
+
     /// Ring index of `seq`, for parallel per-slot storage.
     pub(crate) fn index(&self, seq: u64) -> usize {
         self.slot(seq)

@@ -37,6 +37,15 @@
 //! number of the datagram it repeats, so that the ack of the original
 //! cannot make everything sent since look lost.
 //!
+//! The smallest RTT knows nothing of a peer that is merely late: on a host
+//! with more threads than cores most probes found the original waiting,
+//! unacknowledged, and each woke the peer once more. The peer counts such
+//! late duplicates and reports the count in every datagram
+//! ([`super::wire::HeaderFields::late_dups`]); each rise doubles an extra
+//! wait added to the probe timeout (and to the retransmission timeout),
+//! which halves again after [`CALM_ACKS`] calm acknowledgments
+//! ([`TailProbe::back_off`]).
+//!
 //! Measured in simulated time (`tests/loss_recovery.rs`, the cg pattern,
 //! 30 % loss, 150 µs compute per iteration, three seeds): 3 probes and a
 //! fresh ack delay before each gave 2.98 ms per iteration against
@@ -95,7 +104,20 @@ pub(crate) struct TailProbe {
     at: Option<Instant>,
     /// Probes sent since the timer was last armed.
     sent: u32,
+    /// Added to every probe timeout: learnt from probes that reached a
+    /// peer which had the original and had simply not answered yet (see
+    /// [`TailProbe::back_off`]).
+    extra: Duration,
+    /// Acknowledgments that made progress since `extra` last changed.
+    calm: u32,
 }
+
+/// Acknowledgments that make progress, with no late duplicate reported
+/// meanwhile, after which the learnt extra wait halves. A host that stays
+/// busy keeps a probe needless at most about once per this many
+/// acknowledgments; one that calms down is back to probing at the path's
+/// pace after a few hundred.
+pub(crate) const CALM_ACKS: u32 = 64;
 
 /// Probes between two acknowledgments that make progress, at most. Eight
 /// probes at 30 % loss leave a flight unrepaired with probability
@@ -147,8 +169,52 @@ impl TailProbe {
             pto_after_probe(rtt, cfg)
         };
         self.at = wait
-            .map(|p| now + p)
+            .map(|p| now + p + self.extra)
             .filter(|&at| rto_at.is_none_or(|r| at < r));
+    }
+
+    /// The peer reported a retransmission of ours that it already had and
+    /// had not acknowledged yet: a probe that only its late answer (a
+    /// descheduled process, a progress thread not yet woken) made
+    /// necessary. Loss is not the cause, and the minimum RTT knows nothing
+    /// of that delay, so wait longer before every probe: double the extra
+    /// wait (at least one probe timeout), at most the retransmission
+    /// timeout, after which probes give way to the timer. A probe already
+    /// armed moves by as much.
+    ///
+    /// Without this, on a host with more threads than cores, most probes
+    /// were needless, and each one woke the peer's progress thread.
+    pub(crate) fn back_off(&mut self, rtt: &RttEstimator, cfg: &Config) {
+        let Some(base) = pto(rtt, cfg) else {
+            return;
+        };
+        let old = self.extra;
+        self.extra = (old * 2).max(base).min(rtt.rto());
+        self.calm = 0;
+        if let Some(at) = &mut self.at {
+            *at += self.extra.saturating_sub(old);
+        }
+    }
+
+    /// An acknowledgment made progress: after [`CALM_ACKS`] of them without
+    /// a late duplicate, the extra wait halves.
+    pub(crate) fn on_progress(&mut self) {
+        if self.extra.is_zero() {
+            return;
+        }
+        self.calm += 1;
+        if self.calm >= CALM_ACKS {
+            self.calm = 0;
+            self.extra /= 2;
+            if self.extra < Duration::from_micros(1) {
+                self.extra = Duration::ZERO;
+            }
+        }
+    }
+
+    /// The extra wait learnt from late answers.
+    pub(crate) fn extra(&self) -> Duration {
+        self.extra
     }
 
     /// The retransmission timer took over (or the peer is gone): no probe
@@ -248,6 +314,53 @@ mod tests {
             Some(Duration::from_micros(80) + slack)
         );
         assert!(pto_after_probe(&r, &cfg) < pto(&r, &cfg));
+    }
+
+    #[test]
+    fn late_answers_lengthen_the_wait_up_to_the_rto_and_calm_shortens_it() {
+        let cfg = Config::default();
+        let r = rtt_with(Duration::from_micros(40));
+        let base = pto(&r, &cfg).unwrap();
+        let t0 = Instant::now();
+        let rto_at = Some(t0 + Duration::from_secs(1));
+        let mut p = TailProbe::default();
+        p.arm(t0, &r, &cfg, rto_at);
+        assert_eq!(p.deadline(), Some(t0 + base));
+        // the first late answer doubles the wait, and moves the armed probe
+        p.back_off(&r, &cfg);
+        assert_eq!(p.extra(), base);
+        assert_eq!(p.deadline(), Some(t0 + base * 2));
+        p.back_off(&r, &cfg);
+        assert_eq!(p.extra(), (base * 2).min(r.rto()));
+        for _ in 0..20 {
+            p.back_off(&r, &cfg);
+        }
+        assert_eq!(p.extra(), r.rto());
+        // a probe due no sooner than the timer is not armed at all
+        let near = Some(t0 + base + r.rto() - Duration::from_micros(1));
+        p.arm(t0, &r, &cfg, near);
+        assert_eq!(p.deadline(), None);
+        // calm: the extra halves every CALM_ACKS acknowledgments
+        let before = p.extra();
+        for _ in 1..CALM_ACKS {
+            p.on_progress();
+        }
+        assert_eq!(p.extra(), before);
+        p.on_progress();
+        assert_eq!(p.extra(), before / 2);
+        for _ in 0..CALM_ACKS * 40 {
+            p.on_progress();
+        }
+        assert_eq!(p.extra(), Duration::ZERO);
+        p.arm(t0, &r, &cfg, rto_at);
+        assert_eq!(p.deadline(), Some(t0 + base));
+        // a late answer resets the count towards calm
+        p.back_off(&r, &cfg);
+        for _ in 1..CALM_ACKS {
+            p.on_progress();
+        }
+        p.back_off(&r, &cfg);
+        assert_eq!(p.extra(), base * 2);
     }
 
     #[test]

@@ -189,6 +189,14 @@ pub struct Stats {
     /// (also counted in `retransmits`) because a flight went unanswered for
     /// about two round trips.
     pub tail_probes: u64,
+    /// Tail probes made to wait longer because the peer reported a
+    /// retransmission it already had and had not acknowledged yet (module
+    /// `tlp`).
+    pub tail_probe_backoffs: u64,
+    /// Retransmissions received that we already had and had not
+    /// acknowledged yet: the sender gave up on our answer too early (we
+    /// report their count, and it waits longer).
+    pub late_dups: u64,
     /// Datagrams sent asking for an immediate ack (liveness probes).
     pub probes_sent: u64,
     /// Redundant copies of small sequenced datagrams sent because the peer

@@ -20,7 +20,8 @@
 //! | 32  | 8 | cumulative ack: every sequence number below it was received |
 //! | 40  | 4 | window: the sender of this datagram accepts sequence numbers in `[cum_ack, cum_ack + window)` |
 //! | 44  | 4 | loss report: the share of sequenced datagrams from this datagram's receiver that this datagram's sender got only through a retransmission or a copy, in units of 1/65536 (at most 65536) |
-//! | 48  | 8·n | SACK: bit `i` (word `i / 64`, bit `i % 64`) set = sequence number `cum_ack + 1 + i` was received |
+//! | 48  | 8 | late duplicates: how many retransmissions from this datagram's receiver its sender got while it still owed the original's acknowledgment (a count that only grows) |
+//! | 56  | 8·n | SACK: bit `i` (word `i / 64`, bit `i % 64`) set = sequence number `cum_ack + 1 + i` was received |
 //!
 //! Frame bodies (after the SACK):
 //!
@@ -51,12 +52,12 @@ use bitvec::order::Lsb0;
 /// Magic number at the start of every datagram: ASCII `"PUDP"`.
 pub const MAGIC: [u8; 4] = *b"PUDP";
 /// The protocol version this crate speaks (2: the retransmission and copy
-/// flags and the loss report).
-pub const VERSION: u8 = 2;
+/// flags and the loss report; 3: the late-duplicate count).
+pub const VERSION: u8 = 3;
 /// Size of the opaque upper-layer header carried by every message.
 pub const HEADER_LEN: usize = 88;
 /// Length of the common header, without the SACK bitmap.
-pub const COMMON_LEN: usize = 48;
+pub const COMMON_LEN: usize = 56;
 /// Largest SACK bitmap, in 64-bit words.
 pub const MAX_SACK_WORDS: usize = 8;
 /// Largest SACK bitmap, in bits (and so the largest receive window).
@@ -312,6 +313,8 @@ pub struct Datagram<'a> {
     pub transmission: Transmission,
     /// The sender's loss report (see [`HeaderFields::loss_report`]).
     pub loss_report: u32,
+    /// The sender's late-duplicate count (see [`HeaderFields::late_dups`]).
+    pub late_dups: u64,
     /// The frame.
     pub frame: Frame<'a>,
 }
@@ -406,6 +409,7 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
     if loss_report > LOSS_REPORT_ONE {
         return Err(WireError::Invalid("loss report"));
     }
+    let late_dups = r.u64()?;
     let transmission = match (flags & FLAG_RETX != 0, flags & FLAG_COPY != 0) {
         (false, false) => Transmission::Original,
         (true, false) => Transmission::Retransmission,
@@ -534,6 +538,7 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
         ack,
         transmission,
         loss_report,
+        late_dups,
         frame,
     })
 }
@@ -574,6 +579,11 @@ pub struct HeaderFields<'s> {
     /// 1/65536, at most [`LOSS_REPORT_ONE`]. The receiver sends redundant
     /// copies when it is high.
     pub loss_report: u32,
+    /// How many retransmissions from the receiver the sender got although
+    /// it already had the original and had not acknowledged it yet: probes
+    /// that only a late answer made necessary, not loss. The receiver waits
+    /// longer before its next tail probe when it grows (module `tlp`).
+    pub late_dups: u64,
 }
 
 /// Why a frame could not be encoded.
@@ -657,6 +667,7 @@ fn write_common(w: &mut Writer<'_>, h: &HeaderFields<'_>, kind: Kind) -> Result<
     w.u64(h.cum_ack)?;
     w.u32(h.window)?;
     w.u32(h.loss_report.min(LOSS_REPORT_ONE))?;
+    w.u64(h.late_dups)?;
     for word in &h.sack.as_raw_slice()[..words] {
         w.u64(*word)?;
     }
@@ -847,6 +858,7 @@ mod tests {
             ack_requested: true,
             transmission: Transmission::Retransmission,
             loss_report: 19_661,
+            late_dups: 0x0123_4567_89ab_cdef,
         }
     }
 
@@ -868,6 +880,7 @@ mod tests {
         assert!(d.ack.ack_requested);
         assert_eq!(d.transmission, Transmission::Retransmission);
         assert_eq!(d.loss_report, 19_661);
+        assert_eq!(d.late_dups, 0x0123_4567_89ab_cdef);
         assert_eq!(d.ack.sack, sack);
         assert_eq!(n, COMMON_LEN + 3 * 8 + body_len(&d.frame));
         assert_eq!(claimed_source(&buf), Some(d.src));
