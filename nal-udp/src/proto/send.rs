@@ -397,9 +397,11 @@ impl SendState {
         // arrives a little after the retransmission left, and taken for its
         // ack it declared the whole window lost: hundreds of spurious
         // retransmissions).
+        // A peer known to answer late (`TailProbe::back_off`) may ack the
+        // original that much later still.
         let since = now.saturating_duration_since(seg.sent_at);
         let round_trip = match (rtt.min_rtt(), rtt.srtt()) {
-            (Some(m), Some(s)) => Some(m.max(s)),
+            (Some(m), Some(s)) => Some(m.max(s) + self.tlp.extra()),
             (m, _) => m,
         };
         if round_trip.is_some_and(|m| since >= m) {

@@ -112,6 +112,13 @@ pub(crate) struct TailProbe {
     calm: u32,
 }
 
+/// The extra wait is at most this many retransmission timeouts. A peer
+/// descheduled for a few milliseconds at a time (a 2-core host running
+/// two ranks and their progress threads) answered later than twice the
+/// RTO floor often enough to keep the timer firing, and an ack of an
+/// original the timer resent made the datagrams sent since look lost.
+pub(crate) const MAX_EXTRA_RTOS: u32 = 4;
+
 /// Acknowledgments that make progress, with no late duplicate reported
 /// meanwhile, after which the learnt extra wait halves. A host that stays
 /// busy keeps a probe needless at most about once per this many
@@ -178,9 +185,8 @@ impl TailProbe {
     /// descheduled process, a progress thread not yet woken) made
     /// necessary. Loss is not the cause, and the minimum RTT knows nothing
     /// of that delay, so wait longer before every probe: double the extra
-    /// wait (at least one probe timeout), at most the retransmission
-    /// timeout, after which probes give way to the timer. A probe already
-    /// armed moves by as much.
+    /// wait (at least one probe timeout, at most [`MAX_EXTRA_RTOS`]
+    /// retransmission timeouts). A probe already armed moves by as much.
     ///
     /// Without this, on a host with more threads than cores, most probes
     /// were needless, and each one woke the peer's progress thread.
@@ -189,7 +195,7 @@ impl TailProbe {
             return;
         };
         let old = self.extra;
-        self.extra = (old * 2).max(base).min(rtt.rto());
+        self.extra = (old * 2).max(base).min(rtt.rto() * MAX_EXTRA_RTOS);
         self.calm = 0;
         if let Some(at) = &mut self.at {
             *at += self.extra.saturating_sub(old);
@@ -317,7 +323,7 @@ mod tests {
     }
 
     #[test]
-    fn late_answers_lengthen_the_wait_up_to_the_rto_and_calm_shortens_it() {
+    fn late_answers_lengthen_the_wait_up_to_a_few_rtos_and_calm_shortens_it() {
         let cfg = Config::default();
         let r = rtt_with(Duration::from_micros(40));
         let base = pto(&r, &cfg).unwrap();
@@ -331,13 +337,13 @@ mod tests {
         assert_eq!(p.extra(), base);
         assert_eq!(p.deadline(), Some(t0 + base * 2));
         p.back_off(&r, &cfg);
-        assert_eq!(p.extra(), (base * 2).min(r.rto()));
+        assert_eq!(p.extra(), base * 2);
         for _ in 0..20 {
             p.back_off(&r, &cfg);
         }
-        assert_eq!(p.extra(), r.rto());
+        assert_eq!(p.extra(), r.rto() * MAX_EXTRA_RTOS);
         // a probe due no sooner than the timer is not armed at all
-        let near = Some(t0 + base + r.rto() - Duration::from_micros(1));
+        let near = Some(t0 + base + p.extra() - Duration::from_micros(1));
         p.arm(t0, &r, &cfg, near);
         assert_eq!(p.deadline(), None);
         // calm: the extra halves every CALM_ACKS acknowledgments
