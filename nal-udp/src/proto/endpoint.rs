@@ -6,6 +6,7 @@ use rustc_hash::FxHashMap;
 use std::time::Instant;
 
 use super::config::{Config, ConfigError, Layout};
+use super::copies::CopyPool;
 use super::liveness::Waiting;
 use super::peer::{Ctx, Peer};
 use super::recv::BufPool;
@@ -41,6 +42,7 @@ pub struct Endpoint {
     events: VecDeque<Event>,
     stats: Stats,
     pool: BufPool,
+    copies: CopyPool,
     waiting: Waiting,
 }
 
@@ -73,6 +75,7 @@ impl Endpoint {
             events: VecDeque::new(),
             stats: Stats::default(),
             pool: BufPool::new(keep),
+            copies: CopyPool::default(),
             waiting: Waiting::default(),
         })
     }
@@ -120,6 +123,7 @@ impl Endpoint {
                 events: &mut self.events,
                 stats: &mut self.stats,
                 pool: &mut self.pool,
+                copies: &mut self.copies,
                 waiting: &self.waiting,
             },
         )
@@ -174,9 +178,10 @@ impl Endpoint {
             OutPayload::Borrowed(src) if large || total > copy_room => (Body::Borrowed(src), 0),
             OutPayload::Borrowed(src) => {
                 // `total <= eager_max`, which validation bounds well below usize.
-                let mut v = vec![0u8; total as usize];
-                src.read_at(0, &mut v);
-                (Body::Owned(v), total)
+                (
+                    Body::Owned(self.copies.copy_of(&*src, total as usize)),
+                    total,
+                )
             }
         };
         let mut msg = OutMsg::new(token, *header, total, body, large);

@@ -83,6 +83,7 @@
 //!   before use; nothing a peer sends can grow a queue beyond a fixed bound.
 
 mod config;
+mod copies;
 mod endpoint;
 mod liveness;
 mod peer;

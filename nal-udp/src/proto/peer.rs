@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::config::{Config, Layout};
+use super::copies::CopyPool;
 use super::liveness::{PeerWatch, Waiting, WatchOutcome};
 use super::pull::{DataOutcome, PullReceiver, PullReject, PullRequest, PullServer};
 use super::recv::{BufPool, RecvState, Violation};
@@ -34,6 +35,7 @@ pub(crate) struct Ctx<'a> {
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) stats: &'a mut Stats,
     pub(crate) pool: &'a mut BufPool,
+    pub(crate) copies: &'a mut CopyPool,
     pub(crate) waiting: &'a Waiting,
 }
 
@@ -197,8 +199,15 @@ impl Peer {
         self.peer_loss = d.loss_report;
         self.send
             .on_peer_late_dups(d.late_dups, &self.rtt, ctx.cfg, ctx.stats);
-        self.send
-            .on_ack(now, &d.ack, &mut self.rtt, ctx.cfg, ctx.events, ctx.stats);
+        self.send.on_ack(
+            now,
+            &d.ack,
+            &mut self.rtt,
+            ctx.cfg,
+            ctx.events,
+            ctx.stats,
+            ctx.copies,
+        );
         if d.ack.ack_requested {
             self.recv.ack.request_now();
         }

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::config::{Config, EagerCompletion, Layout};
+use super::copies::CopyPool;
 use super::rtt::RttEstimator;
 use super::tlp::TailProbe;
 use super::types::{Event, PayloadSource, PeerId, Stats};
@@ -296,6 +297,7 @@ impl SendState {
         cfg: &Config,
         events: &mut VecDeque<Event>,
         stats: &mut Stats,
+        copies: &mut CopyPool,
     ) -> bool {
         let cum = ack.cum_ack;
         if cum < self.snd_una {
@@ -316,7 +318,7 @@ impl SendState {
                 self.unacked -= 1;
                 self.note_acked(now, rtt, &seg, &mut sample);
             }
-            self.frame_released(seg.frame, cfg, events);
+            self.frame_released(seg.frame, cfg, events, copies);
         }
         for bit in ack.sack.iter_ones() {
             let seq = cum + 1 + bit as u64;
@@ -411,7 +413,13 @@ impl SendState {
 
     /// The cumulative ack passed a frame: it and everything before it
     /// reached the peer.
-    fn frame_released(&mut self, frame: SegFrame, cfg: &Config, events: &mut VecDeque<Event>) {
+    fn frame_released(
+        &mut self,
+        frame: SegFrame,
+        cfg: &Config,
+        events: &mut VecDeque<Event>,
+        copies: &mut CopyPool,
+    ) {
         let msg = match frame {
             SegFrame::Msg { msg, .. } | SegFrame::Frag { msg, .. } => msg,
             // A rendezvous completes with the receiver's notice.
@@ -433,7 +441,13 @@ impl SendState {
                     ok: true,
                 });
             }
-            self.remove_msg(msg);
+            if let Some(OutMsg {
+                body: Body::Owned(v),
+                ..
+            }) = self.remove_msg(msg)
+            {
+                copies.put(v);
+            }
         }
     }
 

@@ -35,6 +35,7 @@ struct Fixture {
     rtt: RttEstimator,
     events: VecDeque<Event>,
     stats: Stats,
+    copies: CopyPool,
     t0: Instant,
 }
 
@@ -47,6 +48,7 @@ fn fixture() -> Fixture {
         cfg,
         events: VecDeque::new(),
         stats: Stats::default(),
+        copies: CopyPool::default(),
         t0: Instant::now(),
     }
 }
@@ -77,6 +79,7 @@ impl Fixture {
             &self.cfg,
             &mut self.events,
             &mut self.stats,
+            &mut self.copies,
         )
     }
 }
@@ -355,4 +358,35 @@ fn stale_and_invalid_acks() {
     // an older ack arriving late changes nothing
     assert!(!f.ack(f.t0, ack(0, 0, &[])));
     assert!(f.s.window_open(&f.cfg));
+}
+
+#[test]
+fn an_acknowledged_messages_buffer_goes_back_to_the_copy_pool() {
+    let mut f = fixture();
+    let total = f.layout.msg_cap + f.layout.frag_cap;
+    f.send(total, 1);
+    assert_eq!(f.pump(f.t0).len(), 2);
+    let t1 = f.t0 + Duration::from_millis(1);
+    assert!(f.ack(t1, ack(1, 8, &[])));
+    // half acknowledged: the fragment may still be resent from it
+    let probe = f.copies.copy_of(&Zeros, 1);
+    assert_eq!(f.copies.reused, 0);
+    f.copies.put(probe);
+    assert!(f.ack(t1, ack(2, 8, &[])));
+    let again = f.copies.copy_of(&Zeros, total);
+    let again2 = f.copies.copy_of(&Zeros, total);
+    assert_eq!(f.copies.reused, 2, "the probe's buffer and the message's");
+    assert_eq!(again.len(), total);
+    assert_eq!(again2.len(), total);
+}
+
+struct Zeros;
+
+impl crate::proto::PayloadSource for Zeros {
+    fn len(&self) -> u64 {
+        u64::MAX
+    }
+    fn read_at(&self, _offset: u64, dst: &mut [u8]) {
+        dst.fill(0);
+    }
 }
