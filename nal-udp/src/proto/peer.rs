@@ -22,7 +22,7 @@ use super::pull::{DataOutcome, PullReceiver, PullReject, PullRequest, PullServer
 use super::recv::{BufPool, RecvState, Violation};
 use super::redundancy::{self, LossMeter};
 use super::rtt::RttEstimator;
-use super::send::{OutMsg, SegFrame, SendState, TimerOutcome};
+use super::send::{AckEffects, OutMsg, SegFrame, SendState, TimerOutcome};
 use super::types::{Event, MsgId, PeerId, Sink, Stats};
 use super::wire::{self, Datagram, Frame, FrameOut, HeaderFields, Sack, Transmission};
 
@@ -199,15 +199,12 @@ impl Peer {
         self.peer_loss = d.loss_report;
         self.send
             .on_peer_late_dups(d.late_dups, &self.rtt, ctx.cfg, ctx.stats);
-        self.send.on_ack(
-            now,
-            &d.ack,
-            &mut self.rtt,
-            ctx.cfg,
-            ctx.events,
-            ctx.stats,
-            ctx.copies,
-        );
+        let out = AckEffects {
+            events: ctx.events,
+            stats: ctx.stats,
+            copies: ctx.copies,
+        };
+        self.send.on_ack(now, &d.ack, &mut self.rtt, ctx.cfg, out);
         if d.ack.ack_requested {
             self.recv.ack.request_now();
         }

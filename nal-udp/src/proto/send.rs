@@ -153,6 +153,14 @@ pub(crate) enum TimerOutcome {
     Dead,
 }
 
+/// Where the effects of an acknowledgment go: completions, counters, and
+/// the buffers of the messages it finished.
+pub(crate) struct AckEffects<'a> {
+    pub(crate) events: &'a mut VecDeque<Event>,
+    pub(crate) stats: &'a mut Stats,
+    pub(crate) copies: &'a mut CopyPool,
+}
+
 /// Send state towards one peer.
 pub(crate) struct SendState {
     peer: PeerId,
@@ -295,10 +303,13 @@ impl SendState {
         ack: &AckInfo,
         rtt: &mut RttEstimator,
         cfg: &Config,
-        events: &mut VecDeque<Event>,
-        stats: &mut Stats,
-        copies: &mut CopyPool,
+        out: AckEffects<'_>,
     ) -> bool {
+        let AckEffects {
+            events,
+            stats,
+            copies,
+        } = out;
         let cum = ack.cum_ack;
         if cum < self.snd_una {
             // Overtaken by a newer ack on the way; its window is stale too.

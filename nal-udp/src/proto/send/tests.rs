@@ -77,9 +77,11 @@ impl Fixture {
             &a,
             &mut self.rtt,
             &self.cfg,
-            &mut self.events,
-            &mut self.stats,
-            &mut self.copies,
+            AckEffects {
+                events: &mut self.events,
+                stats: &mut self.stats,
+                copies: &mut self.copies,
+            },
         )
     }
 }
