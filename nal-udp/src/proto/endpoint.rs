@@ -6,10 +6,9 @@ use rustc_hash::FxHashMap;
 use std::time::Instant;
 
 use super::config::{Config, ConfigError, Layout};
-use super::copies::CopyPool;
 use super::liveness::Waiting;
 use super::peer::{Ctx, Peer};
-use super::recv::BufPool;
+use super::pool::{BufPool, COPIES_KEPT};
 use super::send::{Body, OutMsg};
 use super::types::{Event, OutPayload, PeerId, SendError, Sink, Stats};
 use super::wire::{self, HEADER_LEN, MAX_MESSAGE_LEN};
@@ -42,7 +41,8 @@ pub struct Endpoint {
     events: VecDeque<Event>,
     stats: Stats,
     pool: BufPool,
-    copies: CopyPool,
+    /// Copies of eager payloads (module `pool`).
+    copies: BufPool,
     waiting: Waiting,
 }
 
@@ -75,7 +75,7 @@ impl Endpoint {
             events: VecDeque::new(),
             stats: Stats::default(),
             pool: BufPool::new(keep),
-            copies: CopyPool::default(),
+            copies: BufPool::new(COPIES_KEPT),
             waiting: Waiting::default(),
         })
     }
@@ -178,10 +178,10 @@ impl Endpoint {
             OutPayload::Borrowed(src) if large || total > copy_room => (Body::Borrowed(src), 0),
             OutPayload::Borrowed(src) => {
                 // `total <= eager_max`, which validation bounds well below usize.
-                (
-                    Body::Owned(self.copies.copy_of(&*src, total as usize)),
-                    total,
-                )
+                let mut v = self.copies.take();
+                v.resize(total as usize, 0);
+                src.read_at(0, &mut v);
+                (Body::Owned(v), total)
             }
         };
         let mut msg = OutMsg::new(token, *header, total, body, large);

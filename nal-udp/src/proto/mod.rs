@@ -83,10 +83,10 @@
 //!   before use; nothing a peer sends can grow a queue beyond a fixed bound.
 
 mod config;
-mod copies;
 mod endpoint;
 mod liveness;
 mod peer;
+mod pool;
 mod pull;
 mod recv;
 mod redundancy;

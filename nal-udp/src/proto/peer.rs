@@ -16,10 +16,10 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::config::{Config, Layout};
-use super::copies::CopyPool;
 use super::liveness::{PeerWatch, Waiting, WatchOutcome};
+use super::pool::BufPool;
 use super::pull::{DataOutcome, PullReceiver, PullReject, PullRequest, PullServer};
-use super::recv::{BufPool, RecvState, Violation};
+use super::recv::{RecvState, Violation};
 use super::redundancy::{self, LossMeter};
 use super::rtt::RttEstimator;
 use super::send::{AckEffects, OutMsg, SegFrame, SendState, TimerOutcome};
@@ -35,7 +35,7 @@ pub(crate) struct Ctx<'a> {
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) stats: &'a mut Stats,
     pub(crate) pool: &'a mut BufPool,
-    pub(crate) copies: &'a mut CopyPool,
+    pub(crate) copies: &'a mut BufPool,
     pub(crate) waiting: &'a Waiting,
 }
 

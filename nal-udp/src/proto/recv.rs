@@ -16,41 +16,10 @@ use bitvec::order::Lsb0;
 use bitvec::vec::BitVec;
 
 use super::config::{Config, MAX_EAGER_FRAGS};
+use super::pool::BufPool;
 use super::seq::RecvWindow;
 use super::types::{MsgId, PeerId, Sink};
 use super::wire::HEADER_LEN;
-
-/// Recycles datagram-sized buffers so buffering out-of-order datagrams does
-/// not allocate in steady state.
-#[derive(Debug)]
-pub(crate) struct BufPool {
-    free: Vec<Vec<u8>>,
-    keep: usize,
-}
-
-impl BufPool {
-    /// A pool that keeps at most `keep` idle buffers.
-    pub(crate) fn new(keep: usize) -> Self {
-        BufPool {
-            free: Vec::new(),
-            keep,
-        }
-    }
-
-    /// An empty buffer, recycled if possible.
-    pub(crate) fn get(&mut self) -> Vec<u8> {
-        let mut v = self.free.pop().unwrap_or_default();
-        v.clear();
-        v
-    }
-
-    /// Return a buffer.
-    pub(crate) fn put(&mut self, v: Vec<u8>) {
-        if self.free.len() < self.keep {
-            self.free.push(v);
-        }
-    }
-}
 
 /// When to acknowledge: coalesce up to `ack_every` datagrams or `ack_delay`,
 /// but at once when the sender needs to hear about a hole or a duplicate.

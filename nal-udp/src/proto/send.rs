@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::config::{Config, EagerCompletion, Layout};
-use super::copies::CopyPool;
+use super::pool::BufPool;
 use super::rtt::RttEstimator;
 use super::tlp::TailProbe;
 use super::types::{Event, PayloadSource, PeerId, Stats};
@@ -158,7 +158,7 @@ pub(crate) enum TimerOutcome {
 pub(crate) struct AckEffects<'a> {
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) stats: &'a mut Stats,
-    pub(crate) copies: &'a mut CopyPool,
+    pub(crate) copies: &'a mut BufPool,
 }
 
 /// Send state towards one peer.
@@ -429,7 +429,7 @@ impl SendState {
         frame: SegFrame,
         cfg: &Config,
         events: &mut VecDeque<Event>,
-        copies: &mut CopyPool,
+        copies: &mut BufPool,
     ) {
         let msg = match frame {
             SegFrame::Msg { msg, .. } | SegFrame::Frag { msg, .. } => msg,
