@@ -11,7 +11,7 @@ use crate::engine::{CtEvent, Engine, NiLimits, NiStatus, Trigger};
 use crate::error::{PtlError, Result};
 use crate::event::{Event, MdSnapshot};
 use crate::handle::{CtHandle, EqHandle, MdHandle, MeHandle};
-use crate::md::{Iovec, MdDesc, Memory};
+use crate::md::{Iovec, MdDesc};
 use crate::nal::{Nal, NiCore};
 use crate::types::{AckReq, PortalIndex, Position, ProcessId, Remote, Unlink};
 
@@ -721,9 +721,9 @@ impl NetworkInterface {
         len: usize,
         unlink: Unlink,
     ) -> Result<MdHandle> {
-        check_raw(ptr, len)?;
+        // SAFETY: forwarded from our caller.
         self.core
-            .with_engine(|e| e.md_bind_mem(desc, Memory::Raw { ptr, len }, unlink))
+            .with_engine(|e| unsafe { e.md_bind_raw(desc, ptr, len, unlink) })
     }
 
     /// Attach a descriptor owning the segments `segs` to a match entry
@@ -789,10 +789,9 @@ impl NetworkInterface {
         list: &[Iovec],
         unlink: Unlink,
     ) -> Result<MdHandle> {
-        self.core.with_engine(|e| {
-            let mem = e.raw_iovec(list)?;
-            e.md_bind_mem(desc, mem, unlink)
-        })
+        // SAFETY: forwarded from our caller.
+        self.core
+            .with_engine(|e| unsafe { e.md_bind_iovec_raw(desc, list, unlink) })
     }
 
     /// Unlink a descriptor and take back its owned memory as a list of

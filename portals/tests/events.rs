@@ -14,13 +14,7 @@ use common::*;
 fn full_event_queue_reports_drops_and_keeps_the_oldest() {
     let p = pair();
     let small = p.target.eq_alloc(2).unwrap();
-    let me = p
-        .target
-        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
-        .unwrap();
-    p.target
-        .md_attach(me, &put_desc().eq(small), vec![0; 64], Unlink::Retain)
-        .unwrap();
+    p.post_to(small, 1, 0, put_desc(), 64, Unlink::Retain);
     for _ in 0..5 {
         p.put(b"x", 1, AckReq::NoAck, 0, 0);
     }
@@ -281,18 +275,14 @@ fn the_unlink_hook_runs_for_watched_descriptors_only() {
         Err(PtlError::InvalidArgument(_))
     ));
     // An entry whose descriptor posts elsewhere: no call when it unlinks.
-    let me = p
-        .target
-        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Unlink, Position::After)
-        .unwrap();
-    p.target
-        .md_attach(
-            me,
-            &put_desc().threshold(Threshold::Count(1)).eq(other),
-            vec![0; 8],
-            Unlink::Unlink,
-        )
-        .unwrap();
+    p.post_to(
+        other,
+        1,
+        0,
+        put_desc().threshold(Threshold::Count(1)),
+        8,
+        Unlink::Unlink,
+    );
     p.put(b"a", 1, AckReq::NoAck, 0, 0);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     // A watched one: a put that does not use it up, then one that does.
@@ -335,18 +325,14 @@ fn a_second_watched_queue_runs_the_hook_and_a_peek_leaves_its_event() {
         .core()
         .with_engine(|e| e.add_unlink_watch(second))
         .unwrap();
-    let me = p
-        .target
-        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Unlink, Position::After)
-        .unwrap();
-    p.target
-        .md_attach(
-            me,
-            &put_desc().threshold(Threshold::Count(1)).eq(second),
-            vec![0; 8],
-            Unlink::Unlink,
-        )
-        .unwrap();
+    p.post_to(
+        second,
+        1,
+        0,
+        put_desc().threshold(Threshold::Count(1)),
+        8,
+        Unlink::Unlink,
+    );
     p.put(b"a", 1, AckReq::NoAck, 0, 0);
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -370,13 +356,7 @@ fn a_second_watched_queue_runs_the_hook_and_a_peek_leaves_its_event() {
 fn a_peek_after_an_overflow_leaves_the_report_to_the_reader() {
     let p = pair();
     let small = p.target.eq_alloc(1).unwrap();
-    let me = p
-        .target
-        .me_attach(PT, ProcessId::ANY, 1, 0, Unlink::Retain, Position::After)
-        .unwrap();
-    p.target
-        .md_attach(me, &put_desc().eq(small), vec![0; 64], Unlink::Retain)
-        .unwrap();
+    p.post_to(small, 1, 0, put_desc(), 64, Unlink::Retain);
     for _ in 0..3 {
         p.put(b"x", 1, AckReq::NoAck, 0, 0);
     }

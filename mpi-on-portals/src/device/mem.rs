@@ -43,12 +43,8 @@ impl<'l> Mem<'l> {
         unlink: Unlink,
     ) -> portals::Result<MdHandle> {
         // SAFETY: forwarded from our caller.
-        unsafe {
-            match self {
-                Mem::Flat(p, len) => ni.md_bind_raw(desc, p, len, unlink),
-                Mem::Iov(list, _) => ni.md_bind_iovec_raw(desc, list, unlink),
-            }
-        }
+        ni.core()
+            .with_engine(|e| unsafe { self.bind_engine(e, desc, unlink) })
     }
 
     /// [`Mem::bind`] inside an engine call (also from an unlink hook,

@@ -64,13 +64,26 @@ impl Pair {
         len: usize,
         unlink: Unlink,
     ) -> (MeHandle, MdHandle) {
+        self.post_to(self.teq, bits, ignore, desc, len, unlink)
+    }
+
+    /// [`Pair::post`], reporting to the target's queue `eq`.
+    pub fn post_to(
+        &self,
+        eq: EqHandle,
+        bits: u64,
+        ignore: u64,
+        desc: MdDesc,
+        len: usize,
+        unlink: Unlink,
+    ) -> (MeHandle, MdHandle) {
         let me = self
             .target
             .me_attach(PT, ProcessId::ANY, bits, ignore, unlink, Position::After)
             .unwrap();
         let md = self
             .target
-            .md_attach(me, &desc.eq(self.teq), vec![0; len], unlink)
+            .md_attach(me, &desc.eq(eq), vec![0; len], unlink)
             .unwrap();
         (me, md)
     }
