@@ -20,7 +20,7 @@ pub(crate) fn pack_into<B: Buffer + ?Sized>(
         .ok_or(MpiError::InvalidBuffer(
             "pack_into: the packed data does not fit the output buffer",
         ))?;
-    outbuf[position..end].copy_from_slice(bytes);
+    portals_copy::copy(&mut outbuf[position..end], bytes);
     Ok(end)
 }
 
@@ -38,7 +38,7 @@ pub(crate) fn unpack_into<B: BufferMut + ?Sized>(
         .ok_or(MpiError::InvalidBuffer(
             "unpack_into: the packed data is shorter than the output buffer",
         ))?;
-    out.copy_from_slice(&inbuf[position..end]);
+    portals_copy::copy(out, &inbuf[position..end]);
     Ok(end)
 }
 

@@ -378,7 +378,9 @@ impl Typemap {
         COPIES.fetch_add(1, Ordering::Relaxed);
         for s in list {
             // SAFETY: readable, per our caller.
-            out.extend_from_slice(unsafe { std::slice::from_raw_parts(s.base, s.len) });
+            portals_copy::extend_from_slice(out, unsafe {
+                std::slice::from_raw_parts(s.base, s.len)
+            });
         }
     }
 
@@ -415,7 +417,7 @@ impl Typemap {
                 let bytes = unsafe {
                     std::slice::from_raw_parts(src.add(i * self.extent + r.offset), r.len())
                 };
-                out.extend_from_slice(bytes);
+                portals_copy::extend_from_slice(out, bytes);
             }
         }
     }

@@ -111,7 +111,7 @@ unsafe fn copy_payload(p: &Payload, from: usize, dst: &mut [u8]) {
         // SAFETY: the caller's contract; ring memory is never descriptor
         // memory.
         Payload::Region(r) => unsafe { r.read_at(from, dst) },
-        Payload::Owned(v) => dst.copy_from_slice(&v[from..from + dst.len()]),
+        Payload::Owned(v) => portals_copy::copy(dst, &v[from..from + dst.len()]),
     }
 }
 

@@ -12,9 +12,22 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
+/// Receive slots start on page boundaries: the kernel copies a datagram
+/// into user memory with `rep movsb`, which on AMD Zen 3 runs at a tenth of
+/// its speed when the destination lies 1 to 31 bytes past the source
+/// modulo a page (see `portals-copy`), and the payload of a large datagram
+/// sits at the start of a page in the kernel. A slot of the allocator's
+/// (16 bytes past a page for a large `Vec`) received a 60 KB datagram in
+/// 36 µs instead of 3.
+const SLOT_ALIGN: usize = 4096;
+
 /// Datagrams received by one [`RecvBatch::recv`] call.
 pub struct RecvBatch {
     cap: usize,
+    /// Distance between slots: `cap` rounded up to [`SLOT_ALIGN`].
+    stride: usize,
+    /// Where slot 0 starts in `buf` (its first page boundary).
+    first: usize,
     buf: Vec<u8>,
     addrs: Vec<libc::sockaddr_storage>,
     lens: Vec<usize>,
@@ -46,9 +59,14 @@ impl RecvBatch {
     pub fn new(slots: usize, cap: usize) -> Self {
         let slots = slots.max(1);
         let cap = cap.max(1);
+        let stride = cap.next_multiple_of(SLOT_ALIGN);
+        let buf = vec![0; slots * stride + SLOT_ALIGN];
+        let first = buf.as_ptr().align_offset(SLOT_ALIGN);
         let mut b = RecvBatch {
             cap,
-            buf: vec![0; slots * cap],
+            stride,
+            first,
+            buf,
             // SAFETY: sockaddr_storage is plain old data; all-zero is a
             // valid (AF_UNSPEC) value.
             addrs: vec![unsafe { std::mem::zeroed() }; slots],
@@ -63,8 +81,10 @@ impl RecvBatch {
         let base = b.buf.as_mut_ptr();
         for i in 0..slots {
             b.iov.push(libc::iovec {
-                // SAFETY: slot i lies inside `buf` (slots × cap bytes).
-                iov_base: unsafe { base.add(i * cap) }.cast(),
+                // SAFETY: slot i (`cap` bytes from `first + i × stride`)
+                // lies inside `buf`, which has `first` (< SLOT_ALIGN) +
+                // slots × stride bytes and more.
+                iov_base: unsafe { base.add(b.first + i * stride) }.cast(),
                 iov_len: cap,
             });
         }
@@ -152,7 +172,7 @@ impl RecvBatch {
         if i >= self.count {
             return None;
         }
-        let start = i * self.cap;
+        let start = self.first + i * self.stride;
         let data = &self.buf[start..start + self.lens[i]];
         Some((data, sockaddr_to_std(&self.addrs[i]), self.truncated[i]))
     }
@@ -307,7 +327,7 @@ impl SendBatch {
             return false;
         };
         let n = data.len().min(slot.len());
-        slot[..n].copy_from_slice(&data[..n]);
+        portals_copy::copy(&mut slot[..n], &data[..n]);
         self.commit(n, dst);
         true
     }
@@ -780,6 +800,42 @@ mod tests {
             rest.extend((0..n).map(|k| inb.get(k).unwrap().0.to_vec()));
         }
         assert_eq!(rest, vec![vec![2], vec![3]]);
+    }
+
+    /// Every slot starts on a page, whatever the slot size, and datagrams
+    /// of every slot come back whole: large ones (a 60 KB payload) are
+    /// what the kernel copies slowly into a slot off a page boundary.
+    #[test]
+    fn every_slot_starts_on_a_page_and_holds_its_datagram() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dst = rx.local_addr().unwrap();
+        let len = 61_440;
+        let cap = len + 100;
+        for i in 0..3u8 {
+            tx.send_to(&vec![i + 1; len], dst).unwrap();
+        }
+        let mut inb = RecvBatch::new(3, cap);
+        assert!(inb
+            .iov
+            .iter()
+            .all(|v| v.iov_base as usize % SLOT_ALIGN == 0 && v.iov_len == cap));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "datagrams missing");
+            let n = inb.recv(rx.as_raw_fd()).unwrap();
+            for k in 0..n {
+                let (d, _, truncated) = inb.get(k).unwrap();
+                assert_eq!(d.as_ptr() as usize % SLOT_ALIGN, 0, "slot {k}");
+                assert!(!truncated);
+                got.push(d.to_vec());
+            }
+        }
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(d.len(), len);
+            assert!(d.iter().all(|&b| b == i as u8 + 1), "datagram {i}");
+        }
     }
 
     #[test]

@@ -123,7 +123,9 @@ impl<'l> Mem<'l> {
         for s in list {
             if s.len > 0 {
                 // SAFETY: readable, by our caller's contract.
-                out.extend_from_slice(unsafe { std::slice::from_raw_parts(s.base, s.len) });
+                portals_copy::extend_from_slice(out, unsafe {
+                    std::slice::from_raw_parts(s.base, s.len)
+                });
             }
         }
     }
@@ -150,7 +152,7 @@ impl<'l> Mem<'l> {
             }
             // SAFETY: `n` bytes of the segment are writable (our caller's
             // contract) and within `src` past `at`; distinct memory.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(at), s.base, n) };
+            unsafe { portals_copy::copy_nonoverlapping(src.as_ptr().add(at), s.base, n) };
             at += n;
         }
     }

@@ -524,7 +524,8 @@ impl Device {
             }
             st.bsend_used += data.len();
         }
-        let copy = data.to_vec();
+        let mut copy = Vec::new();
+        portals_copy::extend_from_slice(&mut copy, data);
         let (ptr, len) = (copy.as_ptr(), copy.len());
         // SAFETY: the vector moves into the request, which keeps its heap
         // buffer (which does not move) until the send completes.

@@ -131,7 +131,7 @@ impl RecvState {
     /// Keep a copy of datagram `seq` until it can be processed in order.
     pub(crate) fn buffer(&mut self, seq: u64, raw: &[u8], pool: &mut BufPool) {
         let mut v = pool.get();
-        v.extend_from_slice(raw);
+        portals_copy::extend_from_slice(&mut v, raw);
         self.put_back(seq, v);
     }
 

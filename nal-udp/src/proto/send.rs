@@ -44,7 +44,7 @@ impl Body {
                     .ok()
                     .and_then(|s| Some(s..s.checked_add(dst.len())?));
                 match range.and_then(|r| v.get(r)) {
-                    Some(src) => dst.copy_from_slice(src),
+                    Some(src) => portals_copy::copy(dst, src),
                     None => {
                         debug_assert!(false, "read outside the payload");
                         dst.fill(0);

@@ -610,7 +610,7 @@ impl Writer<'_> {
             .buf
             .get_mut(self.pos..end)
             .ok_or(EncodeError::BufferTooSmall)?;
-        dst.copy_from_slice(bytes);
+        portals_copy::copy(dst, bytes);
         self.pos = end;
         Ok(())
     }

@@ -219,7 +219,7 @@ impl Region {
             let k = n.min(src.len() - done);
             // SAFETY: the piece is lent memory the caller alone uses; `src`
             // is a distinct borrow with at least `k` bytes left.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(done), p, k) };
+            unsafe { portals_copy::copy_nonoverlapping(src.as_ptr().add(done), p, k) };
             done += k;
         }
     }
@@ -246,7 +246,7 @@ impl Region {
             }
             let k = n.min(dst.len() - done);
             // SAFETY: as in `write_at`, the other way round.
-            unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr().add(done), k) };
+            unsafe { portals_copy::copy_nonoverlapping(p, dst.as_mut_ptr().add(done), k) };
             done += k;
         }
     }
