@@ -355,6 +355,49 @@ fn server_and_cli_binaries_work_together() {
     assert!(status.success(), "server exit: {status}");
 }
 
+/// A server that accepts connections and never answers (a stalled
+/// process, a service of another kind waiting for its own greeting) is
+/// named as not an object store once the connect probe's time is up,
+/// instead of leaving the client waiting for ever.
+#[test]
+fn a_server_that_never_answers_is_named_once_the_probe_times_out() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    // Accept (the kernel would anyway) and hold every connection open,
+    // unread, until the test ends.
+    let holder = std::thread::spawn(move || {
+        listener.set_nonblocking(true).expect("nonblocking");
+        let mut held = Vec::new();
+        while done_rx.try_recv().is_err() {
+            match listener.accept() {
+                Ok((c, _)) => held.push(c),
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let r = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            GrpcClient::connect_within(&addr, Duration::from_millis(300)),
+        )
+        .await
+    });
+    let _ = done_tx.send(());
+    let _ = holder.join();
+    match r {
+        Ok(Err(ClientError::NotAnObjectStore { addr: a, why })) => {
+            assert_eq!(a, addr);
+            assert!(why.contains("no answer"), "{why}");
+        }
+        other => panic!("a silent server: {other:?}"),
+    }
+}
+
 /// A client pointed at the other kind of server says so, instead of a
 /// bare transport error: the gRPC client and CLI at a portals-rpc
 /// `objstore-server`, the portals-rpc CLI at this gRPC server.

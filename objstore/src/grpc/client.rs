@@ -62,6 +62,11 @@ fn below_the_service(code: tonic::Code) -> bool {
     )
 }
 
+/// How long [`GrpcClient::connect`]'s first call may take before the
+/// address counts as not a gRPC object store: an object store answers it
+/// from memory in microseconds, a loaded host in well under a second.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Result of client calls.
 pub type Result<T> = std::result::Result<T, ClientError>;
 
@@ -74,6 +79,16 @@ pub struct GrpcClient {
 impl GrpcClient {
     /// Connect to `addr` (`host:port`).
     pub async fn connect(addr: &str) -> Result<GrpcClient> {
+        Self::connect_within(addr, PROBE_TIMEOUT).await
+    }
+
+    /// Connect to `addr`, allowing the first call `probe_timeout` to be
+    /// answered (see [`PROBE_TIMEOUT`]) before the address counts as not
+    /// a gRPC object store.
+    pub async fn connect_within(
+        addr: &str,
+        probe_timeout: std::time::Duration,
+    ) -> Result<GrpcClient> {
         let err = |source| ClientError::Connect {
             addr: addr.to_string(),
             source,
@@ -96,12 +111,25 @@ impl GrpcClient {
         let probe = NameRequest {
             name: "objstore-connect-probe".into(),
         };
-        match c.inner.stat(probe).await {
-            Err(s) if below_the_service(s.code()) => Err(ClientError::NotAnObjectStore {
+        //
+        // Bounded: tonic's channel reopens a connection that fails before
+        // its first request leaves (`Reconnect` goes from "connected" back
+        // to "idle" without telling the caller), and a server of another
+        // kind closes each one as soon as it has read the HTTP/2 preface;
+        // and a server that accepts and never answers leaves the call
+        // waiting. Either way the call would never end (the test suite
+        // once saw no answer from an objstore-server after 60 s, on a
+        // loaded host; the cause was not found).
+        match tokio::time::timeout(probe_timeout, c.inner.stat(probe)).await {
+            Err(_) => Err(ClientError::NotAnObjectStore {
+                addr: addr.to_string(),
+                why: format!("no answer to a gRPC call in {probe_timeout:?}"),
+            }),
+            Ok(Err(s)) if below_the_service(s.code()) => Err(ClientError::NotAnObjectStore {
                 addr: addr.to_string(),
                 why: format!("{}: {}", s.code(), s.message()),
             }),
-            _ => Ok(c),
+            Ok(_) => Ok(c),
         }
     }
 
