@@ -232,6 +232,10 @@ pub struct ShmStats {
     pub single_copy_received: u64,
     /// Bytes read single-copy from peers so far (grows during a transfer).
     pub single_copy_bytes: u64,
+    /// Single-copy reads (steps) made through a bounce buffer, because the
+    /// kernel's copy straight into the descriptor would have been slow
+    /// (its address 1 to 63 bytes past the sender's, modulo a page).
+    pub single_copy_bounced: u64,
     /// Times a send found its ring full and was queued.
     pub ring_full: u64,
     /// Messages written by the thread that sent them (optimistic send).

@@ -162,6 +162,7 @@ pub(crate) struct Stats {
     pub(crate) pipelined_sent: AtomicU64,
     pub(crate) single_copy_received: AtomicU64,
     pub(crate) single_copy_bytes: AtomicU64,
+    pub(crate) single_copy_bounced: AtomicU64,
     pub(crate) ring_full: AtomicU64,
     pub(crate) optimistic_sends: AtomicU64,
     pub(crate) progress_thread_wakes: AtomicU64,
@@ -303,6 +304,7 @@ impl ShmNal {
                 rx: Mutex::new(Rx {
                     ring,
                     phase: Phase::Idle,
+                    bounce: Vec::new(),
                 }),
             });
         }
@@ -405,6 +407,7 @@ impl ShmNal {
             pipelined_sent: g(&s.pipelined_sent),
             single_copy_received: g(&s.single_copy_received),
             single_copy_bytes: g(&s.single_copy_bytes),
+            single_copy_bounced: g(&s.single_copy_bounced),
             ring_full: g(&s.ring_full),
             optimistic_sends: g(&s.optimistic_sends),
             progress_thread_wakes: g(&s.progress_thread_wakes),
