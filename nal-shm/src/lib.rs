@@ -234,7 +234,7 @@ pub struct ShmStats {
     pub single_copy_bytes: u64,
     /// Single-copy reads (steps) made through a bounce buffer, because the
     /// kernel's copy straight into the descriptor would have been slow
-    /// (its address 1 to 63 bytes past the sender's, modulo a page).
+    /// (its address 1 to 31 bytes past the sender's, modulo a page).
     pub single_copy_bounced: u64,
     /// Times a send found its ring full and was queued.
     pub ring_full: u64,
