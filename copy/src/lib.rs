@@ -151,10 +151,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Fill `b` with a pattern that differs from byte to byte and with
+    /// `seed`.
+    fn fill_pattern(b: &mut [u8], seed: u8) {
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (i as u8).wrapping_mul(31).wrapping_add(seed);
+        }
+    }
+
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
-        (0..n)
-            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-            .collect()
+        let mut v = vec![0; n];
+        fill_pattern(&mut v, seed);
+        v
     }
 
     /// A vector of `n` bytes plus room to start anywhere in a page.
@@ -175,9 +183,7 @@ mod tests {
             0, 1, 31, 32, 33, 127, 128, 129, 2047, 2048, 2049, 2111, 2112, 4096, 4097, 65_549,
         ];
         let (mut src_all, s0) = paged(70_000, 0);
-        for (i, b) in src_all.iter_mut().enumerate() {
-            *b = (i as u8).wrapping_mul(31).wrapping_add(7);
-        }
+        fill_pattern(&mut src_all, 7);
         let (mut dst_all, d0) = paged(70_200, 0);
         for &n in &lens {
             for so in [0, 1, 13, 32, 63] {
@@ -221,9 +227,7 @@ mod tests {
     #[test]
     fn extending_appends_exactly_the_bytes() {
         let (mut src, s0) = paged(70_000, 0);
-        for (i, b) in src.iter_mut().enumerate() {
-            *b = i as u8;
-        }
+        fill_pattern(&mut src, 1);
         let mut out = vec![9u8; 16];
         extend_from_slice(&mut out, &src[s0 + 3..s0 + 3 + 65_000]);
         extend_from_slice(&mut out, &[]);
@@ -275,9 +279,7 @@ mod tests {
             seed in any::<u8>(),
         ) {
             let (mut src, s0) = paged(n + so, 0);
-            for (i, b) in src.iter_mut().enumerate() {
-                *b = (i as u8).wrapping_mul(13).wrapping_add(seed);
-            }
+            fill_pattern(&mut src, seed);
             let doff = (so + 4096 + delta - 80) % 4096;
             let (mut a, d0) = paged(n + doff, 0);
             let mut b = a.clone();

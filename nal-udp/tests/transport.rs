@@ -286,13 +286,14 @@ fn windows_are_fitted_to_the_granted_receive_buffer() {
 fn a_ping_pong_does_not_wake_a_parked_progress_thread() {
     for cfg in variants::<UdpConfig>() {
         const ROUNDS: usize = 400;
-        // A rank descheduled between leaving one wait and entering the
-        // next for longer than the hand-back lets the progress thread take
-        // the sockets back, and that thread is then rightly woken for the
-        // next timer: on a loaded 2-core host (the test suite's other
-        // processes) that happened in 79 of 400 rounds with the default
-        // 200 µs. A longer hand-back keeps the thread parked across such
-        // pauses; a wake for a timer while it is parked still counts.
+        // A rank that stays out of the library between two waits for
+        // longer than the hand-back lets the progress thread take the
+        // sockets back, and that thread is then rightly woken for the next
+        // timer. Once, in a full suite run on a loaded 2-core host, 79 of
+        // 400 rounds woke it with the default 200 µs: most likely ranks
+        // descheduled between rounds (not reproduced). A longer hand-back
+        // keeps the thread parked across such pauses; with none, the
+        // thread is woken in most rounds and this test fails.
         let cfg = UdpConfig {
             handback: Duration::from_millis(20),
             ..cfg
