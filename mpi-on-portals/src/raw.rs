@@ -106,7 +106,9 @@ pub unsafe fn immediate_broadcast(
     let c = comm.data();
     c.world_rank(root)?;
     // SAFETY: forwarded from our caller.
-    let id = unsafe { c.dev.ibcast(c.ctx, root as u32, ptr, len)? };
+    let id = c
+        .dev
+        .collective_post(|| unsafe { c.dev.ibcast(c.ctx, root as u32, ptr, len) })?;
     Ok(Request::raw(c.dev.clone(), id, false))
 }
 
@@ -130,7 +132,9 @@ pub unsafe fn immediate_all_reduce<T: Equivalence, O: Operation<T>>(
     match op.atomic().filter(|_| c.dev.atomic_fits(bytes)) {
         Some(spec) => {
             // SAFETY: forwarded from our caller.
-            let id = unsafe { c.dev.iallreduce(c.ctx, recv.cast(), bytes, spec)? };
+            let id = c
+                .dev
+                .collective_post(|| unsafe { c.dev.iallreduce(c.ctx, recv.cast(), bytes, spec) })?;
             Ok(Request::raw(c.dev.clone(), id, false))
         }
         None => {

@@ -41,6 +41,17 @@
 //! it in that loop, progress may resume up to `MAX_BACKOFF` delays later
 //! instead of one (a wake at every leave would cost a system call per wait
 //! in that loop).
+//!
+//! An application that has nothing under way (the layer above says so:
+//! [`ProgressGate::set_quiet`]) has no transfer for a progress thread to
+//! move while it computes; taking over then only moves the reads of the
+//! next messages from the application's next wait to a thread that
+//! preempts it or its neighbour, and every look costs what it costs above.
+//! So while it is quiet, the hand-back delay is [`QUIET_HANDBACKS`] times
+//! longer: a latency-bound loop whose steps are longer than the plain
+//! delay (a slow or crowded host) is neither looked at nor taken over
+//! between its waits, while a long computation still gets its sockets
+//! served within a bounded time.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -61,6 +72,16 @@ pub const BULK_GRACE: Duration = Duration::from_micros(5);
 
 /// The longest nap of a backed-off progress thread, in hand-back delays.
 pub const MAX_BACKOFF: u32 = 16;
+
+/// How many hand-back delays the progress thread stands aside for after the
+/// last wait of a quiet application ([`ProgressGate::set_quiet`]): as long
+/// as its longest back-off, so that a quiet application is looked at no
+/// more often than a backed-off loop. Measured on the application kernels
+/// (`ptl-bench apps`, docs/PERFORMANCE.md, stop 48): with the plain 200 µs
+/// delay, on a host where a cg iteration took 290 µs instead of 110, thread
+/// mode ran cg, halo and the collective loop 1.1–2.7× polling mode over TCP
+/// and UDP; with 16 delays for every step, 0.7–1.3×.
+pub const QUIET_HANDBACKS: u32 = MAX_BACKOFF;
 
 /// Waits begun between two looks of the progress thread that make the
 /// application count as busy in the library. One or two are an application
@@ -135,6 +156,9 @@ pub struct ProgressGate {
     /// before it sleeps; cleared when it wakes, where a poster that still
     /// sees it set only notifies in vain).
     sleeping: AtomicBool,
+    /// The application has nothing under way (see
+    /// [`set_quiet`](ProgressGate::set_quiet)).
+    quiet: AtomicBool,
     park: Mutex<()>,
     parked: Condvar,
 }
@@ -164,6 +188,7 @@ impl ProgressGate {
             posting: AtomicUsize::new(0),
             bulk_grace_ns: duration_ns(BULK_GRACE),
             sleeping: AtomicBool::new(false),
+            quiet: AtomicBool::new(false),
             park: Mutex::new(()),
             parked: Condvar::new(),
         }
@@ -281,7 +306,7 @@ impl ProgressGate {
         let now = self.now_ns();
         let bulk = self.bulk_at.load(Ordering::SeqCst);
         let bulk_due = bulk != 0 && now.saturating_sub(bulk) >= self.bulk_grace_ns;
-        if left != 0 && now.saturating_sub(left) < duration_ns(self.handback) && !bulk_due {
+        if left != 0 && now.saturating_sub(left) < self.handback_now() && !bulk_due {
             return true;
         }
         self.nap_ns
@@ -524,7 +549,9 @@ impl ProgressGate {
     }
 
     /// How much longer the progress thread stands aside if no thread enters
-    /// meanwhile (a whole delay while one waits).
+    /// meanwhile (a whole delay while one waits; counted from the last
+    /// leave otherwise, in [`QUIET_HANDBACKS`] delays while the
+    /// application is quiet).
     pub fn aside_for(&self) -> Duration {
         if self.waiters.load(Ordering::SeqCst) > 0 {
             return self.handback;
@@ -534,8 +561,56 @@ impl ProgressGate {
             return Duration::ZERO;
         }
         let now = self.now_ns();
-        let until = left.saturating_add(duration_ns(self.handback));
+        let until = left.saturating_add(self.handback_now());
         Duration::from_nanos(until.saturating_sub(now))
+    }
+
+    /// Whether the application has nothing under way that a progress
+    /// thread could move while it computes: no transfer posted and not yet
+    /// complete, nothing queued in the transport. Set by the progress
+    /// thread before each look, from what the layers above and the
+    /// transport say; while it holds, the hand-back delay after the last
+    /// wait is [`QUIET_HANDBACKS`] times longer (see the module
+    /// documentation). A hint: a stale value only moves the take-over
+    /// between one delay and the longer one.
+    pub fn set_quiet(&self, quiet: bool) {
+        // Read first: the flag sits beside counters every wait writes, and a
+        // store per look that changes nothing would only move the line.
+        // SeqCst against `unquiet`.
+        if self.quiet.load(Ordering::SeqCst) != quiet {
+            self.quiet.store(quiet, Ordering::SeqCst);
+        }
+    }
+
+    /// What [`set_quiet`](Self::set_quiet) said last.
+    pub fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+    }
+
+    /// The transport has work of its own that a quiet application's longer
+    /// hand-back must not delay (a queue that waits for a pass): end the
+    /// longer delay now, and wake the progress thread if it sleeps in it.
+    /// Costs a notification only when the application was quiet and the
+    /// thread sleeps. The caller makes its work visible (`SeqCst`) before
+    /// this, and the progress thread looks at that work again after
+    /// setting the flag: either it sees the work, or this sees the flag.
+    pub fn unquiet(&self) {
+        if self.quiet.swap(false, Ordering::SeqCst) && self.sleeping.load(Ordering::SeqCst) {
+            // Under the park lock: not before the thread waits.
+            let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
+            self.parked.notify_all();
+        }
+    }
+
+    /// The hand-back delay that applies now (ns): [`QUIET_HANDBACKS`]
+    /// delays while the application is quiet, one otherwise.
+    fn handback_now(&self) -> u64 {
+        let h = duration_ns(self.handback);
+        if self.quiet.load(Ordering::Relaxed) {
+            h.saturating_mul(u64::from(QUIET_HANDBACKS))
+        } else {
+            h
+        }
     }
 
     /// Tell the progress thread to stop, and unpark it.
@@ -1015,6 +1090,73 @@ mod tests {
         assert!(g.stand_aside(), "within the grace after the post");
         std::thread::sleep(BULK_GRACE * 10);
         assert!(!g.stand_aside(), "the post alone hands the transport over");
+    }
+
+    #[test]
+    fn a_quiet_application_keeps_its_sockets_for_the_longer_handback() {
+        let h = Duration::from_millis(40);
+        let quiet = h * QUIET_HANDBACKS;
+        let g = ProgressGate::new(h);
+        assert!(!g.is_quiet(), "not quiet until told");
+        g.enter();
+        g.leave();
+        std::thread::sleep(2 * h);
+        assert!(!g.stand_aside(), "one delay after the wait: taken over");
+        let g = ProgressGate::new(h);
+        g.set_quiet(true);
+        g.enter();
+        g.leave();
+        std::thread::sleep(2 * h);
+        let rest = g.aside_for();
+        assert!(
+            g.stand_aside(),
+            "quiet, two delays after the wait: still aside"
+        );
+        assert!(
+            rest > h && rest <= quiet - 2 * h,
+            "{rest:?}: the rest of the quiet delay"
+        );
+        // A look sleeps the rest of the quiet delay, not of one.
+        assert!(g.nap() > h, "a quiet look naps past one delay");
+        // Something under way again: the plain delay rules at once.
+        g.set_quiet(false);
+        assert!(!g.stand_aside(), "no longer quiet: taken over");
+        // And a quiet application is taken over after the longer delay.
+        let g = ProgressGate::new(Duration::from_millis(5));
+        g.set_quiet(true);
+        g.enter();
+        g.leave();
+        std::thread::sleep(Duration::from_millis(5) * QUIET_HANDBACKS * 2);
+        assert!(!g.stand_aside(), "quiet for sixteen delays: taken over");
+    }
+
+    #[test]
+    fn unquiet_wakes_a_thread_asleep_in_the_longer_handback() {
+        let h = Duration::from_millis(50);
+        let g = std::sync::Arc::new(ProgressGate::new(h));
+        g.set_quiet(true);
+        g.enter();
+        g.leave();
+        let pt = {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                g.park(); // the rest of sixteen delays, unless woken
+                t0.elapsed()
+            })
+        };
+        let t0 = Instant::now();
+        while !g.sleeping.load(Ordering::SeqCst) {
+            assert!(t0.elapsed() < 10 * h, "the thread never parked");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        g.unquiet();
+        let parked = pt.join().expect("progress thread");
+        assert!(parked < 8 * h, "slept {parked:?} after unquiet");
+        assert!(!g.is_quiet());
+        // Not quiet: nothing to wake, no notification.
+        g.unquiet();
+        assert!(!g.is_quiet());
     }
 
     #[test]

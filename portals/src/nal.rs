@@ -211,6 +211,8 @@ pub struct NiCore {
     /// The engine holds messages of issued triggered operations (set and
     /// cleared under the engine lock).
     triggered: AtomicBool,
+    /// See [`NiCore::set_app_quiet`].
+    app_quiet: AtomicBool,
 }
 
 impl std::fmt::Debug for NiCore {
@@ -239,7 +241,28 @@ impl NiCore {
             intake_epoch: AtomicU64::new(0),
             transport: OnceLock::new(),
             triggered: AtomicBool::new(false),
+            app_quiet: AtomicBool::new(false),
         }
+    }
+
+    /// The layer above says whether the application has nothing under way
+    /// that needs the transport while it computes: every operation it
+    /// started and will wait for is complete, it exposes no memory others
+    /// may access at any time (an RMA window), and what is left in flight
+    /// only waits for memory to be reclaimed (an acknowledgment of a
+    /// message sent from a library copy). A transport's progress thread
+    /// then leaves the sockets to the application's next call for longer
+    /// after it leaves a wait (`nal_sys::gate::ProgressGate::set_quiet`),
+    /// unless the transport itself has work queued. A hint, false until
+    /// set: an interface used directly, without a layer that tracks its
+    /// operations, keeps the plain hand-back.
+    pub fn set_app_quiet(&self, quiet: bool) {
+        self.app_quiet.store(quiet, Ordering::Relaxed);
+    }
+
+    /// What [`NiCore::set_app_quiet`] said last.
+    pub fn app_quiet(&self) -> bool {
+        self.app_quiet.load(Ordering::Relaxed)
     }
 
     /// The transport [`NiCore::send_triggered`] sends through: the

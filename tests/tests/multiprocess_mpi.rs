@@ -107,6 +107,18 @@ fn a_posted_receive_completes_while_the_receiver_computes() {
     );
 }
 
+/// The library tells the interface when the application has nothing
+/// under way (`NiCore::set_app_quiet`), in both progress modes, with three
+/// ranks (the third only in the window's collectives).
+#[test]
+fn the_interface_hears_when_the_application_has_nothing_under_way() {
+    for p in [ProgressMode::Thread, ProgressMode::Poll] {
+        let out = run(3, &["quiet"], p);
+        assert_ok(&out, 3, &format!("quiet {p:?}"));
+        assert!(out.stdout_of(0).contains("quiet: tracked"), "{p:?}");
+    }
+}
+
 /// The same with every long send announced (`PTL_MPI_ANNOUNCE=always`),
 /// over TCP, UDP and shared memory through its ring, thread mode: the
 /// announcement meets the posted receive while the receiver computes, and
@@ -614,6 +626,34 @@ fn nonblocking_collectives_complete_while_every_thread_sleeps() {
             Duration::from_secs(120),
         );
         assert_ok(&out, 4, &format!("nbcsleep {nal:?}"));
+    }
+}
+
+/// The same after a quiet stretch (`NiCore::set_app_quiet`: 700 ms with
+/// nothing under way after the barrier), with a hand-back delay of 200 ms:
+/// a quiet rank's progress thread looks during the stretch and stands
+/// aside for 16 delays (3.2 s) from the barrier, past the sleep's end, so
+/// only the start's hint (`Device::collective_post`, a bulk post to the
+/// transport) has it take the chains over while the ranks sleep. TCP and
+/// UDP (shared memory ignores the hint; its dozer wakes for armed
+/// triggers).
+#[test]
+fn nonblocking_collectives_started_after_a_quiet_stretch_complete_while_every_thread_sleeps() {
+    for nal in [NalKind::Tcp, NalKind::Udp] {
+        let options = JobOptions {
+            nal,
+            progress: ProgressMode::Thread,
+            handback: Some(Duration::from_millis(200)),
+            ..JobOptions::default()
+        };
+        let out = run_job_limited(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            4,
+            &["nbcsleep", "700"],
+            options,
+            Duration::from_secs(120),
+        );
+        assert_ok(&out, 4, &format!("nbcsleep after quiet {nal:?}"));
     }
 }
 

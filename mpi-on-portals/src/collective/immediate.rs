@@ -50,7 +50,9 @@ fn plan(notifiers: usize, notify: bool, src: (*const u8, usize)) -> FlatPlan {
 /// used again.
 unsafe fn start<'a>(c: &CommData, scope: &Scope<'a>, plan: FlatPlan) -> Result<Request<'a>> {
     // SAFETY: forwarded from our caller.
-    let id = unsafe { c.dev.iflat(c.ctx, plan)? };
+    let id = c
+        .dev
+        .collective_post(|| unsafe { c.dev.iflat(c.ctx, plan) })?;
     Ok(Request::new(c.dev.clone(), id, false, scope))
 }
 

@@ -255,7 +255,7 @@ pub trait CommunicatorCollectives: Communicator {
     /// nothing: no scope needed.
     fn immediate_barrier(&self) -> Result<Request<'static>> {
         let c = self.data();
-        let id = c.dev.ibarrier(c.ctx)?;
+        let id = c.dev.collective_post(|| c.dev.ibarrier(c.ctx))?;
         Ok(Request::unscoped(c.dev.clone(), id))
     }
 
@@ -417,7 +417,9 @@ pub trait CommunicatorCollectives: Communicator {
                 let b: &mut [u8] = bytemuck::cast_slice_mut(recv);
                 // SAFETY: `recv` is borrowed for 'a, and the scope
                 // completes the request before 'a ends.
-                let id = unsafe { c.dev.iallreduce(c.ctx, b.as_mut_ptr(), b.len(), spec)? };
+                let id = c.dev.collective_post(|| unsafe {
+                    c.dev.iallreduce(c.ctx, b.as_mut_ptr(), b.len(), spec)
+                })?;
                 Ok(Request::new(c.dev.clone(), id, false, scope))
             }
             None => {
@@ -532,7 +534,9 @@ pub trait Root {
         let b: &mut [u8] = bytemuck::cast_slice_mut(buf.elements_mut());
         // SAFETY: `buf` is borrowed for 'a, and the scope completes the
         // request before 'a ends.
-        let id = unsafe { c.dev.ibcast(c.ctx, root, b.as_mut_ptr(), b.len())? };
+        let id = c
+            .dev
+            .collective_post(|| unsafe { c.dev.ibcast(c.ctx, root, b.as_mut_ptr(), b.len()) })?;
         Ok(Request::new(c.dev.clone(), id, false, scope))
     }
 

@@ -83,7 +83,7 @@ impl Device {
         if !complete(r) {
             return None;
         }
-        let mut r = st.reqs.remove(id.idx as usize);
+        let mut r = st.remove_req(id.idx as usize);
         if !st.segments.is_empty() {
             st.segments.remove(&id.user_ptr());
         }
@@ -205,7 +205,7 @@ impl Device {
         let mut st = self.lock();
         if let Some(r) = st.reqs.get_mut(id.idx as usize).filter(|r| r.gen == id.gen) {
             if complete(r) {
-                let mut r = st.reqs.remove(id.idx as usize);
+                let mut r = st.remove_req(id.idx as usize);
                 if !st.segments.is_empty() {
                     st.segments.remove(&id.user_ptr());
                 }

@@ -386,7 +386,7 @@ impl Device {
             if let Err(e) = r.result.as_ref().unwrap_or(&Ok(Status::cancelled())) {
                 tracing::warn!(error = %e, "a request nobody waits for failed");
             }
-            let r = st.reqs.remove(id.idx as usize);
+            let r = st.remove_req(id.idx as usize);
             if !st.segments.is_empty() {
                 st.segments.remove(&id.user_ptr());
             }

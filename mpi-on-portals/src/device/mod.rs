@@ -365,6 +365,15 @@ struct State {
     /// Bytes of eager copies held by short sends waiting for their
     /// acknowledgment ([`MpiConfig::eager_copy`]).
     copy_used: usize,
+    /// Requests of short sends from a library copy (their caller's request
+    /// completed when the copy was made): what they wait for, their
+    /// acknowledgment, only frees the copy. See [`State::quiet`].
+    copies_waiting: usize,
+    /// Live RMA windows of this process ([`Device::exposure`]): others may
+    /// access their memory whenever they like.
+    exposures: usize,
+    /// What the interface was last told of [`State::quiet`].
+    quiet_told: bool,
     /// Emptied eager copies kept for reuse (at most [`SPARE_COPIES`], each
     /// of at most [`SPARE_COPY_BYTES`]), so that a short send allocates
     /// nothing once warm.
@@ -401,6 +410,32 @@ struct State {
     segments: HashMap<u64, Vec<portals::Iovec>>,
 }
 
+impl State {
+    /// Nothing under way that the transport must move while the
+    /// application computes (`portals::NiCore::set_app_quiet`): no request
+    /// but those of sends from a library copy whose put has left, nothing
+    /// waiting to be released or in a send window's queue, no RMA window.
+    /// A copy's acknowledgment only frees memory, and comes with the next
+    /// pass whoever makes it. (If its receiver had no room and pulls the
+    /// data instead, the pull waits for that pass too; the transport's
+    /// longer hand-back bounds the wait.)
+    fn quiet(&self) -> bool {
+        self.reqs.len() == self.copies_waiting
+            && self.releasing.is_empty()
+            && self.exposures == 0
+            && self.windows.queued() == 0
+    }
+
+    /// Remove request `idx` (live), keeping [`State::copies_waiting`].
+    fn remove_req(&mut self, idx: usize) -> Req {
+        let r = self.reqs.remove(idx);
+        if r.copy_len > 0 {
+            self.copies_waiting = self.copies_waiting.saturating_sub(1);
+        }
+        r
+    }
+}
+
 /// Words of the context-id bitmap (13 bits of context: 8192 ids).
 pub(crate) const CTX_WORDS: usize = (crate::bits::MAX_CONTEXT as usize + 1) / 64;
 
@@ -435,6 +470,19 @@ struct Shared {
     long_me: MeHandle,
 }
 
+/// An RMA window's count in [`State::exposures`], from
+/// [`Device::exposure`] until dropped.
+pub(crate) struct Exposure {
+    dev: Arc<Device>,
+}
+
+impl Drop for Exposure {
+    fn drop(&mut self) {
+        let mut st = self.dev.lock();
+        st.exposures = st.exposures.saturating_sub(1);
+    }
+}
+
 /// The locked state. Unlocking looks at [`Shared::service`], so that work
 /// an unlink hook could not do while the lock was held is done now.
 struct StateGuard<'a> {
@@ -461,6 +509,14 @@ impl Drop for StateGuard<'_> {
         // Slots of envelopes taken while locked go back to the engine
         // before anyone can wait on the state again.
         self.sh.flush_kept(self.core, &mut self.g);
+        // Every change of what is under way happens under this lock, so the
+        // interface hears of it when the lock is let go: before the
+        // application can leave the library with it.
+        let quiet = self.g.quiet();
+        if quiet != self.g.quiet_told {
+            self.g.quiet_told = quiet;
+            self.core.set_app_quiet(quiet);
+        }
         // SAFETY: `g` is dropped exactly once, here, and not used after.
         unsafe { ManuallyDrop::drop(&mut self.g) };
         self.sh.after_unlock(self.core);
@@ -623,6 +679,9 @@ impl Device {
                 bsend_attached: 0,
                 bsend_used: 0,
                 copy_used: 0,
+                copies_waiting: 0,
+                exposures: 0,
+                quiet_told: false,
                 spare_copies: Vec::with_capacity(SPARE_COPIES),
                 stats: MpiStats::default(),
                 free_ctx: {
@@ -717,8 +776,28 @@ impl Device {
         post()
     }
 
+    /// Start a non-blocking collective by running `post`. Its steps are
+    /// triggered operations that only a pass over the transport fires, so
+    /// whatever its size the transport hears of it as of a bulk post
+    /// ([`Device::bulk_post`]): a progress thread standing aside, for a
+    /// quiet application's longer hand-back too (`State::quiet`), takes
+    /// over soon after unless a wait follows. Without it, a collective
+    /// started after a quiet stretch waited for that longer delay.
+    pub(crate) fn collective_post<R>(&self, post: impl FnOnce() -> R) -> R {
+        self.bulk_post(usize::MAX, post)
+    }
+
     fn core(&self) -> &NiCore {
         self.job.ni().core()
+    }
+
+    /// Count an RMA window of this process while the returned guard lives:
+    /// others access its memory whenever they like, through this process's
+    /// transport, so the application is never quiet meanwhile (see
+    /// [`State::quiet`]).
+    pub(crate) fn exposure(self: &Arc<Self>) -> Exposure {
+        self.lock().exposures += 1;
+        Exposure { dev: self.clone() }
     }
 
     /// Most segments one message's memory may have (the engine's

@@ -207,6 +207,9 @@ impl Device {
             rq.detached = detached;
             rq.empty = len == 0;
             rq.copy_len = copy_len;
+            if copy_len > 0 {
+                st.copies_waiting += 1;
+            }
         }
         let up = id.user_ptr();
         let proto = if long { PROTO_LONG } else { PROTO_SHORT };

@@ -82,6 +82,8 @@ pub(super) struct SendWindows<P> {
     ready: Vec<u32>,
     /// Puts that had to wait (reported in [`crate::MpiStats`]).
     pub(super) waited: u64,
+    /// Puts waiting in the queues now.
+    queued: usize,
 }
 
 /// What to do with a put now.
@@ -107,6 +109,7 @@ impl<P: Copy> SendWindows<P> {
                 .collect(),
             ready: Vec::new(),
             waited: 0,
+            queued: 0,
         }
     }
 
@@ -127,6 +130,7 @@ impl<P: Copy> SendWindows<P> {
         }
         w.queued.push_back(q);
         self.waited += 1;
+        self.queued += 1;
         Admit::Queued
     }
 
@@ -182,6 +186,7 @@ impl<P: Copy> SendWindows<P> {
             let q = *w.queued.front()?;
             if !live(q.id) {
                 w.queued.pop_front();
+                self.queued -= 1;
                 continue;
             }
             let counts = q.counts;
@@ -189,11 +194,17 @@ impl<P: Copy> SendWindows<P> {
                 return None;
             }
             w.queued.pop_front();
+            self.queued -= 1;
             if counts {
                 w.in_flight += 1;
             }
             return Some(q);
         }
+    }
+
+    /// Puts waiting in the queues, all targets together.
+    pub(super) fn queued(&self) -> usize {
+        self.queued
     }
 
     /// Puts to `dst` in flight (tests).
@@ -228,6 +239,7 @@ mod tests {
         // Another target has its own window.
         assert_eq!(w.admit(2, put(9, ACK)), Admit::Now);
         assert_eq!(w.waited, 2);
+        assert_eq!(w.queued(), 2);
         assert!(w.next(1, |_| true).is_none(), "the window is full");
         w.release(1);
         assert_eq!(w.take_ready(), vec![1]);
@@ -237,6 +249,7 @@ mod tests {
         w.release(1);
         assert_eq!(w.next(1, |_| true).map(|q| q.id.idx), Some(3));
         assert_eq!(w.in_flight(1), 1);
+        assert_eq!(w.queued(), 0, "every queued put left");
     }
 
     #[test]
@@ -261,7 +274,9 @@ mod tests {
         assert_eq!(w.admit(1, put(1, ACK)), Admit::Queued);
         assert_eq!(w.admit(1, put(2, ACK)), Admit::Queued);
         w.release(1);
+        assert_eq!(w.queued(), 2);
         assert_eq!(w.next(1, |id| id.idx != 1).map(|q| q.id.idx), Some(2));
+        assert_eq!(w.queued(), 0, "the stale put is no longer counted");
         assert!(w.next(1, |_| true).is_none());
         assert_eq!(w.in_flight(1), 1);
     }

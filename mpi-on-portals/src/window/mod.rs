@@ -300,6 +300,9 @@ pub struct Window<'m, T: Equivalence> {
     /// Elements of this rank's window.
     len: usize,
     live: bool,
+    /// Keeps the process's transport served while the window exists
+    /// (dropped after `teardown`, with the other fields).
+    _exposure: crate::device::Exposure,
     _m: PhantomData<&'m mut [T]>,
 }
 
@@ -471,6 +474,7 @@ impl<'m, T: Equivalence> Window<'m, T> {
             mem,
             len,
             live: false,
+            _exposure: comm.inner.dev.exposure(),
             _m: PhantomData,
         };
         let wcomm = wcomm?;

@@ -37,6 +37,7 @@ impl Inner {
     /// it to answer.
     pub(super) fn fail_queue(&self, peer: ProcessId, tx: &mut Tx) {
         let q = std::mem::take(&mut tx.queue);
+        self.mark_blocked(tx, false);
         for m in q {
             self.fail_msg(m.token);
         }
@@ -411,6 +412,7 @@ impl Inner {
         for p in self.all_peers() {
             let mut tx = lock(&p.tx);
             tx.queue.clear();
+            self.mark_blocked(&mut tx, false);
             tx.conn = None;
             tx.pending = None;
         }

@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, IoSliceMut, Read};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -99,6 +99,10 @@ struct Inner {
     /// Connections whose writer stopped at the write budget with data
     /// queued: the socket is still writable, so no edge will come.
     flush_later: Mutex<Vec<u64>>,
+    /// Peers whose queue waits for a later pass ([`Tx::blocked`]): while
+    /// any does, the application is not quiet to the progress thread (see
+    /// `pt.rs`).
+    tx_blocked: AtomicUsize,
     /// Progress thread vs. waiting application threads; stop flag.
     gate: ProgressGate,
     epoch: Instant,
@@ -179,6 +183,7 @@ impl TcpNal {
             held: Mutex::new(Vec::new()),
             intake_seen: AtomicU64::new(0),
             flush_later: Mutex::new(Vec::new()),
+            tx_blocked: AtomicUsize::new(0),
             gate,
             epoch: Instant::now(),
             next_housekeeping: AtomicU64::new(0),
@@ -335,6 +340,7 @@ impl Nal for TcpNal {
     }
 
     fn shutdown(&self) {
+        tracing::debug!(me = %self.inner.me, stats = ?self.inner.stats.snapshot(), "closing");
         self.inner.gate.stop();
         if let Some(pt) = &self.inner.pt {
             pt.wake();
@@ -362,6 +368,7 @@ impl Inner {
                         retry_at: None,
                         lazy_only: false,
                         hold_until_ns: 0,
+                        blocked: false,
                         staged_spare: Vec::new(),
                     }),
                     staged: Mutex::new(Vec::new()),

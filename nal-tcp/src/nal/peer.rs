@@ -98,6 +98,11 @@ pub(super) struct Tx {
     /// until this time of the transport's clock (0: the next pass sends
     /// them). Set only when all of them are lazy acknowledgments.
     pub(super) hold_until_ns: u64,
+    /// The queue waits for a later pass to be written: the socket was full,
+    /// the write budget ran out, the connection is not up yet, or (thread
+    /// mode) an acknowledgment other than a lazy one was left for the next
+    /// pass. Counted in `Inner::tx_blocked`; see `Inner::mark_blocked`.
+    pub(super) blocked: bool,
     /// An empty vector traded for `Peer::staged`'s at each take, so that
     /// neither side allocates once warm and the staging lock is held only
     /// for the trade (see `Inner::queue_staged`).

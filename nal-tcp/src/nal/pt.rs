@@ -20,6 +20,12 @@
 //! was measured first. Independently, a large non-blocking transfer posted
 //! outside any wait ends the delay early for this thread and UDP's
 //! (`portals::Nal::bulk_post_begin`, `nal_sys::gate::ProgressGate::post_end`).
+//! And while the layer above says that the application has nothing under
+//! way (`portals::NiCore::set_app_quiet`) and no queue of ours waits for a
+//! pass (`Tx::blocked`), the delay is `nal_sys::gate::QUIET_HANDBACKS`
+//! times longer and the sockets are not watched: there is nothing to
+//! carry, and a take-over would only preempt the application or its
+//! neighbour to read the next messages before the application does.
 
 use super::*;
 
@@ -38,9 +44,24 @@ impl Inner {
         while !self.gate.is_stopped() {
             bump(&self.stats.progress_wakeups, 1);
             let mut sleep = Some(PT_SLEEP);
+            // A quiet application is left alone longer, unless something of
+            // ours waits to be written.
+            let mut quiet = self.core.app_quiet() && !self.tx_waiting();
+            self.gate.set_quiet(quiet);
+            // Again after the flag (see `ProgressGate::unquiet`): a write
+            // that blocked meanwhile either cleared it or is seen here.
+            if quiet && self.tx_waiting() {
+                quiet = false;
+                self.gate.set_quiet(false);
+            }
+            if quiet {
+                bump(&self.stats.quiet_looks, 1);
+            }
             if self.gate.stand_aside() {
                 let gone = Duration::from_nanos(self.gate.since_leave());
-                if !self.cfg.early_takeover || self.gate.app_waiting() {
+                // Nothing to watch for while the application is quiet: an
+                // arrival would only be read before its next wait.
+                if !self.cfg.early_takeover || self.gate.app_waiting() || self.gate.is_quiet() {
                     self.gate.park();
                     continue;
                 }

@@ -63,6 +63,11 @@ pub struct TcpStats {
     /// sockets instead of sleeping the delay out (see
     /// [`TcpConfig::early_takeover`](crate::TcpConfig::early_takeover)).
     pub watches: u64,
+    /// Times the progress thread looked and found the application quiet
+    /// (`portals::NiCore::set_app_quiet`) with nothing of ours queued, so
+    /// that the longer hand-back applied
+    /// (`nal_sys::gate::QUIET_HANDBACKS`).
+    pub quiet_looks: u64,
     /// Bulk transfers posted (see `portals::Nal::bulk_post_begin`); those
     /// outside a wait may have the progress thread take over before the
     /// hand-back delay ends.
@@ -100,6 +105,7 @@ pub(super) struct Stats {
     pub(super) progress_wakeups: AtomicU64,
     pub(super) lowat_marks: AtomicU64,
     pub(super) watches: AtomicU64,
+    pub(super) quiet_looks: AtomicU64,
     pub(super) bulk_posts: AtomicU64,
     pub(super) payload_bytes_staged: AtomicU64,
     pub(super) bytes_sent: AtomicU64,
@@ -134,6 +140,7 @@ impl Stats {
             progress_wakeups: g(&s.progress_wakeups),
             lowat_marks: g(&s.lowat_marks),
             watches: g(&s.watches),
+            quiet_looks: g(&s.quiet_looks),
             bulk_posts: g(&s.bulk_posts),
             payload_bytes_staged: g(&s.payload_bytes_staged),
             bytes_sent: g(&s.bytes_sent),

@@ -91,11 +91,37 @@ impl Inner {
             }
             Some(_) => {}
             None => {
+                // Written once the connection is up, by a pass.
+                self.mark_blocked(tx, true);
                 if tx.pending.is_none() {
                     self.start_connect(peer, tx);
                 }
             }
         }
+    }
+
+    /// Record whether `tx`'s queue waits for a later pass (see
+    /// [`Tx::blocked`]), keeping `Inner::tx_blocked`.
+    /// The first such queue ends a quiet application's longer hand-back at
+    /// once (`ProgressGate::unquiet`): the progress thread may be asleep in
+    /// it, and only it writes the rest while the application computes.
+    pub(super) fn mark_blocked(&self, tx: &mut Tx, blocked: bool) {
+        if tx.blocked != blocked {
+            tx.blocked = blocked;
+            if blocked {
+                if self.tx_blocked.fetch_add(1, Ordering::SeqCst) == 0 {
+                    self.gate.unquiet();
+                }
+            } else {
+                self.tx_blocked.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Whether some queue waits for a later pass to be written (see
+    /// [`Tx::blocked`]).
+    pub(super) fn tx_waiting(&self) -> bool {
+        self.tx_blocked.load(Ordering::SeqCst) > 0
     }
 
     /// Stage the answer the engine produced under its lock, if any (an
@@ -174,6 +200,11 @@ impl Inner {
                 } else if !only_lazy {
                     tx.hold_until_ns = 0;
                 }
+                if !only_lazy {
+                    // Its initiator waits for it: the next pass must come
+                    // within the plain hand-back, quiet application or not.
+                    self.mark_blocked(&mut tx, true);
+                }
                 // No wake-up: the pass that follows this one picks it up.
                 if !conn.flush_deferred.swap(true, Ordering::SeqCst) {
                     lock(&self.flush_later).push(conn.token);
@@ -210,10 +241,12 @@ impl Inner {
         };
         loop {
             if tx.queue.is_empty() {
+                self.mark_blocked(tx, false);
                 return;
             }
             if budget == 0 {
                 bump(&self.stats.writes_deferred, 1);
+                self.mark_blocked(tx, true);
                 self.defer_flush(conn);
                 return;
             }
@@ -263,6 +296,7 @@ impl Inner {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     tracing::trace!(peer = %peer.id, queued = tx.queue.len(), "send would block");
+                    self.mark_blocked(tx, true);
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -287,6 +287,19 @@ impl Inner {
         let Some(pt) = &self.pt else { return };
         let mut events: Vec<Ready> = Vec::new();
         while !self.gate.is_stopped() {
+            // A quiet application is left alone longer, unless a send of
+            // ours waits for socket room or an answer waits to go out.
+            // Datagrams in flight do not count: their acknowledgments (and,
+            // rarely, retransmissions) wait for the application's next call
+            // or the longer hand-back, as in polling mode. (A thread that
+            // holds the state drives the endpoint: leave the flag as it is.)
+            // Set under the state lock: a send that blocks later clears it
+            // (`ProgressGate::unquiet`, in `transmit`).
+            if let Ok(st) = self.state.try_lock() {
+                let waiting = st.tx_blocked || !st.responses.is_empty() || st.held.is_some();
+                self.gate.set_quiet(self.core.app_quiet() && !waiting);
+                drop(st);
+            }
             if self.gate.stand_aside() {
                 self.gate.park();
                 continue;

@@ -166,6 +166,10 @@ impl Inner {
                 if f.blocked {
                     if !st.tx_blocked {
                         self.counters.send_blocked.fetch_add(1, Ordering::Relaxed);
+                        // A quiet application's longer hand-back must not
+                        // hold the rest back (under the state lock, as the
+                        // progress thread's look: see `progress_thread`).
+                        self.gate.unquiet();
                     }
                     st.tx_blocked = true;
                     return;

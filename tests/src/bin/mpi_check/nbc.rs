@@ -314,7 +314,7 @@ fn now_ns() -> R<u64> {
 /// one `peek` of each (no transport pass of its own) must find it complete. Then the order check: rank
 /// r starts a barrier r × 150 ms late; no rank's wait may return before
 /// the last start (one host: one clock).
-pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
+pub(crate) fn nbcsleep(u: &Universe, quiet_first: Duration) -> R<()> {
     let w = u.world();
     let d = w.duplicate().map_err(e)?;
     let (n, me) = (w.size(), w.rank());
@@ -332,6 +332,9 @@ pub(crate) fn nbcsleep(u: &Universe) -> R<()> {
     let mine = [me as u64 + 1, 2];
     let mut sums = [[0u64; 2]; 2];
     w.barrier().map_err(e)?;
+    // With nothing under way meanwhile, if asked: the progress thread
+    // stands aside for a quiet rank's longer hand-back.
+    std::thread::sleep(quiet_first);
     scope(|sc| -> R<()> {
         let (b0, b1) = bufs.split_at_mut(1);
         let (s0, s1) = sums.split_at_mut(1);

@@ -198,3 +198,67 @@ pub(crate) fn finalize(u: &Universe) -> R<()> {
     }
     Ok(())
 }
+
+/// What the library tells the interface of the application
+/// (`portals::NiCore::set_app_quiet`, which gives a quiet rank the
+/// progress thread's longer hand-back): quiet with nothing under way, and
+/// after a short send from a library copy (its acknowledgment only frees
+/// the copy); not quiet while a receive is posted, a long send is under
+/// way, or an RMA window exists; quiet again once they are done.
+pub(crate) fn quiet(u: &Universe) -> R<()> {
+    let w = u.world();
+    let core = u.network_interface().core();
+    let quiet = |what: &str, want: bool| {
+        let is = core.app_quiet();
+        ensure(is == want, || {
+            format!("{what}: quiet is {is}, should be {want}")
+        })
+    };
+    w.barrier().map_err(e)?;
+    quiet("after a barrier", true)?;
+    let Some((me, p)) = pair(&w) else {
+        // The other ranks only take part in the window's collectives.
+        drop(w.allocate_window::<u8>(64).map_err(e)?);
+        return Ok(());
+    };
+    const LONG: usize = 1 << 20;
+    if me == 0 {
+        p.send(&[1u8; 64][..]).map_err(e)?;
+        quiet("after a short send", true)?;
+        let mut small = [0u8; 8];
+        scope(|sc| -> R<()> {
+            let req = p
+                .immediate_receive_into_with_tag(sc, &mut small[..], 7)
+                .map_err(e)?;
+            quiet("with a receive posted", false)?;
+            p.send_with_tag(&1u8, CTRL).map_err(e)?;
+            req.wait().map_err(e)?;
+            Ok(())
+        })?;
+        quiet("after the receive", true)?;
+        let big = pattern(LONG, 3);
+        scope(|sc| -> R<()> {
+            let req = p.immediate_send(sc, &big[..]).map_err(e)?;
+            quiet("with a long send under way", false)?;
+            req.wait().map_err(e)?;
+            Ok(())
+        })?;
+        quiet("after the long send", true)?;
+    } else {
+        let mut got = [0u8; 64];
+        p.receive_into(&mut got[..]).map_err(e)?;
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        p.send_with_tag(&[2u8; 8][..], 7).map_err(e)?;
+        let mut big = vec![0u8; LONG];
+        p.receive_into(&mut big[..]).map_err(e)?;
+        ensure(big == pattern(LONG, 3), || {
+            "the long message arrived wrong".into()
+        })?;
+    }
+    let win = w.allocate_window::<u8>(64).map_err(e)?;
+    quiet("with a window", false)?;
+    drop(win);
+    quiet("after the window", true)?;
+    println!("quiet: tracked");
+    Ok(())
+}
