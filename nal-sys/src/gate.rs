@@ -79,8 +79,8 @@ pub const MAX_BACKOFF: u32 = 16;
 /// more often than a backed-off loop. Measured on the application kernels
 /// (`ptl-bench apps`, docs/PERFORMANCE.md, stop 48): with the plain 200 µs
 /// delay, on a host where a cg iteration took 290 µs instead of 110, thread
-/// mode ran cg, halo and the collective loop 1.1–2.7× polling mode over TCP
-/// and UDP; with 16 delays for every step, 0.7–1.3×.
+/// mode ran cg, halo and the collective loop 0.78–2.68× polling mode over
+/// TCP and 1.06–1.75× over UDP; with 16 delays for every step, 0.58–1.26×.
 pub const QUIET_HANDBACKS: u32 = MAX_BACKOFF;
 
 /// Waits begun between two looks of the progress thread that make the
