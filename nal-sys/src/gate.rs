@@ -52,6 +52,23 @@
 //! delay (a slow or crowded host) is neither looked at nor taken over
 //! between its waits, while a long computation still gets its sockets
 //! served within a bounded time.
+//!
+//! A look that finds an application thread inside a wait finds nothing to
+//! do: the waiter drives the sockets itself. Until the wait ends, only the
+//! time after it matters, so the nap is one delay, to resume progress one
+//! delay after the leave, or the longer one where that resumption can
+//! wait: while the application is quiet, and on a crowded host
+//! ([`ProgressGate::crowded`]: more ranks than cores), where every look
+//! takes its turn on a core from some rank. There, 8 ranks on 2 cores
+//! waiting in their `halo` exchanges had their progress threads look
+//! every 0.3–0.6 ms, most looks inside a wait, each a wake-up on a core
+//! another rank needed, and thread mode ran 1.6–2.1× polling mode over
+//! TCP and UDP; with the longer nap, 0.74–1.19× (docs/PERFORMANCE.md,
+//! stop 49).
+//! The price there: a rank that leaves a wait with work under way that is
+//! not a bulk post ([`ProgressGate::post_end`] still wakes the thread) may
+//! see it moved up to [`QUIET_HANDBACKS`] delays after the leave instead
+//! of one, where polling mode moves it at the next call.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -159,6 +176,9 @@ pub struct ProgressGate {
     /// The application has nothing under way (see
     /// [`set_quiet`](ProgressGate::set_quiet)).
     quiet: AtomicBool,
+    /// This host runs more ranks than it has cores (see
+    /// [`crowded`](ProgressGate::crowded)).
+    crowded: bool,
     park: Mutex<()>,
     parked: Condvar,
 }
@@ -189,6 +209,7 @@ impl ProgressGate {
             bulk_grace_ns: duration_ns(BULK_GRACE),
             sleeping: AtomicBool::new(false),
             quiet: AtomicBool::new(false),
+            crowded: false,
             park: Mutex::new(()),
             parked: Condvar::new(),
         }
@@ -221,6 +242,16 @@ impl ProgressGate {
     /// notification per wait of such a loop.
     pub fn waking_after_compute(mut self, gap: Duration) -> Self {
         self.compute_gap_ns = duration_ns(gap).max(1);
+        self
+    }
+
+    /// This gate's progress thread shares its cores with more ranks than
+    /// there are cores (the runtime knows from the ranks' host identities
+    /// and core counts): a look that finds an application thread inside a
+    /// wait naps [`QUIET_HANDBACKS`] delays, as for a quiet application,
+    /// instead of one (see the module documentation).
+    pub fn crowded(mut self, crowded: bool) -> Self {
+        self.crowded = crowded;
         self
     }
 
@@ -549,12 +580,16 @@ impl ProgressGate {
     }
 
     /// How much longer the progress thread stands aside if no thread enters
-    /// meanwhile (a whole delay while one waits; counted from the last
-    /// leave otherwise, in [`QUIET_HANDBACKS`] delays while the
-    /// application is quiet).
+    /// meanwhile: counted from the last leave, in [`QUIET_HANDBACKS`]
+    /// delays while the application is quiet, one delay otherwise; while a
+    /// thread waits, a whole such delay, or [`QUIET_HANDBACKS`] delays on a
+    /// [`crowded`](Self::crowded) host.
     pub fn aside_for(&self) -> Duration {
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            return self.handback;
+            if self.crowded {
+                return self.handback.saturating_mul(QUIET_HANDBACKS);
+            }
+            return Duration::from_nanos(self.handback_now());
         }
         let left = self.last_leave.load(Ordering::Relaxed);
         if left == 0 {
@@ -1128,6 +1163,28 @@ mod tests {
         g.leave();
         std::thread::sleep(Duration::from_millis(5) * QUIET_HANDBACKS * 2);
         assert!(!g.stand_aside(), "quiet for sixteen delays: taken over");
+    }
+
+    #[test]
+    fn a_look_inside_a_wait_naps_the_longer_delay_when_quiet_or_crowded() {
+        let h = Duration::from_secs(1);
+        let long = h * QUIET_HANDBACKS;
+        let plain = ProgressGate::new(h);
+        plain.enter();
+        assert_eq!(plain.aside_for(), h, "a waiter inside: one delay");
+        assert_eq!(plain.nap(), h, "a first look inside a wait naps one delay");
+        plain.set_quiet(true);
+        assert_eq!(plain.aside_for(), long, "quiet, a waiter inside");
+        plain.leave();
+        let crowded = ProgressGate::new(h).crowded(true);
+        crowded.enter();
+        assert_eq!(crowded.aside_for(), long, "crowded, a waiter inside");
+        assert_eq!(crowded.nap(), long, "a first look inside a wait naps long");
+        crowded.leave();
+        // Once the wait is over, the delay after it is the plain one:
+        // crowding only spares looks at a thread that drives the sockets.
+        let rest = crowded.aside_for();
+        assert!(rest <= h && rest > h / 2, "{rest:?} after the leave");
     }
 
     #[test]

@@ -127,6 +127,14 @@ pub struct TcpConfig {
     /// that a rank bound to one core does not move its arrivals on the
     /// core it computes on). `PTL_PROGRESS_CPUS` sets it under the runtime.
     pub progress_cpus: nal_sys::affinity::ProgressCpus,
+    /// Progress thread only: this host runs more ranks of the job than it
+    /// has cores, so a look of the progress thread that finds an
+    /// application thread waiting in the library naps
+    /// [`nal_sys::gate::QUIET_HANDBACKS`] hand-back delays instead of one
+    /// (see `nal_sys::gate::ProgressGate::crowded`). Off by default here;
+    /// the runtime sets it from the ranks' host identities and core
+    /// counts, as for `PTL_WAIT_YIELD=auto`.
+    pub crowded: bool,
     /// Bytes read from one connection before moving on to others.
     pub read_budget: usize,
     /// A payload remainder at least this large is read from the socket
@@ -211,6 +219,7 @@ impl Default for TcpConfig {
             early_takeover: true,
             progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
             progress_cpus: nal_sys::affinity::ProgressCpus::Launcher,
+            crowded: false,
             read_budget: 1 << 20,
             direct_read_min: 16 << 10,
             wake_per_message: true,

@@ -92,6 +92,14 @@ pub struct UdpConfig {
     /// that a rank bound to one core does not move its arrivals on the
     /// core it computes on). `PTL_PROGRESS_CPUS` sets it under the runtime.
     pub progress_cpus: nal_sys::affinity::ProgressCpus,
+    /// Progress thread only: this host runs more ranks of the job than it
+    /// has cores, so a look of the progress thread that finds an
+    /// application thread waiting in the library naps
+    /// [`nal_sys::gate::QUIET_HANDBACKS`] hand-back delays instead of one
+    /// (see `nal_sys::gate::ProgressGate::crowded`). Off by default here;
+    /// the runtime sets it from the ranks' host identities and core
+    /// counts, as for `PTL_WAIT_YIELD=auto`.
+    pub crowded: bool,
 }
 
 /// Environment variable overriding the default
@@ -195,6 +203,7 @@ impl Default for UdpConfig {
             fault: None,
             progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
             progress_cpus: nal_sys::affinity::ProgressCpus::Launcher,
+            crowded: false,
         }
     }
 }

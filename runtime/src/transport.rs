@@ -300,10 +300,12 @@ pub(crate) fn bring_up(
     match &mut net {
         Some(NetEndpoint::Tcp(ep)) => {
             ep.set_early_takeover(o.tcp_early_takeover.unwrap_or(spare));
+            ep.set_crowded(crowded);
             ep.set_progress_nice(nice);
             ep.set_progress_cpus(o.progress_cpus.clone());
         }
         Some(NetEndpoint::Udp(ep)) => {
+            ep.set_crowded(crowded);
             ep.set_progress_nice(nice);
             ep.set_progress_cpus(o.progress_cpus.clone());
         }

@@ -222,3 +222,36 @@ fn socket_buffer_sizes_reach_every_rank_transport() {
     );
     assert_ok(&out, 2, "sockbuf");
 }
+
+/// Whether the TCP and UDP transports of a 3-rank job were told that
+/// their host is crowded (more ranks than cores online: the progress
+/// thread then naps longer inside waits, `nal_sys::gate::ProgressGate::crowded`),
+/// checked at each rank against the job's own verdict; here against the
+/// host's core count as well.
+#[test]
+fn three_ranks_tell_their_transport_whether_the_host_is_crowded() {
+    for nal in [NalKind::Tcp, NalKind::Udp] {
+        let options = JobOptions {
+            nal,
+            ..JobOptions::default()
+        };
+        let out = run_job_with(env!("CARGO_BIN_EXE_ptl_check"), 3, &["crowded"], options);
+        assert_ok(&out, 3, &format!("crowded {nal:?}"));
+        for r in 0..3 {
+            let text = out.stdout_of(r);
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("crowded "))
+                .unwrap_or_else(|| panic!("rank {r} printed no verdict: {text:?}"));
+            let (told, cores) = line
+                .split_once(" cores ")
+                .unwrap_or_else(|| panic!("rank {r}: {line:?}"));
+            let cores: u32 = cores.parse().expect("a core count");
+            assert_eq!(
+                told,
+                (3 > cores).to_string(),
+                "{nal:?}, rank {r}: 3 ranks on {cores} cores"
+            );
+        }
+    }
+}

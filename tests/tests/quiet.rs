@@ -7,6 +7,9 @@
 //! rank with a queue of its own waiting to be written is not quiet to its
 //! transport, whatever the application says.
 //!
+//! On a crowded host (more ranks than cores) a progress thread that finds
+//! its application waiting in the library naps the longer delay too.
+//!
 //! The hand-back here is long enough that scheduling noise cannot blur one
 //! delay (50 ms) into sixteen (800 ms).
 
@@ -196,4 +199,92 @@ fn blocked_write_is_carried(write_budget: usize) {
             "write budget {write_budget}: a blocked write waited {sent:?} for the quiet hand-back"
         );
     });
+}
+
+/// Puts rank 1 makes, one every [`GAP`], while rank 0 waits for each.
+const WAITS: usize = 10;
+/// Longer than the hand-back delay, so that an uncrowded rank's progress
+/// thread looks at least once per wait.
+const GAP: Duration = Duration::from_millis(60);
+
+/// Rank 0 waits in the library for each of [`WAITS`] puts that rank 1
+/// makes [`GAP`] apart (a rank of a crowded host waiting for descheduled
+/// neighbours). Returns how many times rank 0's progress thread woke over
+/// those waits, as `wakes` reads its transport's counter.
+fn wakeups_over_waits<C: Transport>(rx: C, tx: C, wakes: impl Fn(&Node<C>) -> u64) -> u64 {
+    let nodes = job_with(&[rx, tx]);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let aeq = a.ni.eq_alloc(4 * WAITS).unwrap();
+    let desc = MdDesc::new(MdOptions::OP_PUT).eq(aeq);
+    // Room for every put: each lands after the one before.
+    let md = attach(&a.ni, id(1), 1, 0, &desc, 8 * (WAITS + 1));
+    let beq = b.ni.eq_alloc(4 * WAITS).unwrap();
+    let msg = bind_md(&b.ni, beq, vec![1; 8]);
+    let put = || {
+        b.ni.put(msg, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
+            .unwrap()
+    };
+    let wait = || {
+        let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, md), "{ev:?}");
+    };
+    // The connection up and rank 0's progress thread settled in its
+    // hand-back first.
+    put();
+    wait();
+    let before = wakes(a);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            for _ in 0..WAITS {
+                std::thread::sleep(GAP);
+                put();
+            }
+        });
+        for _ in 0..WAITS {
+            wait();
+        }
+    });
+    wakes(a) - before
+}
+
+/// On a crowded host (more ranks than cores; `TcpConfig::crowded`,
+/// `UdpConfig::crowded`) a progress thread that finds its application
+/// waiting in the library naps the longer hand-back instead of one delay:
+/// the waiter drives the sockets itself, and each look would be a turn on
+/// a core another rank needs. Uncrowded, the same waits have the progress
+/// thread look about once per delay.
+#[test]
+fn a_crowded_rank_waiting_in_the_library_is_not_looked_at_every_handback() {
+    let tx = TcpConfig::variant(Backend::Epoll, ProgressMode::Thread);
+    let tcp = |crowded| {
+        let rx = TcpConfig {
+            handback: HANDBACK,
+            early_takeover: false,
+            crowded,
+            ..tx.clone()
+        };
+        wakeups_over_waits(rx, tx.clone(), |n| n.nal.stats().progress_wakeups)
+    };
+    let utx = UdpConfig::variant(Backend::Epoll, ProgressMode::Thread);
+    let udp = |crowded| {
+        let rx = UdpConfig {
+            handback: HANDBACK,
+            crowded,
+            ..utx.clone()
+        };
+        wakeups_over_waits(rx, utx.clone(), |n| n.nal.stats().progress_looks)
+    };
+    for (what, looks) in [("tcp", &tcp as &dyn Fn(bool) -> u64), ("udp", &udp)] {
+        let (plain, crowded) = (looks(false), looks(true));
+        // 10 waits of 60 ms: about one look per 50 ms delay uncrowded; one
+        // or two in all crowded (the first look naps 800 ms).
+        assert!(
+            plain >= WAITS as u64 / 2,
+            "{what}: uncrowded, the progress thread woke only {plain} times"
+        );
+        assert!(
+            crowded <= 3,
+            "{what}: crowded, the progress thread woke {crowded} times (uncrowded {plain})"
+        );
+    }
 }

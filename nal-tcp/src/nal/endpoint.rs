@@ -48,6 +48,11 @@ impl TcpEndpoint {
         self.cfg.early_takeover = on;
     }
 
+    /// Set [`TcpConfig::crowded`] (the runtime decides it per host).
+    pub fn set_crowded(&mut self, crowded: bool) {
+        self.cfg.crowded = crowded;
+    }
+
     /// Set [`TcpConfig::progress_nice`] (the runtime decides it per host).
     pub fn set_progress_nice(&mut self, steps: u32) {
         self.cfg.progress_nice = steps;

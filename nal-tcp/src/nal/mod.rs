@@ -155,7 +155,8 @@ impl TcpNal {
             ProgressGate::with_wake_on_leave(cfg.handback).waking_after_compute(pt::WATCH_AFTER)
         } else {
             ProgressGate::new(cfg.handback)
-        };
+        }
+        .crowded(cfg.crowded);
         // Application threads always wait in epoll (see `Backend`).
         let app = Arc::new(Poller::new(nal_sys::Backend::Epoll)?);
         let pt = match cfg.progress {

@@ -70,6 +70,11 @@ pub struct UdpStats {
     /// library the progress thread is parked and they drive the timers, so
     /// a ping-pong should cost (almost) none.
     pub progress_thread_wakes: u64,
+    /// Passes of the progress thread's loop: each follows a sleep (a park
+    /// while application threads drive the socket, or a poll) or work left
+    /// over from the pass before. On a rank whose progress thread shares a
+    /// core with the application, each is a turn taken from it.
+    pub progress_looks: u64,
     /// Datagrams dropped by fault injection.
     pub injected_drops: u64,
     /// Datagrams duplicated by fault injection.
@@ -134,6 +139,11 @@ impl UdpEndpoint {
             cfg,
             granted,
         })
+    }
+
+    /// Set [`UdpConfig::crowded`] (the runtime decides it per host).
+    pub fn set_crowded(&mut self, crowded: bool) {
+        self.cfg.crowded = crowded;
     }
 
     /// Set [`UdpConfig::progress_nice`] (the runtime decides it per host).
@@ -273,6 +283,7 @@ struct Counters {
     send_blocked: AtomicU64,
     icmp_deaths: AtomicU64,
     progress_thread_wakes: AtomicU64,
+    progress_looks: AtomicU64,
 }
 
 struct Inner {
@@ -334,6 +345,7 @@ impl UdpNal {
         } = ep;
         let me = core.id();
         let handback = cfg.handback;
+        let crowded = cfg.crowded;
         let mut proto = cfg.protocol.clone();
         if cfg.size_windows {
             let senders = peers.iter().filter(|(p, _)| *p != me).count();
@@ -388,7 +400,7 @@ impl UdpNal {
             app,
             pt,
             pt_deadline: AtomicU64::new(0),
-            gate: ProgressGate::new(handback),
+            gate: ProgressGate::new(handback).crowded(crowded),
             epoch: Instant::now(),
             counters: Counters {
                 optimistic_sends: AtomicU64::new(0),
@@ -398,6 +410,7 @@ impl UdpNal {
                 send_blocked: AtomicU64::new(0),
                 icmp_deaths: AtomicU64::new(0),
                 progress_thread_wakes: AtomicU64::new(0),
+                progress_looks: AtomicU64::new(0),
             },
             recv_buffer: granted.0,
             recv_window,
@@ -433,6 +446,11 @@ impl UdpNal {
         i.add_peer(&mut lock(&i.state), id, addr.into());
     }
 
+    /// The configuration in force.
+    pub fn config(&self) -> &UdpConfig {
+        &self.inner.cfg
+    }
+
     /// The counters.
     pub fn stats(&self) -> UdpStats {
         let (protocol, fault) = {
@@ -455,6 +473,7 @@ impl UdpNal {
             send_blocked: g(&c.send_blocked),
             icmp_deaths: g(&c.icmp_deaths),
             progress_thread_wakes: g(&c.progress_thread_wakes),
+            progress_looks: g(&c.progress_looks),
             injected_drops: fault.0,
             injected_duplicates: fault.1,
             injected_reorders: fault.2,

@@ -287,6 +287,7 @@ impl Inner {
         let Some(pt) = &self.pt else { return };
         let mut events: Vec<Ready> = Vec::new();
         while !self.gate.is_stopped() {
+            self.counters.progress_looks.fetch_add(1, Ordering::Relaxed);
             // A quiet application is left alone longer, unless a send of
             // ours waits for socket room or an answer waits to go out.
             // Datagrams in flight do not count: their acknowledgments (and,

@@ -384,6 +384,27 @@ fn sockbuf(job: &Job, expect_snd: usize, expect_rcv: usize) -> R<()> {
     putget(job, 1 << 20)
 }
 
+/// The transport was told whether this host runs more ranks than it has
+/// cores (`TcpConfig::crowded`, `UdpConfig::crowded`), as the job worked it
+/// out (every rank here shares one host). Prints `crowded BOOL cores N`.
+fn crowded(job: &Job) -> R<()> {
+    let told = match (job.tcp(), job.udp()) {
+        (Some(t), _) => t.config().crowded,
+        (None, Some(u)) => u.config().crowded,
+        (None, None) => return Err("neither a TCP nor a UDP job".into()),
+    };
+    if told != job.oversubscribed() {
+        return Err(format!(
+            "the transport was told crowded = {told}, the job is oversubscribed = {}",
+            job.oversubscribed()
+        ));
+    }
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    println!("crowded {told} cores {cores}");
+    Ok(())
+}
+
 /// Print the CPUs this rank may use (`cpus 0,1`) and, once its progress
 /// thread has placed itself (it does before it first sleeps), that
 /// thread's (`progress-cpus 0,1`).
@@ -441,6 +462,7 @@ fn main() {
             Err("still alive after SIGKILL".into())
         }
         "sockbuf" => sockbuf(&job, arg(2, 0), arg(3, 0)),
+        "crowded" => crowded(&job),
         other => Err(format!("unknown scenario {other:?}")),
     };
     portals_tests::finish(&scenario, job.rank() as i32, r);
