@@ -49,11 +49,19 @@ fn arrival_while_computing<C: Transport>(
     let beq = b.ni.eq_alloc(8).unwrap();
     let go = bind_md(&b.ni, beq, vec![1; 8]);
     let msg = bind_md(&b.ni, beq, vec![2; 8]);
+    // Rank 1 puts the message only once rank 0's wait has ended: sent
+    // after a fixed pause instead, a rank 0 kept off the CPUs under a
+    // loaded full suite read both puts in its wait, and the message
+    // seemed to arrive microseconds after it.
+    let (gone, computing) = std::sync::mpsc::channel::<()>();
     let left = std::thread::scope(|sc| {
-        sc.spawn(|| {
+        sc.spawn(move || {
             std::thread::sleep(Duration::from_millis(150));
             b.ni.put(go, AckReq::NoAck, &Remote::new(id(0), PT, 1), 0)
                 .unwrap();
+            computing
+                .recv_timeout(COMPUTE)
+                .expect("rank 0 left its wait");
             // While rank 0 computes.
             std::thread::sleep(Duration::from_millis(20));
             b.ni.put(msg, AckReq::NoAck, &Remote::new(id(0), PT, 2), 0)
@@ -62,6 +70,7 @@ fn arrival_while_computing<C: Transport>(
         let ev = a.ni.eq_wait(aeq, Some(Duration::from_secs(20))).unwrap();
         let left = Instant::now();
         assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, go_md), "{what}");
+        gone.send(()).expect("rank 1 waits for the end of the wait");
         loop {
             if let Some(ev) = a.ni.eq_get(aeq).unwrap() {
                 assert_eq!((ev.kind, ev.md_handle), (EventKind::Put, msg_md), "{what}");
