@@ -213,6 +213,17 @@ fn short_messages_beyond_a_pool_that_cannot_grow_are_pulled_not_lost() {
     }
 }
 
+/// A polling rank that only makes blocking short sends still answers its
+/// peer's gets (`mpi_check sendloop`): the sends that leave their
+/// transport pass to a following wait make one at every second send in a
+/// row.
+#[test]
+fn a_loop_of_blocking_sends_serves_the_peers_gets_in_every_mode() {
+    for p in MODES {
+        assert_ok(&run(2, &["sendloop"], p), 2, &format!("sendloop {p:?}"));
+    }
+}
+
 /// A job over TCP (not the shared memory `auto` picks on one host).
 fn run_tcp(ranks: u32, args: &[&str], progress: ProgressMode, limit: Duration) -> LaunchOutcome {
     let options = JobOptions {

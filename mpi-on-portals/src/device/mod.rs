@@ -609,6 +609,10 @@ pub(crate) struct Device {
     /// Short collectives on slots run through one member
     /// ([`slots::SlotOp::flat`]): the same at every rank.
     flat_collectives: bool,
+    /// A blocking send from an eager copy skipped its transport pass, and
+    /// no pass has been made since: the next such send makes one
+    /// ([`Device::send_blocking`]). Cleared by every pass of the device.
+    pass_owed: AtomicBool,
 }
 
 impl Device {
@@ -734,6 +738,7 @@ impl Device {
             mark,
             nbc_md,
             flat_collectives,
+            pass_owed: AtomicBool::new(false),
         };
         // The world's non-blocking-collective entries, before anyone can
         // use them.
@@ -818,6 +823,7 @@ impl Device {
     /// progress (polling mode); free otherwise. Called without the state
     /// lock, so that an unlink hook run by this progress can take it.
     fn poll(&self) {
+        self.pass_owed.store(false, Ordering::Relaxed);
         if let Err(e) = self.ni().poll() {
             self.lock().fatal.get_or_insert(ptl(e));
         }
@@ -828,6 +834,7 @@ impl Device {
     /// the transport itself and keeps the progress thread parked
     /// (`portals::NetworkInterface::poll_test`).
     fn poll_test(&self) {
+        self.pass_owed.store(false, Ordering::Relaxed);
         if let Err(e) = self.ni().poll_test() {
             self.lock().fatal.get_or_insert(ptl(e));
         }

@@ -2,6 +2,8 @@
 //! receiver holds it), synchronous, ready and long protocols (seed 001
 //! §3.2–3.3), and buffered sends.
 
+use std::sync::atomic::Ordering;
+
 use portals::{AckReq, MdDesc, MdHandle, MdOptions, Outbound, Position, Remote, Threshold, Unlink};
 
 use super::announce::{self, HDR_EXPECTED};
@@ -100,8 +102,9 @@ impl Device {
 
     /// A blocking standard, synchronous or ready send (`MPI_Send` and
     /// kin): [`Device::isend`] and a wait, except that a short message sent
-    /// from an eager copy returns after one transport pass, with no
-    /// request for the caller to make, drain and take apart.
+    /// from an eager copy returns at once (after a transport pass at every
+    /// second such send in a row), with no request for the caller to make,
+    /// drain and take apart.
     ///
     /// # Safety
     /// `data..data+len` must be readable for the duration of the call.
@@ -126,11 +129,19 @@ impl Device {
         match started {
             Started::Request(id) => self.wait(id).map(|_| ()),
             Started::Copied(_) => {
-                // The pass over the transport the wait made, kept: in
-                // polling mode a loop of blocking sends must still serve
-                // a peer's get of an earlier message (its events wait for
-                // the next call's drain, as after a non-blocking send).
-                self.poll();
+                // In polling mode a loop of blocking sends must still
+                // serve a peer's get of an earlier message (its events
+                // wait for the next call's drain, as after a non-blocking
+                // send), so the wait's transport pass is kept, but only
+                // at every second send in a row: a send followed by a
+                // receive or a wait (a round trip, a halo exchange) leaves
+                // the pass to that wait, which makes one before it looks.
+                // A pass here cost a polling TCP rank an `epoll_wait` and
+                // a `recvfrom` on the round trip's path, where nothing can
+                // have arrived yet.
+                if self.pass_owed.swap(true, Ordering::Relaxed) {
+                    self.poll();
+                }
                 Ok(())
             }
         }

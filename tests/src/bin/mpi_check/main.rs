@@ -102,6 +102,7 @@ fn main() {
             })
         }
         "overflow" => mpi_on_portals::initialize_with_config(overflow_config()),
+        "sendloop" => mpi_on_portals::initialize_with_config(overflow_config()),
         "eqflood" => MpiConfig::from_env()
             .and_then(|c| mpi_on_portals::initialize_with_config(eqflood_config(c))),
         "capflood" | "capbarrier" | "caphol" | "caphol_any" | "capiprobe" => MpiConfig::from_env()
@@ -129,6 +130,7 @@ fn main() {
         "flood" => flood(&u, arg(2, 10) as usize),
         "misc" => misc(&u),
         "reuse" => reuse(&u),
+        "sendloop" => sendloop(&u),
         "progress" => progress(&u, args.get(2).map(String::as_str) != Some("poll")),
         "quiet" => quiet(&u),
         "ring" => ring(&u),

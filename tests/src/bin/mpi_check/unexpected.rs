@@ -346,3 +346,71 @@ pub(crate) fn heldflood(u: &Universe) -> R<()> {
     }
     Ok(())
 }
+
+/// A loop of blocking short sends serves the peer's gets. Rank 0 sends
+/// three 4 KB messages and a control message to rank 1 (whose one 8 KB
+/// buffer cannot hold them all: the control message at least finds no room
+/// and must be pulled from rank 0's read portal), then only sends: a 1-byte
+/// message every 10 ms, with blocking standard sends, until rank 1 has
+/// received all four and said so in a file beside the job. Rank 0 makes no
+/// receive, wait or test in that loop, so in polling mode only the sends'
+/// own transport passes answer rank 1's gets: with none, the loop would
+/// never end (a send past the window is queued, not waited for), and it
+/// fails after 20 s.
+pub(crate) fn sendloop(u: &Universe) -> R<()> {
+    const LOOP_LIMIT: Duration = Duration::from_secs(20);
+    let w = u.world();
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    // Both ranks are children of the same launcher.
+    let marker = std::env::temp_dir().join(format!(
+        "mpi_check-sendloop-{}",
+        std::os::unix::process::parent_id()
+    ));
+    if me == 0 {
+        let _ = std::fs::remove_file(&marker);
+        w.barrier().map_err(e)?;
+        for i in 0..3 {
+            p.send_with_tag(&numbered(4096, i)[..], 1).map_err(e)?;
+        }
+        p.send_with_tag(&pattern(64, 9)[..], CTRL).map_err(e)?;
+        let start = Instant::now();
+        let mut fillers = 0u32;
+        while !marker.exists() {
+            ensure(start.elapsed() < LOOP_LIMIT, || {
+                format!("rank 1 did not receive its messages in {LOOP_LIMIT:?}")
+            })?;
+            p.send_with_tag(&[fillers as u8][..], 2).map_err(e)?;
+            fillers += 1;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&marker);
+        println!("sendloop: {fillers} sends in the loop");
+        p.send_with_tag(&fillers, 3).map_err(e)?;
+    } else {
+        w.barrier().map_err(e)?;
+        let mut ctrl = [0u8; 64];
+        p.receive_into_with_tag(&mut ctrl[..], CTRL).map_err(e)?;
+        let mut big = vec![0u8; 4096];
+        for i in 0..3 {
+            p.receive_into_with_tag(&mut big[..], 1).map_err(e)?;
+            ensure(big == numbered(4096, i), || format!("message {i}: wrong"))?;
+        }
+        ensure(ctrl[..] == pattern(64, 9)[..], || {
+            "control message: wrong".into()
+        })?;
+        let st = u.stats();
+        ensure(st.unexpected_pulled > 0, || {
+            format!("no message had to be pulled: {st:?}")
+        })?;
+        std::fs::write(&marker, b"received").map_err(|x| x.to_string())?;
+        let (fillers, _) = p.receive_with_tag::<u32>(3).map_err(e)?;
+        let mut one = [0u8; 1];
+        for i in 0..fillers {
+            p.receive_into_with_tag(&mut one[..], 2).map_err(e)?;
+            ensure(one[0] == i as u8, || format!("loop message {i}: wrong"))?;
+        }
+    }
+    w.barrier().map_err(e)
+}
