@@ -224,6 +224,15 @@ fn a_loop_of_blocking_sends_serves_the_peers_gets_in_every_mode() {
     }
 }
 
+/// Acknowledged library copies are finished when the process next sends
+/// or has to wait, and at most 64 are held meanwhile (`mpi_check copies`).
+#[test]
+fn acknowledged_library_copies_do_not_pile_up_in_every_mode() {
+    for p in MODES {
+        assert_ok(&run(2, &["copies"], p), 2, &format!("copies {p:?}"));
+    }
+}
+
 /// A job over TCP (not the shared memory `auto` picks on one host).
 fn run_tcp(ranks: u32, args: &[&str], progress: ProgressMode, limit: Duration) -> LaunchOutcome {
     let options = JobOptions {

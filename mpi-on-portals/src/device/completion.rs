@@ -2,6 +2,7 @@
 //! when its result is known *and* it holds nothing in the engine (see the
 //! module docs' soundness rule).
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use portals::PtlError;
@@ -14,6 +15,11 @@ impl Device {
     /// Sleep until some event arrives (or a short slice passes). Drives the
     /// transport meanwhile in polling mode.
     pub(super) fn block(&self) {
+        // Nothing more urgent now: finish the acknowledged library copies.
+        if self.copies_acked.load(Ordering::Relaxed) {
+            let mut st = self.lock();
+            self.release_copies(&mut st);
+        }
         // Only wait for news here; events are taken under the device lock so
         // that several threads never reorder them.
         match self.ni().eq_block(

@@ -212,6 +212,11 @@ pub struct MpiStats {
     /// oversubscribed, or `PTL_COLL_FLAT=1` (see
     /// `portals_runtime::JobOptions::coll_flat`).
     pub flat_collectives: u64,
+    /// Bytes of library copies of short standard sends held now (a level,
+    /// not a count; [`MpiConfig::eager_copy`] bounds it): a copy waits for
+    /// its acknowledgment, and an acknowledged one is kept until this
+    /// process next sends or has to wait, at most 64 of them.
+    pub eager_copy_bytes: u64,
 }
 
 #[cfg(test)]

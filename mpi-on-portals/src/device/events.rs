@@ -5,6 +5,11 @@
 use super::announce::{self, HDR_EXPECTED};
 use super::*;
 
+/// Acknowledged sends from a library copy held for a later finish
+/// ([`State::acked_copies`]) at most: a thread that only tests and never
+/// sends or waits finishes them in batches of this many.
+const ACKED_COPIES_HELD: usize = 64;
+
 impl Device {
     /// Take every queued event and act on it, unexpected messages first so
     /// that a receive posted by a request event sees them; then learn of
@@ -125,6 +130,10 @@ impl Device {
             return;
         }
         if r.kind != Kind::Recv {
+            if r.detached && r.copy_len > 0 && matches!(r.result, Some(Ok(_))) {
+                self.defer_copy(st, id);
+                return;
+            }
             self.finish(st, id);
             return;
         }
@@ -397,6 +406,35 @@ impl Device {
                 st.spare_copies.push(r.copy);
             }
         }
+    }
+
+    /// Send `id` from a library copy was acknowledged: finish it later
+    /// ([`State::acked_copies`]), or now with the others once
+    /// [`ACKED_COPIES_HELD`] wait.
+    fn defer_copy(&self, st: &mut State, id: ReqId) {
+        st.acked_copies.push(id);
+        if st.acked_copies.len() >= ACKED_COPIES_HELD {
+            self.release_copies(st);
+        } else {
+            self.copies_acked.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Finish the acknowledged sends from a library copy
+    /// ([`State::acked_copies`]): after a send's put has left, and before a
+    /// wait sleeps or polls again.
+    pub(super) fn release_copies(&self, st: &mut State) {
+        self.copies_acked.store(false, Ordering::Relaxed);
+        if st.acked_copies.is_empty() {
+            return;
+        }
+        let mut ids = std::mem::take(&mut st.acked_copies);
+        for id in ids.drain(..) {
+            self.finish(st, id);
+        }
+        // Keep the buffer: every round trip passes through here.
+        ids.append(&mut st.acked_copies);
+        st.acked_copies = ids;
     }
 
     /// Give request `id` the result `e` unless it has one, and release it.

@@ -387,6 +387,13 @@ struct State {
     /// receives that got their result in the current drain, finished at
     /// its end (see `on_request`).
     releasing: Vec<ReqId>,
+    /// Sends from a library copy whose acknowledgment arrived: finishing
+    /// them (unlinking the read-portal entry, keeping the copy for reuse)
+    /// waits until this thread has nothing more urgent to do
+    /// ([`Device::release_copies`]). In a round trip the acknowledgment
+    /// rides on the reply, and finishing it in the drain that found the
+    /// reply put about a thousand instructions on the round trip's path.
+    acked_copies: Vec<ReqId>,
     /// World ranks the transport gave up on.
     dead: HashSet<u32>,
     /// World ranks that finalized (their departure notice arrived).
@@ -613,6 +620,9 @@ pub(crate) struct Device {
     /// no pass has been made since: the next such send makes one
     /// ([`Device::send_blocking`]). Cleared by every pass of the device.
     pass_owed: AtomicBool,
+    /// [`State::acked_copies`] may be non-empty: read without the state
+    /// lock by [`Device::block`], which releases them before it waits.
+    copies_acked: AtomicBool,
 }
 
 impl Device {
@@ -694,6 +704,7 @@ impl Device {
                     f
                 },
                 releasing: Vec::new(),
+                acked_copies: Vec::new(),
                 dead: HashSet::default(),
                 departed: HashSet::default(),
                 departures_new: Vec::new(),
@@ -739,6 +750,7 @@ impl Device {
             nbc_md,
             flat_collectives,
             pass_owed: AtomicBool::new(false),
+            copies_acked: AtomicBool::new(false),
         };
         // The world's non-blocking-collective entries, before anyone can
         // use them.
@@ -977,6 +989,7 @@ impl Device {
         stats.buffers_grown += self.sh.pool().grown_early;
         stats.saved_peak = st.saved.peak() as u64;
         stats.window_waits = st.windows.waited;
+        stats.eager_copy_bytes = st.copy_used as u64;
         stats
     }
 

@@ -190,6 +190,10 @@ impl Device {
         let (mut detached, mut mem, mut copy_len) = (detached, mem, 0);
         let mut copy = Vec::new();
         let mut copied = None;
+        if st.copy_used + len > self.cfg.eager_copy {
+            // Copies held only for a later finish must not cost this one.
+            self.release_copies(st);
+        }
         if kind == Kind::SendShort
             && owned.is_none()
             && !detached
@@ -400,6 +404,8 @@ impl Device {
         if let Err(e) = r {
             return self.fail_started(st, id, e).map(Started::Request);
         }
+        // The put has left: now finish the acknowledged library copies.
+        self.release_copies(st);
         if detached
             && st
                 .reqs

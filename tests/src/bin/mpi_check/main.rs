@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 mod announce;
+mod copies;
 mod envelopes;
 mod failure;
 mod nbc;
@@ -23,6 +24,7 @@ mod semantics;
 mod unexpected;
 
 use announce::*;
+use copies::*;
 use envelopes::*;
 use failure::*;
 use nbc::*;
@@ -131,6 +133,7 @@ fn main() {
         "misc" => misc(&u),
         "reuse" => reuse(&u),
         "sendloop" => sendloop(&u),
+        "copies" => copies(&u),
         "progress" => progress(&u, args.get(2).map(String::as_str) != Some("poll")),
         "quiet" => quiet(&u),
         "ring" => ring(&u),
