@@ -424,10 +424,12 @@ impl Device {
     /// ([`State::acked_copies`]): after a send's put has left, and before a
     /// wait sleeps or polls again.
     pub(super) fn release_copies(&self, st: &mut State) {
-        self.copies_acked.store(false, Ordering::Relaxed);
+        // Every send comes here: with nothing held (the hint is then clear
+        // already: both change under the state lock), touch nothing shared.
         if st.acked_copies.is_empty() {
             return;
         }
+        self.copies_acked.store(false, Ordering::Relaxed);
         let mut ids = std::mem::take(&mut st.acked_copies);
         for id in ids.drain(..) {
             self.finish(st, id);

@@ -404,7 +404,8 @@ impl Device {
         if let Err(e) = r {
             return self.fail_started(st, id, e).map(Started::Request);
         }
-        // The put has left: now finish the acknowledged library copies.
+        // The put has left (or waits in the window): now finish the
+        // acknowledged library copies, off the message's path.
         self.release_copies(st);
         if detached
             && st
