@@ -146,6 +146,19 @@ pub struct ShmConfig {
     /// that a rank bound to one core does not move its arrivals on the
     /// core it computes on). `PTL_PROGRESS_CPUS` sets it under the runtime.
     pub progress_cpus: nal_sys::affinity::ProgressCpus,
+    /// Progress thread only: this host runs more ranks of the job than it
+    /// has cores. A dozing progress thread (see
+    /// [`early_takeover`](Self::early_takeover)) that finds an application
+    /// thread waiting in the library, or the application in a loop of
+    /// short steps, then dozes until work wakes it or
+    /// [`nal_sys::gate::CROWDED_NAP`] passes (at most the liveness
+    /// interval), instead of at most [`nal_sys::gate::MAX_BACKOFF`]
+    /// hand-back delays: on such a host there is no spare core to overlap
+    /// on, and each timed look took a turn another rank needed. A
+    /// non-blocking collective's start wakes it (see `Nal::bulk_post_end`).
+    /// Off by default here; the runtime sets it from the ranks' host
+    /// identities and core counts, as for `PTL_WAIT_YIELD=auto`.
+    pub crowded: bool,
 }
 
 impl Default for ShmConfig {
@@ -162,6 +175,7 @@ impl Default for ShmConfig {
             early_takeover: true,
             progress_nice: nal_sys::sched::DEFAULT_NICE_STEPS,
             progress_cpus: nal_sys::affinity::ProgressCpus::Launcher,
+            crowded: false,
         }
     }
 }
@@ -242,6 +256,11 @@ pub struct ShmStats {
     pub optimistic_sends: u64,
     /// Times the progress thread's sleep ended because it was woken.
     pub progress_thread_wakes: u64,
+    /// Dozes of the progress thread through the hand-back delay (see
+    /// [`ShmConfig::early_takeover`]), each ended by work or by its timer:
+    /// on a rank whose progress thread shares a core, each is a turn taken
+    /// from the application or a neighbour.
+    pub progress_dozes: u64,
     /// `FUTEX_WAKE` calls made (to peers' doorbells or our own).
     pub futex_wakes_sent: u64,
     /// `FUTEX_WAIT` calls made.

@@ -81,6 +81,12 @@ impl ShmEndpoint {
         self.cfg.early_takeover = on;
     }
 
+    /// Set [`ShmConfig::crowded`] before starting (the runtime decides it
+    /// per host).
+    pub fn set_crowded(&mut self, crowded: bool) {
+        self.cfg.crowded = crowded;
+    }
+
     /// Set [`ShmConfig::progress_nice`] (the runtime decides it per host).
     pub fn set_progress_nice(&mut self, steps: u32) {
         self.cfg.progress_nice = steps;
@@ -166,6 +172,7 @@ pub(crate) struct Stats {
     pub(crate) ring_full: AtomicU64,
     pub(crate) optimistic_sends: AtomicU64,
     pub(crate) progress_thread_wakes: AtomicU64,
+    pub(crate) progress_dozes: AtomicU64,
     pub(crate) waiter_yields: AtomicU64,
     pub(crate) single_copy_started: AtomicU64,
     pub(crate) futex_wakes_sent: AtomicU64,
@@ -411,6 +418,7 @@ impl ShmNal {
             ring_full: g(&s.ring_full),
             optimistic_sends: g(&s.optimistic_sends),
             progress_thread_wakes: g(&s.progress_thread_wakes),
+            progress_dozes: g(&s.progress_dozes),
             waiter_yields: g(&s.waiter_yields),
             single_copy_started: g(&s.single_copy_started),
             futex_wakes_sent: g(&s.futex_wakes_sent),
@@ -549,6 +557,26 @@ impl Nal for ShmNal {
 
     fn progresses_alone(&self) -> bool {
         self.inner.cfg.progress == nal_sys::ProgressMode::Thread
+    }
+
+    /// Large transfers need no hint here (a single-copy read wakes a
+    /// dozer). But on a crowded host a dozer found beside a waiter dozes
+    /// up to the liveness nap (`ShmConfig::crowded`), and a non-blocking
+    /// collective started after that wait arms triggered operations that
+    /// only a pass fires: the leave that would have woken it came before
+    /// they were armed. So the end of a post that left operations armed
+    /// wakes a dozer, which then sleeps as an ordinary sleeper (woken by
+    /// any message) until they fire. Flagged before the dozers are looked
+    /// at, against the dozer's announce-then-check (see `doorbell`).
+    fn bulk_post_end(&self) {
+        let i = &self.inner;
+        if !(i.cfg.crowded && i.dozing()) || i.core.with_engine(|e| e.triggered_pending()) == 0 {
+            return;
+        }
+        i.wake_pending.store(true, Ordering::SeqCst);
+        if doorbell::wake_dozers(&i.inbox) {
+            bump(&i.stats.futex_wakes_sent, 1);
+        }
     }
 
     fn test_pass(&self) -> portals::Result<()> {

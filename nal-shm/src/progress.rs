@@ -162,7 +162,18 @@ impl Inner {
         // eligible to after a copy (see `nal_sys::sched`).
         nal_sys::sched::progress_thread_sched(self.cfg.progress_nice, &self.cfg.progress_cpus);
         let nap = PT_SLEEP.min(self.cfg.liveness_interval);
-        let longest = self.cfg.handback.saturating_mul(nal_sys::gate::MAX_BACKOFF);
+        // The longest doze beside a waiter or a loop. On a crowded host
+        // (more ranks than cores) the crowded nap, as the socket
+        // transports' gate naps inside a wait there: there is no spare core
+        // to overlap on, and each timed look took a turn some rank needed
+        // (8 ranks of cg on 2 cores: about 140 looks per progress thread in
+        // a 400 ms solve, thread mode 1.1–1.2× polling mode;
+        // docs/PERFORMANCE.md, stop 51). Work still wakes it at once.
+        let longest = if self.cfg.crowded {
+            nal_sys::gate::CROWDED_NAP.min(nap)
+        } else {
+            self.cfg.handback.saturating_mul(nal_sys::gate::MAX_BACKOFF)
+        };
         // Waits begun when the dozer last looked, and its back-off.
         let mut seen_waits = self.gate.waits_begun();
         let mut backoff = self.cfg.handback;
@@ -274,6 +285,7 @@ impl Inner {
             && (self.wake_pending.load(Ordering::SeqCst) || self.work_pending());
         if !busy && !t.is_zero() {
             bump(&self.stats.futex_waits, 1);
+            bump(&self.stats.progress_dozes, 1);
             if doorbell::wait(bell, seen, t) == Woke::Rung {
                 bump(&self.stats.progress_thread_wakes, 1);
             }

@@ -7,6 +7,7 @@
 //! work (a single-copy read), never by a small message, and not while the
 //! application waits in the library.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nal_shm::{ProgressMode, ShmConfig};
@@ -90,6 +91,28 @@ impl Scene {
             .ni
             .put(md, AckReq::NoAck, &Remote::new(id(0), PT, bits), 0)
             .unwrap();
+    }
+
+    /// Rank 1 puts `fire` to rank 0's entry 3 (it counts towards the
+    /// trigger of a put back to rank 1's `echo_md`), waits for that echo,
+    /// and checks that rank 0 was still `computing` when it came.
+    fn fire_for_echo(&self, fire: MdHandle, echo_md: MdHandle, computing: &AtomicBool) {
+        self.put(fire, 3);
+        loop {
+            let ev = self
+                .b()
+                .ni
+                .eq_wait(self.beq, Some(Duration::from_secs(20)))
+                .unwrap();
+            if ev.kind == EventKind::Put {
+                assert_eq!(ev.md_handle, echo_md);
+                break;
+            }
+        }
+        assert!(
+            computing.load(Ordering::SeqCst),
+            "the triggered put waited for rank 0's next call"
+        );
     }
 
     /// Rank 0 waits for the go.
@@ -285,7 +308,7 @@ fn a_transfer_the_application_waits_for_leaves_the_dozing_progress_thread_asleep
 /// and the triggered put reaches rank 1 while rank 0 still computes.
 #[test]
 fn with_a_triggered_operation_armed_a_small_message_wakes_the_progress_thread() {
-    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::atomic::Ordering::SeqCst;
     let sc = Scene::new(true, |_| {});
     let (a, b) = (sc.a(), sc.b());
     let ct = a.ni.ct_alloc().unwrap();
@@ -306,18 +329,7 @@ fn with_a_triggered_operation_armed_a_small_message_wakes_the_progress_thread() 
             // without being woken for it (seen once in CI with 50 ms).
             sc.go_then_after(Duration::from_millis(25), || {
                 let wakes = a.nal.stats().progress_thread_wakes;
-                sc.put(fire, 3);
-                loop {
-                    let ev = b.ni.eq_wait(sc.beq, Some(Duration::from_secs(20))).unwrap();
-                    if ev.kind == EventKind::Put {
-                        assert_eq!(ev.md_handle, echo_md);
-                        break;
-                    }
-                }
-                assert!(
-                    computing.load(SeqCst),
-                    "the triggered put waited for rank 0's next call"
-                );
+                sc.fire_for_echo(fire, echo_md, &computing);
                 // Woken by the message, not found at its next timed look.
                 assert!(
                     a.nal.stats().progress_thread_wakes > wakes,
@@ -367,5 +379,67 @@ fn a_loop_of_steps_within_the_handback_backs_the_dozer_off() {
     assert!(
         dozes <= (STEPS / 3) as u64,
         "{dozes} dozes in {STEPS} steps of a loop"
+    );
+}
+
+/// On a crowded host (`ShmConfig::crowded`) the dozer found beside a
+/// waiter dozes up to the liveness nap. A non-blocking collective started
+/// right after the wait arms its triggered operations after the leave that
+/// would have woken it; the end of its post (`Nal::bulk_post_end`, which
+/// MPI calls for every collective start) wakes it instead, before any
+/// message arrives, and the small message that fires the operation then
+/// wakes it while the application computes.
+#[test]
+fn on_a_crowded_host_a_collective_started_after_a_wait_wakes_the_dozer() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::mpsc;
+    let sc = Scene::new(true, |c| c.crowded = true);
+    let (a, b) = (sc.a(), sc.b());
+    let ct = a.ni.ct_alloc().unwrap();
+    let count = MdDesc::new(MdOptions::OP_PUT | MdOptions::CT_COMM).ct(ct);
+    attach(&a.ni, id(1), 3, 0, &count, 8);
+    let echo = bind_md(&a.ni, sc.aeq, vec![9; 8]);
+    let echo_md = attach(&b.ni, id(0), 4, 0, &Scene::put_desc(sc.beq), 8);
+    let fire = bind_md(&b.ni, sc.beq, vec![2; 8]);
+    let (armed, fire_now) = mpsc::channel::<()>();
+    let (computing, echoed) = (AtomicBool::new(true), AtomicBool::new(false));
+    let woken = std::thread::scope(|s| {
+        let (sc1, computing1, echoed1) = (&sc, &computing, &echoed);
+        s.spawn(move || {
+            let (sc, computing, echoed) = (sc1, computing1, echoed1);
+            sc.go_then_after(Duration::ZERO, || {
+                fire_now
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("rank 0 armed its operation");
+                sc.fire_for_echo(fire, echo_md, computing);
+                echoed.store(true, SeqCst);
+            })
+        });
+        sc.wait_go();
+        // The collective's start, at once after the wait.
+        let before = a.nal.stats().progress_thread_wakes;
+        a.ni.nal().bulk_post_begin();
+        let to_b = Remote::new(id(1), PT, 4);
+        a.ni.triggered_put(echo, 0, 8, AckReq::NoAck, &to_b, 0, Trigger::new(ct, 1))
+            .unwrap();
+        a.ni.nal().bulk_post_end();
+        // Compute. The dozer's doze beside the wait lasts up to 50 ms and
+        // nothing else arrives: only the post can wake it this soon.
+        let t0 = Instant::now();
+        let mut woken = false;
+        while !woken && t0.elapsed() < Duration::from_secs(1) {
+            woken = a.nal.stats().progress_thread_wakes > before;
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        armed.send(()).expect("rank 1 waits to fire");
+        while !echoed.load(SeqCst) && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        computing.store(false, SeqCst);
+        woken
+    });
+    assert!(
+        woken,
+        "the collective's start did not wake the dozing progress thread"
     );
 }

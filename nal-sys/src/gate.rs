@@ -64,11 +64,15 @@
 //! every 0.3–0.6 ms, most looks inside a wait, each a wake-up on a core
 //! another rank needed, and thread mode ran 1.6–2.1× polling mode over
 //! TCP and UDP; with the longer nap, 0.74–1.19× (docs/PERFORMANCE.md,
-//! stop 49).
+//! stop 49). The remaining looks, one per 3.2 ms inside waits, still cost
+//! thread mode 5–20 % of `cg`'s, `halo`'s and the collective loop's time
+//! on 4 and 8 ranks, so on a crowded host the nap inside a wait is at
+//! least [`CROWDED_NAP`] (50 ms; stop 51).
 //! The price there: a rank that leaves a wait with work under way that is
-//! not a bulk post ([`ProgressGate::post_end`] still wakes the thread) may
-//! see it moved up to [`QUIET_HANDBACKS`] delays after the leave instead
-//! of one, where polling mode moves it at the next call.
+//! not a bulk post or a collective's start ([`ProgressGate::post_end`]
+//! still wakes the thread) may see it moved up to [`CROWDED_NAP`] after
+//! the leave instead of one delay, where polling mode moves it at the next
+//! call.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -99,6 +103,18 @@ pub const MAX_BACKOFF: u32 = 16;
 /// mode ran cg, halo and the collective loop 0.78–2.68× polling mode over
 /// TCP and 1.06–1.75× over UDP; with 16 delays for every step, 0.58–1.26×.
 pub const QUIET_HANDBACKS: u32 = MAX_BACKOFF;
+
+/// The shortest nap of a progress thread that finds its application
+/// waiting in the library on a crowded host ([`ProgressGate::crowded`]),
+/// and the longest doze of shared memory's progress thread there
+/// (`nal_shm::ShmConfig::crowded`): as long as the transports' longest
+/// sleep while they drive progress, so that such a thread wakes no more
+/// often than its housekeeping needs. With [`QUIET_HANDBACKS`] delays
+/// instead (3.2 ms), 4 and 8 ranks on 2 cores still had each progress
+/// thread look 150–210 times per `cg` solve, and thread mode ran `cg`,
+/// `halo` and the collective loop 1.05–1.2× polling mode (docs/PERFORMANCE.md,
+/// stop 51).
+pub const CROWDED_NAP: Duration = Duration::from_millis(50);
 
 /// Waits begun between two looks of the progress thread that make the
 /// application count as busy in the library. One or two are an application
@@ -249,7 +265,8 @@ impl ProgressGate {
     /// there are cores (the runtime knows from the ranks' host identities
     /// and core counts): a look that finds an application thread inside a
     /// wait naps [`QUIET_HANDBACKS`] delays, as for a quiet application,
-    /// instead of one (see the module documentation).
+    /// and at least [`CROWDED_NAP`], instead of one (see the module
+    /// documentation).
     pub fn crowded(mut self, crowded: bool) -> Self {
         self.crowded = crowded;
         self
@@ -582,12 +599,16 @@ impl ProgressGate {
     /// How much longer the progress thread stands aside if no thread enters
     /// meanwhile: counted from the last leave, in [`QUIET_HANDBACKS`]
     /// delays while the application is quiet, one delay otherwise; while a
-    /// thread waits, a whole such delay, or [`QUIET_HANDBACKS`] delays on a
-    /// [`crowded`](Self::crowded) host.
+    /// thread waits, a whole such delay, or on a
+    /// [`crowded`](Self::crowded) host [`QUIET_HANDBACKS`] delays and at
+    /// least [`CROWDED_NAP`].
     pub fn aside_for(&self) -> Duration {
         if self.waiters.load(Ordering::SeqCst) > 0 {
             if self.crowded {
-                return self.handback.saturating_mul(QUIET_HANDBACKS);
+                return self
+                    .handback
+                    .saturating_mul(QUIET_HANDBACKS)
+                    .max(CROWDED_NAP);
             }
             return Duration::from_nanos(self.handback_now());
         }

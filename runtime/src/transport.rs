@@ -320,6 +320,7 @@ pub(crate) fn bring_up(
         // for a small message nor beside a waiter, so it does not preempt
         // a bound rank's computation for what its next call does anyway.
         ep.set_early_takeover(o.shm_early_takeover.unwrap_or(true));
+        ep.set_crowded(crowded);
     }
     let mut transport = None;
     let ni = match (choose(o, &me, &contacts)?, net, shm) {

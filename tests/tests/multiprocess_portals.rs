@@ -223,14 +223,15 @@ fn socket_buffer_sizes_reach_every_rank_transport() {
     assert_ok(&out, 2, "sockbuf");
 }
 
-/// Whether the TCP and UDP transports of a 3-rank job were told that
-/// their host is crowded (more ranks than cores online: the progress
-/// thread then naps longer inside waits, `nal_sys::gate::ProgressGate::crowded`),
+/// Whether the TCP, UDP and shared-memory transports of a 3-rank job were
+/// told that their host is crowded (more ranks than cores online: the
+/// progress thread then naps longer inside waits,
+/// `nal_sys::gate::ProgressGate::crowded`, `nal_shm::ShmConfig::crowded`),
 /// checked at each rank against the job's own verdict; here against the
 /// host's core count as well.
 #[test]
 fn three_ranks_tell_their_transport_whether_the_host_is_crowded() {
-    for nal in [NalKind::Tcp, NalKind::Udp] {
+    for nal in [NalKind::Tcp, NalKind::Udp, NalKind::Shm] {
         let options = JobOptions {
             nal,
             ..JobOptions::default()

@@ -522,6 +522,26 @@ fn a_look_inside_a_wait_naps_the_longer_delay_when_quiet_or_crowded() {
 }
 
 #[test]
+fn a_look_inside_a_wait_on_a_crowded_host_naps_at_least_the_crowded_nap() {
+    // The default delay: sixteen of them are far shorter than the nap.
+    let h = Duration::from_micros(200);
+    assert!(h * QUIET_HANDBACKS < CROWDED_NAP);
+    let crowded = ProgressGate::new(h).crowded(true);
+    crowded.enter();
+    assert_eq!(crowded.aside_for(), CROWDED_NAP, "crowded, a waiter inside");
+    assert_eq!(crowded.nap(), CROWDED_NAP, "a first look inside a wait");
+    assert_eq!(crowded.nap(), CROWDED_NAP, "a look inside the same wait");
+    crowded.leave();
+    let rest = crowded.aside_for();
+    assert!(rest <= h, "{rest:?} after the leave: the plain delay");
+    // Uncrowded, the same waiter is looked at after one delay.
+    let plain = ProgressGate::new(h);
+    plain.enter();
+    assert_eq!(plain.aside_for(), h);
+    plain.leave();
+}
+
+#[test]
 fn unquiet_wakes_a_thread_asleep_in_the_longer_handback() {
     let h = Duration::from_millis(50);
     let g = std::sync::Arc::new(ProgressGate::new(h));

@@ -388,10 +388,11 @@ fn sockbuf(job: &Job, expect_snd: usize, expect_rcv: usize) -> R<()> {
 /// cores (`TcpConfig::crowded`, `UdpConfig::crowded`), as the job worked it
 /// out (every rank here shares one host). Prints `crowded BOOL cores N`.
 fn crowded(job: &Job) -> R<()> {
-    let told = match (job.tcp(), job.udp()) {
-        (Some(t), _) => t.config().crowded,
-        (None, Some(u)) => u.config().crowded,
-        (None, None) => return Err("neither a TCP nor a UDP job".into()),
+    let told = match (job.tcp(), job.udp(), job.shm()) {
+        (Some(t), _, _) => t.config().crowded,
+        (None, Some(u), _) => u.config().crowded,
+        (None, None, Some(s)) => s.config().crowded,
+        (None, None, None) => return Err("no TCP, UDP or shared-memory transport".into()),
     };
     if told != job.oversubscribed() {
         return Err(format!(
