@@ -166,8 +166,8 @@ impl Inner {
         // (more ranks than cores) the crowded nap, as the socket
         // transports' gate naps inside a wait there: there is no spare core
         // to overlap on, and each timed look took a turn some rank needed
-        // (8 ranks of cg on 2 cores: about 140 looks per progress thread in
-        // a 400 ms solve, thread mode 1.1–1.2× polling mode;
+        // (8 ranks of cg on 2 cores: each progress thread switched in once
+        // per 4–6 ms, thread mode 1.1–1.2× polling mode;
         // docs/PERFORMANCE.md, stop 51). Work still wakes it at once.
         let longest = if self.cfg.crowded {
             nal_sys::gate::CROWDED_NAP.min(nap)

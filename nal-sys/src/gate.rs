@@ -65,7 +65,7 @@
 //! another rank needed, and thread mode ran 1.6–2.1× polling mode over
 //! TCP and UDP; with the longer nap, 0.74–1.19× (docs/PERFORMANCE.md,
 //! stop 49). The remaining looks, one per 3.2 ms inside waits, still cost
-//! thread mode 5–20 % of `cg`'s, `halo`'s and the collective loop's time
+//! thread mode 5–22 % of `cg`'s, `halo`'s and the collective loop's time
 //! on 4 and 8 ranks, so on a crowded host the nap inside a wait is at
 //! least [`CROWDED_NAP`] (50 ms; stop 51).
 //! The price there: a rank that leaves a wait with work under way that is
@@ -110,10 +110,11 @@ pub const QUIET_HANDBACKS: u32 = MAX_BACKOFF;
 /// (`nal_shm::ShmConfig::crowded`): as long as the transports' longest
 /// sleep while they drive progress, so that such a thread wakes no more
 /// often than its housekeeping needs. With [`QUIET_HANDBACKS`] delays
-/// instead (3.2 ms), 4 and 8 ranks on 2 cores still had each progress
-/// thread look 150–210 times per `cg` solve, and thread mode ran `cg`,
-/// `halo` and the collective loop 1.05–1.2× polling mode (docs/PERFORMANCE.md,
-/// stop 51).
+/// instead (3.2 ms), 8 ranks of `cg` on 2 cores had each progress thread
+/// switched in once per 3.7–5.8 ms, and thread mode ran `cg`, `halo` and
+/// the collective loop on 4 and 8 ranks 0.93–1.32× polling mode; with
+/// this nap, 0.90–1.07× (medians of 6 interleaved rounds,
+/// docs/PERFORMANCE.md, stop 51).
 pub const CROWDED_NAP: Duration = Duration::from_millis(50);
 
 /// Waits begun between two looks of the progress thread that make the
