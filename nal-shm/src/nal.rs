@@ -561,7 +561,7 @@ impl Nal for ShmNal {
 
     /// Large transfers need no hint here (a single-copy read wakes a
     /// dozer). But on a crowded host a dozer found beside a waiter dozes
-    /// up to the liveness nap (`ShmConfig::crowded`), and a non-blocking
+    /// up to `nal_sys::gate::CROWDED_NAP` (`ShmConfig::crowded`), and a non-blocking
     /// collective started after that wait arms triggered operations that
     /// only a pass fires: the leave that would have woken it came before
     /// they were armed. So the end of a post that left operations armed
