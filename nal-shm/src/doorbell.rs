@@ -33,6 +33,17 @@
 //! wait on a futex word of their own (`doze_bell`): a wake for a sleeping
 //! application thread does not reach them.
 //!
+//! Except while its owner has triggered operations armed (a non-blocking
+//! collective under way; `dozer_armed`): then any message may be the one
+//! that fires the collective's next step, which nobody else would send
+//! while the application computes, so every ring wakes the dozer. The
+//! owner sets the flag when a post leaves operations armed (a collective's
+//! start), and the dozer sets it to what the engine holds at every doze,
+//! both under the engine lock. A message published before the flag was
+//! set woke nobody: the post's end looks at the rings after setting it
+//! (SeqCst, against the producer's publish-then-load) and wakes the dozer
+//! for what it finds.
+//!
 //! Nor is a dozer woken while an application thread of its process waits
 //! in the library (`app_inside`): that thread drives the rings itself.
 //! A producer with work for a dozer flags it (`work_unrung`) before it
@@ -65,7 +76,8 @@ pub enum Urgency {
 
 /// Wake every thread of `seg`'s owner sleeping on its doorbell, if any
 /// announced itself: on the futex, or in `poll(2)` on its doorbell socket
-/// ([`Bell`]); a dozing progress thread only for [`Urgency::Work`]. Call
+/// ([`Bell`]); a dozing progress thread only for [`Urgency::Work`] (for
+/// any record while triggered operations are armed). Call
 /// after publishing what they should see. Returns true if it made a system
 /// call.
 pub fn ring(seg: &Segment, urgency: Urgency) -> bool {
@@ -75,7 +87,9 @@ pub fn ring(seg: &Segment, urgency: Urgency) -> bool {
     // Flag, then look (SeqCst, against the leaving waiter's clear-then-
     // look in `Inner::app_left`): either we see no waiter and ring, or the
     // last waiter out sees the flag and wakes the dozer.
-    let doze = urgency == Urgency::Work && h.dozers.load(Ordering::Relaxed) != 0 && {
+    // Any message is work while the owner has triggered operations armed.
+    let work = urgency == Urgency::Work || h.dozer_armed.load(Ordering::Relaxed) != 0;
+    let doze = work && h.dozers.load(Ordering::Relaxed) != 0 && {
         h.work_unrung.store(1, Ordering::SeqCst);
         h.app_inside.load(Ordering::SeqCst) == 0
     };
@@ -278,6 +292,33 @@ mod tests {
         h.sleepers.fetch_add(1, Ordering::SeqCst);
         assert!(ring(&seg, Urgency::Message));
         h.sleepers.fetch_sub(1, Ordering::SeqCst);
+        crate::segment::unlink(&seg.name);
+    }
+
+    #[test]
+    fn while_operations_are_armed_a_small_message_wakes_a_dozer_but_not_beside_a_waiter() {
+        let name = std::ffi::CString::new(format!("/ptl-armed-test-{}", std::process::id()))
+            .expect("name");
+        let seg = Segment::create(name, 7, 4096, &[]).expect("segment");
+        let h = seg.header();
+        h.dozers.fetch_add(1, Ordering::SeqCst);
+        h.dozer_armed.store(1, Ordering::SeqCst);
+        let before = h.doze_bell.load(Ordering::SeqCst);
+        assert!(ring(&seg, Urgency::Message), "an armed dozer slept on");
+        assert_ne!(h.doze_bell.load(Ordering::SeqCst), before);
+        // Beside a waiter it is flagged for the waiter's leave instead.
+        h.work_unrung.store(0, Ordering::SeqCst);
+        h.app_inside.fetch_add(1, Ordering::SeqCst);
+        assert!(
+            !ring(&seg, Urgency::Message),
+            "a dozer woken beside a waiter"
+        );
+        assert_eq!(h.work_unrung.load(Ordering::SeqCst), 1);
+        h.app_inside.fetch_sub(1, Ordering::SeqCst);
+        // Disarmed, a small message leaves it alone again.
+        h.dozer_armed.store(0, Ordering::SeqCst);
+        assert!(!ring(&seg, Urgency::Message), "a disarmed dozer was woken");
+        h.dozers.fetch_sub(1, Ordering::SeqCst);
         crate::segment::unlink(&seg.name);
     }
 

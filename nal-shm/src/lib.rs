@@ -154,8 +154,9 @@ pub struct ShmConfig {
     /// [`nal_sys::gate::CROWDED_NAP`] passes (at most the liveness
     /// interval), instead of at most [`nal_sys::gate::MAX_BACKOFF`]
     /// hand-back delays: on such a host there is no spare core to overlap
-    /// on, and each timed look took a turn another rank needed. A
-    /// non-blocking collective's start wakes it (see `Nal::bulk_post_end`).
+    /// on, and each timed look took a turn another rank needed. While a
+    /// non-blocking collective is under way any message wakes it (see
+    /// `Nal::bulk_post_end`).
     /// Off by default here; the runtime sets it from the ranks' host
     /// identities and core counts, as for `PTL_WAIT_YIELD=auto`.
     pub crowded: bool,

@@ -217,9 +217,6 @@ pub(crate) struct Inner {
     /// Single-copy payloads of ours announced to peers and not done yet:
     /// their receivers are reading our memory (or about to).
     pub(crate) lent: AtomicUsize,
-    /// Triggered operations were armed when the progress thread last
-    /// looked (it sleeps as an ordinary sleeper then; see `doze`).
-    pub(crate) triggers_armed: AtomicBool,
     pub(crate) failing: Mutex<Vec<(usize, Failure)>>,
     pub(crate) has_failing: AtomicBool,
     /// Largest record body written, and smallest piece a message is split
@@ -350,7 +347,6 @@ impl ShmNal {
             unresolved: AtomicUsize::new(2 * n),
             cma_active: AtomicUsize::new(0),
             lent: AtomicUsize::new(0),
-            triggers_armed: AtomicBool::new(false),
             failing: Mutex::new(Vec::new()),
             has_failing: AtomicBool::new(false),
             max_body,
@@ -560,22 +556,29 @@ impl Nal for ShmNal {
     }
 
     /// Large transfers need no hint here (a single-copy read wakes a
-    /// dozer). But on a crowded host a dozer found beside a waiter dozes
-    /// up to `nal_sys::gate::CROWDED_NAP` (`ShmConfig::crowded`), and a non-blocking
-    /// collective started after that wait arms triggered operations that
-    /// only a pass fires: the leave that would have woken it came before
-    /// they were armed. So the end of a post that left operations armed
-    /// wakes a dozer, which then sleeps as an ordinary sleeper (woken by
-    /// any message) until they fire. Flagged before the dozers are looked
-    /// at, against the dozer's announce-then-check (see `doorbell`).
+    /// dozer). But a non-blocking collective started after a wait arms
+    /// triggered operations that only a pass fires, and small messages do
+    /// not wake a dozer: the leave that would have told it came before
+    /// they were armed, and it dozed on for up to its longest doze (the
+    /// back-off's 3.2 ms, or 50 ms on a crowded host) while the
+    /// application computed. So the end of a post that left operations
+    /// armed flags the inbox (`dozer_armed`): from then on every message
+    /// wakes the dozer (see `doorbell`), until it finds none armed at a
+    /// doze. A message that came before the flag (a peer that started
+    /// first: on 2 ranks, in whole runs of `iallreduce` its only message)
+    /// woke nobody, so if the rings hold one the dozer is woken here
+    /// (SeqCst: the flag before the look, against the producer's
+    /// publish-then-load). Taking it with a pass of our own instead made
+    /// `iallreduce` and `ibcast` waited for at once about twice as long
+    /// (their next message then wakes the peer's dozer while that
+    /// application is still between calls; docs/PERFORMANCE.md, stop 52).
     fn bulk_post_end(&self) {
         let i = &self.inner;
-        if !(i.cfg.crowded && i.dozing()) || i.core.with_engine(|e| e.triggered_pending()) == 0 {
-            return;
-        }
-        i.wake_pending.store(true, Ordering::SeqCst);
-        if doorbell::wake_dozers(&i.inbox) {
-            bump(&i.stats.futex_wakes_sent, 1);
+        if i.dozing() && i.mark_armed() {
+            fence(Ordering::SeqCst);
+            if i.work_pending() && doorbell::wake_dozers(&i.inbox) {
+                bump(&i.stats.futex_wakes_sent, 1);
+            }
         }
     }
 
@@ -635,6 +638,7 @@ impl Nal for ShmNal {
 
     fn shutdown(&self) {
         let i = &self.inner;
+        tracing::debug!(me = %i.me, stats = ?self.stats(), "closing");
         i.stopped.store(true, Ordering::SeqCst);
         i.gate.stop();
         let h = i.inbox.header();

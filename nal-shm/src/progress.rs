@@ -115,20 +115,34 @@ impl Inner {
     /// taken it). Work in the rings alone is not enough: the leaving
     /// thread is most often between two waits of a loop and takes it
     /// itself (handing every such leave over cost a context switch per
-    /// message in a ping-pong). While triggered operations are armed the
-    /// leave always wakes it, to sleep as an ordinary sleeper (any small
-    /// message may fire the next step of a non-blocking collective).
+    /// message in a ping-pong). While triggered operations are armed, any
+    /// message is work (`dozer_armed`, see `doorbell`), and so are
+    /// triggered operations issued and not sent yet.
     pub(crate) fn app_left(&self) {
         let h = self.inbox.header();
         // SeqCst: the clearing before the look, against the producer's
         // flag-then-load.
         if h.app_inside.fetch_sub(1, Ordering::SeqCst) == 1
             && ((h.work_unrung.swap(0, Ordering::SeqCst) != 0 && self.work_pending())
-                || self.triggers_armed.load(Ordering::SeqCst))
+                || self.core.triggered_pending())
             && doorbell::wake_dozers(&self.inbox)
         {
             bump(&self.stats.futex_wakes_sent, 1);
         }
+    }
+
+    /// Set the inbox's `dozer_armed` to whether triggered operations are
+    /// armed, and return that. Under the engine lock, where operations are
+    /// armed and fire: set and cleared by two threads (a post's end, the
+    /// dozer), the flag always ends as the engine last was, never cleared
+    /// after a post armed more.
+    pub(crate) fn mark_armed(&self) -> bool {
+        let flag = &self.inbox.header().dozer_armed;
+        self.core.with_engine(|e| {
+            let armed = e.triggered_pending() > 0;
+            flag.store(u32::from(armed), Ordering::SeqCst);
+            armed
+        })
     }
 
     /// Whether a pass would find work, looked at without locks: records in
@@ -260,23 +274,16 @@ impl Inner {
         // A dozer, not a sleeper: small messages do not wake it (see
         // `doorbell`); they wait for the application or the delay's end.
         // Except while triggered operations are armed (non-blocking
-        // collectives): any small message may be the one that fires the
-        // next step, which nobody else would send while the application
-        // computes.
-        // Beside a waiter it dozes anyway (the waiter drives the chain), and
-        // the waiter's leave wakes it while operations are armed (see
-        // `app_left`).
-        let armed = self.core.with_engine(|e| e.triggered_pending()) > 0;
-        self.triggers_armed.store(armed, Ordering::SeqCst);
-        let (count, bell) = if armed && !self.gate.app_waiting() {
-            (&h.sleepers, &h.doorbell)
-        } else {
-            (&h.dozers, &h.doze_bell)
-        };
-        count.fetch_add(1, Ordering::SeqCst);
+        // collectives; `dozer_armed`): any small message may be the one
+        // that fires the next step, which nobody else would send while the
+        // application computes. Beside a waiter nothing wakes it (the
+        // waiter drives the chain), and the last waiter's leave wakes it
+        // for what producers left unrung meanwhile (see `app_left`).
+        self.mark_armed();
+        h.dozers.fetch_add(1, Ordering::SeqCst);
         // SeqCst: the announcement before the check (see `doorbell`).
         fence(Ordering::SeqCst);
-        let seen = bell.load(Ordering::SeqCst);
+        let seen = h.doze_bell.load(Ordering::SeqCst);
         // Work in the rings keeps a dozer awake only while nobody else
         // takes it: a waiter inside drives the rings itself (and the last
         // one out hands what is left to us; see `app_left`). Re-checking
@@ -286,11 +293,11 @@ impl Inner {
         if !busy && !t.is_zero() {
             bump(&self.stats.futex_waits, 1);
             bump(&self.stats.progress_dozes, 1);
-            if doorbell::wait(bell, seen, t) == Woke::Rung {
+            if doorbell::wait(&h.doze_bell, seen, t) == Woke::Rung {
                 bump(&self.stats.progress_thread_wakes, 1);
             }
         }
-        count.fetch_sub(1, Ordering::SeqCst);
+        h.dozers.fetch_sub(1, Ordering::SeqCst);
         if !self.gate.app_waiting() {
             // Whatever a producer left unrung, this pass takes.
             h.work_unrung.store(0, Ordering::SeqCst);

@@ -27,7 +27,7 @@ use crate::ring::RingPtrs;
 /// `"PTLSHM\0\x01"`, little-endian: the first word of a valid inbox.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"PTLSHM\x00\x01");
 /// The layout version this crate writes and accepts.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Bytes of the segment header.
 pub const HEADER_BYTES: u64 = 256;
 /// Bytes of a ring's control block.
@@ -89,7 +89,12 @@ pub struct SegHeader {
     /// The futex word dozers wait on (apart from `doorbell`, so that a
     /// wake for a sleeping application thread does not wake them too).
     pub doze_bell: AtomicU32,
-    _r3: [u32; 12],
+    /// Non-zero while the owner has triggered operations armed (a
+    /// non-blocking collective under way): then any message may be the one
+    /// that fires the next step, and a producer wakes a dozer for it too
+    /// (see `doorbell::ring`). On the line producers read at every message.
+    pub dozer_armed: AtomicU32,
+    _r3: [u32; 11],
     /// Peers that mapped the segment; the last one unlinks its name.
     pub attached: AtomicU32,
     /// Set by the owner when it shuts down.

@@ -98,6 +98,11 @@ impl Scene {
     /// and checks that rank 0 was still `computing` when it came.
     fn fire_for_echo(&self, fire: MdHandle, echo_md: MdHandle, computing: &AtomicBool) {
         self.put(fire, 3);
+        self.await_echo(echo_md, computing);
+    }
+
+    /// Rank 1 waits for the echo of [`Scene::fire_for_echo`].
+    fn await_echo(&self, echo_md: MdHandle, computing: &AtomicBool) {
         loop {
             let ev = self
                 .b()
@@ -382,64 +387,121 @@ fn a_loop_of_steps_within_the_handback_backs_the_dozer_off() {
     );
 }
 
-/// On a crowded host (`ShmConfig::crowded`) the dozer found beside a
-/// waiter dozes up to the liveness nap. A non-blocking collective started
-/// right after the wait arms its triggered operations after the leave that
-/// would have woken it; the end of its post (`Nal::bulk_post_end`, which
-/// MPI calls for every collective start) wakes it instead, before any
-/// message arrives, and the small message that fires the operation then
-/// wakes it while the application computes.
-#[test]
-fn on_a_crowded_host_a_collective_started_after_a_wait_wakes_the_dozer() {
+/// Rank 0 leaves a wait and at once starts a "non-blocking collective": it
+/// arms a triggered put inside a post (`Nal::bulk_post_end`, which MPI
+/// calls at every collective start), then computes. The dozer had gone to
+/// doze long (up to 50 ms) before anything was armed, and a small message
+/// does not wake a dozer; but the post flagged the inbox, so the small
+/// message from rank 1 that fires the put wakes it, and the put goes out
+/// while rank 0 still computes. Four such starts (each a fresh post 20 ms
+/// after the last one fired): with the message waking the dozer, each is
+/// a wake of the doorbell (`progress_thread_wakes`; one may land just as
+/// the dozer looks on its own, and be taken without one). Without the
+/// post's flag, only a start that the dozer's own timed look happens to
+/// follow is (about one in six here).
+///
+/// With `fire_first`, rank 1's message is in rank 0's ring before the
+/// post begins (a peer that started first), so it woke nobody: the post's
+/// end finds it and wakes the dozer. A start whose message the dozer
+/// already took on a timed look (the counter reached the trigger before
+/// the post) shows nothing either way and is not counted.
+fn collectives_started_after_a_wait(crowded: bool, fire_first: bool) {
     use std::sync::atomic::Ordering::SeqCst;
     use std::sync::mpsc;
-    let sc = Scene::new(true, |c| c.crowded = true);
+    const STARTS: u64 = 4;
+    let sc = Scene::new(true, |c| c.crowded = crowded);
     let (a, b) = (sc.a(), sc.b());
     let ct = a.ni.ct_alloc().unwrap();
     let count = MdDesc::new(MdOptions::OP_PUT | MdOptions::CT_COMM).ct(ct);
-    attach(&a.ni, id(1), 3, 0, &count, 8);
+    // Room for every start's 8 bytes: descriptors manage their offsets.
+    attach(&a.ni, id(1), 3, 0, &count, 8 * STARTS as usize);
     let echo = bind_md(&a.ni, sc.aeq, vec![9; 8]);
-    let echo_md = attach(&b.ni, id(0), 4, 0, &Scene::put_desc(sc.beq), 8);
+    let echo_md = attach(
+        &b.ni,
+        id(0),
+        4,
+        0,
+        &Scene::put_desc(sc.beq),
+        8 * STARTS as usize,
+    );
     let fire = bind_md(&b.ni, sc.beq, vec![2; 8]);
-    let (armed, fire_now) = mpsc::channel::<()>();
-    let (computing, echoed) = (AtomicBool::new(true), AtomicBool::new(false));
-    let woken = std::thread::scope(|s| {
-        let (sc1, computing1, echoed1) = (&sc, &computing, &echoed);
+    let (go_fire, fire_now) = mpsc::channel::<()>();
+    let (fired_tx, fired) = mpsc::channel::<()>();
+    let (echoed_tx, echoed) = mpsc::channel::<()>();
+    let computing = AtomicBool::new(true);
+    let (rung, counted) = std::thread::scope(|s| {
+        let (sc1, computing1) = (&sc, &computing);
         s.spawn(move || {
-            let (sc, computing, echoed) = (sc1, computing1, echoed1);
+            let (sc, computing) = (sc1, computing1);
             sc.go_then_after(Duration::ZERO, || {
-                fire_now
-                    .recv_timeout(Duration::from_secs(20))
-                    .expect("rank 0 armed its operation");
-                sc.fire_for_echo(fire, echo_md, computing);
-                echoed.store(true, SeqCst);
+                for _ in 0..STARTS {
+                    fire_now
+                        .recv_timeout(Duration::from_secs(20))
+                        .expect("rank 0 asks for the message");
+                    sc.put(fire, 3);
+                    fired_tx.send(()).expect("rank 0 computes");
+                    sc.await_echo(echo_md, computing);
+                    echoed_tx.send(()).expect("rank 0 computes");
+                }
             })
         });
         sc.wait_go();
-        // The collective's start, at once after the wait.
-        let before = a.nal.stats().progress_thread_wakes;
-        a.ni.nal().bulk_post_begin();
-        let to_b = Remote::new(id(1), PT, 4);
-        a.ni.triggered_put(echo, 0, 8, AckReq::NoAck, &to_b, 0, Trigger::new(ct, 1))
-            .unwrap();
-        a.ni.nal().bulk_post_end();
-        // Compute. The dozer's doze beside the wait lasts up to 50 ms and
-        // nothing else arrives: only the post can wake it this soon.
-        let t0 = Instant::now();
-        let mut woken = false;
-        while !woken && t0.elapsed() < Duration::from_secs(1) {
-            woken = a.nal.stats().progress_thread_wakes > before;
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        armed.send(()).expect("rank 1 waits to fire");
-        while !echoed.load(SeqCst) && t0.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(1));
+        let (mut rung, mut counted) = (0, 0);
+        for k in 1..=STARTS {
+            // The collective's start, at once after the wait, or a while
+            // after the last one's echo (so that the dozer, woken for that
+            // one, dozes again first and finds nothing armed), then compute
+            // until rank 1 has the echo.
+            if k > 1 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if fire_first {
+                go_fire.send(()).expect("rank 1 waits to fire");
+                fired
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("rank 1 fired");
+            }
+            let taken = a.ni.ct_get(ct).unwrap().success >= k;
+            let before = a.nal.stats().progress_thread_wakes;
+            a.ni.nal().bulk_post_begin();
+            let to_b = Remote::new(id(1), PT, 4);
+            a.ni.triggered_put(echo, 0, 8, AckReq::NoAck, &to_b, 0, Trigger::new(ct, k))
+                .unwrap();
+            a.ni.nal().bulk_post_end();
+            if !fire_first {
+                go_fire.send(()).expect("rank 1 waits to fire");
+                fired
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("rank 1 fired");
+            }
+            echoed
+                .recv_timeout(Duration::from_secs(20))
+                .expect("rank 1 got the echo");
+            if !taken {
+                counted += 1;
+                rung += u64::from(a.nal.stats().progress_thread_wakes > before);
+            }
         }
         computing.store(false, SeqCst);
-        woken
+        (rung, counted)
     });
     assert!(
-        woken,
-        "the collective's start did not wake the dozing progress thread"
+        counted >= 2 && rung + 1 >= counted,
+        "the dozing progress thread was woken for only {rung} of {counted} collectives"
     );
+}
+
+#[test]
+fn a_collective_started_after_a_wait_is_fired_by_the_next_message_while_the_rank_computes() {
+    collectives_started_after_a_wait(false, false);
+}
+
+#[test]
+fn on_a_crowded_host_too_a_collective_started_after_a_wait_is_fired_by_the_next_message() {
+    collectives_started_after_a_wait(true, false);
+}
+
+#[test]
+fn a_message_that_came_before_a_collectives_start_has_the_start_wake_the_dozer() {
+    collectives_started_after_a_wait(false, true);
 }
