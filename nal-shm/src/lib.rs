@@ -127,8 +127,9 @@ pub struct ShmConfig {
     /// moves that work at once, so a transfer that arrives while the
     /// application computes overlaps the computation. Small messages wait
     /// for the application's next call or the dozer's next timed look.
-    /// While triggered operations are armed it sleeps as an ordinary
-    /// sleeper instead (any message may fire one). On by default, also in
+    /// While triggered operations are armed (a non-blocking collective
+    /// under way) any message wakes it, except beside a waiter: any may
+    /// fire the next step (see `Nal::bulk_post_end`). On by default, also in
     /// the runtime (`PTL_SHM_TAKEOVER=auto`); off, the thread sleeps the
     /// delay out and a transfer that arrives during a compute step shorter
     /// than the delay waits for the next call.

@@ -446,6 +446,14 @@ fn collectives_started_after_a_wait(crowded: bool, fire_first: bool) {
             })
         });
         sc.wait_go();
+        // Rank 1 puts the message that fires the put; returns once it is
+        // in rank 0's ring.
+        let fire_message = || {
+            go_fire.send(()).expect("rank 1 waits to fire");
+            fired
+                .recv_timeout(Duration::from_secs(20))
+                .expect("rank 1 fired");
+        };
         let (mut rung, mut counted) = (0, 0);
         for k in 1..=STARTS {
             // The collective's start, at once after the wait, or a while
@@ -456,10 +464,7 @@ fn collectives_started_after_a_wait(crowded: bool, fire_first: bool) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             if fire_first {
-                go_fire.send(()).expect("rank 1 waits to fire");
-                fired
-                    .recv_timeout(Duration::from_secs(20))
-                    .expect("rank 1 fired");
+                fire_message();
             }
             let taken = a.ni.ct_get(ct).unwrap().success >= k;
             let before = a.nal.stats().progress_thread_wakes;
@@ -469,10 +474,7 @@ fn collectives_started_after_a_wait(crowded: bool, fire_first: bool) {
                 .unwrap();
             a.ni.nal().bulk_post_end();
             if !fire_first {
-                go_fire.send(()).expect("rank 1 waits to fire");
-                fired
-                    .recv_timeout(Duration::from_secs(20))
-                    .expect("rank 1 fired");
+                fire_message();
             }
             echoed
                 .recv_timeout(Duration::from_secs(20))
