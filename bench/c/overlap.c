@@ -7,7 +7,10 @@
  *   rank 0:  t0; MPI_Irecv; compute(c us, calibrated busy loop); t1;
  *            MPI_Wait; t2
  *
- * wait = t2 - t1, total receive time = t2 - t0. The transfer time is the
+ * wait = t2 - t1, total receive time = t2 - t0. wait_max_us is the longest
+ * single wait of any repetition: one stall (a rank descheduled for a few
+ * milliseconds) takes a whole repetition's average to 0 % and shows there.
+ * The transfer time is the
  * total receive time with c = 0 (reported as the compute_factor 0 row).
  * c is a multiple of the transfer time (-f, default 0.5,1,2,4), or absolute
  * microseconds with -p abs. value = overlap % = 100 * (1 - wait / transfer),
@@ -19,12 +22,12 @@
 #include <stdio.h>
 #include <string.h>
 
-struct point { double wait, total, compute; };
+struct point { double wait, total, compute, wait_max; };
 
 /* One repetition of `iters` (+ warmup) iterations with `c_us` of compute. */
 static struct point run(int rank, char *buf, int n, long warm, long iters, double c_us)
 {
-    struct point p = {0, 0, 0};
+    struct point p = {0, 0, 0, 0};
     MPI_Request req;
     for (long i = 0; i < warm + iters; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
@@ -40,6 +43,8 @@ static struct point run(int rank, char *buf, int n, long warm, long iters, doubl
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         double t2 = MPI_Wtime();
         if (i >= warm) {
+            if (t2 - t1 > p.wait_max)
+                p.wait_max = t2 - t1;
             p.wait += t2 - t1;
             p.total += t2 - t0;
             p.compute += t1 - t0;
@@ -48,6 +53,7 @@ static struct point run(int rank, char *buf, int n, long warm, long iters, doubl
     p.wait = p.wait * 1e6 / (double)iters;
     p.total = p.total * 1e6 / (double)iters;
     p.compute = p.compute * 1e6 / (double)iters;
+    p.wait_max *= 1e6;
     return p;
 }
 
@@ -72,10 +78,13 @@ int main(int argc, char **argv)
         long iters = scale_iters(o.iters, n, 65536, 10);
         long warm = scale_iters(o.warmup, n, 65536, 1);
         /* baseline: transfer time without compute */
+        double wmax = 0;
         for (int r = 0; r < o.reps; r++) {
             struct point p = run(rank, buf, n, warm, iters, 0.0);
             t[r] = p.total;
             w[r] = p.wait;
+            if (p.wait_max > wmax)
+                wmax = p.wait_max;
         }
         struct stat5 ts = stats(t, o.reps), ws = stats(w, o.reps);
         double transfer = ts.median;
@@ -83,13 +92,14 @@ int main(int argc, char **argv)
             char extra[256];
             snprintf(extra, sizeof extra,
                      ",\"compute_factor\":0,\"compute_us\":0,\"wait_us\":%.3f,"
-                     "\"total_us\":%.3f,\"transfer_us\":%.3f",
-                     ws.median, ts.median, transfer);
+                     "\"wait_max_us\":%.3f,\"total_us\":%.3f,\"transfer_us\":%.3f",
+                     ws.median, wmax, ts.median, transfer);
             struct stat5 zero = {0, 0, 0, 0};
             emit("overlap", n, iters, zero, o.reps, "%", extra);
         }
         for (int f = 0; f < o.nfvals; f++) {
             double c_us = absolute ? o.fvals[f] : o.fvals[f] * transfer;
+            wmax = 0;
             for (int r = 0; r < o.reps; r++) {
                 struct point p = run(rank, buf, n, warm, iters, c_us);
                 double x = 100.0 * (1.0 - p.wait / transfer);
@@ -97,15 +107,17 @@ int main(int argc, char **argv)
                 w[r] = p.wait;
                 t[r] = p.total;
                 c[r] = p.compute;
+                if (p.wait_max > wmax)
+                    wmax = p.wait_max;
             }
             if (rank == 0) {
                 char extra[320];
                 struct stat5 os = stats(ov, o.reps);
                 snprintf(extra, sizeof extra,
                          ",\"compute_factor\":%.3f,\"compute_us\":%.3f,\"wait_us\":%.3f,"
-                         "\"total_us\":%.3f,\"transfer_us\":%.3f",
+                         "\"wait_max_us\":%.3f,\"total_us\":%.3f,\"transfer_us\":%.3f",
                          absolute ? c_us / transfer : o.fvals[f], stats(c, o.reps).median,
-                         stats(w, o.reps).median, stats(t, o.reps).median, transfer);
+                         stats(w, o.reps).median, wmax, stats(t, o.reps).median, transfer);
                 emit("overlap", n, iters, os, o.reps, "%", extra);
             }
         }

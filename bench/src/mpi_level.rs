@@ -231,12 +231,16 @@ fn stream(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Res
     Ok(())
 }
 
-/// Averages of one overlap repetition, µs per iteration.
+/// Averages of one overlap repetition, µs per iteration, and its longest
+/// single wait.
 #[derive(Default)]
 struct OverlapPoint {
     wait: f64,
     total: f64,
     compute: f64,
+    /// One stall (a rank descheduled for milliseconds) takes a whole
+    /// repetition's average to 0 %; this shows it.
+    wait_max: f64,
 }
 
 /// One repetition of `bench/c/overlap.c`: barrier; the sender sends; the
@@ -266,6 +270,7 @@ fn overlap_rep(
             Ok((t1, Instant::now()))
         })?;
         if i >= warm {
+            p.wait_max = p.wait_max.max((t2 - t1).as_secs_f64() * 1e6);
             p.wait += (t2 - t1).as_secs_f64();
             p.total += (t2 - t0).as_secs_f64();
             p.compute += (t1 - t0).as_secs_f64();
@@ -286,11 +291,12 @@ fn overlap(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Re
     for &n in &p.sizes {
         let iters = scale_iters(p.iters, n, 65536, 10);
         let warm = scale_iters(p.warmup, n, 65536, 1);
-        let (mut t, mut w) = (Vec::new(), Vec::new());
+        let (mut t, mut w, mut wmax) = (Vec::new(), Vec::new(), 0.0f64);
         for _ in 0..p.reps {
             let pt = overlap_rep(c, &mut buf[..n], warm, iters, 0.0, &work)?;
             t.push(pt.total);
             w.push(pt.wait);
+            wmax = wmax.max(pt.wait_max);
         }
         let transfer = median(&mut t);
         let base = Record::new(
@@ -304,12 +310,14 @@ fn overlap(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Re
         .with("compute_factor", 0.0)
         .with("compute_us", 0.0)
         .with("wait_us", median(&mut w))
+        .with("wait_max_us", wmax)
         .with("total_us", transfer)
         .with("transfer_us", transfer);
         out(base)?;
         for &f in &p.factors {
             let c_us = f * transfer;
             let (mut ov, mut w, mut t, mut cu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let mut wmax = 0.0f64;
             for _ in 0..p.reps {
                 let pt = overlap_rep(c, &mut buf[..n], warm, iters, c_us, &work)?;
                 let x = if transfer > 0.0 {
@@ -321,11 +329,13 @@ fn overlap(c: &Ctx, p: &Params, out: &mut dyn FnMut(Record) -> Result<()>) -> Re
                 w.push(pt.wait);
                 t.push(pt.total);
                 cu.push(pt.compute);
+                wmax = wmax.max(pt.wait_max);
             }
             let r = Record::of_values(Bench::Overlap, c.label, n, iters, &mut ov)?
                 .with("compute_factor", f)
                 .with("compute_us", median(&mut cu))
                 .with("wait_us", median(&mut w))
+                .with("wait_max_us", wmax)
                 .with("total_us", median(&mut t))
                 .with("transfer_us", transfer);
             out(r)?;

@@ -104,12 +104,17 @@ fn overlap_smoke() {
             "compute_factor",
             "compute_us",
             "wait_us",
+            "wait_max_us",
             "total_us",
             "transfer_us",
         ] {
             assert!(r.extra_f64(k).is_some(), "{k} missing in {}", r.to_line());
         }
         assert!(r.value <= 100.0);
+        // The longest single wait is at least any repetition's average.
+        let wait = r.extra_f64("wait_us").expect("checked above");
+        let max = r.extra_f64("wait_max_us").expect("checked above");
+        assert!(max >= wait, "wait_max_us below wait_us in {}", r.to_line());
     }
 }
 

@@ -194,6 +194,8 @@ pub struct NiCore {
     engine: Mutex<Engine>,
     sleepers: AtomicUsize,
     epoch: AtomicU64,
+    /// See [`NiCore::news`].
+    news: AtomicU64,
     leader: AtomicBool,
     /// Threads parked on `parked` (or about to be, under `park`): wakers
     /// skip the condition variable, whose notify is always a system call,
@@ -232,6 +234,7 @@ impl NiCore {
             engine: Mutex::new(engine),
             sleepers: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
+            news: AtomicU64::new(0),
             leader: AtomicBool::new(false),
             parkers: AtomicUsize::new(0),
             park: Mutex::new(()),
@@ -356,8 +359,13 @@ impl NiCore {
                 w();
             }
         }
-        if posted && self.sleepers.load(Ordering::SeqCst) > 0 {
-            self.wake_sleepers();
+        if posted {
+            // After the engine lock: a spinning waiter that sees the new
+            // value and then looks finds what was posted.
+            self.news.fetch_add(1, Ordering::Release);
+            if self.sleepers.load(Ordering::SeqCst) > 0 {
+                self.wake_sleepers();
+            }
         }
         if unlinked {
             if let Some(h) = self.unlink_hook.get() {
@@ -420,6 +428,7 @@ impl NiCore {
 
     /// Wake every thread sleeping in a blocking wait of this interface.
     pub fn wake_sleepers(&self) {
+        self.news.fetch_add(1, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::SeqCst);
         // The leader posting from inside its own blocking progress call
         // looks at its queues when that call returns: interrupting the
@@ -435,6 +444,15 @@ impl NiCore {
             let _g = self.park.lock().unwrap_or_else(|p| p.into_inner());
             self.parked.notify_all();
         }
+    }
+
+    /// Moves each time an engine call queued events or changed a counting
+    /// event: whatever wakes a sleeping waiter (see [`NiCore::with_engine`]).
+    /// A spinning waiter reads it before each look under the engine lock,
+    /// and looks again only once it moved: its spin then costs a shared
+    /// load instead of the lock, which the thread moving its data needs.
+    pub(crate) fn news(&self) -> u64 {
+        self.news.load(Ordering::Acquire)
     }
 
     /// The current wake epoch; read it before checking for work, then pass

@@ -22,6 +22,10 @@ const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// Spinning passes per clock read in a blocking wait.
 const SPINS_PER_CLOCK: u32 = 8;
 
+/// Spinning passes per look under the engine lock in a blocking wait when
+/// nothing said there was news ([`NiCore::news`]): a backstop only.
+const SPINS_PER_LOOK: u32 = 256;
+
 /// How a network interface is set up.
 #[derive(Clone, Copy, Debug)]
 pub struct NiConfig {
@@ -368,6 +372,8 @@ impl NetworkInterface {
         check: impl Fn(&mut Engine) -> Result<Option<T>>,
         ready: impl Fn(&Engine) -> Result<bool>,
     ) -> Result<T> {
+        // Read before each look: news that comes after it moves it again.
+        let mut news = self.core.news();
         if let Some(hit) = self.core.with_engine(&check)? {
             return Ok(hit);
         }
@@ -416,8 +422,16 @@ impl NetworkInterface {
             if poll {
                 spins = spins.wrapping_add(1);
                 self.nal.progress(None)?;
-                if let Some(hit) = self.core.with_engine(&check)? {
-                    return Ok(hit);
+                // Look under the engine lock only when something changed
+                // (or, as a backstop, once in a while): at every pass, the
+                // spin took the lock the thread moving our data needs as
+                // often as it could (see `NiCore::news`).
+                let now_news = self.core.news();
+                if now_news != news || spins % SPINS_PER_LOOK == 0 {
+                    news = now_news;
+                    if let Some(hit) = self.core.with_engine(&check)? {
+                        return Ok(hit);
+                    }
                 }
                 if self.wait_yield {
                     std::thread::yield_now();
@@ -443,6 +457,7 @@ impl NetworkInterface {
             };
             self.core.sleep_leave();
             slept?;
+            news = self.core.news();
             if let Some(hit) = self.core.with_engine(&check)? {
                 return Ok(hit);
             }
@@ -948,5 +963,103 @@ pub(crate) fn check_raw(ptr: *mut u8, len: usize) -> Result<()> {
 impl Drop for NetworkInterface {
     fn drop(&mut self) {
         self.nal.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Outbound;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+
+    /// A transport that counts the spinning waiter's passes and, at pass
+    /// `news_at`, says there is news (as an engine call that posted an
+    /// event would).
+    struct CountingNal {
+        core: Arc<NiCore>,
+        passes: AtomicU32,
+        news_at: u32,
+    }
+
+    impl Nal for CountingNal {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        fn send(&self, _msg: Outbound) {}
+        fn progress(&self, timeout: Option<Duration>) -> Result<()> {
+            match timeout {
+                None => {
+                    if self.passes.fetch_add(1, Ordering::SeqCst) + 1 == self.news_at {
+                        self.core.wake_sleepers();
+                    }
+                }
+                Some(t) => std::thread::sleep(t.min(Duration::from_millis(1))),
+            }
+            Ok(())
+        }
+        fn wake(&self) {}
+    }
+
+    /// An interface over a [`CountingNal`] whose waiters spin `spin`.
+    fn interface(spin: Duration, news_at: u32) -> (NetworkInterface, Arc<CountingNal>) {
+        let mut cfg = NiConfig::new(ProcessId::new(1, 1), 7);
+        cfg.wait_spin = spin;
+        cfg.wait_spin_busy = Duration::ZERO;
+        let made: Arc<OnceLock<Arc<CountingNal>>> = Arc::new(OnceLock::new());
+        let keep = made.clone();
+        let ni = NetworkInterface::init(cfg, move |core| {
+            let nal = Arc::new(CountingNal {
+                core,
+                passes: AtomicU32::new(0),
+                news_at,
+            });
+            let _ = keep.set(nal.clone());
+            Ok(nal as Arc<dyn Nal>)
+        })
+        .expect("interface");
+        let nal = made.get().expect("transport built").clone();
+        (ni, nal)
+    }
+
+    #[test]
+    fn a_spinning_waiter_looks_under_the_engine_lock_only_at_news_or_as_a_backstop() {
+        let (ni, nal) = interface(Duration::from_millis(20), 0);
+        let looks = AtomicU32::new(0);
+        let r = ni.wait_until(
+            Some(Duration::from_millis(25)),
+            |_| -> Result<Option<()>> {
+                looks.fetch_add(1, Ordering::SeqCst);
+                Ok(None)
+            },
+            |_| Ok(false),
+        );
+        assert!(matches!(r, Err(PtlError::Timeout)), "{r:?}");
+        let (passes, looks) = (nal.passes.load(Ordering::SeqCst), looks.into_inner());
+        assert!(
+            passes >= 2 * SPINS_PER_LOOK,
+            "the waiter spun only {passes} passes"
+        );
+        // The first look, one per backstop period, and those after sleeping.
+        let most = 1 + passes / SPINS_PER_LOOK + 30;
+        assert!(
+            looks <= most,
+            "{looks} looks under the engine lock in {passes} spinning passes"
+        );
+    }
+
+    #[test]
+    fn news_makes_a_spinning_waiter_look_at_its_next_pass() {
+        let news_at = 100;
+        let (ni, nal) = interface(Duration::from_secs(5), news_at);
+        let r = ni.wait_until(
+            Some(Duration::from_secs(5)),
+            |_| -> Result<Option<u32>> {
+                let seen = nal.passes.load(Ordering::SeqCst);
+                Ok((seen >= news_at).then_some(seen))
+            },
+            |_| Ok(false),
+        );
+        assert_eq!(r.expect("the news ends the wait"), news_at);
     }
 }
