@@ -194,8 +194,6 @@ pub struct NiCore {
     engine: Mutex<Engine>,
     sleepers: AtomicUsize,
     epoch: AtomicU64,
-    /// See [`NiCore::news`].
-    news: AtomicU64,
     leader: AtomicBool,
     /// Threads parked on `parked` (or about to be, under `park`): wakers
     /// skip the condition variable, whose notify is always a system call,
@@ -234,7 +232,6 @@ impl NiCore {
             engine: Mutex::new(engine),
             sleepers: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
-            news: AtomicU64::new(0),
             leader: AtomicBool::new(false),
             parkers: AtomicUsize::new(0),
             park: Mutex::new(()),
@@ -360,11 +357,14 @@ impl NiCore {
             }
         }
         if posted {
-            // After the engine lock: a spinning waiter that sees the new
-            // value and then looks finds what was posted.
-            self.news.fetch_add(1, Ordering::Release);
+            // The epoch moves even with nobody asleep: a spinning waiter
+            // looks under the engine lock only once it moved (see
+            // [`NiCore::epoch`]). After the lock: a waiter that sees the
+            // new value and then looks finds what was posted.
             if self.sleepers.load(Ordering::SeqCst) > 0 {
                 self.wake_sleepers();
+            } else {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
             }
         }
         if unlinked {
@@ -428,7 +428,6 @@ impl NiCore {
 
     /// Wake every thread sleeping in a blocking wait of this interface.
     pub fn wake_sleepers(&self) {
-        self.news.fetch_add(1, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::SeqCst);
         // The leader posting from inside its own blocking progress call
         // looks at its queues when that call returns: interrupting the
@@ -446,17 +445,13 @@ impl NiCore {
         }
     }
 
-    /// Moves each time an engine call queued events or changed a counting
-    /// event: whatever wakes a sleeping waiter (see [`NiCore::with_engine`]).
-    /// A spinning waiter reads it before each look under the engine lock,
-    /// and looks again only once it moved: its spin then costs a shared
-    /// load instead of the lock, which the thread moving its data needs.
-    pub(crate) fn news(&self) -> u64 {
-        self.news.load(Ordering::Acquire)
-    }
-
     /// The current wake epoch; read it before checking for work, then pass
-    /// it to the sleep so that a wake in between is not lost.
+    /// it to the sleep so that a wake in between is not lost. It moves at
+    /// every wake-up and every engine call that queued events or changed a
+    /// counting event, whether or not anyone sleeps: a spinning waiter reads
+    /// it before each look under the engine lock and looks again only once
+    /// it moved, so its spin costs a shared load instead of the lock the
+    /// thread moving its data needs.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }

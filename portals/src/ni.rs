@@ -23,7 +23,7 @@ const MAX_SLEEP: Duration = Duration::from_millis(50);
 const SPINS_PER_CLOCK: u32 = 8;
 
 /// Spinning passes per look under the engine lock in a blocking wait when
-/// nothing said there was news ([`NiCore::news`]): a backstop only.
+/// nothing moved the wake epoch ([`NiCore::epoch`]): a backstop only.
 const SPINS_PER_LOOK: u32 = 256;
 
 /// How a network interface is set up.
@@ -372,8 +372,9 @@ impl NetworkInterface {
         check: impl Fn(&mut Engine) -> Result<Option<T>>,
         ready: impl Fn(&Engine) -> Result<bool>,
     ) -> Result<T> {
-        // Read before each look: news that comes after it moves it again.
-        let mut news = self.core.news();
+        // The wake epoch, read before each look: news that comes after it
+        // moves it again.
+        let mut news = self.core.epoch();
         if let Some(hit) = self.core.with_engine(&check)? {
             return Ok(hit);
         }
@@ -425,8 +426,8 @@ impl NetworkInterface {
                 // Look under the engine lock only when something changed
                 // (or, as a backstop, once in a while): at every pass, the
                 // spin took the lock the thread moving our data needs as
-                // often as it could (see `NiCore::news`).
-                let now_news = self.core.news();
+                // often as it could (see `NiCore::epoch`).
+                let now_news = self.core.epoch();
                 if now_news != news || spins % SPINS_PER_LOOK == 0 {
                     news = now_news;
                     if let Some(hit) = self.core.with_engine(&check)? {
@@ -457,7 +458,7 @@ impl NetworkInterface {
             };
             self.core.sleep_leave();
             slept?;
-            news = self.core.news();
+            news = self.core.epoch();
             if let Some(hit) = self.core.with_engine(&check)? {
                 return Ok(hit);
             }
