@@ -340,13 +340,16 @@ impl NiCore {
                 // before a call answered `Defer` sees it move.
                 self.intake_epoch.fetch_add(1, Ordering::SeqCst);
             }
-            (
-                r,
-                e.take_posted(),
-                e.take_watched_unlink(),
-                resumed,
-                triggered,
-            )
+            let posted = e.take_posted();
+            if posted {
+                // Under the engine lock, even with nobody asleep: whoever
+                // finds this call's news under the lock afterwards finds
+                // the epoch moved, so a reader that skips the lock while
+                // the epoch stays put (a spinning waiter, the MPI
+                // library's drain) never skips news it was shown.
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            (r, posted, e.take_watched_unlink(), resumed, triggered)
         };
         if resumed || triggered {
             // Held messages wait in the transport for a pass, triggered
@@ -356,16 +359,10 @@ impl NiCore {
                 w();
             }
         }
-        if posted {
-            // The epoch moves even with nobody asleep: a spinning waiter
-            // looks under the engine lock only once it moved (see
-            // [`NiCore::epoch`]). After the lock: a waiter that sees the
-            // new value and then looks finds what was posted.
-            if self.sleepers.load(Ordering::SeqCst) > 0 {
-                self.wake_sleepers();
-            } else {
-                self.epoch.fetch_add(1, Ordering::SeqCst);
-            }
+        // SeqCst against `sleep_enter`: either this load sees the sleeper,
+        // or the sleeper's read of the epoch sees the move above.
+        if posted && self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.notify_sleepers();
         }
         if unlinked {
             if let Some(h) = self.unlink_hook.get() {
@@ -429,6 +426,12 @@ impl NiCore {
     /// Wake every thread sleeping in a blocking wait of this interface.
     pub fn wake_sleepers(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.notify_sleepers();
+    }
+
+    /// Interrupt the leader's blocking transport call and the parked
+    /// threads, after the epoch moved.
+    fn notify_sleepers(&self) {
         // The leader posting from inside its own blocking progress call
         // looks at its queues when that call returns: interrupting the
         // transport would only cost it a wasted pass.
@@ -445,14 +448,18 @@ impl NiCore {
         }
     }
 
-    /// The current wake epoch; read it before checking for work, then pass
-    /// it to the sleep so that a wake in between is not lost. It moves at
-    /// every wake-up and every engine call that queued events or changed a
-    /// counting event, whether or not anyone sleeps: a spinning waiter reads
-    /// it before each look under the engine lock and looks again only once
-    /// it moved, so its spin costs a shared load instead of the lock the
-    /// thread moving its data needs.
-    pub(crate) fn epoch(&self) -> u64 {
+    /// The wake epoch. It moves at every wake-up and, under the engine
+    /// lock, in every engine call that queued an event, changed a counting
+    /// event or learned of a failed peer, whether or not anyone sleeps.
+    ///
+    /// So news needs no lock to be noticed: read the epoch, then look
+    /// under the engine lock; while it still reads the same, nothing was
+    /// queued that this look did not see. A blocking wait passes it to its
+    /// sleep, so that a wake in between is not lost; a spinning waiter
+    /// looks again only once it moved, so its spin costs a shared load
+    /// instead of the lock the thread moving its data needs; the MPI
+    /// library takes its event queues only once it moved.
+    pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }
 

@@ -970,7 +970,8 @@ impl Drop for NetworkInterface {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Outbound;
+    use crate::wire::Header;
+    use crate::{FailType, Outbound};
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::OnceLock;
 
@@ -1046,6 +1047,77 @@ mod tests {
         assert!(
             looks <= most,
             "{looks} looks under the engine lock in {passes} spinning passes"
+        );
+    }
+
+    /// The first thread to find an engine call's news after that call
+    /// releases the lock must find the epoch moved: a reader that skips
+    /// the lock while the epoch reads the same (a spinning waiter, the MPI
+    /// library's drain) would otherwise skip news a look already showed
+    /// it, and go round again until the poster got the CPU back. The
+    /// waker is that first thread here: the engine call below also queues
+    /// a message for the transport, and the waker runs right after the
+    /// lock is released.
+    #[test]
+    fn an_engine_call_that_posts_moves_the_epoch_before_it_releases_the_lock() {
+        let (ni, _nal) = interface(Duration::ZERO, 0);
+        let ct = ni.ct_alloc().expect("counting event");
+        let core = ni.core().clone();
+        let at_wake = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let weak = Arc::downgrade(&core);
+        let log = at_wake.clone();
+        core.set_waker(Box::new(move || {
+            if let Some(c) = weak.upgrade() {
+                let count = c.with_engine(|e| e.ct_get(ct)).map(|v| v.success);
+                if let Ok(mut l) = log.lock() {
+                    l.push((c.epoch(), count));
+                }
+            }
+        }));
+        let before = core.epoch();
+        let header = Header {
+            op: crate::wire::Op::Put,
+            ack_req: false,
+            ack_lazy: false,
+            fail: FailType::Ok,
+            job_key: 7,
+            src: ProcessId::new(1, 1),
+            dst: ProcessId::new(1, 2),
+            pt_index: PortalIndex(0),
+            ac_index: 0,
+            match_bits: 0,
+            offset: 0,
+            hdr_data: 0,
+            rlength: 0,
+            mlength: 0,
+            cookie: 0,
+            atomic: None,
+        };
+        core.with_engine(|e| {
+            e.ct_inc(
+                ct,
+                CtEvent {
+                    success: 1,
+                    failure: 0,
+                },
+            )?;
+            e.defer_outbound(Outbound {
+                header,
+                payload: crate::engine::Payload::None,
+                token: None,
+            });
+            Ok::<(), PtlError>(())
+        })
+        .expect("engine call");
+        let seen = at_wake.lock().map(|l| l.clone()).unwrap_or_default();
+        let (epoch, count) = seen
+            .into_iter()
+            .next()
+            .expect("the queued message woke the transport");
+        assert_eq!(count, Ok(1), "the waker found the counter changed");
+        assert_ne!(
+            epoch, before,
+            "the waker found the news under the lock, and the epoch not moved"
         );
     }
 

@@ -306,6 +306,30 @@ fn on_every_transport(mut f: impl FnMut(NalKind, ProgressMode, JobOptions)) {
     }
 }
 
+/// A look at a pending receive with nothing new queued costs no engine
+/// lock (`mpi_check quietpeek`): rank 0 peeks while one of its threads
+/// holds the lock, and the peek comes back at once, on every transport in
+/// both modes. Taking the lock, the peek waits until the holder lets go
+/// (10 s), and this fails.
+#[test]
+fn a_peek_with_nothing_new_queued_does_not_wait_for_the_engine_lock_on_any_transport() {
+    on_every_transport(|nal, p, options| {
+        let out = run_job_env(
+            env!("CARGO_BIN_EXE_mpi_check"),
+            2,
+            &["quietpeek"],
+            options,
+            Duration::from_secs(60),
+            &[],
+        );
+        assert_ok(&out, 2, &format!("quietpeek {nal:?} {p:?}"));
+        assert!(
+            out.stdout_of(0).contains("quietpeek: a quiet peek took"),
+            "{nal:?} {p:?}"
+        );
+    });
+}
+
 /// Announced long sends (`mpi_check announce`, run length 4), on every
 /// transport in both modes (shared memory through its ring,
 /// `PTL_SHM_CMA=0`: read single-copy, a truncated payload never moves, and

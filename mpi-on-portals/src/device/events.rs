@@ -18,32 +18,7 @@ impl Device {
     /// concerns the library is kept in `fatal` (and reported by every wait
     /// once the waited-for request has let go of its buffer).
     pub(super) fn drain(&self, st: &mut State) {
-        // The failure count is read before the events (in the same engine
-        // call): whatever the transport delivered before giving up on a
-        // peer is queued by then, and handled first.
-        let mut failures = None;
-        let (mut unexpected, mut request, mut pull) = (None, None, None);
-        loop {
-            let failed = self.take_events(st, &mut unexpected, &mut request, &mut pull);
-            failures.get_or_insert(failed);
-            if unexpected.is_none() && request.is_none() && pull.is_none() {
-                break;
-            }
-            if let Some(ev) = &unexpected {
-                if let Err(e) = self.sh.on_unexpected(self.core(), st, ev) {
-                    st.fatal.get_or_insert(e);
-                }
-            }
-            for ev in [&request, &pull].into_iter().flatten() {
-                self.on_request(st, ev);
-            }
-            unexpected = None;
-            request = None;
-            pull = None;
-        }
-        if failures.unwrap_or(0) > st.failures_seen {
-            self.on_peer_failures(st);
-        }
+        self.take_all_events(st);
         if !st.departures_new.is_empty() {
             for p in std::mem::take(&mut st.departures_new) {
                 if let Some(r) = self.job.rank_of(p) {

@@ -463,6 +463,7 @@ impl Device {
                 departed: HashSet::default(),
                 departures_new: Vec::new(),
                 failures_seen: 0,
+                quiet_epoch: None,
                 members: HashMap::default(),
                 nbc: HashMap::default(),
                 segments: HashMap::default(),

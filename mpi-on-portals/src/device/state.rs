@@ -208,6 +208,10 @@ pub(super) struct State {
     pub(super) departures_new: Vec<ProcessId>,
     /// How many entries of the interface's failed-peer list were handled.
     pub(super) failures_seen: usize,
+    /// The interface's epoch read before the last drain's look that found
+    /// every event queue empty (`intake.rs`): while it reads the same,
+    /// nothing was queued since. `None`: look.
+    pub(super) quiet_epoch: Option<u64>,
     /// World ranks of the members of each context that a receive from any
     /// source used (a member's death fails such receives).
     pub(super) members: HashMap<u16, Arc<[u32]>>,

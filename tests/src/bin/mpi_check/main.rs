@@ -136,6 +136,7 @@ fn main() {
         "copies" => copies(&u),
         "progress" => progress(&u, args.get(2).map(String::as_str) != Some("poll")),
         "quiet" => quiet(&u),
+        "quietpeek" => quietpeek(&u),
         "ring" => ring(&u),
         "spin" => spin(&u),
         "requests" => requests(&u),

@@ -262,3 +262,69 @@ pub(crate) fn quiet(u: &Universe) -> R<()> {
     println!("quiet: tracked");
     Ok(())
 }
+
+/// A look at a pending receive with nothing new queued does not take the
+/// engine lock (`intake.rs`): rank 0 peeks while another of its threads
+/// holds the lock, and the peek must come back at once. Taking the lock,
+/// it would wait until the holder lets go (10 s).
+pub(crate) fn quietpeek(u: &Universe) -> R<()> {
+    let w = u.world();
+    w.barrier().map_err(e)?;
+    let Some((me, p)) = pair(&w) else {
+        return Ok(());
+    };
+    if me != 0 {
+        p.receive_with_tag::<u8>(CTRL).map_err(e)?;
+        return p.send_with_tag(&[5u8; 8][..], 9).map_err(e);
+    }
+    let core = u.network_interface().core().clone();
+    let mut buf = [0u8; 8];
+    scope(|sc| -> R<()> {
+        let req = p
+            .immediate_receive_into_with_tag(sc, &mut buf[..], 9)
+            .map_err(e)?;
+        // The premise: an interface where nothing is being queued (the
+        // barrier's last acknowledgments may still come in). A peek takes
+        // whatever came; the epoch then reads the same for a while.
+        let mut quiet = None;
+        for _ in 0..100 {
+            let before = core.epoch();
+            ensure(!req.peek().map_err(e)?, || "nothing was sent yet".into())?;
+            std::thread::sleep(Duration::from_millis(20));
+            if core.epoch() == before {
+                quiet = Some(before);
+                break;
+            }
+        }
+        let quiet = quiet.ok_or("the interface never went quiet")?;
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = core.clone();
+        let holder = std::thread::spawn(move || {
+            holder.with_engine(|_| {
+                let _ = held_tx.send(holder.epoch());
+                let _ = release_rx.recv_timeout(Duration::from_secs(10));
+            })
+        });
+        let under_lock = held_rx
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|x| format!("the holder never took the lock: {x}"))?;
+        let t = Instant::now();
+        let done = req.peek().map_err(e)?;
+        let took = t.elapsed();
+        let _ = release_tx.send(());
+        holder.join().map_err(|_| "the lock holder panicked")?;
+        ensure(under_lock == quiet, || {
+            format!("news came before the lock was held (epoch {quiet} -> {under_lock})")
+        })?;
+        ensure(!done, || "the receive completed with nothing sent".into())?;
+        ensure(took < Duration::from_secs(2), || {
+            format!("a peek with nothing new queued waited {took:?} for the engine lock")
+        })?;
+        println!("quietpeek: a quiet peek took {took:?} with the engine lock held");
+        p.send_with_tag(&1u8, CTRL).map_err(e)?;
+        req.wait().map_err(e)?;
+        Ok(())
+    })?;
+    ensure(buf == [5u8; 8], || format!("received {buf:?}"))
+}
