@@ -970,8 +970,7 @@ impl Drop for NetworkInterface {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Header;
-    use crate::{FailType, Outbound};
+    use crate::Outbound;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::OnceLock;
 
@@ -1075,24 +1074,6 @@ mod tests {
             }
         }));
         let before = core.epoch();
-        let header = Header {
-            op: crate::wire::Op::Put,
-            ack_req: false,
-            ack_lazy: false,
-            fail: FailType::Ok,
-            job_key: 7,
-            src: ProcessId::new(1, 1),
-            dst: ProcessId::new(1, 2),
-            pt_index: PortalIndex(0),
-            ac_index: 0,
-            match_bits: 0,
-            offset: 0,
-            hdr_data: 0,
-            rlength: 0,
-            mlength: 0,
-            cookie: 0,
-            atomic: None,
-        };
         core.with_engine(|e| {
             e.ct_inc(
                 ct,
@@ -1102,7 +1083,7 @@ mod tests {
                 },
             )?;
             e.defer_outbound(Outbound {
-                header,
+                header: crate::wire::tests::sample(),
                 payload: crate::engine::Payload::None,
                 token: None,
             });

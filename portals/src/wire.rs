@@ -327,11 +327,12 @@ fn get64(b: &[u8; HEADER_LEN], at: usize) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn sample() -> Header {
+    /// A valid put header, for tests that need one.
+    pub(crate) fn sample() -> Header {
         Header {
             op: Op::Put,
             ack_req: true,
